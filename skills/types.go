@@ -1,0 +1,130 @@
+// Package skills owns the skill package format and the catalog's domain types:
+// SKILL.md parsing and validation, import readers with their limits, the tree
+// hash and the versioned content store. It imports no other skillfs package;
+// index, policy, fs and the daemon all speak in the types declared here.
+package skills
+
+import (
+	"errors"
+	"time"
+)
+
+// ManifestName is the file that makes a directory a skill.
+const ManifestName = "SKILL.md"
+
+// Source types of a catalog skill.
+const (
+	SourceBuiltin = "builtin"
+	SourceUpload  = "upload"
+	SourceRemote  = "remote"
+)
+
+// Roles of a user.
+const (
+	RoleSuperadmin = "superadmin"
+	RoleAdmin      = "admin"
+	RoleUser       = "user"
+)
+
+// Scope kinds of a share config.
+const (
+	ScopeGlobal     = "global"
+	ScopeDepartment = "department"
+	ScopeUser       = "user"
+)
+
+// Sentinel errors shared by every package. Wrap them with context; test with
+// errors.Is.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrExists          = errors.New("already exists")
+	ErrInvalidManifest = errors.New("invalid SKILL.md")
+	ErrUnsafePath      = errors.New("unsafe path")
+	ErrSpecialFile     = errors.New("not a regular file or directory")
+	ErrLimit           = errors.New("limit exceeded")
+	ErrNoManifest      = errors.New("no SKILL.md found")
+	ErrAmbiguous       = errors.New("source holds several skills")
+	ErrPermission      = errors.New("permission denied")
+	ErrInvalid         = errors.New("invalid argument")
+	ErrDependency      = errors.New("invalid dependency")
+)
+
+// Scope is one side of a share config: everyone, some departments or some users.
+type Scope struct {
+	Kind string   `json:"kind"`          // ScopeGlobal, ScopeDepartment or ScopeUser
+	IDs  []string `json:"ids,omitempty"` // department ids or uids; sorted, unique
+}
+
+// Share says who may read and who may manage a skill.
+type Share struct {
+	Read   Scope `json:"read"`
+	Manage Scope `json:"manage"`
+}
+
+// User is someone skills are shared with and sessions act for.
+type User struct {
+	UID        string `json:"uid"`
+	Role       string `json:"role"`
+	Department string `json:"department,omitempty"`
+}
+
+// Skill is a catalog entry: the index row of one slug.
+type Skill struct {
+	Slug              string    `json:"slug"`
+	Name              string    `json:"name"`
+	Description       string    `json:"description"`
+	SourceType        string    `json:"source_type"`
+	Source            string    `json:"source"` // where it was installed from (dir, URL, …); same source ⇒ reinstall
+	Share             Share     `json:"share"`
+	Enabled           bool      `json:"enabled"`
+	SkillDependencies []string  `json:"skill_dependencies"`
+	ToolDependencies  []string  `json:"tool_dependencies"`
+	MCPDependencies   []string  `json:"mcp_dependencies"`
+	Version           string    `json:"version"` // tree hash of the current version
+	Creator           string    `json:"creator"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// Version is one immutable published tree of a skill, with its provenance.
+type Version struct {
+	Slug        string    `json:"slug"`
+	Hash        string    `json:"hash"` // SHA-256 tree hash, hex
+	Path        string    `json:"path"` // directory in the content store
+	SourceType  string    `json:"source_type"`
+	Source      string    `json:"source"`
+	Ref         string    `json:"ref,omitempty"`
+	Commit      string    `json:"commit,omitempty"`
+	Installer   string    `json:"installer"`
+	InstalledAt time.Time `json:"installed_at"`
+	Previous    string    `json:"previous,omitempty"` // hash of the version it replaced
+	Files       int       `json:"files"`
+	Bytes       int64     `json:"bytes"`
+}
+
+// Pin is one skill of a session's readable set, at the version the session saw.
+type Pin struct {
+	Slug    string `json:"slug"`
+	Version string `json:"version"` // tree hash
+}
+
+// Session is an agent session: who it acts for, what it asked for and what it pinned.
+type Session struct {
+	ID        string    `json:"id"`
+	UID       string    `json:"uid"`
+	All       bool      `json:"all"`       // requested every accessible skill
+	Requested []string  `json:"requested"` // roots, in the order given (ignored when All)
+	Preload   []string  `json:"preload"`
+	Pins      []Pin     `json:"pins"` // the readable set in closure order
+	CreatedAt time.Time `json:"created_at"`
+	ClosedAt  time.Time `json:"closed_at,omitzero"`
+}
+
+// Activation records that an agent opened a skill's SKILL.md in a session.
+type Activation struct {
+	Session string    `json:"-"`
+	Slug    string    `json:"slug"`
+	FirstAt time.Time `json:"first_at"`
+	LastAt  time.Time `json:"last_at"`
+	Opens   int64     `json:"opens"`
+}
