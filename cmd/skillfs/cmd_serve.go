@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/daemon"
+)
+
+// examples are the bundled skills `serve` registers as builtins.
+//
+//go:embed all:examples
+var examples embed.FS
+
+func (c *cli) serve(args []string) error {
+	fs := c.flags("serve")
+	mountRoot := fs.String("mount-root", "", "where the shared FUSE mount goes (default <home>/mnt)")
+	agentPath := fs.String("agent-path", "/home/gem/skills", "where agents see their skills (used in prompts)")
+	tcp := fs.String("listen", "", "also serve the API on this loopback TCP address (needs --token-file)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token for --listen")
+	withExamples := fs.Bool("examples", true, "register the bundled example skills as builtins")
+	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		if _, err := os.Stat("/dev/fuse"); err != nil {
+			return fmt.Errorf("serve needs /dev/fuse: %w", err)
+		}
+	}
+	var token string
+	if *tcp != "" {
+		if *tokenFile == "" {
+			return fmt.Errorf("--listen needs --token-file: %w", errUsage)
+		}
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("read token file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return fmt.Errorf("token file %q is empty: %w", *tokenFile, errUsage)
+		}
+	}
+	home, err := c.homeDir()
+	if err != nil {
+		return err
+	}
+	log := c.logger()
+	cat, err := catalog.Open(c.ctx, home, catalog.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if *withExamples {
+		if err := c.syncExamples(cat); err != nil {
+			return fmt.Errorf("register bundled skills: %w", err)
+		}
+	}
+
+	// The first signal shuts down cleanly; a second one forces the exit.
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		<-sigs
+		fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
+		os.Exit(exitError)
+	}()
+	return daemon.Run(ctx, cat, daemon.Options{
+		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
+		Logger: log, Ready: c.stdout, Debug: c.debug,
+	})
+}
+
+// syncExamples installs (or re-syncs) the bundled skills as builtins. Embedded
+// files carry no modes, so a file starting with "#!" is made executable.
+func (c *cli) syncExamples(cat *catalog.Catalog) error {
+	dir, err := os.MkdirTemp("", "skillfs-examples-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	err = iofs.WalkDir(examples, "examples", func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(p))
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		data, err := examples.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(string(data), "#!") {
+			mode = 0o755
+		}
+		return os.WriteFile(dst, data, mode)
+	})
+	if err != nil {
+		return err
+	}
+	res, err := cat.Import(c.ctx, catalog.ImportRequest{
+		Source: filepath.Join(dir, "examples"), All: true, Builtin: true,
+		As: catalog.Operator, Origin: "builtin:examples",
+	})
+	if err != nil {
+		return err
+	}
+	if len(res.Failed) > 0 {
+		return fmt.Errorf("%s: %s", res.Failed[0].Source, res.Failed[0].Error)
+	}
+	return nil
+}

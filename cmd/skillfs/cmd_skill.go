@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+func (c *cli) skillCmd(sub string, args []string) error {
+	switch sub {
+	case "import":
+		return c.skillImport(args)
+	case "validate":
+		return c.skillValidate(args)
+	case "list":
+		return c.skillList(args)
+	case "show":
+		return c.skillShow(args)
+	case "enable", "disable":
+		return c.skillToggle(sub, args)
+	case "delete":
+		return c.skillDelete(args)
+	case "export":
+		return c.skillExport(args)
+	case "deps":
+		return c.skillDeps(args)
+	case "share":
+		return c.skillShare(args)
+	}
+	return fmt.Errorf("unknown skill command %q (import, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
+}
+
+// skillJSON is one element of `skill list --json`; its fields are a contract.
+type skillJSON struct {
+	Slug              string   `json:"slug"`
+	Name              string   `json:"name"`
+	Description       string   `json:"description"`
+	Version           string   `json:"version"`
+	Enabled           bool     `json:"enabled"`
+	SourceType        string   `json:"source_type"`
+	SkillDependencies []string `json:"skill_dependencies"`
+	ToolDependencies  []string `json:"tool_dependencies"`
+	MCPDependencies   []string `json:"mcp_dependencies"`
+	Share             struct {
+		Read   string `json:"read"`
+		Manage string `json:"manage,omitempty"`
+	} `json:"share"`
+	Creator string `json:"creator"`
+}
+
+func toSkillJSON(s *skills.Skill) skillJSON {
+	j := skillJSON{
+		Slug: s.Slug, Name: s.Name, Description: s.Description, Version: s.Version, Enabled: s.Enabled,
+		SourceType: s.SourceType, SkillDependencies: nonNil(s.SkillDependencies),
+		ToolDependencies: nonNil(s.ToolDependencies), MCPDependencies: nonNil(s.MCPDependencies), Creator: s.Creator,
+	}
+	j.Share.Read = policy.FormatScope(s.Share.Read)
+	if s.Share.Manage.Kind != "" {
+		j.Share.Manage = policy.FormatScope(s.Share.Manage)
+	}
+	return j
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (c *cli) skillImport(args []string) error {
+	fs := c.flags("skill import")
+	var picks listFlag
+	var share, ref string
+	fs.Var(&picks, "skill", "import this skill of a multi-skill source (repeatable)")
+	all := fs.Bool("all", false, "import every skill of the source")
+	list := fs.Bool("list", false, "list the skills of the source, install nothing")
+	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
+	builtin := fs.Bool("builtin", false, "register as a builtin skill (admins)")
+	fs.StringVar(&share, "share", "", "read scope: global, department:ID,... or user:UID,...")
+	fs.StringVar(&ref, "ref", "", "git branch, tag or commit")
+	pos, err := parse(fs, args, 1, 1, "SOURCE")
+	if err != nil {
+		return err
+	}
+	req := catalog.ImportRequest{Source: pos[0], Ref: ref, Skills: picks, All: *all, List: *list,
+		As: c.as, Replace: *replace, Builtin: *builtin}
+	if share != "" {
+		sc, err := policy.ParseScope(share)
+		if err != nil {
+			return err
+		}
+		req.Share = &skills.Share{Read: sc}
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	res, ierr := cat.Import(c.ctx, req)
+	if c.json {
+		if err := c.printJSON(res); err != nil {
+			return err
+		}
+		return ierr
+	}
+	if len(res.Available) > 0 {
+		rows := make([][]string, len(res.Available))
+		for i, a := range res.Available {
+			rows[i] = []string{a.Slug, a.Path, truncate(a.Description, 60)}
+		}
+		c.table([]string{"SKILL", "PATH", "DESCRIPTION"}, rows)
+	}
+	for _, in := range res.Installed {
+		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, short(in.Version))
+		for _, w := range in.Warnings {
+			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
+		}
+	}
+	for _, f := range res.Failed {
+		fmt.Fprintf(c.stderr, "failed %s: %s\n", f.Source, f.Error)
+	}
+	if ierr == nil && len(res.Failed) > 0 {
+		return fmt.Errorf("%d of %d skills failed to import: %w", len(res.Failed), len(res.Failed)+len(res.Installed), skills.ErrInvalid)
+	}
+	return ierr
+}
+
+func (c *cli) skillValidate(args []string) error {
+	fs := c.flags("skill validate")
+	pos, err := parse(fs, args, 1, 1, "PATH")
+	if err != nil {
+		return err
+	}
+	path := pos[0]
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("validate %q: %w", path, skills.ErrNotFound)
+	}
+	file := path
+	if fi.IsDir() {
+		file = filepath.Join(path, skills.ManifestName)
+		if _, err := os.Stat(file); err != nil {
+			file = filepath.Join(path, strings.ToLower(skills.ManifestName))
+		}
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("validate %q: no SKILL.md: %w", path, skills.ErrNoManifest)
+	}
+	m, warnings, perr := skills.ParseManifest(data, skills.Strict)
+	type result struct {
+		Valid    bool             `json:"valid"`
+		Slug     string           `json:"slug,omitempty"`
+		Errors   []skills.Problem `json:"errors"`
+		Warnings []string         `json:"warnings"`
+	}
+	r := result{Valid: perr == nil, Errors: []skills.Problem{}, Warnings: nonNil(warnings)}
+	if m != nil && perr == nil {
+		r.Slug = m.Slug
+		if fi.IsDir() && filepath.Base(filepath.Clean(path)) != m.Slug {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("folder %q differs from slug %q", filepath.Base(path), m.Slug))
+		}
+	}
+	var me *skills.ManifestError
+	if errors.As(perr, &me) {
+		r.Errors = me.Problems
+	} else if perr != nil {
+		r.Errors = []skills.Problem{{Field: "SKILL.md", Message: perr.Error()}}
+	}
+	if c.json {
+		if err := c.printJSON(r); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range r.Errors {
+			fmt.Fprintf(c.stdout, "error: %s\n", p)
+		}
+		for _, w := range r.Warnings {
+			fmt.Fprintf(c.stdout, "warning: %s\n", w)
+		}
+		if r.Valid {
+			fmt.Fprintf(c.stdout, "%s: valid skill %q\n", file, r.Slug)
+		}
+	}
+	if !r.Valid {
+		return &validateError{n: len(r.Errors)}
+	}
+	return nil
+}
+
+// validateError makes `skill validate` exit 1 whatever the problems were.
+type validateError struct{ n int }
+
+func (e *validateError) Error() string { return fmt.Sprintf("%d problem(s) found", e.n) }
+
+func (c *cli) skillList(args []string) error {
+	fs := c.flags("skill list")
+	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	list, err := cat.List(c.ctx, c.as)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		out := make([]skillJSON, len(list))
+		for i, s := range list {
+			out[i] = toSkillJSON(s)
+		}
+		return c.printJSON(out)
+	}
+	rows := make([][]string, len(list))
+	for i, s := range list {
+		en := "yes"
+		if !s.Enabled {
+			en = "no"
+		}
+		rows[i] = []string{s.Slug, s.SourceType, en, short(s.Version), truncate(s.Description, 60)}
+	}
+	c.table([]string{"SLUG", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
+	return nil
+}
+
+func (c *cli) skillShow(args []string) error {
+	fs := c.flags("skill show")
+	pos, err := parse(fs, args, 1, 1, "SLUG")
+	if err != nil {
+		return err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	d, err := cat.Show(c.ctx, c.as, pos[0])
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(struct {
+			skillJSON
+			Source   string            `json:"source"`
+			Path     string            `json:"path"`
+			Versions []*skills.Version `json:"versions"`
+		}{toSkillJSON(d.Skill), d.Source, d.Path, d.Versions})
+	}
+	j := toSkillJSON(d.Skill)
+	w := bufio.NewWriter(c.stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, j.Name, j.Description)
+	fmt.Fprintf(w, "enabled:      %v\nsource:       %s (%s)\ncreator:      %s\n", j.Enabled, d.Source, j.SourceType, j.Creator)
+	fmt.Fprintf(w, "share:        read %s", j.Share.Read)
+	if j.Share.Manage != "" {
+		fmt.Fprintf(w, ", manage %s", j.Share.Manage)
+	}
+	fmt.Fprintf(w, "\nskills:       %s\ntools:        %s\nmcp servers:  %s\n",
+		strings.Join(j.SkillDependencies, " "), strings.Join(j.ToolDependencies, " "), strings.Join(j.MCPDependencies, " "))
+	fmt.Fprintf(w, "path:         %s\nversions:\n", d.Path)
+	for _, v := range d.Versions {
+		cur := " "
+		if v.Hash == d.Version {
+			cur = "*"
+		}
+		fmt.Fprintf(w, " %s %s  %s  by %s  %d files, %d bytes  from %s", cur, short(v.Hash),
+			v.InstalledAt.Format("2006-01-02 15:04:05"), v.Installer, v.Files, v.Bytes, v.Source)
+		if v.Commit != "" {
+			fmt.Fprintf(w, " @ %s", short(v.Commit))
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+func (c *cli) skillToggle(sub string, args []string) error {
+	fs := c.flags("skill " + sub)
+	pos, err := parse(fs, args, 1, 1, "SLUG")
+	if err != nil {
+		return err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	s, err := cat.SetEnabled(c.ctx, c.as, pos[0], sub == "enable")
+	if err != nil {
+		return err
+	}
+	c.notifyDaemon()
+	return c.done(toSkillJSON(s), "%s %sd", s.Slug, sub)
+}
+
+func (c *cli) skillDelete(args []string) error {
+	fs := c.flags("skill delete")
+	pos, err := parse(fs, args, 1, 1, "SLUG")
+	if err != nil {
+		return err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if err := cat.Delete(c.ctx, c.as, pos[0]); err != nil {
+		return err
+	}
+	c.notifyDaemon()
+	return c.done(map[string]string{"deleted": pos[0]}, "%s deleted", pos[0])
+}
+
+func (c *cli) skillExport(args []string) error {
+	fs := c.flags("skill export")
+	out := fs.String("o", "", "write the ZIP to this file (default: standard output)")
+	pos, err := parse(fs, args, 1, 1, "SLUG")
+	if err != nil {
+		return err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if *out == "" {
+		return cat.Export(c.ctx, c.as, pos[0], c.stdout)
+	}
+	tmp := *out + ".partial"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", pos[0], err)
+	}
+	if err := cat.Export(c.ctx, c.as, pos[0], f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, *out)
+}
+
+func (c *cli) skillDeps(args []string) error {
+	fs := c.flags("skill deps")
+	var sk, tools, mcps listFlag
+	fs.Var(&sk, "skill", "skill dependency (repeatable)")
+	fs.Var(&tools, "tool", "tool dependency (repeatable)")
+	fs.Var(&mcps, "mcp", "MCP server dependency (repeatable)")
+	pos, err := parse(fs, args, 1, 1, "SLUG")
+	if err != nil {
+		return err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	s, err := cat.Deps(c.ctx, c.as, pos[0], sk, tools, mcps)
+	if err != nil {
+		return err
+	}
+	c.notifyDaemon()
+	return c.done(toSkillJSON(s), "%s depends on skills [%s], tools [%s], mcp servers [%s]", s.Slug,
+		strings.Join(s.SkillDependencies, " "), strings.Join(s.ToolDependencies, " "), strings.Join(s.MCPDependencies, " "))
+}
+
+func (c *cli) skillShare(args []string) error {
+	fs := c.flags("skill share")
+	read := fs.String("read", "", "read scope")
+	manage := fs.String("manage", "", "manage scope")
+	pos, err := parse(fs, args, 1, 1, "SLUG --read SCOPE [--manage SCOPE]")
+	if err != nil {
+		return err
+	}
+	if *read == "" {
+		return fmt.Errorf("skill share needs --read SCOPE: %w", errUsage)
+	}
+	var sh skills.Share
+	if sh.Read, err = policy.ParseScope(*read); err != nil {
+		return err
+	}
+	if *manage != "" {
+		if sh.Manage, err = policy.ParseScope(*manage); err != nil {
+			return err
+		}
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	s, err := cat.Share(c.ctx, c.as, pos[0], sh)
+	if err != nil {
+		return err
+	}
+	c.notifyDaemon()
+	j := toSkillJSON(s)
+	return c.done(j, "%s: read %s, manage %s", s.Slug, j.Share.Read, orCreator(j.Share.Manage))
+}
+
+func orCreator(s string) string {
+	if s == "" {
+		return "creator only"
+	}
+	return s
+}
+
+// done prints a result as JSON or as a line of text.
+func (c *cli) done(v any, format string, a ...any) error {
+	if c.json {
+		return c.printJSON(v)
+	}
+	fmt.Fprintf(c.stdout, format+"\n", a...)
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

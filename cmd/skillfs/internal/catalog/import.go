@@ -1,0 +1,299 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// ImportRequest says what to import and how.
+type ImportRequest struct {
+	Source  string        // directory, ZIP, SKILL.md, git URL or local repository
+	Ref     string        // git ref; also accepted as Source "URL#ref"
+	Skills  []string      // pick these skills (folder name, slug or name) from a multi-skill source
+	All     bool          // import every skill the source holds
+	List    bool          // only list what the source holds
+	As      string        // acting uid ("" = Operator)
+	Share   *skills.Share // nil = default for the actor (private to them; global for builtins)
+	Replace bool          // a manager replaces a same-slug skill from another source
+	Builtin bool          // register as a builtin (system) skill
+	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
+}
+
+// Installed is one skill an import published (or found unchanged).
+type Installed struct {
+	Slug     string   `json:"slug"`
+	Name     string   `json:"name"`
+	Version  string   `json:"version"`
+	Warnings []string `json:"warnings"`
+}
+
+// Failed is one skill of a source that could not be imported.
+type Failed struct {
+	Source string `json:"source"`
+	Error  string `json:"error"`
+}
+
+// Available is a skill a source holds (for --list).
+type Available struct {
+	Name        string `json:"name"`
+	Slug        string `json:"slug"`
+	Description string `json:"description"`
+	Path        string `json:"path"`
+}
+
+// ImportResult is what an import did. Its JSON form is part of the CLI contract.
+type ImportResult struct {
+	Installed []Installed `json:"installed"`
+	Failed    []Failed    `json:"failed"`
+	Available []Available `json:"available,omitempty"`
+}
+
+// source is a resolved import source: a directory tree to discover skills in.
+type source struct {
+	root       string // directory holding the skill(s)
+	key        string // provenance key: same key + same relative path ⇒ same source
+	sourceType string
+	ref        string
+	commit     string
+	cleanup    func()
+}
+
+// Import runs an import request. Per-skill failures land in the result's
+// Failed list; an error is returned when the source itself cannot be read,
+// when a multi-skill source needs --skill/--all, or when nothing installed.
+func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult, error) {
+	res := &ImportResult{Installed: []Installed{}, Failed: []Failed{}}
+	actor, err := c.Actor(ctx, req.As)
+	if err != nil {
+		return res, err
+	}
+	if req.Builtin {
+		if err := policy.CheckInstallBuiltin(actor); err != nil {
+			return res, err
+		}
+	}
+	if req.Share != nil {
+		sh, err := policy.NormalizeShare(*req.Share)
+		if err != nil {
+			return res, err
+		}
+		req.Share = &sh
+	}
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+
+	src, err := c.resolve(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	defer src.cleanup()
+	if req.Origin != "" {
+		src.key = req.Origin
+	}
+
+	cands, err := skills.Discover(src.root, c.lim.MaxDepth)
+	if err != nil {
+		return res, fmt.Errorf("find skills in %q: %w", req.Source, err)
+	}
+	if req.List || (len(cands) > 1 && !req.All && len(req.Skills) == 0) {
+		res.Available = describe(cands)
+		if req.List {
+			return res, nil
+		}
+		names := make([]string, len(res.Available))
+		for i, a := range res.Available {
+			names[i] = a.Slug
+		}
+		return res, fmt.Errorf("%q holds %d skills (%s): choose with --skill NAME or --all: %w",
+			req.Source, len(cands), strings.Join(names, ", "), skills.ErrAmbiguous)
+	}
+	if len(req.Skills) > 0 {
+		cands, err = pick(cands, req.Skills)
+		if err != nil {
+			res.Available = describe(cands)
+			return res, fmt.Errorf("in %q: %w", req.Source, err)
+		}
+	}
+	for _, cand := range cands {
+		inst, err := c.importOne(ctx, actor, req, src, cand)
+		if err != nil {
+			where := req.Source
+			if cand.Rel != "." {
+				where += "//" + cand.Rel
+			}
+			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
+			c.log.Info("import failed", "source", where, "err", err)
+			continue
+		}
+		res.Installed = append(res.Installed, *inst)
+	}
+	if len(res.Installed) == 0 && len(res.Failed) > 0 {
+		if len(res.Failed) == 1 {
+			return res, errors.New(res.Failed[0].Error)
+		}
+		return res, fmt.Errorf("no skill of %d imported from %q", len(res.Failed), req.Source)
+	}
+	return res, nil
+}
+
+// resolve turns the request's source into a directory tree.
+func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
+	tmp := filepath.Join(c.home, tmpDir)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	work, err := os.MkdirTemp(tmp, "import-")
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	cleanup := func() { forceRemoveAll(work) }
+	fail := func(err error) (*source, error) { cleanup(); return nil, err }
+
+	spec := req.Source
+	fi, statErr := os.Stat(spec)
+	local := statErr == nil
+	if local && fi.IsDir() {
+		if _, err := os.Stat(filepath.Join(spec, ".git")); err != nil || req.Ref == "" {
+			abs, _ := filepath.Abs(spec)
+			return &source{root: abs, key: "dir:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+		}
+	}
+	if local && !fi.IsDir() {
+		abs, _ := filepath.Abs(spec)
+		if isZip(spec) {
+			root := filepath.Join(work, "unpacked")
+			if err := skills.ExtractZip(spec, root, c.lim); err != nil {
+				return fail(err)
+			}
+			return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+		}
+		if fi.Size() > c.lim.MaxFileBytes {
+			return fail(&skills.LimitError{Limit: "file size", Value: fi.Size(), Max: c.lim.MaxFileBytes, Path: spec})
+		}
+		data, err := os.ReadFile(spec)
+		if err != nil {
+			return fail(fmt.Errorf("read %q: %w", spec, err))
+		}
+		root := filepath.Join(work, "single")
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, skills.ManifestName), data, 0o644); err != nil {
+			return fail(err)
+		}
+		return &source{root: root, key: "file:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+	}
+	if !local && !skills.IsGitURL(spec) {
+		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", spec, skills.ErrNotFound))
+	}
+	gs := skills.ParseGitSource(spec)
+	if req.Ref != "" {
+		gs.Ref = req.Ref
+	}
+	if local {
+		abs, _ := filepath.Abs(spec)
+		gs.URL = abs
+	}
+	root := filepath.Join(work, "clone")
+	commit, err := skills.CloneGit(ctx, gs, root)
+	if err != nil {
+		return fail(err)
+	}
+	forceRemoveAll(filepath.Join(root, ".git"))
+	key := "git:" + gs.URL
+	return &source{root: root, key: key, sourceType: skills.SourceRemote, ref: gs.Ref, commit: commit, cleanup: cleanup}, nil
+}
+
+func isZip(path string) bool {
+	if strings.EqualFold(filepath.Ext(path), ".zip") {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil {
+		return false
+	}
+	return bytes.Equal(magic, []byte("PK\x03\x04")) || bytes.Equal(magic, []byte("PK\x05\x06"))
+}
+
+// describe parses candidates leniently for listing.
+func describe(cands []skills.Candidate) []Available {
+	out := make([]Available, 0, len(cands))
+	for _, cand := range cands {
+		a := Available{Name: cand.Name, Slug: cand.Name, Path: cand.Rel}
+		if data, err := readManifest(cand.Dir); err == nil {
+			if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil {
+				a.Name, a.Slug, a.Description = m.Name, m.Slug, m.Description
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func readManifest(dir string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(dir, skills.ManifestName))
+	if errors.Is(err, os.ErrNotExist) {
+		data, err = os.ReadFile(filepath.Join(dir, strings.ToLower(skills.ManifestName)))
+	}
+	return data, err
+}
+
+// pick selects candidates by folder name, slug or display name.
+func pick(cands []skills.Candidate, names []string) ([]skills.Candidate, error) {
+	avail := describe(cands)
+	var out []skills.Candidate
+	var missing []string
+	for _, n := range names {
+		found := false
+		for i, a := range avail {
+			if n == cands[i].Name || n == a.Slug || n == a.Name || n == cands[i].Rel {
+				if !slices.ContainsFunc(out, func(c skills.Candidate) bool { return c.Dir == cands[i].Dir }) {
+					out = append(out, cands[i])
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		slugs := make([]string, len(avail))
+		for i, a := range avail {
+			slugs[i] = a.Slug
+		}
+		return cands, fmt.Errorf("no skill named %s (available: %s): %w",
+			strings.Join(missing, ", "), strings.Join(slugs, ", "), skills.ErrNotFound)
+	}
+	return out, nil
+}
+
+// forceRemoveAll removes a tree even when published content made it read-only.
+func forceRemoveAll(path string) {
+	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	os.RemoveAll(path)
+}

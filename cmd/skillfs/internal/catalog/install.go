@@ -1,0 +1,181 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// maxSuffix bounds the -vN search for a free slug.
+const maxSuffix = 100
+
+// importOne stages one skill of a source, validates it, settles its slug and
+// publishes it. On any error nothing is left: no staging, no content, no row.
+func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, cand skills.Candidate) (*Installed, error) {
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		return nil, fmt.Errorf("create staging directory: %w", err)
+	}
+	defer forceRemoveAll(staging) // a no-op once published (renamed away)
+	st, err := skills.StageDir(cand.Dir, staging, c.lim)
+	if err != nil {
+		return nil, err
+	}
+	warnings := append([]string(nil), st.Warnings...)
+	manifestPath := filepath.Join(staging, skills.ManifestName)
+	data, err := os.ReadFile(manifestPath)
+	if err != nil {
+		return nil, fmt.Errorf("read staged SKILL.md: %w", err)
+	}
+	m, mw, err := skills.ParseManifest(data, skills.Strict)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, mw...)
+	if cand.Name != "" && cand.Rel != "." && cand.Name != m.Slug {
+		warnings = append(warnings, fmt.Sprintf("folder %q differs from slug %q: the slug is the identity", cand.Name, m.Slug))
+	}
+
+	key := src.key
+	if cand.Rel != "." {
+		key += "//" + cand.Rel
+	}
+	sourceType := src.sourceType
+	if req.Builtin {
+		sourceType = skills.SourceBuiltin
+	}
+
+	// Settle the slug; a race lost at insert time retries with fresh state.
+	for attempt := 0; ; attempt++ {
+		slug, existing, err := c.chooseSlug(ctx, actor, req, key, m.Slug)
+		if err != nil {
+			return nil, err
+		}
+		if slug != m.Slug {
+			warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: installed as %q", m.Slug, slug))
+			rewritten, err := skills.RewriteSlug(data, slug)
+			if err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(manifestPath, rewritten, 0o644); err != nil {
+				return nil, fmt.Errorf("rewrite slug: %w", err)
+			}
+		}
+		hash, files, size, err := skills.TreeHash(staging)
+		if err != nil {
+			return nil, fmt.Errorf("hash staged skill: %w", err)
+		}
+		if existing != nil && existing.Version == hash {
+			warnings = append(warnings, "content identical to the current version: no new version")
+			return &Installed{Slug: slug, Name: existing.Name, Version: hash, Warnings: warnings}, nil
+		}
+		now := c.now().UTC()
+		sk := &skills.Skill{
+			Slug: slug, Name: m.Name, Description: m.Description,
+			SourceType: sourceType, Source: key, Enabled: true,
+			SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,
+			Version: hash, Creator: actor.UID, CreatedAt: now, UpdatedAt: now,
+		}
+		if existing != nil {
+			sk.Share, sk.Enabled, sk.Creator, sk.CreatedAt, sk.SourceType = existing.Share, existing.Enabled, existing.Creator, existing.CreatedAt, existing.SourceType
+		} else {
+			sk.Share = defaultShare(actor, sourceType)
+			if req.Share != nil && sourceType != skills.SourceBuiltin {
+				sk.Share = *req.Share
+				if err := policy.CheckShare(actor, sk, sk.Share); err != nil {
+					return nil, err
+				}
+			}
+		}
+		snap, err := c.snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := policy.ValidateDependencies(snap, sk); err != nil {
+			return nil, err
+		}
+		ver := &skills.Version{
+			Slug: slug, Hash: hash, SourceType: sourceType, Source: key, Ref: src.ref, Commit: src.commit,
+			Installer: actor.UID, InstalledAt: now, Files: files, Bytes: size,
+		}
+		if existing != nil {
+			ver.Previous = existing.Version
+		}
+		path, created, err := c.store.Publish(staging, slug, hash)
+		if err != nil {
+			return nil, fmt.Errorf("publish %q: %w", slug, err)
+		}
+		ver.Path = path
+		if existing == nil {
+			err = c.db.InsertSkill(ctx, sk, ver)
+		} else {
+			err = c.db.AddVersion(ctx, sk, ver)
+		}
+		if err == nil {
+			c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
+			return &Installed{Slug: slug, Name: sk.Name, Version: hash, Warnings: warnings}, nil
+		}
+		if created {
+			c.store.RemoveVersion(slug, hash)
+		}
+		if !errors.Is(err, skills.ErrExists) || attempt >= 3 {
+			return nil, fmt.Errorf("record %q in the index: %w", slug, err)
+		}
+		// Another import took the slug between our check and our insert; the
+		// staged tree was moved by Publish, so stage it again and re-decide.
+		forceRemoveAll(staging)
+		if _, err := skills.StageDir(cand.Dir, staging, c.lim); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// chooseSlug decides where a skill with the wanted slug goes: a new skill
+// (existing == nil) or a new version of existing.
+func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string) (string, *skills.Skill, error) {
+	for n := 1; n <= maxSuffix; n++ {
+		slug := want
+		if n > 1 {
+			slug = fmt.Sprintf("%s-v%d", want, n)
+			if len(slug) > 64 {
+				return "", nil, fmt.Errorf("slug %q is taken and %q is too long: %w", want, slug, skills.ErrExists)
+			}
+		}
+		ex, err := c.db.Skill(ctx, slug)
+		if errors.Is(err, skills.ErrNotFound) {
+			return slug, nil, nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		manages := policy.Permission(actor, ex) == policy.Manage
+		builtin := ex.SourceType == skills.SourceBuiltin
+		switch {
+		case builtin && req.Builtin && ex.Source == key:
+			return slug, ex, nil // operator re-syncs a builtin from its source
+		case builtin:
+			continue // reserved
+		case ex.Source == key && manages:
+			return slug, ex, nil // reinstall from the same source: new version
+		case req.Replace && n == 1 && manages:
+			return slug, ex, nil
+		case req.Replace && n == 1:
+			return "", nil, fmt.Errorf("replace %q: %s may not manage it: %w", slug, actor.UID, skills.ErrPermission)
+		}
+	}
+	return "", nil, fmt.Errorf("slug %q: every suffix up to -v%d is taken: %w", want, maxSuffix, skills.ErrExists)
+}
+
+// defaultShare: builtins are for everyone; anything else starts private to
+// whoever installed it.
+func defaultShare(actor skills.User, sourceType string) skills.Share {
+	if sourceType == skills.SourceBuiltin {
+		return skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}
+	}
+	return policy.DefaultShare(actor.UID)
+}

@@ -1,0 +1,336 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// List returns the skills the actor may see (managers also see disabled
+// ones), sorted by slug.
+func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.db.Skills(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*skills.Skill, 0, len(all))
+	for _, s := range all {
+		p := policy.Permission(actor, s)
+		if p == policy.Manage || (p == policy.Read && s.Enabled) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Detail is a skill with its versions, newest first.
+type Detail struct {
+	*skills.Skill
+	Versions []*skills.Version `json:"versions"`
+	Path     string            `json:"path"` // content of the current version
+}
+
+// Show returns one skill the actor may see.
+func (c *Catalog) Show(ctx context.Context, as, slug string) (*Detail, error) {
+	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	if err != nil {
+		return nil, err
+	}
+	if !s.Enabled && policy.Permission(actor, s) < policy.Manage {
+		return nil, notFound(slug)
+	}
+	vs, err := c.db.Versions(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	return &Detail{Skill: s, Versions: vs, Path: c.store.VersionPath(slug, s.Version)}, nil
+}
+
+// SetEnabled enables or disables a skill.
+func (c *Catalog) SetEnabled(ctx context.Context, as, slug string, enabled bool) (*skills.Skill, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return nil, err
+	}
+	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+		if policy.Permission(actor, s) == policy.None {
+			return notFound(slug)
+		}
+		if err := policy.CheckToggle(actor, s); err != nil {
+			return err
+		}
+		s.Enabled = enabled
+		return nil
+	})
+}
+
+// Delete removes a skill, its versions and their content.
+func (c *Catalog) Delete(ctx context.Context, as, slug string) error {
+	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	if err != nil {
+		return err
+	}
+	if err := policy.CheckDelete(actor, s); err != nil {
+		return err
+	}
+	if err := c.checkNotNeeded(ctx, s, "delete"); err != nil {
+		return err
+	}
+	vs, err := c.db.DeleteSkill(ctx, slug)
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		if err := c.store.RemoveVersion(v.Slug, v.Hash); err != nil {
+			c.log.Warn("remove deleted content", "slug", v.Slug, "version", v.Hash, "err", err)
+		}
+	}
+	c.log.Info("skill deleted", "slug", slug, "by", actor.UID)
+	return nil
+}
+
+// checkNotNeeded refuses to take away a skill other enabled skills depend on.
+func (c *Catalog) checkNotNeeded(ctx context.Context, s *skills.Skill, op string) error {
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if deps := policy.Dependents(snap, s.Slug); len(deps) > 0 {
+		return fmt.Errorf("%s %q: needed by %s (change their dependencies first): %w",
+			op, s.Slug, strings.Join(deps, ", "), skills.ErrDependency)
+	}
+	return nil
+}
+
+// Export writes the current version of a skill as a ZIP whose entries sit
+// under "<slug>/"; importing it back gives the same tree hash.
+func (c *Catalog) Export(ctx context.Context, as, slug string, w io.Writer) error {
+	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return err
+	}
+	return skills.WriteZip(w, d.Path, slug+"/")
+}
+
+// Deps replaces a skill's three dependency lists after validating them.
+func (c *Catalog) Deps(ctx context.Context, as, slug string, skillDeps, tools, mcps []string) (*skills.Skill, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+		if policy.Permission(actor, s) == policy.None {
+			return notFound(slug)
+		}
+		if err := policy.CheckEdit(actor, s); err != nil {
+			return err
+		}
+		s.SkillDependencies, s.ToolDependencies, s.MCPDependencies = clean(skillDeps), clean(tools), clean(mcps)
+		return policy.ValidateDependencies(snap, s)
+	})
+}
+
+// Share replaces a skill's share config.
+func (c *Catalog) Share(ctx context.Context, as, slug string, sh skills.Share) (*skills.Skill, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return nil, err
+	}
+	sh, err = policy.NormalizeShare(sh)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+		if policy.Permission(actor, s) == policy.None {
+			return notFound(slug)
+		}
+		if err := policy.CheckShare(actor, s, sh); err != nil {
+			return err
+		}
+		s.Share = sh
+		// A narrower scope must still cover everyone who reads a dependant.
+		for _, d := range policy.Dependents(snap, s.Slug) {
+			dep := *snap.Skills[d]
+			cand := snap
+			cand.Skills = cloneWith(snap.Skills, s)
+			if err := policy.ValidateDependencies(cand, &dep); err != nil {
+				return fmt.Errorf("share %q: %s depends on it and would lose it: %w", s.Slug, d, err)
+			}
+		}
+		return nil
+	})
+}
+
+func cloneWith(m map[string]*skills.Skill, s *skills.Skill) map[string]*skills.Skill {
+	out := make(map[string]*skills.Skill, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	out[s.Slug] = s
+	return out
+}
+
+func (c *Catalog) lookup(ctx context.Context, as, slug string, need policy.Perm) (skills.User, *skills.Skill, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return actor, nil, err
+	}
+	s, err := c.db.Skill(ctx, slug)
+	if err != nil {
+		return actor, nil, fmt.Errorf("skill %q: %w", slug, err)
+	}
+	if policy.Permission(actor, s) < need {
+		return actor, nil, notFound(slug) // existence is not disclosed
+	}
+	return actor, s, nil
+}
+
+func notFound(slug string) error {
+	return fmt.Errorf("skill %q: %w", slug, skills.ErrNotFound)
+}
+
+func clean(in []string) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+// Users, tools and MCP servers.
+
+// AddUser registers or updates a user; only admins manage users, and only a
+// superadmin makes superadmins.
+func (c *Catalog) AddUser(ctx context.Context, as string, u skills.User) error {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return err
+	}
+	if u.UID == "" {
+		return fmt.Errorf("user id is empty: %w", skills.ErrInvalid)
+	}
+	if u.Role == "" {
+		u.Role = skills.RoleUser
+	}
+	switch u.Role {
+	case skills.RoleUser, skills.RoleAdmin, skills.RoleSuperadmin:
+	default:
+		return fmt.Errorf("role %q: want user, admin or superadmin: %w", u.Role, skills.ErrInvalid)
+	}
+	if err := checkAdmin(actor, u.Role == skills.RoleSuperadmin); err != nil {
+		return err
+	}
+	return c.db.PutUser(ctx, u)
+}
+
+// DeleteUser removes a user.
+func (c *Catalog) DeleteUser(ctx context.Context, as, uid string) error {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return err
+	}
+	if err := checkAdmin(actor, true); err != nil {
+		return err
+	}
+	if uid == Operator {
+		return fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
+	}
+	return c.db.DeleteUser(ctx, uid)
+}
+
+// Users lists users.
+func (c *Catalog) Users(ctx context.Context) ([]skills.User, error) { return c.db.Users(ctx) }
+
+// AddTool registers a tool name (admins only).
+func (c *Catalog) AddTool(ctx context.Context, as, name string, mcp bool) error {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return err
+	}
+	if err := checkAdmin(actor, false); err != nil {
+		return err
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return fmt.Errorf("name is empty: %w", skills.ErrInvalid)
+	}
+	if mcp {
+		return c.db.AddMCP(ctx, name)
+	}
+	return c.db.AddTool(ctx, name)
+}
+
+// DeleteTool unregisters a tool name (admins only), refusing while a skill needs it.
+func (c *Catalog) DeleteTool(ctx context.Context, as, name string, mcp bool) error {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return err
+	}
+	if err := checkAdmin(actor, false); err != nil {
+		return err
+	}
+	all, err := c.db.Skills(ctx)
+	if err != nil {
+		return err
+	}
+	var users []string
+	for _, s := range all {
+		list := s.ToolDependencies
+		if mcp {
+			list = s.MCPDependencies
+		}
+		for _, t := range list {
+			if t == name {
+				users = append(users, s.Slug)
+			}
+		}
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%q is needed by %s: %w", name, strings.Join(users, ", "), skills.ErrDependency)
+	}
+	if mcp {
+		return c.db.DeleteMCP(ctx, name)
+	}
+	return c.db.DeleteTool(ctx, name)
+}
+
+// Tools lists registered tools or MCP servers.
+func (c *Catalog) Tools(ctx context.Context, mcp bool) ([]string, error) {
+	if mcp {
+		return c.db.MCPs(ctx)
+	}
+	return c.db.Tools(ctx)
+}
+
+func checkAdmin(u skills.User, superOnly bool) error {
+	if u.Role == skills.RoleSuperadmin || (!superOnly && u.Role == skills.RoleAdmin) {
+		return nil
+	}
+	need := "an admin"
+	if superOnly {
+		need = "a superadmin"
+	}
+	return fmt.Errorf("%s is %s, this needs %s: %w", u.UID, u.Role, need, skills.ErrPermission)
+}

@@ -1,0 +1,227 @@
+package daemon
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"skillfs/skills"
+)
+
+// routes is the JSON HTTP API. With a token, every request must carry it as
+// "Authorization: Bearer TOKEN" (the TCP listener); the Unix socket relies on
+// its 0600 mode instead.
+func (d *Daemon) routes(token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "sessions": len(d.fs.Sessions())})
+	})
+	mux.HandleFunc("POST /v1/catalog/changed", func(w http.ResponseWriter, r *http.Request) {
+		if err := d.Reevaluate(r.Context()); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.Sessions(r.Context())
+		reply(w, list, err)
+	})
+	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		var req CreateRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		info, err := d.CreateSession(r.Context(), req)
+		reply(w, info, err)
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		info, err := d.SessionInfo(r.Context(), r.PathValue("id"))
+		reply(w, info, err)
+	})
+	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		err := d.Close(r.Context(), r.PathValue("id"))
+		reply(w, map[string]string{"closed": r.PathValue("id")}, err)
+	})
+	mux.HandleFunc("POST /v1/sessions/{id}/refresh", func(w http.ResponseWriter, r *http.Request) {
+		info, err := d.Refresh(r.Context(), r.PathValue("id"))
+		reply(w, info, err)
+	})
+	mux.HandleFunc("POST /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Target string `json:"target"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		err := d.Mount(r.Context(), r.PathValue("id"), req.Target)
+		reply(w, map[string]string{"session": r.PathValue("id"), "target": req.Target}, err)
+	})
+	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
+		target := r.URL.Query().Get("target")
+		err := d.Unmount(r.Context(), r.PathValue("id"), target)
+		reply(w, map[string]string{"session": r.PathValue("id"), "target": target}, err)
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/activations", func(w http.ResponseWriter, r *http.Request) {
+		a, err := d.Activations(r.Context(), r.PathValue("id"))
+		reply(w, a, err)
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/prompt", func(w http.ResponseWriter, r *http.Request) {
+		p, err := d.Prompt(r.Context(), r.PathValue("id"), r.URL.Query().Get("format"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, p)
+	})
+	mux.HandleFunc("POST /v1/sessions/{id}/mentions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Text string `json:"text"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		m, err := d.Mentions(r.Context(), r.PathValue("id"), req.Text)
+		reply(w, map[string]any{"mentions": m}, err)
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/resolve", func(w http.ResponseWriter, r *http.Request) {
+		res, err := d.Resolve(r.Context(), r.PathValue("id"), r.URL.Query().Get("uri"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", res.ContentType)
+		w.Header().Set("Last-Modified", res.ModTime.UTC().Format(http.TimeFormat))
+		w.Write(res.Data)
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if _, err := d.Session(r.Context(), id); err != nil {
+			writeErr(w, err)
+			return
+		}
+		d.stream(w, r, id)
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "") })
+
+	if token == "" {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
+			writeJSON(w, http.StatusUnauthorized, apiError{Error: "missing or wrong bearer token", Code: "permission"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// stream sends events as server-sent events, one JSON object per event, with
+// a comment line every 15 s to keep idle connections alive.
+func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeErr(w, errors.New("streaming unsupported"))
+		return
+	}
+	ch, cancel := d.events.subscribe(session)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": subscribed\n\n")
+	fl.Flush()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		case e, ok := <-ch:
+			if !ok {
+				return
+			}
+			b, _ := json.Marshal(e)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
+			fl.Flush()
+		}
+	}
+}
+
+// apiError is the body of every failed request. Code lets clients map it
+// back to an error kind without matching messages.
+type apiError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// ErrorCode names the kind of err for API clients.
+func ErrorCode(err error) (string, int) {
+	switch {
+	case errors.Is(err, skills.ErrNotFound):
+		return "not_found", http.StatusNotFound
+	case errors.Is(err, skills.ErrPermission):
+		return "permission", http.StatusForbidden
+	case errors.Is(err, skills.ErrExists), errors.Is(err, skills.ErrAmbiguous):
+		return "conflict", http.StatusConflict
+	case errors.Is(err, skills.ErrInvalid), errors.Is(err, skills.ErrUnsafePath),
+		errors.Is(err, skills.ErrInvalidManifest), errors.Is(err, skills.ErrDependency),
+		errors.Is(err, skills.ErrLimit), errors.Is(err, skills.ErrSpecialFile), errors.Is(err, skills.ErrNoManifest):
+		return "invalid", http.StatusBadRequest
+	}
+	return "internal", http.StatusInternalServerError
+}
+
+// CodeError turns an API error code back into the sentinel it came from.
+func CodeError(code string) error {
+	switch code {
+	case "not_found":
+		return skills.ErrNotFound
+	case "permission":
+		return skills.ErrPermission
+	case "conflict":
+		return skills.ErrExists
+	case "invalid":
+		return skills.ErrInvalid
+	}
+	return nil
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code, status := ErrorCode(err)
+	writeJSON(w, status, apiError{Error: err.Error(), Code: code})
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, fmt.Errorf("request body: %v: %w", err, skills.ErrInvalid))
+		return false
+	}
+	return true
+}

@@ -1,0 +1,154 @@
+// Package daemon is `skillfs serve`: it owns the shared FUSE mount, the
+// sessions served in it, the activation recorder and the HTTP API on a Unix
+// socket.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	skfs "skillfs/fs"
+)
+
+// SocketName is the API socket inside the data directory.
+const SocketName = "skillfs.sock"
+
+// Options configure a daemon.
+type Options struct {
+	MountRoot  string        // where the shared FUSE mount goes (default <home>/mnt)
+	AgentPath  string        // where agents see the skills (default /home/gem/skills)
+	TCPAddr    string        // optional loopback listener, needs Token
+	Token      string        // bearer token for the TCP listener
+	FlushEvery time.Duration // activation batch interval (default 500ms)
+	Logger     *slog.Logger
+	Ready      io.Writer // gets the readiness line
+	Debug      bool      // FUSE debug logging
+}
+
+// Daemon is a running skillfs serve.
+type Daemon struct {
+	cat       *catalog.Catalog
+	fs        *skfs.Server
+	rec       *recorder
+	events    *hub
+	log       *slog.Logger
+	mountRoot string
+	agentPath string
+
+	mu sync.Mutex // serialises session changes
+}
+
+// Run serves until ctx is cancelled, then unmounts everything, flushes
+// activations and returns nil.
+func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
+	if opts.MountRoot == "" {
+		opts.MountRoot = filepath.Join(cat.Home(), "mnt")
+	}
+	if opts.AgentPath == "" {
+		opts.AgentPath = "/home/gem/skills"
+	}
+	if opts.FlushEvery == 0 {
+		opts.FlushEvery = 500 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.TCPAddr != "" && opts.Token == "" {
+		return fmt.Errorf("a TCP listener needs a token")
+	}
+	log := opts.Logger
+	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
+	d.rec = newRecorder(cat.DB(), d.events, log)
+
+	if err := skfs.ClearStale(opts.MountRoot); err != nil {
+		return fmt.Errorf("clear stale mount at %q: %w", opts.MountRoot, err)
+	}
+	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
+		return fmt.Errorf("create mount root: %w", err)
+	}
+	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug})
+	if err != nil {
+		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
+	}
+	d.fs = srv
+	defer func() {
+		if err := srv.Unmount(); err != nil {
+			log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
+		}
+	}()
+	if err := d.restore(ctx); err != nil {
+		return err
+	}
+	d.rebind(ctx)
+
+	sock := filepath.Join(cat.Home(), SocketName)
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("listen on %q: %w", sock, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	defer os.Remove(sock)
+	httpSrv := &http.Server{Handler: d.routes(""), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	serve := func(s *http.Server, l net.Listener) {
+		defer wg.Done()
+		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("api server", "err", err)
+		}
+	}
+	wg.Add(1)
+	go serve(httpSrv, ln)
+	var tcpSrv *http.Server
+	if opts.TCPAddr != "" {
+		tl, err := net.Listen("tcp", opts.TCPAddr)
+		if err != nil {
+			httpSrv.Close()
+			return fmt.Errorf("listen on %s: %w", opts.TCPAddr, err)
+		}
+		if a, ok := tl.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			tl.Close()
+			httpSrv.Close()
+			return fmt.Errorf("listen on %s: only loopback addresses are allowed", opts.TCPAddr)
+		}
+		tcpSrv = &http.Server{Handler: d.routes(opts.Token), ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(1)
+		go serve(tcpSrv, tl)
+	}
+
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() { defer wg.Done(); d.rec.run(flushCtx, opts.FlushEvery) }()
+
+	log.Info("serving", "mount", opts.MountRoot, "socket", sock, "sessions", len(srv.Sessions()))
+	if opts.Ready != nil {
+		fmt.Fprintf(opts.Ready, "skillfs ready: mount %s socket %s\n", opts.MountRoot, sock)
+	}
+	<-ctx.Done()
+
+	log.Info("shutting down")
+	d.events.closeAll()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	httpSrv.Shutdown(shutCtx)
+	if tcpSrv != nil {
+		tcpSrv.Shutdown(shutCtx)
+	}
+	stopFlush()
+	d.unbindAll(context.Background())
+	wg.Wait()
+	return nil
+}

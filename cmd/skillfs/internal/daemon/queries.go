@@ -1,0 +1,271 @@
+package daemon
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	skfs "skillfs/fs"
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// Activations is what a tool loader asks for; its JSON is part of the CLI contract.
+type Activations struct {
+	Activated []skills.Activation `json:"activated"`
+	Preloaded []string            `json:"preloaded"`
+	Tools     []string            `json:"tools"`
+	MCPs      []string            `json:"mcps"`
+	Conflicts []string            `json:"conflicts,omitempty"`
+}
+
+// Activations returns a session's activated skills (those still readable, in
+// order of first activation) and the tools and MCP servers to load: the own
+// dependencies of its preloaded, then activated, skills.
+func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, error) {
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := d.cat.DB().Activations(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	stored = merge(stored, d.rec.pendingFor(id))
+	pinned := map[string]bool{}
+	for _, p := range s.Pins {
+		pinned[p.Slug] = true
+	}
+	out := &Activations{Activated: []skills.Activation{}, Preloaded: []string{}}
+	var order []string
+	for _, p := range s.Preload {
+		if pinned[p] {
+			out.Preloaded = append(out.Preloaded, p)
+			order = append(order, p)
+		}
+	}
+	for _, a := range stored {
+		if !pinned[a.Slug] {
+			continue // revoked: its activation no longer counts
+		}
+		out.Activated = append(out.Activated, a)
+		if !slices.Contains(order, a.Slug) {
+			order = append(order, a.Slug)
+		}
+	}
+	var active []*skills.Skill
+	for _, slug := range order {
+		sk, err := d.cat.DB().Skill(ctx, slug)
+		if err != nil {
+			continue
+		}
+		active = append(active, sk)
+	}
+	out.Tools, out.MCPs, out.Conflicts = policy.ToolsToLoad(active)
+	if out.Tools == nil {
+		out.Tools = []string{}
+	}
+	if out.MCPs == nil {
+		out.MCPs = []string{}
+	}
+	return out, nil
+}
+
+// viewFS is the in-process view of a session, with the filesystem's rules.
+func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
+	return skfs.NewViewFS(d.view(s.Pins))
+}
+
+// Prompt renders the catalog block of a session for the agent's system
+// prompt: name, description and location of each readable skill; preloaded
+// skills are inlined in full instead. Empty when nothing is readable.
+func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) {
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if format == "" {
+		format = "xml"
+	}
+	if format != "xml" && format != "markdown" {
+		return "", fmt.Errorf("prompt format %q: want xml or markdown: %w", format, skills.ErrInvalid)
+	}
+	vfs := d.viewFS(s)
+	type entry struct {
+		slug, name, desc, loc string
+		body                  string // full SKILL.md when preloaded
+	}
+	var entries []entry
+	for _, p := range s.Pins {
+		data, err := iofs.ReadFile(vfs, p.Slug+"/"+skills.ManifestName)
+		if err != nil {
+			return "", fmt.Errorf("read %s/SKILL.md: %w", p.Slug, err)
+		}
+		m, _, err := skills.ParseManifest(data, skills.Lenient)
+		if err != nil {
+			return "", fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
+		}
+		e := entry{slug: p.Slug, name: m.Name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
+		if slices.Contains(s.Preload, p.Slug) {
+			e.body = string(data)
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	esc := func(s string) string {
+		var sb strings.Builder
+		xml.EscapeText(&sb, []byte(s))
+		return sb.String()
+	}
+	if format == "xml" {
+		b.WriteString("<available_skills>\n")
+		for _, e := range entries {
+			b.WriteString("  <skill>\n")
+			fmt.Fprintf(&b, "    <name>%s</name>\n    <description>%s</description>\n    <location>%s</location>\n",
+				esc(e.name), esc(e.desc), esc(e.loc))
+			if e.body != "" {
+				fmt.Fprintf(&b, "    <content>\n%s\n    </content>\n", esc(strings.TrimRight(e.body, "\n")))
+			}
+			b.WriteString("  </skill>\n")
+		}
+		b.WriteString("</available_skills>\n")
+		return b.String(), nil
+	}
+	b.WriteString("## Available skills\n\n")
+	b.WriteString("Read a skill's SKILL.md before using it.\n\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "- **%s** (`%s`): %s\n", mdEscape(e.name), e.loc, mdEscape(e.desc))
+	}
+	for _, e := range entries {
+		if e.body != "" {
+			fmt.Fprintf(&b, "\n### %s (preloaded)\n\n%s\n", mdEscape(e.name), strings.TrimRight(e.body, "\n"))
+		}
+	}
+	return b.String(), nil
+}
+
+func mdEscape(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`, "]", `\]`, "<", "&lt;", ">", "&gt;")
+	return r.Replace(s)
+}
+
+// Mention is a skill named in a message, with its SKILL.md.
+type Mention struct {
+	Slug    string `json:"slug"`
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// Mentions returns the readable skills a message names as $slug or
+// [$slug](...), with their SKILL.md, and records their activation.
+func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, error) {
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pinned := map[string]bool{}
+	for _, p := range s.Pins {
+		pinned[p.Slug] = true
+	}
+	vfs := d.viewFS(s)
+	out := []Mention{}
+	for _, slug := range policy.Mentions(text, func(x string) bool { return pinned[x] }) {
+		data, err := iofs.ReadFile(vfs, slug+"/"+skills.ManifestName)
+		if err != nil {
+			return nil, fmt.Errorf("read %s/SKILL.md: %w", slug, err)
+		}
+		if err := d.rec.Opened(id, slug); err != nil {
+			return nil, err
+		}
+		out = append(out, Mention{Slug: slug, Path: path.Join(d.agentPath, slug, skills.ManifestName), Content: string(data)})
+	}
+	return out, nil
+}
+
+// Resolved is the target of a skill:// URL.
+type Resolved struct {
+	Data        []byte
+	ContentType string
+	ModTime     time.Time
+}
+
+// Resolve returns the file a skill://SLUG[/PATH] URL names in a session's
+// view, with the filesystem's confinement. A bare skill://SLUG is its SKILL.md.
+func (d *Daemon) Resolve(ctx context.Context, id, raw string) (*Resolved, error) {
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := strings.CutPrefix(raw, "skill://")
+	if !ok {
+		return nil, fmt.Errorf("%q is not a skill:// URL: %w", raw, skills.ErrInvalid)
+	}
+	slug, rel, _ := strings.Cut(rest, "/")
+	readable := make([]string, len(s.Pins))
+	for i, p := range s.Pins {
+		readable[i] = p.Slug
+	}
+	if !slices.Contains(readable, slug) {
+		return nil, fmt.Errorf("skill %q is not readable in this session (readable: %s): %w",
+			slug, strings.Join(readable, ", "), skills.ErrNotFound)
+	}
+	if rel == "" {
+		rel = skills.ManifestName
+	}
+	// Percent-encoding is decoded once, then the path must be clean and
+	// confined: an encoded ".." is as unwelcome as a plain one.
+	dec, err := url.PathUnescape(rel)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", rel, skills.ErrUnsafePath)
+	}
+	clean, err := skills.CleanRelPath(dec)
+	if err != nil {
+		return nil, err
+	}
+	name := slug + "/" + clean
+	vfs := d.viewFS(s)
+	fi, err := iofs.Stat(vfs, name)
+	if err != nil {
+		return nil, fmt.Errorf("skill://%s: %w", name, notExist(err))
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("skill://%s is a directory: %w", name, skills.ErrInvalid)
+	}
+	data, err := iofs.ReadFile(vfs, name)
+	if err != nil {
+		return nil, fmt.Errorf("skill://%s: %w", name, notExist(err))
+	}
+	if clean == skills.ManifestName {
+		if err := d.rec.Opened(id, slug); err != nil {
+			return nil, err
+		}
+	}
+	ct := mime.TypeByExtension(path.Ext(clean))
+	if ct == "" {
+		ct = http.DetectContentType(data)
+	}
+	if path.Ext(clean) == ".md" {
+		ct = "text/markdown; charset=utf-8"
+	}
+	return &Resolved{Data: data, ContentType: ct, ModTime: fi.ModTime()}, nil
+}
+
+func notExist(err error) error {
+	if errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%v: %w", err, skills.ErrNotFound)
+	}
+	return err
+}

@@ -1,0 +1,316 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	skfs "skillfs/fs"
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// CreateRequest asks for a new session.
+type CreateRequest struct {
+	User    string   `json:"user"`
+	Skills  []string `json:"skills"`
+	All     bool     `json:"all"`
+	Preload []string `json:"preload"`
+}
+
+// SessionInfo describes a session; its JSON is part of the CLI contract.
+type SessionInfo struct {
+	ID       string           `json:"id"`
+	User     string           `json:"user"`
+	Readable []string         `json:"readable"` // closure order
+	Preload  []string         `json:"preload"`
+	Path     string           `json:"path"` // the session's subtree in the daemon's mount
+	Skipped  []Skipped        `json:"skipped,omitempty"`
+	Mounts   []string         `json:"mounts"`
+}
+
+// Skipped is a requested or depended-on skill left out of a readable set.
+type Skipped struct {
+	Slug   string `json:"slug"`
+	Reason string `json:"reason"`
+	Via    string `json:"via,omitempty"`
+}
+
+func toSkipped(in []policy.Skipped) []Skipped {
+	out := make([]Skipped, len(in))
+	for i, s := range in {
+		out[i] = Skipped{Slug: s.Slug, Reason: s.Reason, Via: s.Via}
+	}
+	return out
+}
+
+// newID makes an unguessable session id: 128 random bits.
+func newID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// closure computes what a user may read of the requested roots now.
+func (d *Daemon) closure(ctx context.Context, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped, map[string]*skills.Skill, error) {
+	list, err := d.cat.DB().Skills(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	bySlug := make(map[string]*skills.Skill, len(list))
+	for _, s := range list {
+		bySlug[s.Slug] = s
+	}
+	visible := func(s *skills.Skill) bool { return policy.Visible(u, s) }
+	if all {
+		roots = roots[:0:0]
+		for _, s := range list {
+			if visible(s) {
+				roots = append(roots, s.Slug)
+			}
+		}
+	}
+	readable, skipped := policy.Closure(roots, func(slug string) *skills.Skill { return bySlug[slug] }, visible)
+	pins := make([]skills.Pin, len(readable))
+	for i, slug := range readable {
+		pins[i] = skills.Pin{Slug: slug, Version: bySlug[slug].Version}
+	}
+	return pins, skipped, bySlug, nil
+}
+
+// CreateSession pins the readable set of a new session and serves it.
+func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*SessionInfo, error) {
+	u, err := d.cat.DB().User(ctx, req.User)
+	if err != nil {
+		return nil, fmt.Errorf("session user %q: %w", req.User, err)
+	}
+	if req.All && len(req.Skills) > 0 {
+		return nil, fmt.Errorf("give either a skill list or all, not both: %w", skills.ErrInvalid)
+	}
+	roots := dedupe(req.Skills)
+	pins, skipped, _, err := d.closure(ctx, u, req.All, roots)
+	if err != nil {
+		return nil, err
+	}
+	preload := dedupe(req.Preload)
+	for _, p := range preload {
+		if !req.All && !slices.Contains(roots, p) {
+			return nil, fmt.Errorf("preload %q is not among the requested skills: %w", p, skills.ErrInvalid)
+		}
+	}
+	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
+		Pins: pins, CreatedAt: time.Now().UTC()}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.cat.DB().CreateSession(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := d.fs.SetSession(s.ID, d.view(pins)); err != nil {
+		d.cat.DB().CloseSession(ctx, s.ID)
+		return nil, fmt.Errorf("serve session: %w", err)
+	}
+	d.log.Info("session created", "session", s.ID, "user", u.UID, "skills", len(pins))
+	info := d.info(s, nil)
+	info.Skipped = toSkipped(skipped)
+	return info, nil
+}
+
+func (d *Daemon) view(pins []skills.Pin) skfs.View {
+	v := make(skfs.View, len(pins))
+	for i, p := range pins {
+		v[i] = skfs.Skill{Slug: p.Slug, Dir: d.cat.VersionPath(p.Slug, p.Version), Version: p.Version}
+	}
+	return v
+}
+
+func (d *Daemon) info(s *skills.Session, mounts []string) *SessionInfo {
+	readable := make([]string, len(s.Pins))
+	for i, p := range s.Pins {
+		readable[i] = p.Slug
+	}
+	if mounts == nil {
+		mounts = []string{}
+	}
+	preload := s.Preload
+	if preload == nil {
+		preload = []string{}
+	}
+	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
+		Path: filepath.Join(d.mountRoot, s.ID), Mounts: mounts}
+}
+
+// Session returns an open session.
+func (d *Daemon) Session(ctx context.Context, id string) (*skills.Session, error) {
+	s, err := d.cat.DB().Session(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("session %q: %w", id, err)
+	}
+	if !s.ClosedAt.IsZero() {
+		return nil, fmt.Errorf("session %q is closed: %w", id, skills.ErrNotFound)
+	}
+	return s, nil
+}
+
+// SessionInfo describes an open session.
+func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, error) {
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := d.cat.DB().Mounts(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return d.info(s, mounts), nil
+}
+
+// Sessions lists open sessions.
+func (d *Daemon) Sessions(ctx context.Context) ([]*SessionInfo, error) {
+	list, err := d.cat.DB().OpenSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*SessionInfo, len(list))
+	for i, s := range list {
+		mounts, _ := d.cat.DB().Mounts(ctx, s.ID)
+		out[i] = d.info(s, mounts)
+	}
+	return out, nil
+}
+
+// Refresh moves a session to the current versions and picks up newly
+// readable skills (the agent's next turn).
+func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	u, err := d.cat.DB().User(ctx, s.UID)
+	if err != nil {
+		u = skills.User{UID: s.UID, Role: "none"} // a deleted user reads nothing
+	}
+	pins, skipped, _, err := d.closure(ctx, u, s.All, s.Requested)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
+		return nil, err
+	}
+	if err := d.fs.SetSession(id, d.view(pins)); err != nil {
+		return nil, err
+	}
+	s.Pins = pins
+	d.events.publish(Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
+	mounts, _ := d.cat.DB().Mounts(ctx, id)
+	info := d.info(s, mounts)
+	info.Skipped = toSkipped(skipped)
+	return info, nil
+}
+
+// Close ends a session: its view and binds go away, its record stays.
+func (d *Daemon) Close(ctx context.Context, id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.Session(ctx, id); err != nil {
+		return err
+	}
+	mounts, _ := d.cat.DB().Mounts(ctx, id)
+	for _, t := range mounts {
+		if err := unbind(t); err != nil {
+			d.log.Warn("unmount session bind", "session", id, "target", t, "err", err)
+		}
+	}
+	d.fs.RemoveSession(id)
+	d.rec.forget(id)
+	if err := d.cat.DB().CloseSession(ctx, id); err != nil {
+		return err
+	}
+	d.events.publish(Event{Type: "closed", Session: id, At: time.Now().UTC()})
+	d.log.Info("session closed", "session", id)
+	return nil
+}
+
+// Reevaluate applies catalog changes to every open session at once: a skill
+// that was deleted, disabled or unshared, or whose reader lost access, leaves
+// the views that hold it. Grants wait for the next refresh.
+func (d *Daemon) Reevaluate(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	list, err := d.cat.DB().OpenSessions(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := d.cat.DB().Skills(ctx)
+	if err != nil {
+		return err
+	}
+	bySlug := make(map[string]*skills.Skill, len(all))
+	for _, s := range all {
+		bySlug[s.Slug] = s
+	}
+	var errs []error
+	for _, s := range list {
+		u, err := d.cat.DB().User(ctx, s.UID)
+		if err != nil && !errors.Is(err, skills.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		kept := s.Pins[:0:0]
+		var gone []string
+		for _, p := range s.Pins {
+			if sk := bySlug[p.Slug]; sk != nil && err == nil && policy.Visible(u, sk) {
+				kept = append(kept, p)
+			} else {
+				gone = append(gone, p.Slug)
+			}
+		}
+		if len(gone) == 0 {
+			continue
+		}
+		if err := d.fs.SetSession(s.ID, d.view(kept)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := d.cat.DB().SetPins(ctx, s.ID, kept); err != nil {
+			errs = append(errs, err)
+		}
+		now := time.Now().UTC()
+		for _, slug := range gone {
+			d.log.Info("skill revoked from session", "session", s.ID, "slug", slug)
+			d.events.publish(Event{Type: "revoked", Session: s.ID, Slug: slug, At: now})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// restore serves every open session again after a (re)start.
+func (d *Daemon) restore(ctx context.Context) error {
+	list, err := d.cat.DB().OpenSessions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range list {
+		if err := d.fs.SetSession(s.ID, d.view(s.Pins)); err != nil {
+			return fmt.Errorf("restore session %s: %w", s.ID, err)
+		}
+	}
+	d.log.Info("sessions restored", "count", len(list))
+	return d.Reevaluate(ctx)
+}
+
+func dedupe(in []string) []string {
+	out := []string{}
+	for _, s := range in {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,227 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testFsName marks the mounts tests make, so TestMain can find leftovers.
+const testFsName = "skillfs-test"
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if left := leftoverMounts(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "tests left mounts behind: %v\n", left)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// leftoverMounts lists the mount points of test mounts still mounted.
+func leftoverMounts() []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	all, err := parseMountinfo(f)
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, m := range all {
+		if m.Source == testFsName {
+			left = append(left, m.Mountpoint)
+		}
+	}
+	return left
+}
+
+// requireFUSE skips a test that needs to mount when this machine cannot,
+// except in CI, where not running it is a failure.
+func requireFUSE(tb testing.TB) {
+	tb.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "mounting FUSE directly needs root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = fmt.Sprintf("no FUSE device: %v", err)
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("FUSE tests must run in CI: %s", reason)
+	}
+	tb.Skip(reason)
+}
+
+// mountTest mounts an empty filesystem in a temporary directory and
+// unmounts it when the test ends, whether it passed or not.
+func mountTest(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	requireFUSE(tb)
+	mnt := filepath.Join(tb.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if opts.FsName == "" {
+		opts.FsName = testFsName
+	}
+	srv, err := Mount(mnt, opts)
+	if err != nil {
+		tb.Fatalf("mount: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := srv.Unmount(); err != nil {
+			tb.Errorf("unmount: %v", err)
+		}
+	})
+	return srv
+}
+
+// setSession sets a view or fails the test.
+func setSession(tb testing.TB, srv *Server, id string, v View) string {
+	tb.Helper()
+	if err := srv.SetSession(id, v); err != nil {
+		tb.Fatalf("set session %q: %v", id, err)
+	}
+	return filepath.Join(srv.Mountpoint(), id)
+}
+
+// file is one file of a fixture version.
+type file struct {
+	data string
+	mode os.FileMode
+}
+
+// writeVersion writes a version directory the way the store keeps one:
+// files read-only, execute bits kept.
+func writeVersion(tb testing.TB, dir string, files map[string]file) string {
+	tb.Helper()
+	for name, f := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		mode := f.mode
+		if mode == 0 {
+			mode = 0o444
+		}
+		if err := os.WriteFile(p, []byte(f.data), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func manifest(slug, body string) string {
+	return fmt.Sprintf("---\nname: %s\ndescription: %s skill\n---\n%s\n", slug, slug, body)
+}
+
+// store is a content store with a few versions.
+type store struct {
+	root                                 string
+	alpha1, alpha2, beta1, gamma1, delta Skill
+}
+
+func newStore(tb testing.TB) *store {
+	tb.Helper()
+	root := tb.TempDir()
+	s := &store{root: root}
+	s.alpha1 = Skill{Slug: "alpha", Version: "a1", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a1"), map[string]file{
+		"SKILL.md":                    {data: manifest("alpha", "alpha version one")},
+		"scripts/run.sh":              {data: "#!/bin/sh\necho alpha-ran \"$1\"\n", mode: 0o555},
+		"references/guide.md":         {data: "# Guide\nRead me.\n"},
+		"references/nested/SKILL.md":  {data: manifest("nested", "not a skill of its own")},
+		"assets/empty.txt":            {data: ""},
+		".skillfs-meta.json":          {data: `{"hash":"a1"}`},
+		"references/.skillfs-partial": {data: "hidden"},
+	})}
+	s.alpha2 = Skill{Slug: "alpha", Version: "a2", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a2"), map[string]file{
+		"SKILL.md":            {data: manifest("alpha", "alpha version two")},
+		"references/guide.md": {data: "# Guide\nSecond edition.\n"},
+	})}
+	s.beta1 = Skill{Slug: "beta", Version: "b1", Dir: writeVersion(tb, filepath.Join(root, "beta", "b1"), map[string]file{
+		"SKILL.md":  {data: manifest("beta", "beta")},
+		"notes.txt": {data: "beta notes\n"},
+	})}
+	s.gamma1 = Skill{Slug: "gamma", Version: "g1", Dir: writeVersion(tb, filepath.Join(root, "gamma", "g1"), map[string]file{
+		"SKILL.md": {data: manifest("gamma", "gamma")},
+	})}
+	s.delta = Skill{Slug: "delta", Version: "d1", Dir: writeVersion(tb, filepath.Join(root, "delta", "d1"), map[string]file{
+		"SKILL.md":    {data: manifest("delta", "delta")},
+		"secret.txt":  {data: "only for sessions granted delta\n"},
+		".skillfs-db": {data: "hidden"},
+	})}
+	return s
+}
+
+// fakeSink records activations. A delay makes a sink that returned early
+// visible; err makes it refuse.
+type fakeSink struct {
+	mu     sync.Mutex
+	delay  time.Duration
+	err    error
+	counts map[[2]string]int
+	tries  int
+}
+
+func (s *fakeSink) Opened(session, slug string) error {
+	time.Sleep(s.delay)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tries++
+	if s.err != nil {
+		return s.err
+	}
+	if s.counts == nil {
+		s.counts = make(map[[2]string]int)
+	}
+	s.counts[[2]string{session, slug}]++
+	return nil
+}
+
+func (s *fakeSink) count(session, slug string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[[2]string{session, slug}]
+}
+
+func (s *fakeSink) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.counts {
+		n += c
+	}
+	return n
+}
+
+// readDirNames lists a directory, sorted as returned.
+func readDirNames(tb testing.TB, dir string) []string {
+	tb.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		tb.Fatalf("read dir %q: %v", dir, err)
+	}
+	names := make([]string, len(des))
+	for i, de := range des {
+		names[i] = de.Name()
+	}
+	return names
+}
+
+func equalNames(got, want []string) bool { return slices.Equal(got, want) }
+
+// isErrno reports whether err carries errno.
+func isErrno(err error, errno error) bool { return errors.Is(err, errno) }

@@ -1,0 +1,379 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// readOnly answers every mutating operation with EROFS. The mount is also
+// read-only in the kernel, which refuses most of these before asking; these
+// methods make the daemon refuse them too, rather than fall back to go-fuse
+// defaults (some of which report success).
+type readOnly struct{}
+
+func (readOnly) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (readOnly) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (readOnly) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
+
+func (readOnly) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (readOnly) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (readOnly) Link(context.Context, fusefs.InodeEmbedder, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (readOnly) Symlink(context.Context, string, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (readOnly) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+
+func (readOnly) Tmpfile(context.Context, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+
+func (readOnly) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
+
+func (readOnly) Rmdir(context.Context, string) syscall.Errno { return syscall.EROFS }
+
+func (readOnly) Rename(context.Context, string, fusefs.InodeEmbedder, string, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (readOnly) Write(context.Context, fusefs.FileHandle, []byte, int64) (uint32, syscall.Errno) {
+	return 0, syscall.EROFS
+}
+
+func (readOnly) Allocate(context.Context, fusefs.FileHandle, uint64, uint64, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+
+// Fsync has nothing to flush; it succeeds, as on any read-only filesystem.
+func (readOnly) Fsync(context.Context, fusefs.FileHandle, uint32) syscall.Errno { return 0 }
+
+func (readOnly) Statfs(_ context.Context, out *fuse.StatfsOut) syscall.Errno {
+	*out = fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
+	return 0
+}
+
+// The interfaces every node type implements through readOnly.
+type readOnlyNode interface {
+	fusefs.NodeSetattrer
+	fusefs.NodeSetxattrer
+	fusefs.NodeRemovexattrer
+	fusefs.NodeMkdirer
+	fusefs.NodeMknoder
+	fusefs.NodeLinker
+	fusefs.NodeSymlinker
+	fusefs.NodeCreater
+	fusefs.NodeTmpfiler
+	fusefs.NodeUnlinker
+	fusefs.NodeRmdirer
+	fusefs.NodeRenamer
+	fusefs.NodeWriter
+	fusefs.NodeAllocater
+	fusefs.NodeFsyncer
+	fusefs.NodeStatfser
+}
+
+var (
+	_ = (readOnlyNode)((*rootNode)(nil))
+	_ = (readOnlyNode)((*sessionDir)(nil))
+	_ = (readOnlyNode)((*dirNode)(nil))
+	_ = (readOnlyNode)((*fileNode)(nil))
+)
+
+// setTimes sets all three times of an attribute to t.
+func setTimes(a *fuse.Attr, t time.Time) {
+	a.SetTimes(&t, &t, &t)
+}
+
+// dirAttr fills the attributes every directory shares.
+func (s *Server) dirAttr(a *fuse.Attr, ino uint64, mtime time.Time, perm uint32) {
+	a.Ino = ino
+	a.Mode = syscall.S_IFDIR | perm
+	a.Nlink = 2
+	a.Owner = fuse.Owner{Uid: s.opts.UID, Gid: s.opts.GID}
+	a.Blksize = 4096
+	setTimes(a, mtime)
+}
+
+// entryAttr fills the attributes of a version tree entry.
+func (s *Server) entryAttr(a *fuse.Attr, g *grant, t *tree, idx int32) {
+	e := &t.entries[idx]
+	if e.dir {
+		s.dirAttr(a, g.ino(idx), e.mtime, 0o555)
+		return
+	}
+	a.Ino = g.ino(idx)
+	a.Mode = syscall.S_IFREG | 0o444
+	if e.exec {
+		a.Mode |= 0o111
+	}
+	a.Size = uint64(e.size)
+	a.Blocks = (a.Size + 511) / 512
+	a.Nlink = 1
+	a.Owner = fuse.Owner{Uid: s.opts.UID, Gid: s.opts.GID}
+	a.Blksize = 4096
+	setTimes(a, e.mtime)
+}
+
+// rootNode is the mount's root. It resolves session ids but cannot be
+// listed: a session's id is its capability.
+type rootNode struct {
+	fusefs.Inode
+	readOnly
+	srv *Server
+}
+
+var (
+	_ = (fusefs.NodeLookuper)((*rootNode)(nil))
+	_ = (fusefs.NodeGetattrer)((*rootNode)(nil))
+	_ = (fusefs.NodeOpendirHandler)((*rootNode)(nil))
+)
+
+func (r *rootNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	// Search permission only: names resolve, listing is refused.
+	r.srv.dirAttr(&out.Attr, fuse.FUSE_ROOT_ID, r.srv.start, 0o111)
+	return 0
+}
+
+// OpendirHandle refuses to list the root, also to callers (root) that the
+// kernel's permission check lets through.
+func (r *rootNode) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.EACCES
+}
+
+func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ss := r.srv.session(name)
+	if ss == nil {
+		return nil, syscall.ENOENT
+	}
+	r.srv.dirAttr(&out.Attr, ss.dirIno, ss.created, 0o555)
+	if ch := r.GetChild(name); ch != nil {
+		if d, ok := ch.Operations().(*sessionDir); ok && d.sess == ss {
+			return ch, 0
+		}
+	}
+	return r.NewInode(ctx, &sessionDir{srv: r.srv, sess: ss}, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: ss.dirIno}), 0
+}
+
+// sessionDir lists the skills of one session.
+type sessionDir struct {
+	fusefs.Inode
+	readOnly
+	srv  *Server
+	sess *session
+}
+
+var (
+	_ = (fusefs.NodeLookuper)((*sessionDir)(nil))
+	_ = (fusefs.NodeGetattrer)((*sessionDir)(nil))
+	_ = (fusefs.NodeOpendirHandler)((*sessionDir)(nil))
+)
+
+func (d *sessionDir) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.srv.dirAttr(&out.Attr, d.sess.dirIno, d.sess.created, 0o555)
+	return 0
+}
+
+func (d *sessionDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if d.sess.gone.Load() {
+		return nil, syscall.ENOENT
+	}
+	g := d.sess.grant(name)
+	if g == nil {
+		return nil, syscall.ENOENT
+	}
+	t, skipped, err := g.ref.get()
+	if err != nil {
+		d.srv.log.Error("read version tree", "session", g.session, "slug", g.skill.Slug, "dir", g.skill.Dir, "err", err)
+		return nil, ToErrno(err)
+	}
+	if len(skipped) > 0 {
+		d.srv.log.Warn("version tree holds entries that are neither files nor directories; not served",
+			"dir", g.skill.Dir, "entries", skipped)
+	}
+	d.srv.entryAttr(&out.Attr, g, t, 0)
+	if ch := d.GetChild(name); ch != nil {
+		if n, ok := ch.Operations().(*dirNode); ok && n.g == g {
+			return ch, 0
+		}
+	}
+	n := &dirNode{srv: d.srv, g: g, t: t, idx: 0}
+	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: g.ino(0)}), 0
+}
+
+// OpendirHandle lists the session's skills. The listing is not cached by the
+// kernel, since the view can change at any time.
+func (d *sessionDir) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if d.sess.gone.Load() {
+		return nil, 0, syscall.ENOENT
+	}
+	d.sess.mu.RLock()
+	defer d.sess.mu.RUnlock()
+	list := make([]fuse.DirEntry, 0, len(d.sess.slugs))
+	for _, slug := range d.sess.slugs {
+		list = append(list, fuse.DirEntry{Name: slug, Mode: syscall.S_IFDIR, Ino: d.sess.grants[slug].ino(0)})
+	}
+	return fusefs.NewListDirStream(list), 0, 0
+}
+
+// dirNode is a directory of a version tree, as seen by one grant.
+type dirNode struct {
+	fusefs.Inode
+	readOnly
+	srv *Server
+	g   *grant
+	t   *tree
+	idx int32
+}
+
+var (
+	_ = (fusefs.NodeLookuper)((*dirNode)(nil))
+	_ = (fusefs.NodeGetattrer)((*dirNode)(nil))
+	_ = (fusefs.NodeOpendirHandler)((*dirNode)(nil))
+)
+
+func (n *dirNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.srv.entryAttr(&out.Attr, n.g, n.t, n.idx)
+	return 0
+}
+
+func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if n.g.revoked.Load() {
+		return nil, syscall.ENOENT
+	}
+	ci, ok := n.t.child(n.idx, name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	n.srv.entryAttr(&out.Attr, n.g, n.t, ci)
+	if ch := n.GetChild(name); ch != nil {
+		return ch, 0
+	}
+	if n.t.entries[ci].dir {
+		ch := &dirNode{srv: n.srv, g: n.g, t: n.t, idx: ci}
+		return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: n.g.ino(ci)}), 0
+	}
+	ch := &fileNode{srv: n.srv, g: n.g, t: n.t, idx: ci}
+	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: n.g.ino(ci)}), 0
+}
+
+// OpendirHandle lists a version directory; it never changes, so the kernel
+// may cache the listing.
+func (n *dirNode) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if n.g.revoked.Load() {
+		return nil, 0, syscall.EACCES
+	}
+	kids := n.t.entries[n.idx].children
+	list := make([]fuse.DirEntry, 0, len(kids))
+	for _, ci := range kids {
+		e := &n.t.entries[ci]
+		mode := uint32(syscall.S_IFREG)
+		if e.dir {
+			mode = syscall.S_IFDIR
+		}
+		list = append(list, fuse.DirEntry{Name: e.name, Mode: mode, Ino: n.g.ino(ci)})
+	}
+	return fusefs.NewListDirStream(list), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// fileNode is a regular file of a version tree, as seen by one grant.
+type fileNode struct {
+	fusefs.Inode
+	readOnly
+	srv *Server
+	g   *grant
+	t   *tree
+	idx int32
+}
+
+var (
+	_ = (fusefs.NodeGetattrer)((*fileNode)(nil))
+	_ = (fusefs.NodeOpener)((*fileNode)(nil))
+)
+
+func (n *fileNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.srv.entryAttr(&out.Attr, n.g, n.t, n.idx)
+	return 0
+}
+
+// writeFlags are the open flags that could change a file.
+const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall.O_CREAT | syscall.O_APPEND
+
+// Open opens the backing file read-only. Opening the top-level SKILL.md
+// reports an activation to the sink before the open returns; if the sink
+// fails, so does the open.
+func (n *fileNode) Open(_ context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if flags&writeFlags != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	if n.g.revoked.Load() {
+		return nil, 0, syscall.EACCES
+	}
+	fd, err := n.t.open(n.idx)
+	if err != nil {
+		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
+		return nil, 0, ToErrno(err)
+	}
+	if n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
+		if err := n.srv.opts.Sink.Opened(n.g.session, n.g.skill.Slug); err != nil {
+			unix.Close(fd)
+			n.srv.log.Warn("record activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
+			return nil, 0, syscall.EIO
+		}
+		n.srv.log.Debug("activation", "session", n.g.session, "slug", n.g.skill.Slug)
+	}
+	h := &fileHandle{fd: fd, g: n.g}
+	if n.srv.opts.Passthrough {
+		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// fileHandle is an open file. Reads fail once its grant is revoked.
+type fileHandle struct {
+	fd int
+	g  *grant
+}
+
+var (
+	_ = (fusefs.FileReader)((*fileHandle)(nil))
+	_ = (fusefs.FileReleaser)((*fileHandle)(nil))
+	_ = (fusefs.FilePassthroughFder)((*passthroughHandle)(nil))
+)
+
+func (h *fileHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.g.revoked.Load() {
+		return nil, syscall.EACCES
+	}
+	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
+}
+
+func (h *fileHandle) Release(context.Context) syscall.Errno {
+	return ToErrno(unix.Close(h.fd))
+}
+
+// passthroughHandle lets the kernel read the backing file directly.
+type passthroughHandle struct{ *fileHandle }
+
+func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.fd, true }

@@ -1,0 +1,153 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"skillfs/skills"
+)
+
+// OpenDelta is a batch of later opens of one skill in one session, counted
+// in memory and flushed with AddOpens.
+type OpenDelta struct {
+	Session, Slug string
+	Opens         int64     // opens since the last flush
+	LastAt        time.Time // time of the latest of them
+}
+
+// upsertActivation adds ?4 opens at time ?3 to (session ?1, slug ?2). A new
+// row takes the next seq of its session, so seq orders a session's
+// activations by first activation. Rows are only made for sessions that
+// exist.
+const upsertActivation = `INSERT INTO activations (session, slug, first_at, last_at, opens, seq)
+	SELECT ?1, ?2, ?3, ?3, ?4, COALESCE((SELECT MAX(seq) FROM activations WHERE session = ?1), 0) + 1
+	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
+	ON CONFLICT (session, slug) DO UPDATE SET
+		opens = opens + excluded.opens,
+		last_at = MAX(last_at, excluded.last_at)`
+
+// activationTime encodes the time of an open, which must be set.
+func activationTime(at time.Time) (int64, error) {
+	if at.IsZero() {
+		return 0, fmt.Errorf("zero time: %w", skills.ErrInvalid)
+	}
+	n, err := encodeTime(at)
+	if err != nil {
+		return 0, err
+	}
+	return n.(int64), nil
+}
+
+// RecordActivation counts one open of slug's SKILL.md in session at time
+// at, durably: when it returns nil the open is on disk. The first open
+// creates the row (first is true) and fixes its first time; later ones add
+// to the count and move the last time forward. An unknown session is
+// skills.ErrNotFound.
+func (db *DB) RecordActivation(ctx context.Context, session, slug string, at time.Time) (first bool, err error) {
+	wrap := func(err error) error {
+		return fmt.Errorf("record activation of skill %q in session %q: %w", slug, session, err)
+	}
+	if slug == "" {
+		return false, wrap(fmt.Errorf("empty slug: %w", skills.ErrInvalid))
+	}
+	n, err := activationTime(at)
+	if err != nil {
+		return false, wrap(err)
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		if _, err := sessionClosed(ctx, tx, session); err != nil {
+			return err
+		}
+		var known bool
+		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM activations WHERE session = ? AND slug = ?)",
+			session, slug).Scan(&known); err != nil {
+			return err
+		}
+		first = !known
+		_, err := tx.ExecContext(ctx, upsertActivation, session, slug, n, 1)
+		return err
+	})
+	if err != nil {
+		return false, wrap(err)
+	}
+	return first, nil
+}
+
+// AddOpens adds batched opens in one transaction: opens += Opens, last time
+// = the later of the two. A delta for a skill without a row creates it, with
+// LastAt as its first time; deltas of sessions that do not exist are
+// dropped, so one stale session cannot lose the whole batch. Deltas of zero
+// opens are skipped; a negative count or a zero time is skills.ErrInvalid and
+// nothing is written.
+func (db *DB) AddOpens(ctx context.Context, deltas []OpenDelta) error {
+	type row struct {
+		d  OpenDelta
+		at int64
+	}
+	rows := make([]row, 0, len(deltas))
+	for _, d := range deltas {
+		if d.Opens < 0 || d.Session == "" || d.Slug == "" {
+			return fmt.Errorf("add opens: delta %+v: %w", d, skills.ErrInvalid)
+		}
+		if d.Opens == 0 {
+			continue
+		}
+		at, err := activationTime(d.LastAt)
+		if err != nil {
+			return fmt.Errorf("add opens of skill %q in session %q: %w", d.Slug, d.Session, err)
+		}
+		rows = append(rows, row{d, at})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, upsertActivation)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, r := range rows {
+			if _, err := stmt.ExecContext(ctx, r.d.Session, r.d.Slug, r.at, r.d.Opens); err != nil {
+				return fmt.Errorf("skill %q in session %q: %w", r.d.Slug, r.d.Session, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add opens: %w", err)
+	}
+	return nil
+}
+
+// Activations returns the activations of session in order of first
+// activation; an unknown session is skills.ErrNotFound.
+func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activation, error) {
+	list := []skills.Activation{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		if _, err := sessionClosed(ctx, tx, session); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT slug, first_at, last_at, opens FROM activations WHERE session = ? ORDER BY seq", session)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a := skills.Activation{Session: session}
+			var first, last sql.NullInt64
+			if err := rows.Scan(&a.Slug, &first, &last, &a.Opens); err != nil {
+				return err
+			}
+			a.FirstAt, a.LastAt = decodeTime(first), decodeTime(last)
+			list = append(list, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list activations of session %q: %w", session, err)
+	}
+	return list, nil
+}

@@ -1,0 +1,139 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	iofs "io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed migrations/*.sql
+var embedded embed.FS
+
+// migrationFS holds the schema migrations, named NNN_what.sql.
+var migrationFS = func() iofs.FS {
+	sub, err := iofs.Sub(embedded, "migrations")
+	if err != nil {
+		panic(err) // the directory is embedded at build time
+	}
+	return sub
+}()
+
+// migration is one schema step.
+type migration struct {
+	version int
+	file    string
+	sql     string
+}
+
+// parseMigrationName returns the version of a migration file named like
+// "001_init.sql": decimal digits, an underscore, a name, ".sql".
+func parseMigrationName(file string) (int, error) {
+	digits, rest, ok := strings.Cut(file, "_")
+	if !ok || digits == "" || !strings.HasSuffix(rest, ".sql") || len(rest) == len(".sql") {
+		return 0, fmt.Errorf("migration file %q: want NNN_name.sql", file)
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("migration file %q: version %q is not a decimal number", file, digits)
+		}
+	}
+	v, err := strconv.Atoi(digits)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("migration file %q: version %q must be a positive number", file, digits)
+	}
+	return v, nil
+}
+
+// loadMigrations reads the migrations in fsys, ordered by version.
+func loadMigrations(fsys iofs.FS) ([]migration, error) {
+	files, err := iofs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	var ms []migration
+	seen := map[int]string{}
+	for _, f := range files {
+		v, err := parseMigrationName(f)
+		if err != nil {
+			return nil, err
+		}
+		if prev, ok := seen[v]; ok {
+			return nil, fmt.Errorf("migrations %q and %q share version %d", prev, f, v)
+		}
+		seen[v] = f
+		b, err := iofs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %q: %w", f, err)
+		}
+		ms = append(ms, migration{version: v, file: f, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrate applies the migrations of fsys that the database has not seen,
+// in order, each in its own transaction together with its row in
+// schema_migrations, so a crash leaves every migration applied or absent.
+// Several processes may migrate at once: each step re-checks under the write
+// lock.
+func migrate(ctx context.Context, db *sql.DB, fsys iofs.FS) error {
+	ms, err := loadMigrations(fsys)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		file       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var newest sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	known := 0
+	if len(ms) > 0 {
+		known = ms[len(ms)-1].version
+	}
+	if newest.Valid && int(newest.Int64) > known {
+		return fmt.Errorf("schema version %d is newer than this program's %d; upgrade skillfs", newest.Int64, known)
+	}
+	for _, m := range ms {
+		if err := applyMigration(ctx, db, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migration %q: begin: %w", m.file, err)
+	}
+	defer tx.Rollback()
+	var done bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)", m.version).Scan(&done); err != nil {
+		return fmt.Errorf("migration %q: %w", m.file, err)
+	}
+	if done {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("migration %q: %w", m.file, err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, file, applied_at) VALUES (?, ?, ?)", m.version, m.file, time.Now().UnixNano()); err != nil {
+		return fmt.Errorf("migration %q: record: %w", m.file, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migration %q: commit: %w", m.file, err)
+	}
+	return nil
+}

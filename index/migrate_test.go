@@ -1,0 +1,197 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// openRaw opens a bare writer pool on a new file, without migrations.
+func openRaw(t testing.TB) *sql.DB {
+	t.Helper()
+	p, err := openPool(filepath.Join(t.TempDir(), "raw.db"), writerParams, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func tables(t testing.TB, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+func TestParseMigrationName(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       int // 0: must be rejected
+	}{
+		{"padded", "001_init.sql", 1},
+		{"large", "120_add_index.sql", 120},
+		{"unpadded", "7_x.sql", 7},
+		{"zero version", "000_init.sql", 0},
+		{"no underscore", "001init.sql", 0},
+		{"no digits", "_init.sql", 0},
+		{"letters", "01a_init.sql", 0},
+		{"sign", "+1_init.sql", 0},
+		{"wrong suffix", "001_init.txt", 0},
+		{"no name", "001_.sql", 0},
+		{"overflow", "99999999999999999999999_x.sql", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseMigrationName(tc.file)
+			if tc.want == 0 {
+				if err == nil {
+					t.Fatalf("parseMigrationName(%q) = %d, want error", tc.file, got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("parseMigrationName(%q) = %d, %v; want %d", tc.file, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseMigrationName(f *testing.F) {
+	for _, s := range []string{"001_init.sql", "7_x.sql", "000_a.sql", "_x.sql", "1_.sql", "١_x.sql", "-1_x.sql", "1_x.sql.sql"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, file string) {
+		v, err := parseMigrationName(file)
+		if err != nil {
+			return
+		}
+		digits, rest, _ := strings.Cut(file, "_")
+		if v <= 0 || strconv.Itoa(v) != strings.TrimLeft(digits, "0") || !strings.HasSuffix(rest, ".sql") {
+			t.Fatalf("parseMigrationName(%q) = %d", file, v)
+		}
+	})
+}
+
+func TestEmbeddedMigrations(t *testing.T) {
+	ms, err := loadMigrations(migrationFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 {
+		t.Fatal("no migrations embedded")
+	}
+	for i, m := range ms {
+		if m.version != i+1 {
+			t.Errorf("migration %q has version %d, want %d: versions must be 1, 2, 3, ...", m.file, m.version, i+1)
+		}
+	}
+}
+
+func TestMigrationsRunInVersionOrder(t *testing.T) {
+	// 10 sorts before 9 as text; each step needs the one before it.
+	fsys := fstest.MapFS{
+		"10_c.sql": {Data: []byte("ALTER TABLE t ADD COLUMN c TEXT;")},
+		"9_b.sql":  {Data: []byte("ALTER TABLE t ADD COLUMN b TEXT;")},
+		"1_a.sql":  {Data: []byte("CREATE TABLE t (a TEXT);")},
+		"README":   {Data: []byte("not a migration")},
+	}
+	db := openRaw(t)
+	ctx := context.Background()
+	for range 2 {
+		if err := migrate(ctx, db, fsys); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var versions string
+	if err := db.QueryRow("SELECT group_concat(version, ',') FROM (SELECT version FROM schema_migrations ORDER BY version)").Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != "1,9,10" {
+		t.Fatalf("recorded versions %s, want 1,9,10", versions)
+	}
+	if _, err := db.Exec("INSERT INTO t (a, b, c) VALUES ('1', '2', '3')"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrationLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fsys fstest.MapFS
+	}{
+		{"duplicate version", fstest.MapFS{"1_a.sql": {}, "01_b.sql": {}}},
+		{"bad name", fstest.MapFS{"1_a.sql": {}, "latest.sql": {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := loadMigrations(tc.fsys); err == nil {
+				t.Fatal("loadMigrations accepted the set")
+			}
+			db := openRaw(t)
+			if err := migrate(context.Background(), db, tc.fsys); err == nil {
+				t.Fatal("migrate accepted the set")
+			}
+		})
+	}
+}
+
+func TestFailedMigrationLeavesNothing(t *testing.T) {
+	fsys := fstest.MapFS{
+		"1_a.sql": {Data: []byte("CREATE TABLE a (x TEXT);")},
+		// The second statement fails after the first one ran.
+		"2_b.sql": {Data: []byte("CREATE TABLE b (x TEXT); INSERT INTO no_such_table VALUES (1);")},
+	}
+	db := openRaw(t)
+	ctx := context.Background()
+	if err := migrate(ctx, db, fsys); err == nil {
+		t.Fatal("migrate succeeded with a broken migration")
+	}
+	mustEqual(t, "tables after failed migration", tables(t, db), []string{"a", "schema_migrations"})
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM schema_migrations WHERE version = 2").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatal("failed migration was recorded")
+	}
+	// Fixed, it applies on the next run and 1 is not run again (it would
+	// fail: table a exists).
+	fsys["2_b.sql"] = &fstest.MapFile{Data: []byte("CREATE TABLE b (x TEXT);")}
+	if err := migrate(ctx, db, fsys); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "tables after fix", tables(t, db), []string{"a", "b", "schema_migrations"})
+}
+
+func TestSchemaHasForeignKeysIntact(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	insertSkill(t, db, "a", "h1")
+	rows, err := db.r.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		t.Fatal("foreign key violations in a fresh index")
+	}
+	// The current version must be one of the skill's versions.
+	_, err = db.w.ExecContext(ctx, "UPDATE skills SET current_version = 'nope' WHERE slug = 'a'")
+	if err == nil {
+		t.Fatal("current_version accepted a hash with no version row")
+	}
+}

@@ -1,0 +1,192 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"skillfs/skills"
+)
+
+// PutUser inserts u or, if its uid is known, replaces its role and
+// department.
+func (db *DB) PutUser(ctx context.Context, u skills.User) error {
+	switch {
+	case u.UID == "":
+		return fmt.Errorf("put user: empty uid: %w", skills.ErrInvalid)
+	case u.Role != skills.RoleSuperadmin && u.Role != skills.RoleAdmin && u.Role != skills.RoleUser:
+		return fmt.Errorf("put user %q: role %q: %w", u.UID, u.Role, skills.ErrInvalid)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO users (uid, role, department) VALUES (?, ?, ?)
+			ON CONFLICT (uid) DO UPDATE SET role = excluded.role, department = excluded.department`,
+			u.UID, u.Role, u.Department)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("put user %q: %w", u.UID, err)
+	}
+	return nil
+}
+
+// User returns the user uid, or an error wrapping skills.ErrNotFound.
+func (db *DB) User(ctx context.Context, uid string) (skills.User, error) {
+	var u skills.User
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, "SELECT uid, role, department FROM users WHERE uid = ?", uid).
+			Scan(&u.UID, &u.Role, &u.Department)
+		if errors.Is(err, sql.ErrNoRows) {
+			return skills.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return skills.User{}, fmt.Errorf("get user %q: %w", uid, err)
+	}
+	return u, nil
+}
+
+// Users returns every user sorted by uid.
+func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
+	us := []skills.User{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT uid, role, department FROM users ORDER BY uid")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var u skills.User
+			if err := rows.Scan(&u.UID, &u.Role, &u.Department); err != nil {
+				return err
+			}
+			us = append(us, u)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	return us, nil
+}
+
+// DeleteUser removes the user uid, or returns an error wrapping
+// skills.ErrNotFound. Skills the user created and sessions they ran stay.
+func (db *DB) DeleteUser(ctx context.Context, uid string) error {
+	if err := db.deleteName(ctx, "users", "uid", uid); err != nil {
+		return fmt.Errorf("delete user %q: %w", uid, err)
+	}
+	return nil
+}
+
+// AddTool registers a tool skills may depend on; a registered name is an
+// error wrapping skills.ErrExists.
+func (db *DB) AddTool(ctx context.Context, name string) error {
+	if err := db.addName(ctx, "tools", name); err != nil {
+		return fmt.Errorf("add tool %q: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteTool unregisters a tool, or returns an error wrapping
+// skills.ErrNotFound.
+func (db *DB) DeleteTool(ctx context.Context, name string) error {
+	if err := db.deleteName(ctx, "tools", "name", name); err != nil {
+		return fmt.Errorf("delete tool %q: %w", name, err)
+	}
+	return nil
+}
+
+// Tools returns the registered tools, sorted.
+func (db *DB) Tools(ctx context.Context) ([]string, error) {
+	names, err := db.names(ctx, "tools")
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	return names, nil
+}
+
+// AddMCP registers an MCP server skills may depend on; a registered name is
+// an error wrapping skills.ErrExists.
+func (db *DB) AddMCP(ctx context.Context, name string) error {
+	if err := db.addName(ctx, "mcp_servers", name); err != nil {
+		return fmt.Errorf("add MCP server %q: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteMCP unregisters an MCP server, or returns an error wrapping
+// skills.ErrNotFound.
+func (db *DB) DeleteMCP(ctx context.Context, name string) error {
+	if err := db.deleteName(ctx, "mcp_servers", "name", name); err != nil {
+		return fmt.Errorf("delete MCP server %q: %w", name, err)
+	}
+	return nil
+}
+
+// MCPs returns the registered MCP servers, sorted.
+func (db *DB) MCPs(ctx context.Context) ([]string, error) {
+	names, err := db.names(ctx, "mcp_servers")
+	if err != nil {
+		return nil, fmt.Errorf("list MCP servers: %w", err)
+	}
+	return names, nil
+}
+
+// addName inserts name into a one-column registry table. table is always a
+// constant of this package, never input.
+func (db *DB) addName(ctx context.Context, table, name string) error {
+	if name == "" {
+		return fmt.Errorf("empty name: %w", skills.ErrInvalid)
+	}
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (name) VALUES (?) ON CONFLICT DO NOTHING", name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return skills.ErrExists
+		}
+		return nil
+	})
+}
+
+// deleteName deletes the row whose key column is key; table and column are
+// constants of this package.
+func (db *DB) deleteName(ctx context.Context, table, column, key string) error {
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE "+column+" = ?", key)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return skills.ErrNotFound
+		}
+		return nil
+	})
+}
+
+func (db *DB) names(ctx context.Context, table string) ([]string, error) {
+	names := []string{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+table+" ORDER BY name")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			names = append(names, n)
+		}
+		return rows.Err()
+	})
+	return names, err
+}

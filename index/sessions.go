@@ -1,0 +1,314 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"skillfs/skills"
+)
+
+// errClosed is returned, wrapped in skills.ErrInvalid, when a closed session
+// is asked to change.
+var errClosed = fmt.Errorf("session is closed: %w", skills.ErrInvalid)
+
+// checkPins validates a readable set: every slug named once, as the closure
+// produces it.
+func checkPins(pins []skills.Pin) error {
+	seen := make(map[string]bool, len(pins))
+	for _, p := range pins {
+		if p.Slug == "" {
+			return fmt.Errorf("pin with empty slug: %w", skills.ErrInvalid)
+		}
+		if seen[p.Slug] {
+			return fmt.Errorf("skill %q pinned twice: %w", p.Slug, skills.ErrInvalid)
+		}
+		seen[p.Slug] = true
+	}
+	return nil
+}
+
+func insertPins(ctx context.Context, tx *sql.Tx, id string, pins []skills.Pin) error {
+	stmt, err := tx.PrepareContext(ctx, "INSERT INTO session_pins (session, position, slug, version) VALUES (?, ?, ?, ?)")
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i, p := range pins {
+		if _, err := stmt.ExecContext(ctx, id, i, p.Slug, p.Version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionClosed reports whether session id is closed; an unknown id is
+// skills.ErrNotFound.
+func sessionClosed(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
+	var closed bool
+	err := tx.QueryRowContext(ctx, "SELECT closed_at IS NOT NULL FROM sessions WHERE id = ?", id).Scan(&closed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, skills.ErrNotFound
+	}
+	return closed, err
+}
+
+// CreateSession stores a new session with its pins. An id already used is
+// an error wrapping skills.ErrExists.
+func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
+	if s == nil || s.ID == "" {
+		return fmt.Errorf("create session: no id: %w", skills.ErrInvalid)
+	}
+	wrap := func(err error) error { return fmt.Errorf("create session %q: %w", s.ID, err) }
+	if err := checkPins(s.Pins); err != nil {
+		return wrap(err)
+	}
+	requested, err := encodeList("requested skills", s.Requested)
+	if err != nil {
+		return wrap(err)
+	}
+	preload, err := encodeList("preloaded skills", s.Preload)
+	if err != nil {
+		return wrap(err)
+	}
+	created, err := encodeTime(s.CreatedAt)
+	if err != nil {
+		return wrap(fmt.Errorf("created at: %w", err))
+	}
+	closed, err := encodeTime(s.ClosedAt)
+	if err != nil {
+		return wrap(fmt.Errorf("closed at: %w", err))
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed); err != nil {
+			if isUniqueViolation(err) {
+				return skills.ErrExists
+			}
+			return err
+		}
+		return insertPins(ctx, tx, s.ID, s.Pins)
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at"
+
+func scanSession(sc scanner) (*skills.Session, error) {
+	var (
+		s                  skills.Session
+		requested, preload string
+		created, closed    sql.NullInt64
+	)
+	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.Requested, err = decodeList("requested skills", requested); err != nil {
+		return nil, err
+	}
+	if s.Preload, err = decodeList("preloaded skills", preload); err != nil {
+		return nil, err
+	}
+	s.CreatedAt = decodeTime(created)
+	s.ClosedAt = decodeTime(closed)
+	s.Pins = []skills.Pin{}
+	return &s, nil
+}
+
+// Session returns the session id with its pins in closure order, or an
+// error wrapping skills.ErrNotFound.
+func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
+	var s *skills.Session
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		s, err = scanSession(tx.QueryRowContext(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE id = ?", id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return skills.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return loadPins(ctx, tx, map[string]*skills.Session{id: s},
+			"SELECT session, slug, version FROM session_pins WHERE session = ? ORDER BY position", id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get session %q: %w", id, err)
+	}
+	return s, nil
+}
+
+// loadPins appends the pins the query returns (session, slug, version, in
+// order) to the sessions of byID.
+func loadPins(ctx context.Context, tx *sql.Tx, byID map[string]*skills.Session, query string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var p skills.Pin
+		if err := rows.Scan(&id, &p.Slug, &p.Version); err != nil {
+			return err
+		}
+		if s := byID[id]; s != nil {
+			s.Pins = append(s.Pins, p)
+		}
+	}
+	return rows.Err()
+}
+
+// OpenSessions returns the sessions not yet closed, oldest first, each with
+// its pins.
+func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
+	list := []*skills.Session{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL ORDER BY created_at, id")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		byID := map[string]*skills.Session{}
+		for rows.Next() {
+			s, err := scanSession(rows)
+			if err != nil {
+				return err
+			}
+			list = append(list, s)
+			byID[s.ID] = s
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return loadPins(ctx, tx, byID, `SELECT p.session, p.slug, p.version
+			FROM session_pins p JOIN sessions s ON s.id = p.session
+			WHERE s.closed_at IS NULL ORDER BY p.session, p.position`)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list open sessions: %w", err)
+	}
+	return list, nil
+}
+
+// SetPins replaces the readable set of an open session. An unknown session
+// is skills.ErrNotFound, a closed one skills.ErrInvalid.
+func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin) error {
+	if err := checkPins(pins); err != nil {
+		return fmt.Errorf("set pins of session %q: %w", id, err)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		if closed, err := sessionClosed(ctx, tx, id); err != nil {
+			return err
+		} else if closed {
+			return errClosed
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM session_pins WHERE session = ?", id); err != nil {
+			return err
+		}
+		return insertPins(ctx, tx, id, pins)
+	})
+	if err != nil {
+		return fmt.Errorf("set pins of session %q: %w", id, err)
+	}
+	return nil
+}
+
+// CloseSession marks the session closed now and forgets its mounts; its
+// pins and activations stay. Closing a closed session keeps the first close
+// time and is not an error; an unknown one is skills.ErrNotFound.
+func (db *DB) CloseSession(ctx context.Context, id string) error {
+	at, err := encodeTime(db.now())
+	if err != nil {
+		return fmt.Errorf("close session %q: %w", id, err)
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		if _, err := sessionClosed(ctx, tx, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", at, id); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "DELETE FROM session_mounts WHERE session = ?", id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("close session %q: %w", id, err)
+	}
+	return nil
+}
+
+// AddMount records that session id is bound at target, so a restarted
+// daemon can re-attach it. Recording a known target again is not an error.
+// An unknown session is skills.ErrNotFound, a closed one skills.ErrInvalid.
+func (db *DB) AddMount(ctx context.Context, id, target string) error {
+	if target == "" {
+		return fmt.Errorf("add mount of session %q: empty target: %w", id, skills.ErrInvalid)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		if closed, err := sessionClosed(ctx, tx, id); err != nil {
+			return err
+		} else if closed {
+			return errClosed
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO session_mounts (session, target) VALUES (?, ?) ON CONFLICT DO NOTHING", id, target)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add mount of session %q at %q: %w", id, target, err)
+	}
+	return nil
+}
+
+// RemoveMount forgets that session id is bound at target; a mount not
+// recorded is skills.ErrNotFound.
+func (db *DB) RemoveMount(ctx context.Context, id, target string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM session_mounts WHERE session = ? AND target = ?", id, target)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return skills.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove mount of session %q at %q: %w", id, target, err)
+	}
+	return nil
+}
+
+// Mounts returns the targets session id is bound at, sorted; an unknown
+// session is skills.ErrNotFound.
+func (db *DB) Mounts(ctx context.Context, id string) ([]string, error) {
+	targets := []string{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		if _, err := sessionClosed(ctx, tx, id); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT target FROM session_mounts WHERE session = ? ORDER BY target", id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t string
+			if err := rows.Scan(&t); err != nil {
+				return err
+			}
+			targets = append(targets, t)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list mounts of session %q: %w", id, err)
+	}
+	return targets, nil
+}

@@ -1,0 +1,233 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"skillfs/skills"
+)
+
+func testSession(id string, created time.Time) *skills.Session {
+	return &skills.Session{
+		ID:        id,
+		UID:       "alice",
+		Requested: []string{"pdf", "docx"},
+		Preload:   []string{"pdf"},
+		Pins:      []skills.Pin{{Slug: "pdf", Version: "h1"}, {Slug: "base", Version: "b1"}, {Slug: "docx", Version: "d1"}},
+		CreatedAt: created,
+	}
+}
+
+func TestCreateSessionRoundTrip(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		in   *skills.Session
+		want *skills.Session
+	}{
+		{"full", testSession("full", t0), testSession("full", t0)},
+		{
+			"all skills, nil lists",
+			&skills.Session{ID: "all", UID: "bob", All: true, CreatedAt: t0},
+			&skills.Session{ID: "all", UID: "bob", All: true, CreatedAt: t0,
+				Requested: []string{}, Preload: []string{}, Pins: []skills.Pin{}},
+		},
+		{
+			"created closed",
+			&skills.Session{ID: "closed", UID: "bob", CreatedAt: t0, ClosedAt: t0.Add(time.Second)},
+			&skills.Session{ID: "closed", UID: "bob", CreatedAt: t0, ClosedAt: t0.Add(time.Second),
+				Requested: []string{}, Preload: []string{}, Pins: []skills.Pin{}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := db.CreateSession(ctx, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.Session(ctx, tc.in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustEqual(t, "session", got, tc.want)
+		})
+	}
+}
+
+func TestCreateSessionErrors(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
+		t.Fatal(err)
+	}
+	clash := testSession("s1", t0.Add(time.Hour))
+	clash.UID = "mallory"
+	clash.Pins = []skills.Pin{{Slug: "evil", Version: "x"}}
+	for _, tc := range []struct {
+		name string
+		s    *skills.Session
+		want error
+	}{
+		{"id clash", clash, skills.ErrExists},
+		{"no id", &skills.Session{UID: "bob"}, skills.ErrInvalid},
+		{"nil", nil, skills.ErrInvalid},
+		{"duplicate pin", &skills.Session{ID: "dup", Pins: []skills.Pin{{Slug: "a"}, {Slug: "a"}}}, skills.ErrInvalid},
+		{"empty pin slug", &skills.Session{ID: "empty", Pins: []skills.Pin{{Version: "h"}}}, skills.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantErr(t, "CreateSession", db.CreateSession(ctx, tc.s), tc.want)
+		})
+	}
+	got, err := db.Session(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "session after clash", got, testSession("s1", t0))
+	for _, id := range []string{"dup", "empty"} {
+		if _, err := db.Session(ctx, id); !errors.Is(err, skills.ErrNotFound) {
+			t.Fatalf("invalid session %q stored: %v", id, err)
+		}
+	}
+	_, err = db.Session(ctx, "missing")
+	wantErr(t, "Session", err, skills.ErrNotFound)
+}
+
+func TestOpenSessions(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	list, err := db.OpenSessions(ctx)
+	if err != nil || list == nil || len(list) != 0 {
+		t.Fatalf("OpenSessions on empty index = %#v, %v", list, err)
+	}
+	// Created out of order; one with no pins; one closed.
+	late, early, mid := testSession("late", t0.Add(2*time.Hour)), testSession("early", t0), testSession("mid", t0.Add(time.Hour))
+	mid.Pins = nil
+	gone := testSession("gone", t0.Add(30*time.Minute))
+	for _, s := range []*skills.Session{late, early, mid, gone} {
+		if err := db.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CloseSession(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	list, err = db.OpenSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid.Pins = []skills.Pin{}
+	mustEqual(t, "open sessions", list, []*skills.Session{early, mid, late})
+}
+
+func TestSetPins(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		pins []skills.Pin
+		want []skills.Pin
+	}{
+		{"reordered and moved", []skills.Pin{{Slug: "docx", Version: "d2"}, {Slug: "pdf", Version: "h2"}}, nil},
+		{"grown", []skills.Pin{{Slug: "a", Version: "1"}, {Slug: "b", Version: "2"}, {Slug: "c", Version: "3"}, {Slug: "d", Version: "4"}}, nil},
+		{"emptied", nil, []skills.Pin{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := db.SetPins(ctx, "s1", tc.pins); err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.Session(ctx, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if want == nil {
+				want = tc.pins
+			}
+			mustEqual(t, "pins", got.Pins, want)
+		})
+	}
+	wantErr(t, "SetPins missing", db.SetPins(ctx, "missing", nil), skills.ErrNotFound)
+	wantErr(t, "SetPins duplicate", db.SetPins(ctx, "s1", []skills.Pin{{Slug: "a"}, {Slug: "a"}}), skills.ErrInvalid)
+	if err := db.CloseSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "SetPins closed", db.SetPins(ctx, "s1", []skills.Pin{{Slug: "a"}}), skills.ErrInvalid)
+}
+
+func TestCloseSessionAndMounts(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateSession(ctx, testSession("s2", t0)); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := db.Mounts(ctx, "s1")
+	if err != nil || ms == nil || len(ms) != 0 {
+		t.Fatalf("Mounts of new session = %#v, %v", ms, err)
+	}
+	for _, target := range []string{"/sandbox/b/skills", "/sandbox/a/skills", "/sandbox/b/skills"} {
+		if err := db.AddMount(ctx, "s1", target); err != nil {
+			t.Fatalf("AddMount(%q): %v", target, err)
+		}
+	}
+	if err := db.AddMount(ctx, "s2", "/sandbox/c/skills"); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = db.Mounts(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "mounts", ms, []string{"/sandbox/a/skills", "/sandbox/b/skills"})
+
+	if err := db.RemoveMount(ctx, "s1", "/sandbox/a/skills"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "RemoveMount again", db.RemoveMount(ctx, "s1", "/sandbox/a/skills"), skills.ErrNotFound)
+	wantErr(t, "RemoveMount of another session's target", db.RemoveMount(ctx, "s1", "/sandbox/c/skills"), skills.ErrNotFound)
+	wantErr(t, "AddMount missing session", db.AddMount(ctx, "missing", "/x"), skills.ErrNotFound)
+	wantErr(t, "AddMount empty target", db.AddMount(ctx, "s1", ""), skills.ErrInvalid)
+	_, err = db.Mounts(ctx, "missing")
+	wantErr(t, "Mounts missing session", err, skills.ErrNotFound)
+
+	now := t0.Add(time.Hour)
+	db.now = func() time.Time { return now }
+	if err := db.CloseSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Session(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.ClosedAt.Equal(now) {
+		t.Fatalf("closed at %v, want %v", got.ClosedAt, now)
+	}
+	// Pins stay as history; mounts go.
+	mustEqual(t, "pins of closed session", got.Pins, testSession("s1", t0).Pins)
+	ms, err = db.Mounts(ctx, "s1")
+	if err != nil || len(ms) != 0 {
+		t.Fatalf("mounts after close = %v, %v", ms, err)
+	}
+	ms, err = db.Mounts(ctx, "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "other session's mounts", ms, []string{"/sandbox/c/skills"})
+	wantErr(t, "AddMount closed", db.AddMount(ctx, "s1", "/x"), skills.ErrInvalid)
+
+	// Closing again keeps the first close time.
+	db.now = func() time.Time { return now.Add(time.Hour) }
+	if err := db.CloseSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = db.Session(ctx, "s1")
+	if err != nil || !got.ClosedAt.Equal(now) {
+		t.Fatalf("second close moved closed_at to %v (%v)", got.ClosedAt, err)
+	}
+	wantErr(t, "CloseSession missing", db.CloseSession(ctx, "missing"), skills.ErrNotFound)
+}

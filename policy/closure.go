@@ -1,0 +1,88 @@
+package policy
+
+import (
+	"slices"
+
+	"skillfs/skills"
+)
+
+// Reasons a slug is left out of a closure.
+const (
+	SkipMissing     = "missing"      // no skill has that slug
+	SkipDisabled    = "disabled"     // the user could read it, but it is disabled
+	SkipNotReadable = "not readable" // the user may not read it
+)
+
+// Skipped is a slug left out of a readable set, and why. Callers that must not
+// reveal whether other users' skills exist show SkipMissing and
+// SkipNotReadable alike.
+type Skipped struct {
+	Slug   string // the slug as it was named
+	Reason string // SkipMissing, SkipDisabled or SkipNotReadable
+	Via    string // the skill whose dependency list named it; "" for a root
+}
+
+// Closure returns a session's readable set: roots and, recursively, their
+// skill dependencies, in depth-first pre-order. Each root is taken in the
+// order given and is followed by its dependencies before the next root; each
+// skill's dependencies are taken in the order it lists them; a slug already
+// placed stays where it first appeared. For example, with alpha -> [beta,
+// gamma] and beta -> [delta], roots [alpha, zeta] give [alpha, beta, delta,
+// gamma, zeta].
+//
+// A slug that lookup does not find, or whose skill visible refuses, is left
+// out and reported once in skipped (with the first skill that named it); its
+// dependencies are not followed, so nothing is reached through a skill the
+// user may not read. The walk is iterative and marks what it placed, so deep
+// chains and cycles saved by an older catalog cost neither stack nor time.
+func Closure(roots []string, lookup func(slug string) *skills.Skill, visible func(*skills.Skill) bool) (readable []string, skipped []Skipped) {
+	type item struct{ slug, via string }
+	placed := make(map[string]bool)
+	refused := make(map[string]bool)
+	// The stack holds pending items, next on top. Marking on pop rather than
+	// on push is what makes this match recursive pre-order.
+	stack := make([]item, 0, len(roots))
+	for _, r := range slices.Backward(roots) {
+		stack = append(stack, item{slug: r})
+	}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if placed[it.slug] || refused[it.slug] {
+			continue
+		}
+		s := lookup(it.slug)
+		if reason := skipReason(s, visible); reason != "" {
+			refused[it.slug] = true
+			skipped = append(skipped, Skipped{Slug: it.slug, Reason: reason, Via: it.via})
+			continue
+		}
+		placed[it.slug] = true
+		readable = append(readable, it.slug)
+		for _, dep := range slices.Backward(s.SkillDependencies) {
+			if !placed[dep] && !refused[dep] {
+				stack = append(stack, item{slug: dep, via: it.slug})
+			}
+		}
+	}
+	return readable, skipped
+}
+
+// skipReason says why s is left out, or "" when it is visible. A disabled
+// skill is reported as such only when enabling it would make it visible, so
+// the reason tells nothing about skills the user could not read anyway.
+func skipReason(s *skills.Skill, visible func(*skills.Skill) bool) string {
+	switch {
+	case s == nil:
+		return SkipMissing
+	case visible(s):
+		return ""
+	case !s.Enabled:
+		enabled := *s
+		enabled.Enabled = true
+		if visible(&enabled) {
+			return SkipDisabled
+		}
+	}
+	return SkipNotReadable
+}

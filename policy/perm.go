@@ -1,0 +1,187 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"skillfs/skills"
+)
+
+// Perm is what a user may do with a skill. Levels are ordered: Manage implies
+// Read.
+type Perm int
+
+// Permission levels.
+const (
+	None   Perm = iota // the skill does not exist for the user
+	Read               // the user may see and read it
+	Manage             // the user may also change it, within the checks below
+)
+
+// String returns "none", "read" or "manage".
+func (p Perm) String() string {
+	switch p {
+	case None:
+		return "none"
+	case Read:
+		return "read"
+	case Manage:
+		return "manage"
+	}
+	return "Perm(" + strconv.Itoa(int(p)) + ")"
+}
+
+// InScope reports whether u is inside sc. The unset scope holds nobody; a
+// department scope holds nobody without a department.
+func InScope(u skills.User, sc skills.Scope) bool {
+	switch sc.Kind {
+	case skills.ScopeGlobal:
+		return true
+	case skills.ScopeDepartment:
+		return u.Department != "" && slices.Contains(sc.IDs, u.Department)
+	case skills.ScopeUser:
+		return u.UID != "" && slices.Contains(sc.IDs, u.UID)
+	}
+	return false
+}
+
+// Permission returns what u may do with s, ignoring whether s is enabled.
+// A superadmin manages every skill. Builtin skills are readable by everyone and
+// managed by superadmins only, whatever their share says. Any other skill is
+// managed by its creator and by the users in its manage scope, and read by the
+// users in its read scope.
+func Permission(u skills.User, s *skills.Skill) Perm {
+	switch {
+	case s == nil:
+		return None
+	case u.Role == skills.RoleSuperadmin:
+		return Manage
+	case s.SourceType == skills.SourceBuiltin:
+		return Read
+	case u.UID != "" && s.Creator == u.UID, InScope(u, s.Share.Manage):
+		return Manage
+	case InScope(u, s.Share.Read):
+		return Read
+	}
+	return None
+}
+
+// Visible reports whether s is in u's catalog: enabled and readable. Disabled
+// skills are invisible to every session, their managers' included; managers
+// find them through Permission.
+func Visible(u skills.User, s *skills.Skill) bool {
+	return s != nil && s.Enabled && Permission(u, s) >= Read
+}
+
+// isAdmin reports whether u holds an administrative role.
+func isAdmin(u skills.User) bool {
+	return u.Role == skills.RoleAdmin || u.Role == skills.RoleSuperadmin
+}
+
+// deny builds the error of a refused operation on a skill.
+func deny(op string, actor skills.User, s *skills.Skill, why string) error {
+	return fmt.Errorf("%s skill %q as %q: %s: %w", op, s.Slug, actor.UID, why, skills.ErrPermission)
+}
+
+// noSkill is the error of an operation on a skill the caller did not find.
+func noSkill(op string) error {
+	return fmt.Errorf("%s skill: no skill given: %w", op, skills.ErrNotFound)
+}
+
+// requireManage refuses op unless actor manages s.
+func requireManage(op string, actor skills.User, s *skills.Skill) error {
+	if Permission(actor, s) < Manage {
+		return deny(op, actor, s, "only its creator, its managers and superadmins may do that")
+	}
+	return nil
+}
+
+// CheckShare reports whether actor may give s the share sh. The actor must
+// manage s; builtin skills keep their share (readable by everyone). Admins and
+// superadmins may share globally, by department or by user; ordinary users only
+// with themselves: read scope user:<self>, manage scope unset or user:<self>.
+// An invalid sh is an error wrapping skills.ErrInvalid.
+func CheckShare(actor skills.User, s *skills.Skill, sh skills.Share) error {
+	const op = "share"
+	if s == nil {
+		return noSkill(op)
+	}
+	if s.SourceType == skills.SourceBuiltin {
+		return deny(op, actor, s, "builtin skills are readable by everyone and keep that share")
+	}
+	if err := requireManage(op, actor, s); err != nil {
+		return err
+	}
+	norm, err := NormalizeShare(sh)
+	if err != nil {
+		return fmt.Errorf("%s skill %q as %q: %w", op, s.Slug, actor.UID, err)
+	}
+	if isAdmin(actor) {
+		return nil
+	}
+	self := skills.Scope{Kind: skills.ScopeUser, IDs: []string{actor.UID}}
+	if !sameScope(norm.Read, self) {
+		return deny(op, actor, s, fmt.Sprintf("ordinary users may share only with themselves (read scope %s), not %s; ask an admin to share wider",
+			FormatScope(self), FormatScope(norm.Read)))
+	}
+	if norm.Manage.Kind != "" && !sameScope(norm.Manage, self) {
+		return deny(op, actor, s, fmt.Sprintf("ordinary users may hand management only to themselves (manage scope %s or unset), not %s",
+			FormatScope(self), FormatScope(norm.Manage)))
+	}
+	return nil
+}
+
+// sameScope compares two normalized scopes.
+func sameScope(a, b skills.Scope) bool {
+	return a.Kind == b.Kind && slices.Equal(a.IDs, b.IDs)
+}
+
+// CheckEdit reports whether actor may change s's content or dependencies.
+// Builtin skills are never editable, by anyone.
+func CheckEdit(actor skills.User, s *skills.Skill) error {
+	if s == nil {
+		return noSkill("edit")
+	}
+	if s.SourceType == skills.SourceBuiltin {
+		return deny("edit", actor, s, "builtin skills cannot be edited")
+	}
+	return requireManage("edit", actor, s)
+}
+
+// CheckDelete reports whether actor may delete s. Builtin skills are never
+// deletable, by anyone; an admin may disable them instead.
+func CheckDelete(actor skills.User, s *skills.Skill) error {
+	if s == nil {
+		return noSkill("delete")
+	}
+	if s.SourceType == skills.SourceBuiltin {
+		return deny("delete", actor, s, "builtin skills cannot be deleted; disable them instead")
+	}
+	return requireManage("delete", actor, s)
+}
+
+// CheckToggle reports whether actor may enable or disable s: a builtin skill
+// by admins and superadmins, any other by its managers.
+func CheckToggle(actor skills.User, s *skills.Skill) error {
+	if s == nil {
+		return noSkill("enable or disable")
+	}
+	if s.SourceType == skills.SourceBuiltin {
+		if !isAdmin(actor) {
+			return deny("enable or disable", actor, s, "only admins may enable or disable builtin skills")
+		}
+		return nil
+	}
+	return requireManage("enable or disable", actor, s)
+}
+
+// CheckInstallBuiltin reports whether actor may register a builtin skill:
+// admins and superadmins only, since a builtin is readable by everyone and its
+// slug is reserved.
+func CheckInstallBuiltin(actor skills.User) error {
+	if !isAdmin(actor) {
+		return fmt.Errorf("install builtin skill as %q: only admins may install builtin skills: %w", actor.UID, skills.ErrPermission)
+	}
+	return nil
+}

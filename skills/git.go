@@ -1,0 +1,782 @@
+package skills
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// GitSource names a repository and an optional ref (branch, tag or commit).
+type GitSource struct {
+	URL string // what git clones: a URL, an scp-like address (user@host:path) or a local path
+	Ref string // branch, tag (short or refs/heads/, refs/tags/ name) or commit hash; "" for the default branch
+}
+
+// String returns the source in the form ParseGitSource reads, with any
+// credentials embedded in the URL replaced by "xxxxx", so it is safe to log
+// and to record as provenance.
+func (s GitSource) String() string {
+	u := redactGitURL(s.URL)
+	if s.Ref == "" {
+		if strings.Contains(u, "#") {
+			return u + "#"
+		}
+		return u
+	}
+	return u + "#" + s.Ref
+}
+
+// ParseGitSource splits "URL#ref" at its last '#': the part before is the
+// URL, the part after the ref ("" when there is none or it is empty). Both
+// are trimmed of surrounding space. The ref may be a branch, a tag, a
+// refs/heads/ or refs/tags/ name, or a commit hash, full or abbreviated. A URL
+// or path that itself holds a '#' is written with a trailing '#' (and an
+// empty ref), or with its ref after the last '#'. Git URLs never need a
+// fragment, so '#' is free to mark the ref, as pip and npm do.
+func ParseGitSource(s string) GitSource {
+	s = strings.TrimSpace(s)
+	i := strings.LastIndexByte(s, '#')
+	if i < 0 {
+		return GitSource{URL: s}
+	}
+	return GitSource{URL: strings.TrimSpace(s[:i]), Ref: strings.TrimSpace(s[i+1:])}
+}
+
+// gitSchemes are the URL schemes IsGitURL accepts; CloneGit lets git use only
+// their transports.
+var gitSchemes = []string{"https://", "http://", "ssh://", "git+ssh://", "ssh+git://", "git://", "file://"}
+
+// IsGitURL reports whether a source string (with or without a "#ref"
+// suffix, see ParseGitSource) names a git repository: an https://, http://,
+// ssh://, git:// or file:// URL, an scp-like address user@host:path, a path
+// ending in .git, or a local directory that is a working tree (it holds
+// .git) or a bare repository (HEAD, objects/ and refs/).
+//
+// It does not decide precedence, which is the caller's: every http(s) URL
+// counts, so check for archive URLs (.zip) first; and a local working tree
+// is also a plain directory, so a caller that imports directories as they
+// are on disk (uncommitted changes included) checks for a directory first.
+func IsGitURL(s string) bool {
+	u := ParseGitSource(s).URL
+	if u == "" || strings.HasPrefix(u, "-") {
+		return false
+	}
+	lower := strings.ToLower(u)
+	for _, p := range gitSchemes {
+		if strings.HasPrefix(lower, p) {
+			return len(u) > len(p)
+		}
+	}
+	if strings.Contains(u, "://") {
+		return false
+	}
+	if isSCPLike(u) {
+		return true
+	}
+	if strings.HasSuffix(strings.TrimRight(u, "/"), ".git") {
+		return true
+	}
+	return isLocalGitRepo(u)
+}
+
+// isSCPLike reports whether s has the form user@host:path, which git reads
+// as an ssh address. A bare host:path is not accepted: too many local file
+// names hold a colon.
+func isSCPLike(s string) bool {
+	colon := strings.IndexByte(s, ':')
+	if colon < 0 || colon == len(s)-1 {
+		return false
+	}
+	if slash := strings.IndexByte(s, '/'); slash >= 0 && slash < colon {
+		return false
+	}
+	at := strings.IndexByte(s[:colon], '@')
+	if at <= 0 || at == colon-1 {
+		return false
+	}
+	host := s[at+1 : colon]
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	user := s[:at]
+	return !strings.ContainsAny(user, " \t/\\")
+}
+
+// isLocalGitRepo reports whether path is a directory holding .git (a
+// directory, or a file as in linked worktrees) or a bare repository.
+func isLocalGitRepo(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
+		return true
+	}
+	for _, name := range []string{"objects", "refs"} {
+		fi, err := os.Stat(filepath.Join(path, name))
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	fi, err = os.Stat(filepath.Join(path, "HEAD"))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// GitError reports a git source that could not be cloned. It wraps
+// ErrNotFound when the repository or the ref does not exist (or cannot be
+// read without credentials), ErrInvalid for a malformed URL or ref, the
+// context's error when cancelled, and the process error otherwise.
+type GitError struct {
+	Source GitSource // the source as given; Error redacts credentials
+	Reason string    // what went wrong, e.g. "repository not found or not readable without credentials"
+	Detail string    // git's own last error lines, bounded, with credential prompts and secrets removed
+	Err    error
+}
+
+// Error implements error.
+func (e *GitError) Error() string {
+	msg := "clone git repository " + strconv.Quote(redactGitURL(e.Source.URL))
+	if e.Source.Ref != "" {
+		msg += " at ref " + strconv.Quote(e.Source.Ref)
+	}
+	msg += ": " + e.Reason
+	if e.Detail != "" {
+		msg += " (git: " + e.Detail + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the underlying error.
+func (e *GitError) Unwrap() error { return e.Err }
+
+// gitStderrMax bounds how much of git's standard error is kept for messages;
+// the tail is what says what went wrong.
+const gitStderrMax = 16 << 10
+
+// gitStdoutMax bounds what is read from git's standard output (ref listings
+// and hashes only).
+const gitStdoutMax = 4 << 20
+
+// gitCloneTimeoutGrace is how long a cancelled git process may hold its
+// output pipes open after its process group was killed.
+const gitCloneTimeoutGrace = 5 * time.Second
+
+// CloneGit clones src into dir, which must not exist or be empty, checks out
+// src.Ref when given, and returns the checked-out commit hash. It leaves a
+// plain working tree: the .git directory is removed once the commit is
+// known, so dir can be imported like any directory. Symlinks in the
+// repository stay symlinks, so the import step rejects them with their path
+// named; submodules are not cloned (their folders stay empty); Git LFS files
+// stay pointer files.
+//
+// Git runs with no credentials and nothing from the machine's or user's git
+// configuration: a scrubbed environment (a fresh empty HOME, no system or
+// global config, no terminal or askpass prompts, ssh in batch mode with no
+// keys or agent), no credential helper, no hooks, no templates, and only the
+// https, http, ssh, git and file transports. A repository that needs
+// credentials is reported as not found. Clones are shallow where the ref
+// allows: the default branch, a branch or a tag by depth-1 clone, a full
+// commit hash by depth-1 fetch; an abbreviated hash (or a server that will
+// not serve a hash) takes a full clone. A name that is both a branch and a
+// tag is the branch; a branch or tag named like a hash wins over the hash.
+//
+// Cancelling ctx kills git's whole process group. On any error dir is left
+// as it was found: removed if CloneGit created it, emptied otherwise. The
+// error is a *GitError for failures of git itself.
+func CloneGit(ctx context.Context, src GitSource, dir string) (commit string, err error) {
+	src.URL = strings.TrimSpace(src.URL)
+	src.Ref = strings.TrimSpace(src.Ref)
+	if src.Ref == "HEAD" {
+		src.Ref = ""
+	}
+	if reason := gitURLProblem(src.URL); reason != "" {
+		return "", &GitError{Source: src, Reason: "invalid URL: " + reason, Err: ErrInvalid}
+	}
+	if src.Ref != "" {
+		if reason := gitRefProblem(src.Ref); reason != "" {
+			return "", &GitError{Source: src, Reason: "invalid ref: " + reason, Err: ErrInvalid}
+		}
+	}
+	if local, ok := gitLocalPath(src.URL); ok {
+		// Absolute, because later steps run git inside dir.
+		abs, err := filepath.Abs(local)
+		if err != nil {
+			return "", fmt.Errorf("clone git repository %q: %w", src.URL, err)
+		}
+		src.URL = abs
+	}
+
+	created, err := prepareCloneDir(dir)
+	if err != nil {
+		return "", err
+	}
+	g, err := newGitRunner(src)
+	if err != nil {
+		return "", err
+	}
+	defer g.close()
+	defer func() {
+		if err != nil {
+			if cerr := clearCloneDir(dir, created); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
+
+	commit, err = g.clone(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(filepath.Join(dir, ".git")); err != nil {
+		return "", fmt.Errorf("clone git repository %q: remove .git: %w", g.display(), err)
+	}
+	return commit, nil
+}
+
+// clone does the work of CloneGit once dir is ready.
+func (g *gitRunner) clone(ctx context.Context, dir string) (string, error) {
+	src := g.src
+	// Listing the refs first tells "repository not found" from "ref not
+	// found" without reading git's messages, and picks the cheapest clone.
+	args := []string{"ls-remote", "--", src.URL, "HEAD"}
+	if src.Ref != "" {
+		short := strings.TrimPrefix(strings.TrimPrefix(src.Ref, "refs/heads/"), "refs/tags/")
+		args = append(args, "refs/heads/"+short, "refs/tags/"+short)
+	}
+	out, res := g.run(ctx, "", args...)
+	if res.err != nil {
+		return "", g.fail(ctx, res, "repository not found or not readable without credentials", ErrNotFound)
+	}
+	refs := parseLsRemote(out)
+
+	base := []string{"clone", "--quiet", "--no-local", "--template=", "--no-recurse-submodules"}
+	switch {
+	case src.Ref == "":
+		if err := g.cloneShallowFirst(ctx, dir, base); err != nil {
+			return "", err
+		}
+	default:
+		branch, hash := gitPickRef(refs, src.Ref)
+		switch {
+		case branch != "":
+			with := append(append([]string(nil), base...), "--branch", branch)
+			if err := g.cloneShallowFirst(ctx, dir, with); err != nil {
+				return "", err
+			}
+		case hash != "":
+			if err := g.checkoutCommit(ctx, dir, base, hash); err != nil {
+				return "", err
+			}
+		case isHexRef(src.Ref):
+			if err := g.checkoutCommit(ctx, dir, base, src.Ref); err != nil {
+				return "", err
+			}
+		default:
+			return "", &GitError{Source: src, Reason: "ref not found: no branch, tag or commit of that name", Err: ErrNotFound}
+		}
+	}
+
+	out, res = g.run(ctx, dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if res.err != nil {
+		if ctx.Err() != nil {
+			return "", g.fail(ctx, res, "", nil)
+		}
+		return "", &GitError{Source: src, Reason: "repository has no commits on its default branch", Err: ErrNotFound}
+	}
+	commit := strings.TrimSpace(string(out))
+	if !isHexRef(commit) {
+		return "", &GitError{Source: src, Reason: fmt.Sprintf("git reported an unexpected commit %q", commit), Err: ErrInvalid}
+	}
+	return commit, nil
+}
+
+// cloneShallowFirst runs a depth-1 clone and, when that fails for a reason
+// other than cancellation (dumb http servers cannot serve shallow clones),
+// a full one.
+func (g *gitRunner) cloneShallowFirst(ctx context.Context, dir string, args []string) error {
+	shallow := append(append([]string(nil), args...), "--depth", "1", "--", g.src.URL, dir)
+	_, res := g.run(ctx, "", shallow...)
+	if res.err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return g.fail(ctx, res, "", nil)
+	}
+	if err := clearCloneDir(dir, false); err != nil {
+		return err
+	}
+	full := append(append([]string(nil), args...), "--", g.src.URL, dir)
+	if _, res := g.run(ctx, "", full...); res.err != nil {
+		return g.fail(ctx, res, "clone failed", res.err)
+	}
+	return nil
+}
+
+// checkoutCommit checks out the commit (or tag object) ref names: a full
+// hash by a depth-1 fetch of just that object, falling back to a full clone
+// in which an abbreviated hash can be resolved.
+func (g *gitRunner) checkoutCommit(ctx context.Context, dir string, base []string, ref string) error {
+	if len(ref) == 40 || len(ref) == 64 {
+		if _, res := g.run(ctx, "", "init", "--quiet", "--template=", "--", dir); res.err != nil {
+			return g.fail(ctx, res, "initialise repository failed", res.err)
+		}
+		_, res := g.run(ctx, dir, "fetch", "--quiet", "--depth", "1", "--no-tags", "--no-recurse-submodules", "--", g.src.URL, ref)
+		if res.err == nil {
+			return g.checkoutDetached(ctx, dir, "FETCH_HEAD")
+		}
+		if ctx.Err() != nil {
+			return g.fail(ctx, res, "", nil)
+		}
+		if err := clearCloneDir(dir, false); err != nil {
+			return err
+		}
+	}
+	full := append(append([]string(nil), base...), "--no-checkout", "--", g.src.URL, dir)
+	if _, res := g.run(ctx, "", full...); res.err != nil {
+		return g.fail(ctx, res, "clone failed", res.err)
+	}
+	return g.checkoutDetached(ctx, dir, ref)
+}
+
+// checkoutDetached resolves rev to a commit and checks it out with a
+// detached HEAD.
+func (g *gitRunner) checkoutDetached(ctx context.Context, dir, rev string) error {
+	out, res := g.run(ctx, dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	if res.err != nil {
+		if ctx.Err() != nil {
+			return g.fail(ctx, res, "", nil)
+		}
+		return &GitError{Source: g.src, Reason: "ref not found: no branch, tag or commit of that name", Err: ErrNotFound}
+	}
+	commit := strings.TrimSpace(string(out))
+	if _, res := g.run(ctx, dir, "checkout", "--quiet", "--detach", commit); res.err != nil {
+		return g.fail(ctx, res, "check out failed", res.err)
+	}
+	return nil
+}
+
+// gitPickRef decides how to fetch ref given the ref listing: by clone
+// --branch with a short name, or by the hash of a full tag name whose short
+// name is also a branch (clone --branch would take the branch). Both are ""
+// when the listing does not hold ref.
+func gitPickRef(refs map[string]string, ref string) (branch, hash string) {
+	if short, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		if _, ok := refs[ref]; ok {
+			return short, ""
+		}
+		return "", ""
+	}
+	if short, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+		h, ok := refs[ref]
+		if !ok {
+			return "", ""
+		}
+		if _, clash := refs["refs/heads/"+short]; clash {
+			return "", h
+		}
+		return short, ""
+	}
+	if _, ok := refs["refs/heads/"+ref]; ok {
+		return ref, ""
+	}
+	if _, ok := refs["refs/tags/"+ref]; ok {
+		return ref, ""
+	}
+	return "", ""
+}
+
+// parseLsRemote maps ref names to hashes from git ls-remote output.
+func parseLsRemote(out []byte) map[string]string {
+	refs := make(map[string]string)
+	for _, line := range strings.Split(string(out), "\n") {
+		hash, name, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if !ok || !isHexRef(hash) {
+			continue
+		}
+		refs[name] = hash
+	}
+	return refs
+}
+
+// isHexRef reports whether s could be a commit hash, full or abbreviated
+// (4 to 64 hex digits).
+func isHexRef(s string) bool {
+	if len(s) < 4 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// gitURLProblem says why u cannot be handed to git, or "".
+func gitURLProblem(u string) string {
+	switch {
+	case u == "":
+		return "empty"
+	case strings.HasPrefix(u, "-"):
+		return "starts with '-'"
+	case !utf8.ValidString(u):
+		return "not valid UTF-8"
+	}
+	for _, r := range u {
+		if r < 0x20 || r == 0x7f {
+			// A newline in a URL once let a server steal credentials for
+			// another host; no legitimate URL holds one.
+			return "holds a control character"
+		}
+	}
+	return ""
+}
+
+// gitRefProblem says why ref is not a name git could resolve safely (the
+// rules of git check-ref-format, plus no leading '-'), or "".
+func gitRefProblem(ref string) string {
+	switch {
+	case len(ref) > 1024:
+		return "longer than 1024 bytes"
+	case strings.HasPrefix(ref, "-"):
+		return "starts with '-'"
+	case !utf8.ValidString(ref):
+		return "not valid UTF-8"
+	case ref == "@":
+		return `is "@"`
+	case strings.Contains(ref, ".."):
+		return `holds ".."`
+	case strings.Contains(ref, "@{"):
+		return `holds "@{"`
+	case strings.Contains(ref, "//"):
+		return `holds "//"`
+	case strings.HasPrefix(ref, "/"), strings.HasSuffix(ref, "/"):
+		return "starts or ends with '/'"
+	case strings.HasSuffix(ref, "."), strings.HasSuffix(ref, ".lock"):
+		return `ends with "." or ".lock"`
+	}
+	for _, r := range ref {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return fmt.Sprintf("holds %q", r)
+		}
+	}
+	for _, c := range strings.Split(ref, "/") {
+		if strings.HasPrefix(c, ".") {
+			return "a component starts with '.'"
+		}
+	}
+	return ""
+}
+
+// gitLocalPath reports whether u is a local path rather than a URL or an
+// scp-like address, and returns it.
+func gitLocalPath(u string) (string, bool) {
+	if strings.Contains(u, "://") || strings.Contains(u, "::") || isSCPLike(u) {
+		return "", false
+	}
+	colon := strings.IndexByte(u, ':')
+	slash := strings.IndexByte(u, '/')
+	if colon >= 0 && (slash < 0 || colon < slash) {
+		return "", false // git reads host:path as ssh
+	}
+	return u, true
+}
+
+// redactGitURL hides credentials in a URL: the whole user part of an http(s)
+// URL (a username alone is often a token), the password elsewhere.
+func redactGitURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		u.User = url.User("xxxxx")
+		return u.String()
+	}
+	return u.Redacted()
+}
+
+// gitSecrets lists the strings of raw that must never appear in a message.
+func gitSecrets(raw string) []string {
+	if !strings.Contains(raw, "://") {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return nil
+	}
+	var s []string
+	if p, ok := u.User.Password(); ok && p != "" {
+		s = append(s, p, url.QueryEscape(p), url.PathEscape(p))
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		if n := u.User.Username(); n != "" {
+			s = append(s, n, url.QueryEscape(n), url.PathEscape(n))
+		}
+	}
+	return s
+}
+
+// prepareCloneDir checks that dir is absent or empty and reports whether it
+// was absent.
+func prepareCloneDir(dir string) (created bool, err error) {
+	if dir == "" {
+		return false, fmt.Errorf("clone git repository: no target directory: %w", ErrInvalid)
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("clone git repository into %q: %w", dir, err)
+	case len(entries) > 0:
+		return false, fmt.Errorf("clone git repository into %q: directory is not empty: %w", dir, ErrExists)
+	}
+	return false, nil
+}
+
+// clearCloneDir removes dir when CloneGit created it, or else everything in it.
+func clearCloneDir(dir string, created bool) error {
+	if created {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("clean up clone %q: %w", dir, err)
+		}
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("clean up clone %q: %w", dir, err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("clean up clone %q: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// gitRunner runs git for one CloneGit call.
+type gitRunner struct {
+	src  GitSource
+	bin  string
+	home string
+	env  []string
+}
+
+// gitPassEnv are the variables git may keep from the daemon's environment:
+// how to find programs, proxies and CA bundles. Nothing that carries
+// configuration or credentials.
+var gitPassEnv = []string{
+	"PATH", "TMPDIR",
+	"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
+}
+
+// gitSSHCommand makes ssh fail instead of asking, and keeps it from offering
+// the machine's keys or agent: a clone never authenticates as the daemon's
+// user. Host keys are still checked against the known_hosts files.
+const gitSSHCommand = "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityFile=none -o IdentityAgent=none -o StrictHostKeyChecking=yes"
+
+// gitSafeConfig is passed as -c options before every git command; it wins
+// over any configuration a repository carries.
+var gitSafeConfig = []string{
+	"core.hooksPath=/dev/null",
+	"core.askPass=",
+	"core.fsmonitor=false",
+	"credential.helper=",
+	"advice.detachedHead=false",
+	"submodule.recurse=false",
+	"protocol.allow=never",
+	"protocol.https.allow=always",
+	"protocol.http.allow=always",
+	"protocol.ssh.allow=always",
+	"protocol.git.allow=always",
+	"protocol.file.allow=always",
+}
+
+func newGitRunner(src GitSource) (*gitRunner, error) {
+	bin, err := exec.LookPath("git")
+	if err != nil {
+		return nil, fmt.Errorf("clone git repository %q: find git: %w", redactGitURL(src.URL), err)
+	}
+	home, err := os.MkdirTemp("", "skillfs-git-home-")
+	if err != nil {
+		return nil, fmt.Errorf("clone git repository %q: make empty home: %w", redactGitURL(src.URL), err)
+	}
+	env := []string{
+		"HOME=" + home,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ASKPASS=",
+		"GIT_SSH_COMMAND=" + gitSSHCommand,
+		"GIT_LFS_SKIP_SMUDGE=1",
+		"GCM_INTERACTIVE=never",
+	}
+	for _, k := range gitPassEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return &gitRunner{src: src, bin: bin, home: home, env: env}, nil
+}
+
+func (g *gitRunner) close() { os.RemoveAll(g.home) }
+
+func (g *gitRunner) display() string { return GitSource{URL: g.src.URL}.String() }
+
+// gitResult is the outcome of one git command.
+type gitResult struct {
+	stderr string
+	err    error
+}
+
+// run runs git with the safe configuration, in dir when not "", in its own
+// session so cancellation can kill everything it started.
+func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte, gitResult) {
+	full := make([]string, 0, 2*len(gitSafeConfig)+len(args)+2)
+	for _, c := range gitSafeConfig {
+		full = append(full, "-c", c)
+	}
+	if dir != "" {
+		full = append(full, "-C", dir)
+	}
+	full = append(full, args...)
+	cmd := exec.CommandContext(ctx, g.bin, full...)
+	cmd.Env = g.env
+	cmd.Stdin = nil
+	stdout := &gitBoundedBuffer{max: gitStdoutMax}
+	stderr := &gitBoundedBuffer{max: gitStderrMax, keepTail: true}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	// A new session has no controlling terminal, so nothing git starts
+	// (ssh, credential helpers) can prompt on the daemon's terminal, and the
+	// session's process group can be killed as a whole.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	cmd.WaitDelay = gitCloneTimeoutGrace
+	err := cmd.Run()
+	if err == nil && stdout.overflow {
+		err = fmt.Errorf("git printed more than %d bytes: %w", gitStdoutMax, ErrLimit)
+	}
+	return stdout.Bytes(), gitResult{stderr: stderr.String(), err: err}
+}
+
+// fail builds the GitError for a failed command: the context's error when
+// ctx is done, otherwise reason wrapping err.
+func (g *gitRunner) fail(ctx context.Context, res gitResult, reason string, err error) error {
+	if ctx.Err() != nil {
+		return &GitError{Source: g.src, Reason: "cancelled", Err: ctx.Err()}
+	}
+	return &GitError{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, gitSecrets(g.src.URL)), Err: err}
+}
+
+// gitDetailLines and gitDetailMax bound the part of git's message quoted in
+// an error.
+const (
+	gitDetailLines = 3
+	gitDetailMax   = 512
+)
+
+// gitDetail keeps the last meaningful lines of git's standard error, with
+// credential prompts replaced by a plain statement and secrets removed.
+func gitDetail(stderr string, secrets []string) string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		l = strings.TrimSpace(strings.TrimRight(l, "\r"))
+		if l == "" || strings.HasPrefix(l, "hint:") {
+			continue
+		}
+		l = strings.TrimPrefix(strings.TrimPrefix(l, "fatal: "), "error: ")
+		low := strings.ToLower(l)
+		if strings.Contains(low, "terminal prompts disabled") || strings.Contains(low, "could not read username") ||
+			strings.Contains(low, "could not read password") || strings.Contains(low, "authentication failed") {
+			l = "the server asked for credentials, which are never sent"
+		}
+		if len(lines) > 0 && lines[len(lines)-1] == l {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) > gitDetailLines {
+		lines = lines[len(lines)-gitDetailLines:]
+	}
+	d := strings.Join(lines, "; ")
+	for _, s := range secrets {
+		if len(s) >= 3 {
+			d = strings.ReplaceAll(d, s, "xxxxx")
+		}
+	}
+	if len(d) > gitDetailMax {
+		d = d[:gitDetailMax]
+		for !utf8.ValidString(d) {
+			d = d[:len(d)-1]
+		}
+		d += "…"
+	}
+	return d
+}
+
+// gitBoundedBuffer keeps at most max bytes of what is written: the head, or
+// the tail when keepTail is set. It never fails a write, so git is never
+// blocked on a full pipe.
+type gitBoundedBuffer struct {
+	buf      bytes.Buffer
+	max      int
+	keepTail bool
+	overflow bool
+}
+
+func (b *gitBoundedBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if b.keepTail {
+		b.buf.Write(p)
+		if b.buf.Len() > 2*b.max {
+			tail := append([]byte(nil), b.buf.Bytes()[b.buf.Len()-b.max:]...)
+			b.buf.Reset()
+			b.buf.Write(tail)
+			b.overflow = true
+		}
+		return n, nil
+	}
+	if room := b.max - b.buf.Len(); room < len(p) {
+		p = p[:max(room, 0)]
+		b.overflow = true
+	}
+	b.buf.Write(p)
+	return n, nil
+}
+
+func (b *gitBoundedBuffer) Bytes() []byte { return b.buf.Bytes() }
+
+func (b *gitBoundedBuffer) String() string {
+	s := b.buf.Bytes()
+	if b.keepTail && len(s) > b.max {
+		s = s[len(s)-b.max:]
+	}
+	return string(s)
+}

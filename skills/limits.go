@@ -1,0 +1,178 @@
+package skills
+
+import (
+	"fmt"
+)
+
+// Names of the import limits, as reported in LimitError.Limit.
+const (
+	LimitTotalBytes  = "total-bytes"
+	LimitFiles       = "files"
+	LimitEntries     = "entries"
+	LimitDepth       = "depth"
+	LimitFileBytes   = "file-bytes"
+	LimitCompression = "compression-ratio"
+)
+
+// ratioFloor is the uncompressed size below which the compression ratio of an
+// entry (or of a whole archive) is not checked: small, highly repetitive text
+// files legitimately compress far better than any bomb threshold, and a few
+// MiB of output is harmless.
+const ratioFloor = 1 << 20
+
+// Limits bounds what any import source may hold; checked while reading, before
+// anything is published. A zero or negative field means the default from
+// DefaultLimits.
+type Limits struct {
+	MaxTotalBytes  int64   // sum of file sizes
+	MaxFiles       int     // regular files
+	MaxEntries     int     // files + directories (+ every archive entry)
+	MaxDepth       int     // path components below the source root
+	MaxFileBytes   int64   // one file
+	MaxCompression float64 // archive: uncompressed/compressed ratio, per entry over 1 MiB and in total
+}
+
+// DefaultLimits returns limits that accept real public skill repositories
+// (dozens of skills, hundreds of files, fonts, JSON schemas, tens of MB) with
+// an order of magnitude to spare, while keeping a hostile source from filling
+// the disk or the inode table.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxTotalBytes:  256 << 20,
+		MaxFiles:       20000,
+		MaxEntries:     40000,
+		MaxDepth:       32,
+		MaxFileBytes:   64 << 20,
+		MaxCompression: 200,
+	}
+}
+
+// withDefaults fills unset fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = d.MaxTotalBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = d.MaxFiles
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = d.MaxEntries
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.MaxCompression <= 0 {
+		l.MaxCompression = d.MaxCompression
+	}
+	return l
+}
+
+// LimitError names the limit that was hit, the value seen and the limit. For
+// the compression ratio, Value and Max are ratios rounded down.
+type LimitError struct {
+	Limit string // one of the Limit* constants
+	Value int64
+	Max   int64
+	Path  string // slash path of the entry being read when the limit was hit, if any
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("%s limit exceeded: %d > %d", e.Limit, e.Value, e.Max)
+	}
+	return fmt.Sprintf("%s limit exceeded at %q: %d > %d", e.Limit, e.Path, e.Value, e.Max)
+}
+
+// Unwrap lets errors.Is(err, ErrLimit) match.
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
+// budget counts what a source has yielded so far against its limits.
+type budget struct {
+	lim     Limits
+	files   int
+	entries int
+	bytes   int64
+}
+
+func newBudget(lim Limits) *budget { return &budget{lim: lim.withDefaults()} }
+
+// depth checks the component count of a clean slash path.
+func (b *budget) depth(rel string) error {
+	d := 1
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' {
+			d++
+		}
+	}
+	if d > b.lim.MaxDepth {
+		return &LimitError{Limit: LimitDepth, Value: int64(d), Max: int64(b.lim.MaxDepth), Path: rel}
+	}
+	return nil
+}
+
+// dir accounts for one directory entry.
+func (b *budget) dir(rel string) error {
+	if err := b.depth(rel); err != nil {
+		return err
+	}
+	b.entries++
+	if b.entries > b.lim.MaxEntries {
+		return &LimitError{Limit: LimitEntries, Value: int64(b.entries), Max: int64(b.lim.MaxEntries), Path: rel}
+	}
+	return nil
+}
+
+// file accounts for one regular file entry, before its bytes are read.
+func (b *budget) file(rel string) error {
+	if err := b.depth(rel); err != nil {
+		return err
+	}
+	b.entries++
+	if b.entries > b.lim.MaxEntries {
+		return &LimitError{Limit: LimitEntries, Value: int64(b.entries), Max: int64(b.lim.MaxEntries), Path: rel}
+	}
+	b.files++
+	if b.files > b.lim.MaxFiles {
+		return &LimitError{Limit: LimitFiles, Value: int64(b.files), Max: int64(b.lim.MaxFiles), Path: rel}
+	}
+	return nil
+}
+
+// size checks a file size (declared or counted so far) against the per-file
+// limit without adding it to the total.
+func (b *budget) size(rel string, n int64) error {
+	if n > b.lim.MaxFileBytes {
+		return &LimitError{Limit: LimitFileBytes, Value: n, Max: b.lim.MaxFileBytes, Path: rel}
+	}
+	return nil
+}
+
+// add adds n bytes read from rel to the total.
+func (b *budget) add(rel string, n int64) error {
+	b.bytes += n
+	if b.bytes > b.lim.MaxTotalBytes {
+		return &LimitError{Limit: LimitTotalBytes, Value: b.bytes, Max: b.lim.MaxTotalBytes, Path: rel}
+	}
+	return nil
+}
+
+// ratio checks uncompressed/compressed against the compression limit once the
+// uncompressed side passes ratioFloor.
+func (b *budget) ratio(rel string, uncompressed, compressed uint64) error {
+	if uncompressed <= ratioFloor {
+		return nil
+	}
+	if compressed == 0 {
+		compressed = 1
+	}
+	r := float64(uncompressed) / float64(compressed)
+	if r > b.lim.MaxCompression {
+		return &LimitError{Limit: LimitCompression, Value: int64(r), Max: int64(b.lim.MaxCompression), Path: rel}
+	}
+	return nil
+}

@@ -1,0 +1,1026 @@
+package skills
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var updateManifestGolden = flag.Bool("update-manifest", false, "rewrite testdata/manifest/*.golden.json")
+
+// skillMD builds a SKILL.md from frontmatter lines and a body.
+func skillMD(front, body string) string {
+	return "---\n" + front + "---\n" + body
+}
+
+var (
+	longName1100 = strings.Repeat("d", 1100)
+	long550      = strings.Repeat("c", 550)
+	name70       = strings.Repeat("a", 70)
+	display130   = strings.Repeat("W", 130)
+)
+
+// anyMessage in a wanted Problem accepts whatever message the YAML parser
+// produced.
+const anyMessage = "*"
+
+type manifestCase struct {
+	name     string
+	data     string
+	want     *Manifest // nil when problems are expected
+	warnings []string
+	problems []Problem
+}
+
+var strictCases = []manifestCase{
+	{
+		name: "minimal",
+		data: skillMD("name: pdf\ndescription: Read PDFs.\n", "# PDF\n"),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "Read PDFs.", Body: "# PDF\n"},
+	},
+	{
+		name: "all fields",
+		data: skillMD(`name: "  Word / DOCX  "
+slug: docx
+description: >
+  Create and edit
+  Word documents.
+license: Apache-2.0
+compatibility: Requires python3 and pandoc
+metadata:
+  version: 1.0
+  author: "docs team"
+  count: 010
+allowed-tools: Bash(jq:*) Bash(git:*)
+skill_dependencies: [" pdf ", pdf, "", xlsx, ~]
+tool_dependencies: bash
+mcp_dependencies:
+  - github
+  - " github "
+  - slack
+`, "Body\n---\nstill body\n"),
+		want: &Manifest{
+			Name: "Word / DOCX", Slug: "docx", Description: "Create and edit Word documents.",
+			License: "Apache-2.0", Compatibility: "Requires python3 and pandoc",
+			Metadata:          map[string]string{"version": "1.0", "author": "docs team", "count": "010"},
+			AllowedTools:      "Bash(jq:*) Bash(git:*)",
+			SkillDependencies: []string{"pdf", "xlsx"},
+			ToolDependencies:  []string{"bash"},
+			MCPDependencies:   []string{"github", "slack"},
+			Body:              "Body\n---\nstill body\n",
+		},
+	},
+	{
+		name: "uppercase name",
+		data: skillMD("name: MySkill\ndescription: d\n", ""),
+		problems: []Problem{
+			{"name", `"MySkill" must be lowercase`},
+		},
+	},
+	{
+		name:     "name over 64 characters",
+		data:     skillMD("name: "+name70+"\ndescription: d\n", ""),
+		problems: []Problem{{"name", "exceeds 64 characters (70)"}},
+	},
+	{
+		name:     "leading hyphen",
+		data:     skillMD("name: -my-skill\ndescription: d\n", ""),
+		problems: []Problem{{"name", "must not start or end with a hyphen"}},
+	},
+	{
+		name:     "trailing hyphen",
+		data:     skillMD("name: my-skill-\ndescription: d\n", ""),
+		problems: []Problem{{"name", "must not start or end with a hyphen"}},
+	},
+	{
+		name:     "consecutive hyphens",
+		data:     skillMD("name: my--skill\ndescription: d\n", ""),
+		problems: []Problem{{"name", "must not contain consecutive hyphens"}},
+	},
+	{
+		name: "underscore",
+		data: skillMD("name: my_skill\ndescription: d\n", ""),
+		problems: []Problem{
+			{"name", `"my_skill" contains invalid characters; only lowercase letters, digits and hyphens are allowed`},
+		},
+	},
+	{
+		name:     "description over 1024 characters",
+		data:     skillMD("name: pdf\ndescription: "+longName1100+"\n", ""),
+		problems: []Problem{{"description", "exceeds 1024 characters (1100)"}},
+	},
+	{
+		name:     "compatibility over 500 characters",
+		data:     skillMD("name: pdf\ndescription: d\ncompatibility: "+long550+"\n", ""),
+		problems: []Problem{{"compatibility", "exceeds 500 characters (550)"}},
+	},
+	{
+		name: "allowed-tools with patterns",
+		data: skillMD("name: git-helper\ndescription: d\nallowed-tools: Bash(jq:*) Bash(git:*)\n", ""),
+		want: &Manifest{Name: "git-helper", Slug: "git-helper", Description: "d", AllowedTools: "Bash(jq:*) Bash(git:*)"},
+	},
+	{
+		name: "allowed-tools as a list",
+		data: skillMD("name: git-helper\ndescription: d\nallowed-tools: [Read, \" Bash(git:*) \", \"\"]\n", ""),
+		want: &Manifest{Name: "git-helper", Slug: "git-helper", Description: "d", AllowedTools: "Read Bash(git:*)"},
+	},
+	{
+		name: "metadata number kept as text",
+		data: skillMD("name: pdf\ndescription: d\nmetadata: {version: 1.0}\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Metadata: map[string]string{"version": "1.0"}},
+	},
+	{
+		name:     "no frontmatter",
+		data:     "# Just Markdown\n\nname: pdf\n",
+		problems: []Problem{{"frontmatter", "must start with a --- line"}},
+	},
+	{
+		name:     "frontmatter not on the first line",
+		data:     "\n---\nname: pdf\ndescription: d\n---\n",
+		problems: []Problem{{"frontmatter", "must start with a --- line"}},
+	},
+	{
+		name:     "empty file",
+		data:     "",
+		problems: []Problem{{"frontmatter", "must start with a --- line"}},
+	},
+	{
+		name:     "unclosed frontmatter",
+		data:     "---\nname: pdf\ndescription: d\n",
+		problems: []Problem{{"frontmatter", "not closed with a --- line"}},
+	},
+	{
+		name:     "only an opening line",
+		data:     "---",
+		problems: []Problem{{"frontmatter", "not closed with a --- line"}},
+	},
+	{
+		name:     "bad YAML",
+		data:     skillMD("name: [invalid\ndescription: d\n", ""),
+		problems: []Problem{{"frontmatter", anyMessage}},
+	},
+	{
+		name:     "YAML list instead of a mapping",
+		data:     skillMD("- name: pdf\n- description: d\n", ""),
+		problems: []Problem{{"frontmatter", "must be a YAML mapping, not a list"}},
+	},
+	{
+		name:     "YAML scalar instead of a mapping",
+		data:     skillMD("just some text\n", ""),
+		problems: []Problem{{"frontmatter", "must be a YAML mapping"}},
+	},
+	{
+		name:     "second YAML document",
+		data:     skillMD("name: pdf\ndescription: d\n...\n--- # more\nfoo: bar\n", ""),
+		problems: []Problem{{"frontmatter", "must hold a single YAML document"}},
+	},
+	{
+		name:     "missing name",
+		data:     skillMD("description: d\n", ""),
+		problems: []Problem{{"name", "is required"}},
+	},
+	{
+		name:     "missing name with a slug",
+		data:     skillMD("slug: pdf\ndescription: d\n", ""),
+		problems: []Problem{{"name", "is required"}},
+	},
+	{
+		name:     "missing description",
+		data:     skillMD("name: pdf\n", ""),
+		problems: []Problem{{"description", "is required"}},
+	},
+	{
+		name:     "blank description",
+		data:     skillMD("name: pdf\ndescription: \"  \"\n", ""),
+		problems: []Problem{{"description", "must not be empty"}},
+	},
+	{
+		name:     "null name",
+		data:     skillMD("name:\ndescription: d\n", ""),
+		problems: []Problem{{"name", "must not be empty"}},
+	},
+	{
+		name:     "description is a list",
+		data:     skillMD("name: pdf\ndescription: [a, b]\n", ""),
+		problems: []Problem{{"description", "must be a string"}},
+	},
+	{
+		name:     "empty frontmatter",
+		data:     skillMD("", ""),
+		problems: []Problem{{"name", "is required"}, {"description", "is required"}},
+	},
+	{
+		name: "every problem at once",
+		data: skillMD("name: My_Skill--\ndescription: "+longName1100+"\ncompatibility: "+long550+
+			"\nmetadata: [a]\nskill_dependencies: [../x]\nlicense: {a: b}\n", ""),
+		problems: []Problem{
+			{"name", `"My_Skill--" must be lowercase`},
+			{"name", "must not start or end with a hyphen"},
+			{"name", "must not contain consecutive hyphens"},
+			{"name", `"My_Skill--" contains invalid characters; only lowercase letters, digits and hyphens are allowed`},
+			{"description", "exceeds 1024 characters (1100)"},
+			{"license", "must be a string"},
+			{"compatibility", "exceeds 500 characters (550)"},
+			{"metadata", "must be a mapping of strings"},
+			{"skill_dependencies", `"../x" is not a valid skill slug`},
+		},
+	},
+	{
+		name: "display name with explicit slug",
+		data: skillMD("name: Word / DOCX\nslug: docx\ndescription: d\n", ""),
+		want: &Manifest{Name: "Word / DOCX", Slug: "docx", Description: "d"},
+	},
+	{
+		name:     "display name over 128 characters",
+		data:     skillMD("name: "+display130+"\nslug: wide\ndescription: d\n", ""),
+		problems: []Problem{{"name", "exceeds 128 characters (130)"}},
+	},
+	{
+		name: "display name without slug",
+		data: skillMD("name: Word / DOCX\ndescription: d\n", ""),
+		problems: []Problem{
+			{"name", `"Word / DOCX" must be lowercase`},
+			{"name", `"Word / DOCX" contains invalid characters; only lowercase letters, digits and hyphens are allowed`},
+		},
+	},
+	{
+		name: "slug escaping upwards",
+		data: skillMD("name: x\nslug: ../../x\ndescription: d\n", ""),
+		problems: []Problem{
+			{"slug", `"../../x" contains invalid characters; only lowercase letters, digits and hyphens are allowed`},
+		},
+	},
+	{
+		name: "slug with a slash",
+		data: skillMD("name: x\nslug: a/b\ndescription: d\n", ""),
+		problems: []Problem{
+			{"slug", `"a/b" contains invalid characters; only lowercase letters, digits and hyphens are allowed`},
+		},
+	},
+	{
+		name:     "name escaping upwards",
+		data:     skillMD("name: ../etc\ndescription: d\n", ""),
+		problems: []Problem{{"name", `"../etc" contains invalid characters; only lowercase letters, digits and hyphens are allowed`}},
+	},
+	{
+		name:     "empty slug",
+		data:     skillMD("name: Pdf\nslug: \"\"\ndescription: d\n", ""),
+		problems: []Problem{{"slug", "must not be empty"}},
+	},
+	{
+		name:     "slug is a list",
+		data:     skillMD("name: pdf\nslug: [pdf]\ndescription: d\n", ""),
+		problems: []Problem{{"slug", "must be a string"}},
+	},
+	{
+		name: "numeric name is a slug",
+		data: skillMD("name: 2048\ndescription: d\n", ""),
+		want: &Manifest{Name: "2048", Slug: "2048", Description: "d"},
+	},
+	{
+		name:     "metadata value not a string",
+		data:     skillMD("name: pdf\ndescription: d\nmetadata:\n  tags: [a, b]\n  ok: yes\n", ""),
+		problems: []Problem{{"metadata", `value of "tags" must be a string`}},
+	},
+	{
+		name:     "metadata duplicate key",
+		data:     skillMD("name: pdf\ndescription: d\nmetadata:\n  a: 1\n  a: 2\n", ""),
+		problems: []Problem{{"metadata", `duplicate key "a"`}},
+	},
+	{
+		name:     "allowed-tools is a mapping",
+		data:     skillMD("name: pdf\ndescription: d\nallowed-tools: {Bash: yes}\n", ""),
+		problems: []Problem{{"allowed-tools", "must be a string or a list of strings"}},
+	},
+	{
+		name:     "dependency list is a mapping",
+		data:     skillMD("name: pdf\ndescription: d\ntool_dependencies: {bash: yes}\n", ""),
+		problems: []Problem{{"tool_dependencies", "must be a list of strings"}},
+	},
+	{
+		name:     "dependency item is a list",
+		data:     skillMD("name: pdf\ndescription: d\nmcp_dependencies: [github, [slack]]\n", ""),
+		problems: []Problem{{"mcp_dependencies", "item 2 must be a string"}},
+	},
+	{
+		name: "invalid skill dependencies",
+		data: skillMD("name: pdf\ndescription: d\nskill_dependencies: [docx, Bad_Dep, a/b]\n", ""),
+		problems: []Problem{
+			{"skill_dependencies", `"Bad_Dep" is not a valid skill slug`},
+			{"skill_dependencies", `"a/b" is not a valid skill slug`},
+		},
+	},
+	{
+		name:     "self dependency",
+		data:     skillMD("name: pdf\ndescription: d\nskill_dependencies: [docx, pdf]\n", ""),
+		problems: []Problem{{"skill_dependencies", `skill "pdf" must not depend on itself`}},
+	},
+	{
+		name:     "duplicate key",
+		data:     skillMD("name: pdf\ndescription: d\nname: docx\n", ""),
+		problems: []Problem{{"frontmatter", `duplicate key "name"`}},
+	},
+	{
+		name:     "non-string key",
+		data:     skillMD("name: pdf\ndescription: d\n[a, b]: c\n", ""),
+		problems: []Problem{{"frontmatter", "key at line 4 is not a string"}},
+	},
+	{
+		name: "unknown keys are warnings",
+		data: skillMD("name: pdf\ndescription: d\nversion: 2\ntags: [a]\nallowed_tools: x\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Unknown: []string{"allowed_tools", "tags", "version"}},
+		warnings: []string{
+			`frontmatter: unknown key "allowed_tools" kept`,
+			`frontmatter: unknown key "tags" kept`,
+			`frontmatter: unknown key "version" kept`,
+		},
+	},
+	{
+		name: "BOM and CRLF",
+		data: "\uFEFF---\r\nname: pdf\r\ndescription: Read PDFs.\r\nmetadata:\r\n  v: 1\r\n---\r\n# PDF\r\n",
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "Read PDFs.", Metadata: map[string]string{"v": "1"}, Body: "# PDF\r\n"},
+	},
+	{
+		name: "fences with trailing blanks and no final newline",
+		data: "--- \nname: pdf\ndescription: d\n---\t",
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d"},
+	},
+	{
+		name: "aliases",
+		data: skillMD("name: &n pdf\ndescription: *n\nskill_dependencies: &deps [docx]\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "pdf", SkillDependencies: []string{"docx"}},
+	},
+	{
+		name:     "self-referencing alias",
+		data:     skillMD("name: pdf\ndescription: d\nskill_dependencies: &a [docx, *a]\n", ""),
+		problems: []Problem{{"skill_dependencies", "item 2 must be a string"}},
+	},
+	{
+		name: "single string dependency",
+		data: skillMD("name: pdf\ndescription: d\nskill_dependencies: docx\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d", SkillDependencies: []string{"docx"}},
+	},
+}
+
+var lenientCases = []manifestCase{
+	{
+		name: "uppercase name derives a slug",
+		data: skillMD("name: MySkill\ndescription: d\n", ""),
+		want: &Manifest{Name: "MySkill", Slug: "myskill", Description: "d"},
+		warnings: []string{
+			`name: "MySkill" must be lowercase`,
+			`slug: using slug "myskill" derived from the name`,
+		},
+	},
+	{
+		name: "display name without slug",
+		data: skillMD("name: Word / DOCX\ndescription: d\n", ""),
+		want: &Manifest{Name: "Word / DOCX", Slug: "word-docx", Description: "d"},
+		warnings: []string{
+			`name: "Word / DOCX" must be lowercase`,
+			`name: "Word / DOCX" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
+			`slug: using slug "word-docx" derived from the name`,
+		},
+	},
+	{
+		name: "invalid slug derives from the name",
+		data: skillMD("name: Escape Hatch\nslug: ../../x\ndescription: d\n", ""),
+		want: &Manifest{Name: "Escape Hatch", Slug: "escape-hatch", Description: "d"},
+		warnings: []string{
+			`slug: "../../x" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
+			`slug: using slug "escape-hatch" derived from the name`,
+		},
+	},
+	{
+		name: "unusable name falls back to the slug text",
+		data: skillMD("name: \"!!!\"\nslug: My-Tool\ndescription: d\n", ""),
+		want: &Manifest{Name: "!!!", Slug: "my-tool", Description: "d"},
+		warnings: []string{
+			`slug: "My-Tool" must be lowercase`,
+			`slug: using slug "my-tool" derived from the name`,
+		},
+	},
+	{
+		name:     "no usable slug",
+		data:     skillMD("name: \"日本語\"\ndescription: d\n", ""),
+		problems: []Problem{{"name", `no usable slug can be derived from "日本語"`}},
+		warnings: []string{
+			`name: "日本語" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
+		},
+	},
+	{
+		name:     "missing name and slug",
+		data:     skillMD("description: d\n", ""),
+		problems: []Problem{{"name", "is required"}},
+	},
+	{
+		name:     "missing name uses the slug",
+		data:     skillMD("slug: pdf\ndescription: d\n", ""),
+		want:     &Manifest{Name: "pdf", Slug: "pdf", Description: "d"},
+		warnings: []string{`name: is required; using the slug "pdf" as the name`},
+	},
+	{
+		name:     "missing description",
+		data:     skillMD("name: pdf\n", ""),
+		problems: []Problem{{"description", "is required"}},
+	},
+	{
+		name:     "description is a mapping",
+		data:     skillMD("name: pdf\ndescription: {a: b}\n", ""),
+		problems: []Problem{{"description", "must be a string"}},
+	},
+	{
+		name:     "bad YAML",
+		data:     skillMD("name: [invalid\ndescription: d\n", ""),
+		problems: []Problem{{"frontmatter", anyMessage}},
+	},
+	{
+		name:     "no frontmatter",
+		data:     "# Title\n",
+		problems: []Problem{{"frontmatter", "must start with a --- line"}},
+	},
+	{
+		name: "length limits become warnings",
+		data: skillMD("name: pdf\ndescription: "+longName1100+"\ncompatibility: "+long550+"\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: longName1100, Compatibility: long550},
+		warnings: []string{
+			"description: exceeds 1024 characters (1100)",
+			"compatibility: exceeds 500 characters (550)",
+		},
+	},
+	{
+		name: "bad fields are dropped",
+		data: skillMD("name: pdf\ndescription: d\nmetadata: [a]\nlicense: [MIT]\nallowed-tools: {a: b}\n"+
+			"skill_dependencies: [docx, ../x, pdf]\ntool_dependencies: {a: b}\nname: pdf\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d", SkillDependencies: []string{"docx"}},
+		warnings: []string{
+			`frontmatter: duplicate key "name"`,
+			"license: must be a string",
+			"metadata: must be a mapping of strings",
+			"allowed-tools: must be a string or a list of strings",
+			"tool_dependencies: must be a list of strings",
+			`skill_dependencies: "../x" is not a valid skill slug`,
+			`skill_dependencies: skill "pdf" must not depend on itself`,
+		},
+	},
+	{
+		name:     "unknown keys",
+		data:     skillMD("name: pdf\ndescription: d\nwhen_to_use: always\n", ""),
+		want:     &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Unknown: []string{"when_to_use"}},
+		warnings: []string{`frontmatter: unknown key "when_to_use" kept`},
+	},
+}
+
+func TestParseManifestStrict(t *testing.T) {
+	for _, tc := range strictCases {
+		t.Run(tc.name, func(t *testing.T) { checkManifestCase(t, tc, Strict) })
+	}
+}
+
+func TestParseManifestLenient(t *testing.T) {
+	for _, tc := range lenientCases {
+		t.Run(tc.name, func(t *testing.T) { checkManifestCase(t, tc, Lenient) })
+	}
+}
+
+// TestLenientAcceptsStrictValid checks that lenient mode reads every
+// strictly valid manifest the same way, warnings included.
+func TestLenientAcceptsStrictValid(t *testing.T) {
+	for _, tc := range strictCases {
+		if tc.want == nil {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) { checkManifestCase(t, tc, Lenient) })
+	}
+}
+
+func checkManifestCase(t testing.TB, tc manifestCase, mode Mode) {
+	t.Helper()
+	m, warnings, err := ParseManifest([]byte(tc.data), mode)
+	if !slices.Equal(warnings, tc.warnings) {
+		t.Errorf("warnings:\n got %q\nwant %q", warnings, tc.warnings)
+	}
+	if tc.want != nil {
+		if err != nil {
+			t.Fatalf("ParseManifest: %v", err)
+		}
+		if !reflect.DeepEqual(m, tc.want) {
+			t.Errorf("manifest:\n got %#v\nwant %#v", m, tc.want)
+		}
+		if !ValidSlug(m.Slug) {
+			t.Errorf("slug %q of an accepted manifest is not valid", m.Slug)
+		}
+		return
+	}
+	if m != nil {
+		t.Errorf("manifest = %#v, want nil on error", m)
+	}
+	var me *ManifestError
+	if !errors.As(err, &me) {
+		t.Fatalf("error = %v, want a *ManifestError", err)
+	}
+	if !errors.Is(err, ErrInvalidManifest) {
+		t.Errorf("errors.Is(%v, ErrInvalidManifest) = false", err)
+	}
+	got := slices.Clone(me.Problems)
+	for i := range got {
+		if i < len(tc.problems) && tc.problems[i].Message == anyMessage && got[i].Message != "" {
+			got[i].Message = anyMessage
+		}
+	}
+	if !slices.Equal(got, tc.problems) {
+		t.Errorf("problems:\n got %q\nwant %q", me.Problems, tc.problems)
+	}
+}
+
+func TestParseManifestUnknownMode(t *testing.T) {
+	_, _, err := ParseManifest([]byte(skillMD("name: pdf\ndescription: d\n", "")), Mode(7))
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestManifestError(t *testing.T) {
+	_, _, err := ParseManifest([]byte(skillMD("license: MIT\n", "")), Strict)
+	var me *ManifestError
+	if !errors.As(err, &me) {
+		t.Fatalf("error = %v, want *ManifestError", err)
+	}
+	if want := "invalid SKILL.md: name: is required; description: is required"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+	if got := me.Problems[1].String(); got != "description: is required" {
+		t.Errorf("Problem.String() = %q", got)
+	}
+	wrapped := errors.Join(errors.New("import skills/pdf"), err)
+	if !errors.Is(wrapped, ErrInvalidManifest) || !errors.As(wrapped, &me) {
+		t.Errorf("wrapped error lost its identity: %v", wrapped)
+	}
+}
+
+func TestValidSlug(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{"a", true},
+		{"pdf", true},
+		{"my-skill", true},
+		{"a1-b2-c3", true},
+		{"2048", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"", false},
+		{"-a", false},
+		{"a-", false},
+		{"-", false},
+		{"a--b", false},
+		{"A", false},
+		{"my_skill", false},
+		{"my skill", false},
+		{".", false},
+		{"..", false},
+		{"../../x", false},
+		{"a/b", false},
+		{`a\b`, false},
+		{"é", false},
+		{"a\x00", false},
+		{"a\n", false},
+	} {
+		if got := ValidSlug(tc.s); got != tc.want {
+			t.Errorf("ValidSlug(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+		if got := len(slugProblems(tc.s)) == 0; got != tc.want {
+			t.Errorf("slugProblems(%q) = %q, disagrees with ValidSlug", tc.s, slugProblems(tc.s))
+		}
+	}
+}
+
+func TestSlugify(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"pdf", "pdf"},
+		{"Word / DOCX", "word-docx"},
+		{"  My Skill!! ", "my-skill"},
+		{"MySkill", "myskill"},
+		{"my_skill", "my-skill"},
+		{"--x--", "x"},
+		{"a--b", "a-b"},
+		{"../../etc/passwd", "etc-passwd"},
+		{"Café Münü", "caf-m-n"},
+		{"", ""},
+		{"!!!", ""},
+		{"日本語", ""},
+		{strings.Repeat("a", 100), strings.Repeat("a", 64)},
+		{strings.Repeat("a", 63) + " b", strings.Repeat("a", 63)},
+		{strings.Repeat("a", 62) + " b", strings.Repeat("a", 62) + "-b"},
+	} {
+		got := Slugify(tc.in)
+		if got != tc.want {
+			t.Errorf("Slugify(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got != "" && !ValidSlug(got) {
+			t.Errorf("Slugify(%q) = %q is not a valid slug", tc.in, got)
+		}
+	}
+}
+
+type rewriteCase struct {
+	name    string
+	in      string
+	slug    string
+	want    string
+	wantErr error
+}
+
+var rewriteCases = []rewriteCase{
+	{
+		name: "insert after the opening line",
+		in:   "---\nname: docx\ndescription: d\n---\nbody\n",
+		slug: "docx-v2",
+		want: "---\nslug: docx-v2\nname: docx\ndescription: d\n---\nbody\n",
+	},
+	{
+		name: "insert with BOM and CRLF",
+		in:   "\uFEFF---\r\nname: pdf\r\ndescription: d\r\n---\r\n# PDF\r\n",
+		slug: "pdf-v2",
+		want: "\uFEFF---\r\nslug: pdf-v2\r\nname: pdf\r\ndescription: d\r\n---\r\n# PDF\r\n",
+	},
+	{
+		name: "insert before leading comments",
+		in:   "---\n# identity\nname: pdf\ndescription: d\n---\n",
+		slug: "pdf-v3",
+		want: "---\nslug: pdf-v3\n# identity\nname: pdf\ndescription: d\n---\n",
+	},
+	{
+		name: "insert into an indented mapping",
+		in:   "---\n  name: pdf\n  description: d\n---\n",
+		slug: "pdf-v2",
+		want: "---\n  slug: pdf-v2\n  name: pdf\n  description: d\n---\n",
+	},
+	{
+		name: "insert after a tag of the mapping",
+		in:   "---\n!!map\nname: pdf\ndescription: d\n---\n",
+		slug: "pdf-v2",
+		want: "---\n!!map\nslug: pdf-v2\nname: pdf\ndescription: d\n---\n",
+	},
+	{
+		name: "insert into a flow mapping",
+		in:   "---\n{name: pdf, description: d}\n---\n",
+		slug: "pdf-v2",
+		want: "---\n{slug: pdf-v2, name: pdf, description: d}\n---\n",
+	},
+	{
+		name: "replace a plain value and keep its comment",
+		in:   "---\nname: Word / DOCX\nslug: docx   # identity\ndescription: d\n---\n",
+		slug: "docx-v2",
+		want: "---\nname: Word / DOCX\nslug: docx-v2   # identity\ndescription: d\n---\n",
+	},
+	{
+		name: "replace a double-quoted value",
+		in:   "---\nname: Word / DOCX\nslug: \"docx\"\ndescription: d\n---\n",
+		slug: "docx-v2",
+		want: "---\nname: Word / DOCX\nslug: \"docx-v2\"\ndescription: d\n---\n",
+	},
+	{
+		name: "replace a single-quoted value with CRLF",
+		in:   "---\r\nname: Word / DOCX\r\nslug: 'docx'\r\ndescription: d\r\n---\r\n",
+		slug: "docx-v2",
+		want: "---\r\nname: Word / DOCX\r\nslug: 'docx-v2'\r\ndescription: d\r\n---\r\n",
+	},
+	{
+		name: "replace a block scalar",
+		in:   "---\nname: Word / DOCX\nslug: >-\n  docx\n\ndescription: d\n---\n",
+		slug: "docx-v2",
+		want: "---\nname: Word / DOCX\nslug: docx-v2\n\ndescription: d\n---\n",
+	},
+	{
+		name: "replace a value on the next line",
+		in:   "---\nname: Word / DOCX\nslug:\n  docx\n# the display name stays\ndescription: d\n---\n",
+		slug: "docx-v2",
+		want: "---\nname: Word / DOCX\nslug: docx-v2\n# the display name stays\ndescription: d\n---\n",
+	},
+	{
+		name: "replace an invalid slug",
+		in:   "---\nname: Word / DOCX\nslug: Word_Docx\ndescription: d\n---\n",
+		slug: "word-docx",
+		want: "---\nname: Word / DOCX\nslug: word-docx\ndescription: d\n---\n",
+	},
+	{
+		name: "replace inside a flow mapping",
+		in:   "---\n{name: Word, slug: docx, description: d}\n---\n",
+		slug: "docx-v2",
+		want: "---\n{name: Word, slug: docx-v2, description: d}\n---\n",
+	},
+	{
+		name: "same slug changes nothing",
+		in:   "---\nname: Word\nslug: docx\ndescription: d\n---\nbody",
+		slug: "docx",
+		want: "---\nname: Word\nslug: docx\ndescription: d\n---\nbody",
+	},
+	{
+		name: "empty frontmatter",
+		in:   "---\n---\nbody\n",
+		slug: "pdf",
+		want: "---\nslug: pdf\n---\nbody\n",
+	},
+	{name: "invalid slug argument", in: "---\nname: pdf\ndescription: d\n---\n", slug: "../../x", wantErr: ErrInvalid},
+	{name: "uppercase slug argument", in: "---\nname: pdf\ndescription: d\n---\n", slug: "Pdf", wantErr: ErrInvalid},
+	{name: "empty slug argument", in: "---\nname: pdf\ndescription: d\n---\n", slug: "", wantErr: ErrInvalid},
+	{name: "no frontmatter", in: "# PDF\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{name: "unclosed frontmatter", in: "---\nname: pdf\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{name: "list frontmatter", in: "---\n- a\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{name: "bad YAML", in: "---\nname: [pdf\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{name: "duplicate slug keys", in: "---\nslug: a\nslug: b\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{
+		name:    "escaped slug in a flow mapping",
+		in:      "---\n{name: Word, slug: \"do\\x63x\", description: d}\n---\n",
+		slug:    "docx-v2",
+		wantErr: ErrInvalidManifest,
+	},
+}
+
+func TestRewriteSlug(t *testing.T) {
+	for _, tc := range rewriteCases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := RewriteSlug([]byte(tc.in), tc.slug)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("RewriteSlug error = %v, want %v", err, tc.wantErr)
+				}
+				if out != nil {
+					t.Errorf("RewriteSlug returned %q with an error", out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("RewriteSlug: %v", err)
+			}
+			if string(out) != tc.want {
+				t.Errorf("RewriteSlug:\n got %q\nwant %q", out, tc.want)
+			}
+			checkOneLineChanged(t, []byte(tc.in), out, tc.slug)
+			checkRewritten(t, []byte(tc.in), out, tc.slug)
+		})
+	}
+}
+
+// checkOneLineChanged checks that out differs from in by one line at most:
+// the slug line, inserted or replacing the lines of the old slug entry.
+func checkOneLineChanged(t testing.TB, in, out []byte, slug string) {
+	t.Helper()
+	a, b := bytes.SplitAfter(in, []byte("\n")), bytes.SplitAfter(out, []byte("\n"))
+	for len(a) > 0 && len(b) > 0 && bytes.Equal(a[0], b[0]) {
+		a, b = a[1:], b[1:]
+	}
+	for len(a) > 0 && len(b) > 0 && bytes.Equal(a[len(a)-1], b[len(b)-1]) {
+		a, b = a[:len(a)-1], b[:len(b)-1]
+	}
+	if len(b) == 0 && len(a) == 0 {
+		return
+	}
+	if len(b) != 1 || !bytes.Contains(b[0], []byte("slug: ")) || !bytes.Contains(b[0], []byte(slug)) {
+		t.Errorf("changed lines %q, want one slug line", b)
+	}
+	if len(a) > 0 && !bytes.Contains(a[0], []byte("slug")) {
+		t.Errorf("removed line %q is not the old slug entry", a[0])
+	}
+	if len(a) > 2 {
+		t.Errorf("removed lines %q, want the old slug entry only", a)
+	}
+}
+
+// checkRewritten parses both files and checks that only the slug changed.
+func checkRewritten(t testing.TB, in, out []byte, slug string) {
+	t.Helper()
+	before, _, err := ParseManifest(in, Lenient)
+	if err != nil {
+		t.Fatalf("parse input: %v", err)
+	}
+	after, _, err := ParseManifest(out, Lenient)
+	if err != nil {
+		t.Fatalf("parse rewritten: %v", err)
+	}
+	if after.Slug != slug {
+		t.Errorf("rewritten slug = %q, want %q", after.Slug, slug)
+	}
+	before.Slug, after.Slug = "", ""
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("rewrite changed more than the slug:\nbefore %#v\n after %#v", before, after)
+	}
+	if _, _, err := ParseManifest(in, Strict); err == nil {
+		if _, _, err := ParseManifest(out, Strict); err != nil {
+			t.Errorf("rewritten file of a strictly valid one is invalid: %v", err)
+		}
+	}
+}
+
+// goldenResult is what a golden file records for one mode.
+type goldenResult struct {
+	Manifest *Manifest `json:"manifest"`
+	Warnings []string  `json:"warnings"`
+	Problems []Problem `json:"problems"`
+}
+
+// TestParseManifestFixtures parses the SKILL.md fixtures from disk in both
+// modes and compares with golden files; -update-manifest rewrites them.
+func TestParseManifestFixtures(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "manifest", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no fixtures in testdata/manifest")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := map[string]goldenResult{}
+			for _, mode := range []Mode{Strict, Lenient} {
+				m, w, err := ParseManifest(data, mode)
+				r := goldenResult{Manifest: m, Warnings: w}
+				var me *ManifestError
+				if errors.As(err, &me) {
+					r.Problems = me.Problems
+				} else if err != nil {
+					t.Fatalf("%s: %v", mode, err)
+				}
+				results[mode.String()] = r
+			}
+			got, err := json.MarshalIndent(results, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			golden := strings.TrimSuffix(file, ".md") + ".golden.json"
+			if *updateManifestGolden {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update-manifest to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from the parse result:\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// manifestSeeds returns every input the tests use.
+func manifestSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	var seeds [][]byte
+	for _, cases := range [][]manifestCase{strictCases, lenientCases} {
+		for _, tc := range cases {
+			seeds = append(seeds, []byte(tc.data))
+		}
+	}
+	for _, tc := range rewriteCases {
+		seeds = append(seeds, []byte(tc.in))
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "manifest", "*.md"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, data)
+	}
+	return seeds
+}
+
+func FuzzParseManifest(f *testing.F) {
+	for _, s := range manifestSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lm, lw, lerr := ParseManifest(data, Lenient)
+		checkParseResult(t, lm, lerr)
+		m, w, err := ParseManifest(data, Strict)
+		checkParseResult(t, m, err)
+		if err != nil {
+			return
+		}
+		if lerr != nil || !reflect.DeepEqual(lm, m) || !slices.Equal(lw, w) {
+			t.Fatalf("lenient disagrees with strict on a valid file:\nstrict  %#v %q\nlenient %#v %q %v", m, w, lm, lw, lerr)
+		}
+
+		out, err := RewriteSlug(data, m.Slug)
+		if err != nil {
+			t.Fatalf("RewriteSlug with the same slug: %v", err)
+		}
+		m2, w2, err := ParseManifest(out, Strict)
+		if err != nil || !reflect.DeepEqual(m, m2) || !slices.Equal(w, w2) {
+			t.Fatalf("same-slug rewrite parses differently:\n in  %q\n out %q\n %#v\n %#v %v", data, out, m, m2, err)
+		}
+
+		other := m.Slug + "-v2"
+		if !ValidSlug(other) {
+			other = "renamed-v2"
+		}
+		if slices.Contains(m.SkillDependencies, other) {
+			return // a rename onto a dependency makes it a self-dependency
+		}
+		out, err = RewriteSlug(data, other)
+		if err != nil {
+			t.Fatalf("RewriteSlug(%q): %v", other, err)
+		}
+		m3, _, err := ParseManifest(out, Strict)
+		if err != nil {
+			t.Fatalf("renamed file is invalid: %v\n in  %q\n out %q", err, data, out)
+		}
+		if m3.Slug != other || m3.Name != m.Name {
+			t.Fatalf("rename gave slug %q name %q, want %q %q", m3.Slug, m3.Name, other, m.Name)
+		}
+		m3.Slug = m.Slug
+		if !reflect.DeepEqual(m, m3) {
+			t.Fatalf("rename changed more than the slug:\n in  %q\n out %q", data, out)
+		}
+	})
+}
+
+func checkParseResult(t testing.TB, m *Manifest, err error) {
+	t.Helper()
+	if err != nil {
+		var me *ManifestError
+		if !errors.As(err, &me) || len(me.Problems) == 0 || !errors.Is(err, ErrInvalidManifest) || m != nil {
+			t.Fatalf("bad failure: m=%v err=%v", m, err)
+		}
+		return
+	}
+	if !ValidSlug(m.Slug) {
+		t.Fatalf("accepted slug %q is not valid", m.Slug)
+	}
+	if m.Description == "" || m.Name == "" {
+		t.Fatalf("accepted manifest without name or description: %#v", m)
+	}
+}
+
+func FuzzRewriteSlug(f *testing.F) {
+	for _, s := range manifestSeeds(f) {
+		f.Add(s, "pdf-v2")
+	}
+	f.Add([]byte("---\nname: a\ndescription: b\n---\n"), "../x")
+	f.Add([]byte("---\nname: a\ndescription: b\n---\n"), "")
+	f.Fuzz(func(t *testing.T, data []byte, slug string) {
+		out, err := RewriteSlug(data, slug)
+		if !ValidSlug(slug) {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("invalid slug %q: error = %v, want ErrInvalid", slug, err)
+			}
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalidManifest) {
+				t.Fatalf("error = %v, want ErrInvalidManifest", err)
+			}
+			return
+		}
+		before, _, err := ParseManifest(data, Strict)
+		if err != nil || slices.Contains(before.SkillDependencies, slug) {
+			return
+		}
+		after, _, err := ParseManifest(out, Strict)
+		if err != nil {
+			t.Fatalf("rewritten file is invalid: %v\n in  %q\n out %q", err, data, out)
+		}
+		if after.Slug != slug {
+			t.Fatalf("slug = %q, want %q", after.Slug, slug)
+		}
+		after.Slug = before.Slug
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("rewrite changed more than the slug:\n in  %q\n out %q", data, out)
+		}
+	})
+}
+
+func FuzzSlugify(f *testing.F) {
+	for _, s := range []string{"", "pdf", "Word / DOCX", "../../x", "a--b", "-a-", "日本語", strings.Repeat("ab ", 40)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := Slugify(s)
+		if got != "" && !ValidSlug(got) {
+			t.Fatalf("Slugify(%q) = %q is not a valid slug", s, got)
+		}
+		valid := ValidSlug(s)
+		if valid != (len(slugProblems(s)) == 0) {
+			t.Fatalf("ValidSlug(%q) = %v but slugProblems = %q", s, valid, slugProblems(s))
+		}
+		if valid && got != s {
+			t.Fatalf("Slugify(%q) = %q changed a valid slug", s, got)
+		}
+	})
+}

@@ -1,0 +1,227 @@
+package skills
+
+import (
+	"archive/zip"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// ExtractZip unpacks the ZIP archive at zipPath into dst under lim. Every
+// entry name must pass CleanRelPath; duplicates (after cleaning, a file and a
+// directory of the same name included), symlinks and other non-regular
+// entries are refused, and all limits are checked on the central directory
+// before anything is written, then again on the bytes actually decompressed,
+// since headers can lie. Files keep the owner execute bit of their Unix mode
+// (stored 0644 or 0755) and their modification time. Errors name the entry.
+// dst must not exist or be an empty directory; on any error it is removed.
+func ExtractZip(zipPath, dst string, lim Limits) (err error) {
+	f, err := os.Open(zipPath)
+	if err != nil {
+		return fmt.Errorf("read zip %q: %w", zipPath, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("read zip %q: %w", zipPath, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("read zip %q: not a regular file: %w", zipPath, ErrSpecialFile)
+	}
+	zr, err := zip.NewReader(f, fi.Size())
+	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // names are checked below
+		return fmt.Errorf("read zip %q: %w", zipPath, err)
+	}
+	b := newBudget(lim)
+	if n := len(zr.File); n > b.lim.MaxEntries {
+		return fmt.Errorf("read zip %q: %w", zipPath, &LimitError{Limit: LimitEntries, Value: int64(n), Max: int64(b.lim.MaxEntries)})
+	}
+	plan, err := planZip(zr.File, fi.Size(), b)
+	if err != nil {
+		return fmt.Errorf("read zip %q: %w", zipPath, err)
+	}
+	if err := prepareDst(dst); err != nil {
+		return fmt.Errorf("read zip %q: %w", zipPath, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = removeTree(dst)
+		}
+	}()
+	// The plan was counted on the central directory; count the bytes again
+	// as they are decompressed.
+	b = newBudget(lim)
+	for _, d := range plan.dirs {
+		if err := os.MkdirAll(filepath.Join(dst, filepath.FromSlash(d)), 0o755); err != nil {
+			return fmt.Errorf("read zip %q: entry %q: %w", zipPath, d, err)
+		}
+	}
+	for _, it := range plan.files {
+		if err := extractEntry(it, dst, fi.Size(), b); err != nil {
+			return fmt.Errorf("read zip %q: entry %q: %w", zipPath, it.f.Name, err)
+		}
+	}
+	// Directory times last, deepest first, once nothing more is written
+	// into them.
+	for i := len(plan.dirs) - 1; i >= 0; i-- {
+		d := plan.dirs[i]
+		t, ok := plan.dirTimes[d]
+		if !ok {
+			continue
+		}
+		if err := os.Chtimes(filepath.Join(dst, filepath.FromSlash(d)), t, t); err != nil {
+			return fmt.Errorf("read zip %q: entry %q: %w", zipPath, d, err)
+		}
+	}
+	return nil
+}
+
+type zipItem struct {
+	rel string
+	f   *zip.File
+}
+
+type zipPlan struct {
+	dirs     []string             // every directory, explicit or implied, sorted so parents come first
+	dirTimes map[string]time.Time // modification times of explicit directory entries
+	files    []zipItem            // regular files in archive order
+}
+
+// planZip validates every entry of the central directory and accounts for it
+// in b using the declared sizes.
+func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) {
+	const (
+		kindFile = iota + 1
+		kindDir
+		kindImplied
+	)
+	kinds := make(map[string]int, len(files))
+	plan := &zipPlan{dirTimes: map[string]time.Time{}}
+	var declared uint64
+	for _, zf := range files {
+		name := zf.Name
+		mode := zf.Mode()
+		isDir := mode.IsDir()
+		if !utf8.ValidString(name) {
+			return nil, fmt.Errorf("entry %q: name is not valid UTF-8: %w", name, ErrUnsafePath)
+		}
+		if isDir && strings.Trim(name, "./") == "" && !strings.Contains(name, "..") && name != "" && name[0] != '/' {
+			continue // "./": the archive root itself
+		}
+		rel, err := CleanRelPath(name)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", name, err)
+		}
+		if t := mode.Type() &^ iofs.ModeDir; t != 0 {
+			return nil, &SpecialFileError{Path: name, Kind: kindOf(mode)}
+		}
+		if isDir && zf.UncompressedSize64 != 0 {
+			return nil, fmt.Errorf("entry %q: directory with data: %w", name, zip.ErrFormat)
+		}
+		// Implied parents first, so a file that is also used as a
+		// directory is caught whichever comes first.
+		for i := 0; i < len(rel); i++ {
+			if rel[i] != '/' {
+				continue
+			}
+			p := rel[:i]
+			switch kinds[p] {
+			case kindFile:
+				return nil, fmt.Errorf("entry %q: %q is both a file and a directory: %w", name, p, ErrUnsafePath)
+			case 0:
+				if err := b.dir(p); err != nil {
+					return nil, err
+				}
+				kinds[p] = kindImplied
+				plan.dirs = append(plan.dirs, p)
+			}
+		}
+		switch prev := kinds[rel]; {
+		case prev == kindImplied && isDir:
+			kinds[rel] = kindDir
+		case prev != 0:
+			return nil, fmt.Errorf("entry %q: duplicate of an earlier entry %q: %w", name, rel, ErrUnsafePath)
+		case isDir:
+			if err := b.dir(rel); err != nil {
+				return nil, err
+			}
+			kinds[rel] = kindDir
+			plan.dirs = append(plan.dirs, rel)
+		default:
+			if err := b.file(rel); err != nil {
+				return nil, err
+			}
+			if zf.UncompressedSize64 > 1<<62 {
+				return nil, &LimitError{Limit: LimitFileBytes, Value: 1 << 62, Max: b.lim.MaxFileBytes, Path: rel}
+			}
+			if err := b.size(rel, int64(zf.UncompressedSize64)); err != nil {
+				return nil, err
+			}
+			if err := b.ratio(rel, zf.UncompressedSize64, zf.CompressedSize64); err != nil {
+				return nil, err
+			}
+			declared += zf.UncompressedSize64
+			if declared > uint64(b.lim.MaxTotalBytes) {
+				return nil, &LimitError{Limit: LimitTotalBytes, Value: int64(min(declared, 1<<62)), Max: b.lim.MaxTotalBytes, Path: rel}
+			}
+			kinds[rel] = kindFile
+			plan.files = append(plan.files, zipItem{rel: rel, f: zf})
+		}
+		if isDir && !zf.Modified.IsZero() {
+			plan.dirTimes[rel] = zf.Modified
+		}
+	}
+	if err := b.ratio("", declared, uint64(archiveSize)); err != nil {
+		return nil, err
+	}
+	sort.Strings(plan.dirs) // a parent sorts before anything below it
+	return plan, nil
+}
+
+// extractEntry writes one planned file below dst, counting the decompressed
+// bytes against the limits and the compression ratio as they arrive.
+func extractEntry(it zipItem, dst string, archiveSize int64, b *budget) error {
+	rc, err := it.f.Open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	mode := storedFileMode(it.f.Mode())
+	p := filepath.Join(dst, filepath.FromSlash(it.rel))
+	// dst is fresh and only ever receives directories and regular files, so
+	// nothing below it can redirect this open; O_NOFOLLOW and O_EXCL keep
+	// it that way.
+	out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	before := b.bytes
+	_, err = b.copyCountedRatio(out, rc, it.rel, func(n int64) error {
+		if err := b.ratio(it.rel, uint64(n), it.f.CompressedSize64); err != nil {
+			return err
+		}
+		return b.ratio(it.rel, uint64(before+n), uint64(archiveSize))
+	})
+	if err == nil {
+		err = out.Chmod(mode)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if !it.f.Modified.IsZero() {
+		if err := os.Chtimes(p, it.f.Modified, it.f.Modified); err != nil {
+			return err
+		}
+	}
+	return nil
+}
