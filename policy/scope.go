@@ -23,7 +23,8 @@ const scopeForms = "global, department:ID[,ID...] or user:UID[,UID...]"
 
 // ParseScope parses the textual form of a scope: "global",
 // "department:ID[,ID...]" or "user:UID[,UID...]". Surrounding spaces are
-// trimmed from the whole and from each id; ids are sorted and de-duplicated.
+// trimmed from the whole and from each id; ids are sorted and de-duplicated;
+// kinds are lower case and matched exactly.
 // An unknown kind, ids on "global", an empty id or no ids at all is an error
 // wrapping skills.ErrInvalid that quotes the input.
 func ParseScope(s string) (skills.Scope, error) {

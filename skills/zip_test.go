@@ -22,7 +22,8 @@ type zentry struct {
 	body     string
 	mode     os.FileMode
 	modified time.Time
-	store    bool // no compression
+	store    bool   // no compression
+	unixMode uint32 // raw Unix mode for the external attributes, overriding mode
 }
 
 // buildZip returns an archive of the entries.
@@ -40,6 +41,10 @@ func buildZip(tb testing.TB, entries ...zentry) []byte {
 			mode = 0o644
 		}
 		h.SetMode(mode)
+		if e.unixMode != 0 {
+			h.CreatorVersion = 3<<8 | 20
+			h.ExternalAttrs = e.unixMode << 16
+		}
 		w, err := zw.CreateHeader(h)
 		if err != nil {
 			tb.Fatal(err)
@@ -176,6 +181,8 @@ func TestExtractZip(t *testing.T) {
 		zentry{name: "demo/scripts/data.bin", body: "\x00\x01", mode: 0o600, store: true},
 		zentry{name: "demo/assets/empty/", mode: os.ModeDir | 0o755},
 		zentry{name: "demo/./refs//a.md", body: "a"},
+		zentry{name: "demo/refs/A.md", body: "A", unixMode: 0o100744},
+		zentry{name: "demo/refs/typeless", body: "t", unixMode: 0o755},
 	)
 	base := t.TempDir()
 	zp := filepath.Join(base, "a.zip")
@@ -195,6 +202,8 @@ func TestExtractZip(t *testing.T) {
 		"demo/assets/empty":     {mode: os.ModeDir | 0o755},
 		"demo/refs":             {mode: os.ModeDir | 0o755},
 		"demo/refs/a.md":        {mode: 0o644, body: "a"},
+		"demo/refs/A.md":        {mode: 0o755, body: "A"},
+		"demo/refs/typeless":    {mode: 0o755, body: "t"},
 	}
 	if len(got) != len(want) {
 		t.Errorf("extracted %v, want %v", got, want)
@@ -236,7 +245,7 @@ func TestExtractZipRejects(t *testing.T) {
 		{name: "NUL in name", archive: entries(ok, zentry{name: "a\x00.txt", body: "x"}), wantErr: ErrUnsafePath},
 		{name: "non-UTF-8 name", archive: entries(ok, zentry{name: "caf\xe9.txt", body: "x"}), wantErr: ErrUnsafePath},
 		{name: "symlink entry", archive: entries(ok, zentry{name: "passwd", body: "/etc/passwd", mode: os.ModeSymlink | 0o777}), wantErr: ErrSpecialFile},
-		{name: "symlink dir entry", archive: entries(ok, zentry{name: "up/", body: "", mode: os.ModeSymlink | os.ModeDir | 0o777}), wantErr: ErrSpecialFile},
+		{name: "symlink dir entry", archive: entries(ok, zentry{name: "up/", unixMode: 0o120777}), wantErr: ErrSpecialFile},
 		{name: "fifo entry", archive: entries(ok, zentry{name: "pipe", mode: os.ModeNamedPipe | 0o644}), wantErr: ErrSpecialFile},
 		{name: "device entry", archive: entries(ok, zentry{name: "null", mode: os.ModeDevice | os.ModeCharDevice | 0o666}), wantErr: ErrSpecialFile},
 		{name: "duplicate file", archive: entries(ok, zentry{name: "a.txt", body: "1"}, zentry{name: "a.txt", body: "2"}), wantErr: ErrUnsafePath},

@@ -25,13 +25,13 @@ type CreateRequest struct {
 
 // SessionInfo describes a session; its JSON is part of the CLI contract.
 type SessionInfo struct {
-	ID       string           `json:"id"`
-	User     string           `json:"user"`
-	Readable []string         `json:"readable"` // closure order
-	Preload  []string         `json:"preload"`
-	Path     string           `json:"path"` // the session's subtree in the daemon's mount
-	Skipped  []Skipped        `json:"skipped,omitempty"`
-	Mounts   []string         `json:"mounts"`
+	ID       string    `json:"id"`
+	User     string    `json:"user"`
+	Readable []string  `json:"readable"` // closure order
+	Preload  []string  `json:"preload"`
+	Path     string    `json:"path"` // the session's subtree in the daemon's mount
+	Skipped  []Skipped `json:"skipped,omitempty"`
+	Mounts   []string  `json:"mounts"`
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.

@@ -1,0 +1,276 @@
+// Package integration holds black-box tests: they build the real skillfs
+// binary, run it against a data directory in a temporary folder, mount real
+// FUSE filesystems and read them like an agent would.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the skillfs built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skillfs-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "skillfs")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/skillfs")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build skillfs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireRoot skips a test that needs root and /dev/fuse, or fails it under
+// CI=true, where every test must run.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		why = "needs /dev/fuse"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s, and CI=true: this test must run", why)
+	}
+	t.Skip(why)
+}
+
+// requireCommand does the same for an external program.
+func requireCommand(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not installed, and CI=true: this test must run", name)
+	}
+	t.Skipf("%s not installed", name)
+	return ""
+}
+
+// env is one data directory.
+type env struct {
+	t    testing.TB
+	home string
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	return &env{t: t, home: filepath.Join(t.TempDir(), "home")}
+}
+
+// result is what one CLI run produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs the CLI against the env's data directory.
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	return e.runIn(nil, args...)
+}
+
+func (e *env) runIn(stdin io.Reader, args ...string) result {
+	e.t.Helper()
+	cmd := exec.Command(binary, append([]string{"--home", e.home}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("run skillfs %v: %v", args, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// ok runs the CLI and fails the test unless it exits 0.
+func (e *env) ok(args ...string) string {
+	e.t.Helper()
+	r := e.run(args...)
+	if r.code != 0 {
+		e.t.Fatalf("skillfs %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// okJSON runs the CLI with --json and decodes its output.
+func (e *env) okJSON(v any, args ...string) {
+	e.t.Helper()
+	out := e.ok(append(args, "--json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		e.t.Fatalf("skillfs %s --json: decode %q: %v", strings.Join(args, " "), out, err)
+	}
+}
+
+// daemon is a running `skillfs serve`.
+type daemon struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	mount string
+	mu    sync.Mutex
+	log   bytes.Buffer
+	done  chan struct{}
+	err   error
+}
+
+// serve starts the daemon and waits for its readiness line. It is stopped
+// with SIGTERM at the end of the test if still running.
+func (e *env) serve(extra ...string) *daemon {
+	e.t.Helper()
+	requireRoot(e.t)
+	args := append([]string{"--home", e.home, "serve"}, extra...)
+	cmd := exec.Command(binary, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d := &daemon{t: e.t, cmd: cmd, done: make(chan struct{})}
+	cmd.Stderr = &lockedWriter{mu: &d.mu, w: &d.log}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start skillfs serve: %v", err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "skillfs ready: mount ") {
+				f := strings.Fields(line)
+				ready <- f[3]
+			}
+		}
+	}()
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() { d.stop() })
+	select {
+	case m := <-ready:
+		d.mount = m
+	case <-d.done:
+		e.t.Fatalf("skillfs serve exited before ready: %v\n%s", d.err, d.logs())
+	case <-time.After(30 * time.Second):
+		d.kill()
+		e.t.Fatalf("skillfs serve not ready after 30s\n%s", d.logs())
+	}
+	return d
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (d *daemon) logs() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (d *daemon) stop() int {
+	select {
+	case <-d.done:
+	default:
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(20 * time.Second):
+			d.kill()
+			d.t.Errorf("skillfs serve did not stop within 20s of SIGTERM\n%s", d.logs())
+		}
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// kill is a crash: SIGKILL, nothing cleaned up.
+func (d *daemon) kill() {
+	d.cmd.Process.Kill()
+	<-d.done
+}
+
+// mountedUnder lists FUSE mounts at or below dir.
+func mountedUnder(t testing.TB, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// writeSkill writes a skill folder with a SKILL.md and extra files (name →
+// content; a name ending in ".sh" is made executable).
+func writeSkill(t testing.TB, dir, frontmatter string, files map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+frontmatter+"\n---\n\n# Instructions\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ctxT is a context bounded by the test's deadline.
+func ctxT(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
