@@ -1,11 +1,9 @@
 package fs
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -141,6 +139,7 @@ func newStore(tb testing.TB) *store {
 	s.alpha1 = Skill{Slug: "alpha", Version: "a1", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a1"), map[string]file{
 		"SKILL.md":                    {data: manifest("alpha", "alpha version one")},
 		"scripts/run.sh":              {data: "#!/bin/sh\necho alpha-ran \"$1\"\n", mode: 0o555},
+		"scripts/helper":              {data: "#!/bin/sh\nexit 0\n", mode: 0o744},
 		"references/guide.md":         {data: "# Guide\nRead me.\n"},
 		"references/nested/SKILL.md":  {data: manifest("nested", "not a skill of its own")},
 		"assets/empty.txt":            {data: ""},
@@ -220,8 +219,3 @@ func readDirNames(tb testing.TB, dir string) []string {
 	}
 	return names
 }
-
-func equalNames(got, want []string) bool { return slices.Equal(got, want) }
-
-// isErrno reports whether err carries errno.
-func isErrno(err error, errno error) bool { return errors.Is(err, errno) }

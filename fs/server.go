@@ -161,20 +161,23 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 	s.root = &rootNode{srv: s}
 
 	mountOpts := []string{"default_permissions"}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 	if !opts.kernelWritable {
 		// The kernel then answers EROFS itself before asking the daemon.
 		mountOpts = append(mountOpts, "ro")
+		flags |= unix.MS_RDONLY
 	}
 	entry, attr := opts.EntryTimeout, opts.AttrTimeout
 	fo := &fusefs.Options{
 		MountOptions: fuse.MountOptions{
-			FsName:      opts.FsName,
-			Name:        "skillfs",
-			Options:     mountOpts,
-			AllowOther:  !opts.OwnerOnly,
-			DirectMount: true,
-			Debug:       opts.Debug,
-			Logger:      slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+			FsName:           opts.FsName,
+			Name:             "skillfs",
+			Options:          mountOpts,
+			AllowOther:       !opts.OwnerOnly,
+			DirectMount:      true,
+			DirectMountFlags: flags,
+			Debug:            opts.Debug,
+			Logger:           slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 			PanicHandler: func(v any) fuse.Status {
 				logger.Error("skill filesystem request panicked", "panic", v)
 				return fuse.EIO

@@ -158,15 +158,15 @@ func TestStageDirCopiesTree(t *testing.T) {
 	}
 	got := readTree(t, dst)
 	want := map[string]os.FileMode{
-		"SKILL.md":        0o644,
-		"scripts":         os.ModeDir | 0o755,
-		"scripts/run.sh":  0o755,
-		"scripts/lib.py":  0o644,
-		"scripts/all.sh":  0o755,
-		"references":      os.ModeDir | 0o755,
-		"assets":          os.ModeDir | 0o755,
-		"assets/empty":    os.ModeDir | 0o755,
-		"assets/.hidden":  0o644,
+		"SKILL.md":       0o644,
+		"scripts":        os.ModeDir | 0o755,
+		"scripts/run.sh": 0o755,
+		"scripts/lib.py": 0o644,
+		"scripts/all.sh": 0o755,
+		"references":     os.ModeDir | 0o755,
+		"assets":         os.ModeDir | 0o755,
+		"assets/empty":   os.ModeDir | 0o755,
+		"assets/.hidden": 0o644,
 	}
 	if len(got) != len(want) {
 		t.Errorf("staged %d entries, want %d: %v", len(got), len(want), got)

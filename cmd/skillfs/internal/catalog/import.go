@@ -127,7 +127,7 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 			return res, fmt.Errorf("in %q: %w", req.Source, err)
 		}
 	}
-	for _, cand := range cands {
+	for _, cand := range dependencyOrder(cands) {
 		inst, err := c.importOne(ctx, actor, req, src, cand)
 		if err != nil {
 			where := req.Source
@@ -296,4 +296,47 @@ func forceRemoveAll(path string) {
 		return nil
 	})
 	os.RemoveAll(path)
+}
+
+// dependencyOrder sorts the skills of one source so that a skill comes after
+// the skills of the same source it depends on (dependency validation needs
+// them installed first); otherwise the discovery order is kept.
+func dependencyOrder(cands []skills.Candidate) []skills.Candidate {
+	type node struct {
+		cand skills.Candidate
+		deps []string
+	}
+	bySlug := map[string]int{}
+	nodes := make([]node, len(cands))
+	for i, cand := range cands {
+		nodes[i].cand = cand
+		if data, err := readManifest(cand.Dir); err == nil {
+			if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil {
+				nodes[i].deps = m.SkillDependencies
+				if _, dup := bySlug[m.Slug]; !dup {
+					bySlug[m.Slug] = i
+				}
+			}
+		}
+	}
+	out := make([]skills.Candidate, 0, len(cands))
+	state := make([]int, len(cands)) // 0 new, 1 visiting, 2 done
+	var visit func(i int)
+	visit = func(i int) {
+		if state[i] != 0 {
+			return // done, or a cycle: validation will name it
+		}
+		state[i] = 1
+		for _, d := range nodes[i].deps {
+			if j, ok := bySlug[d]; ok {
+				visit(j)
+			}
+		}
+		state[i] = 2
+		out = append(out, nodes[i].cand)
+	}
+	for i := range nodes {
+		visit(i)
+	}
+	return out
 }

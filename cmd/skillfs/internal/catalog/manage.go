@@ -97,15 +97,15 @@ func (c *Catalog) Delete(ctx context.Context, as, slug string) error {
 	return nil
 }
 
-// checkNotNeeded refuses to take away a skill other enabled skills depend on.
+// checkNotNeeded refuses to take away a skill other skills depend on, and
+// says which.
 func (c *Catalog) checkNotNeeded(ctx context.Context, s *skills.Skill, op string) error {
 	snap, err := c.snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	if deps := policy.Dependents(snap, s.Slug); len(deps) > 0 {
-		return fmt.Errorf("%s %q: needed by %s (change their dependencies first): %w",
-			op, s.Slug, strings.Join(deps, ", "), skills.ErrDependency)
+	if err := policy.CheckDependents(snap, s.Slug, nil); err != nil {
+		return fmt.Errorf("%s %q: change the dependants first: %w", op, s.Slug, err)
 	}
 	return nil
 }
@@ -163,27 +163,14 @@ func (c *Catalog) Share(ctx context.Context, as, slug string, sh skills.Share) (
 		if err := policy.CheckShare(actor, s, sh); err != nil {
 			return err
 		}
-		s.Share = sh
-		// A narrower scope must still cover everyone who reads a dependant.
-		for _, d := range policy.Dependents(snap, s.Slug) {
-			dep := *snap.Skills[d]
-			cand := snap
-			cand.Skills = cloneWith(snap.Skills, s)
-			if err := policy.ValidateDependencies(cand, &dep); err != nil {
-				return fmt.Errorf("share %q: %s depends on it and would lose it: %w", s.Slug, d, err)
-			}
+		next := *s
+		next.Share = sh
+		if err := policy.CheckDependents(snap, s.Slug, &next); err != nil {
+			return err
 		}
+		s.Share = sh
 		return nil
 	})
-}
-
-func cloneWith(m map[string]*skills.Skill, s *skills.Skill) map[string]*skills.Skill {
-	out := make(map[string]*skills.Skill, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	out[s.Slug] = s
-	return out
 }
 
 func (c *Catalog) lookup(ctx context.Context, as, slug string, need policy.Perm) (skills.User, *skills.Skill, error) {

@@ -47,10 +47,11 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	}
 	out := &Activations{Activated: []skills.Activation{}, Preloaded: []string{}}
 	var order []string
-	for _, p := range s.Preload {
-		if pinned[p] {
-			out.Preloaded = append(out.Preloaded, p)
-			order = append(order, p)
+	pre := d.preloadClosure(s)
+	for _, p := range s.Pins {
+		if pre[p.Slug] {
+			out.Preloaded = append(out.Preloaded, p.Slug)
+			order = append(order, p.Slug)
 		}
 	}
 	for _, a := range stored {
@@ -80,6 +81,34 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	return out, nil
 }
 
+// preloadClosure is the set of preloaded skills with their dependencies,
+// among those the session can still read.
+func (d *Daemon) preloadClosure(s *skills.Session) map[string]bool {
+	out := map[string]bool{}
+	if len(s.Preload) == 0 {
+		return out
+	}
+	pinned := map[string]bool{}
+	for _, p := range s.Pins {
+		pinned[p.Slug] = true
+	}
+	lookup := func(slug string) *skills.Skill {
+		if !pinned[slug] {
+			return nil
+		}
+		sk, err := d.cat.DB().Skill(context.Background(), slug)
+		if err != nil {
+			return nil
+		}
+		return sk
+	}
+	readable, _ := policy.Closure(s.Preload, lookup, func(*skills.Skill) bool { return true })
+	for _, slug := range readable {
+		out[slug] = true
+	}
+	return out
+}
+
 // viewFS is the in-process view of a session, with the filesystem's rules.
 func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 	return skfs.NewViewFS(d.view(s.Pins))
@@ -100,6 +129,7 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		return "", fmt.Errorf("prompt format %q: want xml or markdown: %w", format, skills.ErrInvalid)
 	}
 	vfs := d.viewFS(s)
+	inline := d.preloadClosure(s)
 	type entry struct {
 		slug, name, desc, loc string
 		body                  string // full SKILL.md when preloaded
@@ -115,7 +145,7 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 			return "", fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
 		}
 		e := entry{slug: p.Slug, name: m.Name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
-		if slices.Contains(s.Preload, p.Slug) {
+		if inline[p.Slug] {
 			e.body = string(data)
 		}
 		entries = append(entries, e)
