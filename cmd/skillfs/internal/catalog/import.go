@@ -127,6 +127,7 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 			return res, fmt.Errorf("in %q: %w", req.Source, err)
 		}
 	}
+	var errs []error
 	for _, cand := range dependencyOrder(cands) {
 		inst, err := c.importOne(ctx, actor, req, src, cand)
 		if err != nil {
@@ -135,16 +136,17 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 				where += "//" + cand.Rel
 			}
 			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
+			errs = append(errs, err)
 			c.log.Info("import failed", "source", where, "err", err)
 			continue
 		}
 		res.Installed = append(res.Installed, *inst)
 	}
 	if len(res.Installed) == 0 && len(res.Failed) > 0 {
-		if len(res.Failed) == 1 {
-			return res, errors.New(res.Failed[0].Error)
+		if len(errs) == 1 {
+			return res, errs[0]
 		}
-		return res, fmt.Errorf("no skill of %d imported from %q", len(res.Failed), req.Source)
+		return res, fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.Source, errors.Join(errs...))
 	}
 	return res, nil
 }

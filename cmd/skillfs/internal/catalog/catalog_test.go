@@ -1,0 +1,209 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"skillfs/skills"
+)
+
+func open(t testing.TB) *Catalog {
+	t.Helper()
+	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "home"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func skillDir(t testing.TB, dir, front string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// leftovers lists what an import may leave behind by mistake.
+func leftovers(t testing.TB, c *Catalog) []string {
+	t.Helper()
+	var out []string
+	for _, d := range []string{filepath.Join(c.home, storeDir, ".staging"), filepath.Join(c.home, tmpDir)} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			out = append(out, filepath.Join(d, e.Name()))
+		}
+	}
+	return out
+}
+
+func TestImportOrdersDependenciesWithinASource(t *testing.T) {
+	c := open(t)
+	src := t.TempDir()
+	// "a-user" sorts before "z-lib" but depends on it.
+	skillDir(t, filepath.Join(src, "skills", "a-user"), "name: a-user\ndescription: uses z\nskill_dependencies: [z-lib]")
+	skillDir(t, filepath.Join(src, "skills", "z-lib"), "name: z-lib\ndescription: a library")
+	res, err := c.Import(context.Background(), ImportRequest{Source: src, All: true})
+	if err != nil {
+		t.Fatalf("import: %v (failed: %+v)", err, res.Failed)
+	}
+	if len(res.Installed) != 2 || res.Installed[0].Slug != "z-lib" || res.Installed[1].Slug != "a-user" {
+		t.Fatalf("installed %+v, want z-lib then a-user", res.Installed)
+	}
+}
+
+func TestReinstallAndConflicts(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	first := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: one")
+	res, err := c.Import(ctx, ImportRequest{Source: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := res.Installed[0].Version
+
+	// Same content again: no new version.
+	res, err = c.Import(ctx, ImportRequest{Source: first})
+	if err != nil || res.Installed[0].Version != v1 {
+		t.Fatalf("identical reimport: %v %+v", err, res)
+	}
+	// Same source, new content: a new version with the old one kept.
+	skillDir(t, first, "name: pdf\ndescription: two")
+	res, err = c.Import(ctx, ImportRequest{Source: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Show(ctx, "", "pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Versions) != 2 || d.Versions[0].Previous != v1 || d.Version == v1 {
+		t.Fatalf("versions after reinstall: %+v", d.Versions)
+	}
+	// Another source with the same slug: pdf-v2, slug rewritten, name kept.
+	other := skillDir(t, filepath.Join(t.TempDir(), "elsewhere"), "name: pdf\ndescription: another")
+	res, err = c.Import(ctx, ImportRequest{Source: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Installed[0].Slug; got != "pdf-v2" {
+		t.Fatalf("conflicting slug installed as %q, want pdf-v2", got)
+	}
+	d2, _ := c.Show(ctx, "", "pdf-v2")
+	data, err := os.ReadFile(filepath.Join(d2.Path, "SKILL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "slug: pdf-v2\n") || !strings.Contains(string(data), "name: pdf\n") {
+		t.Fatalf("stored SKILL.md:\n%s", data)
+	}
+	// --replace by a manager: a new version of pdf instead.
+	res, err = c.Import(ctx, ImportRequest{Source: other, Replace: true})
+	if err != nil || res.Installed[0].Slug != "pdf" {
+		t.Fatalf("replace: %v %+v", err, res)
+	}
+	if l := leftovers(t, c); len(l) > 0 {
+		t.Fatalf("leftovers: %v", l)
+	}
+}
+
+func TestFailedImportLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	bad := skillDir(t, filepath.Join(t.TempDir(), "bad"), "name: Bad_Name\ndescription: x")
+	if _, err := c.Import(ctx, ImportRequest{Source: bad}); !errors.Is(err, skills.ErrInvalidManifest) {
+		t.Fatalf("err = %v, want ErrInvalidManifest", err)
+	}
+	dep := skillDir(t, filepath.Join(t.TempDir(), "dep"), "name: dep\ndescription: x\ntool_dependencies: [unregistered]")
+	if _, err := c.Import(ctx, ImportRequest{Source: dep}); !errors.Is(err, skills.ErrDependency) {
+		t.Fatalf("err = %v, want ErrDependency", err)
+	}
+	list, err := c.List(ctx, "")
+	if err != nil || len(list) != 0 {
+		t.Fatalf("catalog after failures: %v %v", list, err)
+	}
+	vs, _ := c.store.Versions()
+	if len(vs) != 0 || len(leftovers(t, c)) != 0 {
+		t.Fatalf("store after failures: %v, leftovers %v", vs, leftovers(t, c))
+	}
+}
+
+func TestSweepRemovesUnindexedContent(t *testing.T) {
+	ctx := context.Background()
+	home := filepath.Join(t.TempDir(), "home")
+	c, err := Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash between publish and the index row leaves a version directory
+	// and a staging directory behind.
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skillDir(t, staging, "name: orphan\ndescription: x")
+	hash, _, _, err := skills.TreeHash(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.store.Publish(staging, "orphan", hash); err != nil {
+		t.Fatal(err)
+	}
+	half, _ := c.store.NewStaging()
+	os.WriteFile(filepath.Join(half, "x"), []byte("x"), 0o644)
+	c.Close()
+
+	c, err = Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	vs, _ := c.store.Versions()
+	if len(vs) != 0 || len(leftovers(t, c)) != 0 {
+		t.Fatalf("after reopen: versions %v, leftovers %v", vs, leftovers(t, c))
+	}
+}
+
+func TestPermissionsOnManagement(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	for _, u := range []skills.User{{UID: "alice", Role: "user"}, {UID: "bob", Role: "user"}} {
+		if err := c.AddUser(ctx, "", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: x")
+	if _, err := c.Import(ctx, ImportRequest{Source: src, As: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Show(ctx, "bob", "notes"); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("bob sees alice's private skill: %v", err)
+	}
+	if err := c.Delete(ctx, "bob", "notes"); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("bob deletes alice's skill: %v", err)
+	}
+	sh := skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}
+	if _, err := c.Share(ctx, "alice", "notes", sh); !errors.Is(err, skills.ErrPermission) {
+		t.Fatalf("a user shares globally: %v", err)
+	}
+	if _, err := c.Share(ctx, "", "notes", sh); err != nil {
+		t.Fatalf("the operator shares globally: %v", err)
+	}
+	if _, err := c.Show(ctx, "bob", "notes"); err != nil {
+		t.Fatalf("bob reads a global skill: %v", err)
+	}
+	if err := c.Delete(ctx, "bob", "notes"); !errors.Is(err, skills.ErrPermission) {
+		t.Fatalf("a reader deletes: %v", err)
+	}
+	if err := c.Delete(ctx, "alice", "notes"); err != nil {
+		t.Fatalf("the creator deletes: %v", err)
+	}
+}
