@@ -86,12 +86,28 @@ func (c *cli) skillImport(args []string) error {
 	builtin := fs.Bool("builtin", false, "register as a builtin skill (admins)")
 	fs.StringVar(&share, "share", "", "read scope: global, department:ID,... or user:UID,...")
 	fs.StringVar(&ref, "ref", "", "git branch, tag or commit")
-	pos, err := parse(fs, args, 1, 1, "SOURCE")
+	agents := fs.Bool("agents", false, "import from the skill folders of agents on this machine instead of SOURCE")
+	project := fs.String("project", "", "with --agents: also the project folder's .claude/skills, .agents/skills, .codex/skills")
+	pos, err := parse(fs, args, 0, 1, "SOURCE (or --agents)")
 	if err != nil {
 		return err
 	}
-	req := catalog.ImportRequest{Source: pos[0], Ref: ref, Skills: picks, All: *all, List: *list,
-		As: c.as, Replace: *replace, Builtin: *builtin}
+	if (len(pos) == 1) == *agents {
+		return fmt.Errorf("skill import takes SOURCE or --agents: %w", errUsage)
+	}
+	req := catalog.ImportRequest{Ref: ref, Skills: picks, All: *all, List: *list,
+		As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents}
+	if *agents {
+		req.Source = "agents"
+		req.AgentHome, _ = os.UserHomeDir()
+		if *project != "" {
+			if req.Project, err = filepath.Abs(*project); err != nil {
+				return err
+			}
+		}
+	} else {
+		req.Source = pos[0]
+	}
 	if share != "" {
 		sc, err := policy.ParseScope(share)
 		if err != nil {

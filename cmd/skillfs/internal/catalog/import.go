@@ -27,6 +27,14 @@ type ImportRequest struct {
 	Replace bool          // a manager replaces a same-slug skill from another source
 	Builtin bool          // register as a builtin (system) skill
 	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
+
+	// Agents imports from the skill folders of agents on this machine
+	// instead of Source: AgentHome's and Project's .claude/skills,
+	// .agents/skills and .codex/skills, in skills.AgentDirs precedence.
+	// Their SKILL.md files are parsed leniently.
+	Agents    bool
+	AgentHome string
+	Project   string
 }
 
 // Installed is one skill an import published (or found unchanged).
@@ -95,19 +103,31 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 	}
 	defer unlock()
 
-	src, err := c.resolve(ctx, req)
-	if err != nil {
-		return res, err
+	var src *source
+	var cands []skills.Candidate
+	mode := skills.Strict
+	if req.Agents {
+		mode = skills.Lenient
+		src, cands = c.agentSource(req, res)
+		if len(cands) == 0 {
+			return res, fmt.Errorf("no skills found in the agent folders of %q and %q: %w", req.AgentHome, req.Project, skills.ErrNoManifest)
+		}
+	} else {
+		src, err = c.resolve(ctx, req)
+		if err != nil {
+			return res, err
+		}
+		cands, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
+		if err != nil {
+			src.cleanup()
+			return res, fmt.Errorf("find skills in %q: %w", req.Source, err)
+		}
 	}
 	defer src.cleanup()
 	if req.Origin != "" {
 		src.key = req.Origin
 	}
 
-	cands, err := skills.Discover(src.root, c.lim.MaxDepth)
-	if err != nil {
-		return res, fmt.Errorf("find skills in %q: %w", req.Source, err)
-	}
 	if req.List || (len(cands) > 1 && !req.All && len(req.Skills) == 0) {
 		res.Available = describe(cands)
 		if req.List {
@@ -129,10 +149,12 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 	}
 	var errs []error
 	for _, cand := range dependencyOrder(cands) {
-		inst, err := c.importOne(ctx, actor, req, src, cand)
+		inst, err := c.importOne(ctx, actor, req, src, cand, mode)
 		if err != nil {
 			where := req.Source
-			if cand.Rel != "." {
+			if req.Agents {
+				where = cand.Dir
+			} else if cand.Rel != "." {
 				where += "//" + cand.Rel
 			}
 			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
@@ -149,6 +171,20 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 		return res, fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.Source, errors.Join(errs...))
 	}
 	return res, nil
+}
+
+// agentSource lists the skills of the agents' folders as candidates; those
+// that cannot be loaded at all are reported as failed.
+func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skills.Candidate) {
+	found, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project))
+	for _, p := range problems {
+		res.Failed = append(res.Failed, Failed{Source: "agents", Error: p})
+	}
+	cands := make([]skills.Candidate, len(found))
+	for i, f := range found {
+		cands[i] = skills.Candidate{Name: filepath.Base(f.Dir), Rel: f.RealDir, Dir: f.RealDir}
+	}
+	return &source{key: "agent:", sourceType: skills.SourceUpload, cleanup: func() {}}, cands
 }
 
 // resolve turns the request's source into a directory tree.
@@ -183,7 +219,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 			return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
 		}
 		if fi.Size() > c.lim.MaxFileBytes {
-			return fail(&skills.LimitError{Limit: "file size", Value: fi.Size(), Max: c.lim.MaxFileBytes, Path: spec})
+			return fail(&skills.LimitError{Limit: skills.LimitFileBytes, Value: fi.Size(), Max: c.lim.MaxFileBytes, Path: spec})
 		}
 		data, err := os.ReadFile(spec)
 		if err != nil {

@@ -16,7 +16,7 @@ const maxSuffix = 100
 
 // importOne stages one skill of a source, validates it, settles its slug and
 // publishes it. On any error nothing is left: no staging, no content, no row.
-func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, cand skills.Candidate) (*Installed, error) {
+func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, cand skills.Candidate, mode skills.Mode) (*Installed, error) {
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
@@ -32,9 +32,17 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	if err != nil {
 		return nil, fmt.Errorf("read staged SKILL.md: %w", err)
 	}
-	m, mw, err := skills.ParseManifest(data, skills.Strict)
+	m, mw, err := skills.ParseManifest(data, mode)
 	if err != nil {
 		return nil, err
+	}
+	// The stored SKILL.md must name its slug in a way strict parsing accepts:
+	// a slug derived by lenient parsing is written into it.
+	storedSlug := m.Slug
+	if mode == skills.Lenient {
+		if sm, _, err := skills.ParseManifest(data, skills.Strict); err != nil || sm.Slug != m.Slug {
+			storedSlug = ""
+		}
 	}
 	warnings = append(warnings, mw...)
 	if cand.Name != "" && cand.Rel != "." && cand.Name != m.Slug {
@@ -44,6 +52,9 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	key := src.key
 	if cand.Rel != "." {
 		key += "//" + cand.Rel
+	}
+	if req.Agents {
+		key = src.key + cand.Dir
 	}
 	sourceType := src.sourceType
 	if req.Builtin {
@@ -56,8 +67,10 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		if err != nil {
 			return nil, err
 		}
-		if slug != m.Slug {
-			warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: installed as %q", m.Slug, slug))
+		if slug != storedSlug {
+			if slug != m.Slug {
+				warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: installed as %q", m.Slug, slug))
+			}
 			rewritten, err := skills.RewriteSlug(data, slug)
 			if err != nil {
 				return nil, err

@@ -71,7 +71,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d.rec = newRecorder(cat.DB(), d.events, log)
 
 	if err := skfs.ClearStale(opts.MountRoot); err != nil {
-		return fmt.Errorf("clear stale mount at %q: %w", opts.MountRoot, err)
+		return fmt.Errorf("prepare the mount root: %w", err)
 	}
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
 		return fmt.Errorf("create mount root: %w", err)
