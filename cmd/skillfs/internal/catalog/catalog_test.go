@@ -207,3 +207,42 @@ func TestPermissionsOnManagement(t *testing.T) {
 		t.Fatalf("the creator deletes: %v", err)
 	}
 }
+
+func TestImportFromAgentFolders(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	home, project := t.TempDir(), t.TempDir()
+	// The project's folder wins over the user's for the same slug.
+	skillDir(t, filepath.Join(project, ".claude", "skills", "notes"), "name: notes\ndescription: project notes")
+	skillDir(t, filepath.Join(home, ".claude", "skills", "notes"), "name: notes\ndescription: user notes")
+	skillDir(t, filepath.Join(home, ".agents", "skills", "Nice Tool"), "name: Nice Tool\ndescription: lenient name")
+	skillDir(t, filepath.Join(home, ".codex", "skills", "broken"), "name: broken")
+	res, err := c.Import(ctx, ImportRequest{Agents: true, AgentHome: home, Project: project, All: true})
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	got := map[string]bool{}
+	for _, in := range res.Installed {
+		got[in.Slug] = true
+	}
+	if len(res.Installed) != 2 || !got["notes"] || !got["nice-tool"] {
+		t.Fatalf("installed %+v, want notes and nice-tool", res.Installed)
+	}
+	if len(res.Failed) != 2 { // the user's notes (shadowed) and broken (no description)
+		t.Fatalf("failed %+v, want the shadowed notes and broken", res.Failed)
+	}
+	d, err := c.Show(ctx, "", "notes")
+	if err != nil || d.Description != "project notes" {
+		t.Fatalf("notes = %+v, %v; want the project's", d, err)
+	}
+	d, err = c.Show(ctx, "", "nice-tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(d.Path, "SKILL.md"))
+	// The derived slug is written in, so the stored copy passes strict checks.
+	m, _, err := skills.ParseManifest(data, skills.Strict)
+	if err != nil || m.Slug != "nice-tool" || m.Name != "Nice Tool" {
+		t.Fatalf("stored SKILL.md: %+v %v\n%s", m, err, data)
+	}
+}
