@@ -196,6 +196,12 @@ func (s *fakeSink) count(session, slug string) int {
 	return s.counts[[2]string{session, slug}]
 }
 
+func (s *fakeSink) attempts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries
+}
+
 func (s *fakeSink) total() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -241,17 +242,21 @@ func (d *sessionDir) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, 
 type dirNode struct {
 	fusefs.Inode
 	readOnly
-	srv *Server
-	g   *grant
-	t   *tree
-	idx int32
+	srv       *Server
+	g         *grant
+	t         *tree
+	idx       int32
+	forgotten atomic.Bool // nothing below is held by the kernel any more
 }
 
 var (
+	_ = (fusefs.NodeOnForgetter)((*dirNode)(nil))
 	_ = (fusefs.NodeLookuper)((*dirNode)(nil))
 	_ = (fusefs.NodeGetattrer)((*dirNode)(nil))
 	_ = (fusefs.NodeOpendirHandler)((*dirNode)(nil))
 )
+
+func (n *dirNode) OnForget() { n.forgotten.Store(true) }
 
 func (n *dirNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.srv.entryAttr(&out.Attr, n.g, n.t, n.idx)
@@ -259,7 +264,7 @@ func (n *dirNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.Attr
 }
 
 func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if n.g.revoked.Load() {
+	if n.g.revoked() {
 		return nil, syscall.ENOENT
 	}
 	ci, ok := n.t.child(n.idx, name)
@@ -281,7 +286,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // OpendirHandle lists a version directory; it never changes, so the kernel
 // may cache the listing.
 func (n *dirNode) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if n.g.revoked.Load() {
+	if n.g.revoked() {
 		return nil, 0, syscall.EACCES
 	}
 	kids := n.t.entries[n.idx].children
@@ -327,7 +332,7 @@ func (n *fileNode) Open(_ context.Context, flags uint32) (fusefs.FileHandle, uin
 	if flags&writeFlags != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	if n.g.revoked.Load() {
+	if n.g.revoked() {
 		return nil, 0, syscall.EACCES
 	}
 	fd, err := n.t.open(n.idx)
@@ -363,7 +368,7 @@ var (
 )
 
 func (h *fileHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if h.g.revoked.Load() {
+	if h.g.revoked() {
 		return nil, syscall.EACCES
 	}
 	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0

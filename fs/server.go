@@ -59,7 +59,7 @@ type Options struct {
 	// Logger receives lifecycle messages (Info) and per-operation ones
 	// (Debug); default discards.
 	Logger *slog.Logger
-	// Debug logs every FUSE request at Debug level.
+	// Debug logs every FUSE request to Logger at Debug level.
 	Debug bool
 	// FsName is the source shown in /proc/mounts (default "skillfs").
 	FsName string
@@ -121,7 +121,21 @@ type grant struct {
 	session string
 	skill   Skill
 	ref     *treeRef
+	lease   *lease
+}
+
+// revoked reports whether the session lost the skill.
+func (g *grant) revoked() bool { return g.lease.revoked.Load() }
+
+// lease is a session's right to one skill, across the versions a refresh
+// moves it through: handles on an earlier version keep reading until the
+// skill itself is revoked.
+type lease struct {
 	revoked atomic.Bool
+	// retired holds the skill directories of earlier versions that the
+	// kernel may still hold, to drop their cached pages on revocation.
+	// Guarded by Server.update.
+	retired []*fusefs.Inode
 }
 
 func (g *grant) ino(idx int32) uint64 { return g.id<<inoShift | uint64(idx+1) }
@@ -176,8 +190,11 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 			AllowOther:       !opts.OwnerOnly,
 			DirectMount:      true,
 			DirectMountFlags: flags,
-			Debug:            opts.Debug,
-			Logger:           slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+			// Have O_TRUNC reach Open, so a truncating open is refused
+			// before it could count as an activation.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			Debug:             opts.Debug,
+			Logger:            slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 			PanicHandler: func(v any) fuse.Status {
 				logger.Error("skill filesystem request panicked", "panic", v)
 				return fuse.EIO
@@ -252,12 +269,18 @@ func checkView(v View) error {
 	return nil
 }
 
-func (s *Server) newGrant(session string, sk Skill) *grant {
+// newGrant grants a skill to a session, under an existing lease when the
+// session moves to another version of it.
+func (s *Server) newGrant(session string, sk Skill, l *lease) *grant {
+	if l == nil {
+		l = &lease{}
+	}
 	return &grant{
 		id:      s.nextID.Add(1),
 		session: session,
 		skill:   sk,
 		ref:     s.trees.acquire(sk.Dir),
+		lease:   l,
 	}
 }
 
@@ -281,7 +304,7 @@ func (s *Server) SetSession(id string, v View) error {
 	if ss == nil {
 		ss = &session{id: id, dirIno: s.nextID.Add(1) << inoShift, created: time.Now(), grants: make(map[string]*grant, len(v))}
 		for _, sk := range v {
-			ss.grants[sk.Slug] = s.newGrant(id, sk)
+			ss.grants[sk.Slug] = s.newGrant(id, sk, nil)
 			ss.slugs = append(ss.slugs, sk.Slug)
 		}
 		slices.Sort(ss.slugs)
@@ -294,19 +317,19 @@ func (s *Server) SetSession(id string, v View) error {
 
 	next := make(map[string]*grant, len(v))
 	slugs := make([]string, 0, len(v))
-	var added, swapped, revoked []string
-	var dropped []*grant
+	var added, swapped []string
+	var revoked, dropped []*grant
 	for _, sk := range v {
 		slugs = append(slugs, sk.Slug)
 		old := ss.grant(sk.Slug)
 		switch {
 		case old == nil:
-			next[sk.Slug] = s.newGrant(id, sk)
+			next[sk.Slug] = s.newGrant(id, sk, nil)
 			added = append(added, sk.Slug)
 		case old.skill.Dir == sk.Dir && old.skill.Version == sk.Version:
 			next[sk.Slug] = old
 		default:
-			next[sk.Slug] = s.newGrant(id, sk)
+			next[sk.Slug] = s.newGrant(id, sk, old.lease)
 			swapped = append(swapped, sk.Slug)
 			dropped = append(dropped, old)
 		}
@@ -315,8 +338,8 @@ func (s *Server) SetSession(id string, v View) error {
 	ss.mu.Lock()
 	for slug, g := range ss.grants {
 		if next[slug] == nil {
-			g.revoked.Store(true)
-			revoked = append(revoked, slug)
+			g.lease.revoked.Store(true)
+			revoked = append(revoked, g)
 			dropped = append(dropped, g)
 		}
 	}
@@ -327,12 +350,22 @@ func (s *Server) SetSession(id string, v View) error {
 	}
 
 	// The view has changed; now make the kernel forget what it cached.
-	if dir := s.sessionInode(ss); dir != nil {
-		for _, slug := range revoked {
-			s.forget(dir, slug, true)
+	dir := s.sessionInode(ss)
+	for _, g := range revoked {
+		if dir != nil {
+			s.forget(dir, g.skill.Slug, true)
 		}
+		s.purge(g.lease.retired...)
+		g.lease.retired = nil
+	}
+	if dir != nil {
 		for _, slug := range swapped {
-			s.forget(dir, slug, false)
+			l := next[slug].lease
+			if old := s.forget(dir, slug, false); old != nil {
+				l.retired = append(l.retired, old)
+			}
+			// Versions nobody holds any more need no purge later.
+			l.retired = slices.DeleteFunc(l.retired, forgotten)
 		}
 		for _, slug := range added {
 			dir.NotifyEntry(slug)
@@ -361,10 +394,14 @@ func (s *Server) RemoveSession(id string) {
 	ss.grants, ss.slugs = nil, nil
 	ss.mu.Unlock()
 	for _, g := range grants {
-		g.revoked.Store(true)
+		g.lease.revoked.Store(true)
 		s.trees.release(g.ref)
 	}
 	s.forget(s.root.EmbeddedInode(), id, true)
+	for _, g := range grants {
+		s.purge(g.lease.retired...)
+		g.lease.retired = nil
+	}
 	s.log.Info("session removed", "session", id)
 }
 
@@ -381,30 +418,46 @@ func (s *Server) sessionInode(ss *session) *fusefs.Inode {
 }
 
 // forget drops name from directory dir, in our tree and in the kernel's
-// dentry cache. When purge is set, the page cache of every file below is
-// dropped too, so reads of revoked content reach the daemon and fail. It must
-// not run with locks a FUSE request might need: the kernel can make the
-// notification wait for requests in flight.
-func (s *Server) forget(dir *fusefs.Inode, name string, purge bool) {
+// dentry cache, and returns the inode it detached, if any. With purge set
+// the pages cached for every file below are dropped too, so reads of revoked
+// content reach the daemon and fail. Neither may run with locks a FUSE
+// request needs: the kernel makes a notification wait for requests in
+// flight on the same inodes.
+func (s *Server) forget(dir *fusefs.Inode, name string, purge bool) *fusefs.Inode {
 	ch := dir.GetChild(name)
 	if ch == nil {
-		// Nothing cached by us; still clear a dentry the kernel may hold.
+		// Nothing known to us; still clear a dentry the kernel may hold.
 		dir.NotifyEntry(name)
-		return
-	}
-	var files []*fusefs.Inode
-	if purge {
-		files = regularFiles(ch, files)
+		return nil
 	}
 	dir.RmChild(name)
 	if errno := dir.NotifyDelete(name, ch); errno != 0 && errno != syscall.ENOENT && errno != syscall.ENOTEMPTY {
 		s.log.Debug("invalidate entry", "name", name, "errno", errno)
+	}
+	if purge {
+		s.purge(ch)
+	}
+	return ch
+}
+
+// purge drops the kernel's cached pages of every file below the given
+// inodes.
+func (s *Server) purge(roots ...*fusefs.Inode) {
+	var files []*fusefs.Inode
+	for _, r := range roots {
+		files = regularFiles(r, files)
 	}
 	for _, f := range files {
 		if errno := f.NotifyContent(0, 0); errno != 0 && errno != syscall.ENOENT {
 			s.log.Debug("invalidate file content", "errno", errno)
 		}
 	}
+}
+
+// forgotten reports whether the kernel dropped a skill directory for good.
+func forgotten(n *fusefs.Inode) bool {
+	d, ok := n.Operations().(*dirNode)
+	return ok && d.forgotten.Load()
 }
 
 // regularFiles collects the file inodes known below n.
@@ -437,15 +490,38 @@ func (s *Server) Unmount() error {
 		// Not privileged: the setuid helper can still unmount a mount it made.
 		err = s.fuse.Unmount()
 	}
+	if errors.Is(err, unix.EINVAL) && !s.mounted() {
+		err = nil // unmounted from outside already
+	}
 	if err != nil {
 		return fmt.Errorf("unmount skill filesystem at %q: %w", s.mnt, err)
 	}
 	s.unmounted = true
 	if !lazy {
-		s.fuse.Wait()
+		// Binds of the mount in other mount namespaces (sandboxes) keep the
+		// connection alive after our unmount; don't wait for them forever.
+		// The kernel ends the connection when this process exits.
+		done := make(chan struct{})
+		go func() { s.fuse.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(UnmountWait):
+			s.log.Warn("skill filesystem still held by other mount namespaces; it ends when this process exits",
+				"mountpoint", s.mnt)
+		}
 	}
 	s.log.Info("skill filesystem unmounted", "mountpoint", s.mnt, "lazy", lazy)
 	return nil
+}
+
+// UnmountWait bounds how long Unmount waits for the kernel to release the
+// connection after the mount point is gone.
+var UnmountWait = 2 * time.Second
+
+// mounted reports whether the mount point is still a mount point.
+func (s *Server) mounted() bool {
+	at, err := mountsAt(s.mnt)
+	return err != nil || len(at) > 0
 }
 
 // Wait blocks until the filesystem is no longer served: after Unmount, or
@@ -467,4 +543,10 @@ func (s *Server) ViewFS(id string) (iofs.FS, error) {
 		v.byslug[slug] = g
 	}
 	return v, nil
+}
+
+// PassthroughSupported reports whether the kernel offered FUSE passthrough
+// when the mount was set up (Options.Passthrough only helps where it did).
+func (s *Server) PassthroughSupported() bool {
+	return s.fuse.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0
 }

@@ -139,8 +139,10 @@ func ClearStale(path string) error {
 		if len(at) == 0 {
 			return nil
 		}
-		var st unix.Stat_t
-		err = unix.Stat(abs, &st)
+		// statfs always reaches the filesystem's server; stat may be answered
+		// from the kernel's attribute cache long after the server died.
+		var st unix.Statfs_t
+		err = unix.Statfs(abs, &st)
 		if err == nil {
 			return fmt.Errorf("clear stale mount at %q: a live %s filesystem is mounted there: %w",
 				abs, at[len(at)-1].FSType, skills.ErrExists)

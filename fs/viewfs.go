@@ -25,7 +25,7 @@ func NewViewFS(v View) iofs.FS {
 		if !validName(sk.Slug) || strings.HasPrefix(sk.Slug, HiddenPrefix) || vf.byslug[sk.Slug] != nil {
 			continue
 		}
-		vf.byslug[sk.Slug] = &grant{skill: sk, ref: trees.acquire(sk.Dir)}
+		vf.byslug[sk.Slug] = &grant{skill: sk, ref: trees.acquire(sk.Dir), lease: &lease{}}
 		vf.slugs = append(vf.slugs, sk.Slug)
 	}
 	slices.Sort(vf.slugs)
@@ -50,7 +50,7 @@ func (v *viewFS) resolve(op, name string) (*grant, *tree, int32, error) {
 	}
 	slug, rest, _ := strings.Cut(name, "/")
 	g := v.byslug[slug]
-	if g == nil || g.revoked.Load() {
+	if g == nil || g.revoked() {
 		return nil, nil, 0, &iofs.PathError{Op: op, Path: name, Err: iofs.ErrNotExist}
 	}
 	t, _, err := g.ref.get()
@@ -114,7 +114,7 @@ func (v *viewFS) ReadDir(name string) ([]iofs.DirEntry, error) {
 func (v *viewFS) rootEntries() []iofs.DirEntry {
 	list := make([]iofs.DirEntry, 0, len(v.slugs))
 	for _, slug := range v.slugs {
-		if g := v.byslug[slug]; !g.revoked.Load() {
+		if g := v.byslug[slug]; !g.revoked() {
 			list = append(list, slugEntry{g: g})
 		}
 	}
@@ -230,7 +230,7 @@ func (f *viewFile) Stat() (iofs.FileInfo, error) { return f.info, nil }
 func (f *viewFile) Close() error                 { return f.f.Close() }
 
 func (f *viewFile) revoked(op string) error {
-	if f.g.revoked.Load() {
+	if f.g.revoked() {
 		return &iofs.PathError{Op: op, Path: f.name, Err: iofs.ErrPermission}
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/url"
 	"path/filepath"
 	"runtime"
@@ -64,12 +65,12 @@ func open(ctx context.Context, path string) (*DB, error) {
 	}
 	db := &DB{path: path, now: time.Now}
 	if db.w, err = openPool(abs, writerParams, 1); err != nil {
-		return nil, fmt.Errorf("open index %q: %w", path, err)
+		return nil, fmt.Errorf("open index %q: connect: %w", path, err)
 	}
 	var mode string
 	if err := db.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		db.w.Close()
-		return nil, fmt.Errorf("open index %q: %w", path, err)
+		return nil, fmt.Errorf("open index %q: read journal mode: %w", path, err)
 	}
 	if mode != "wal" {
 		db.w.Close()
@@ -77,13 +78,13 @@ func open(ctx context.Context, path string) (*DB, error) {
 	}
 	if err := migrate(ctx, db.w, migrationFS); err != nil {
 		db.w.Close()
-		return nil, fmt.Errorf("open index %q: %w", path, err)
+		return nil, fmt.Errorf("open index %q: migrate: %w", path, err)
 	}
 	// The readers open after the migrations, so they never see a file that
 	// is not yet in WAL mode.
 	if db.r, err = openPool(abs, readerParams, max(4, runtime.GOMAXPROCS(0))); err != nil {
 		db.w.Close()
-		return nil, fmt.Errorf("open index %q: %w", path, err)
+		return nil, fmt.Errorf("open index %q: connect readers: %w", path, err)
 	}
 	return db, nil
 }
@@ -100,11 +101,31 @@ func openPool(abs, params string, n int) (*sql.DB, error) {
 	}
 	p.SetMaxOpenConns(n)
 	p.SetMaxIdleConns(n)
-	if err := p.Ping(); err != nil {
-		p.Close()
-		return nil, err
+	// Turning a new file to WAL needs an exclusive lock, and SQLite reports
+	// SQLITE_BUSY at once rather than calling the busy handler when another
+	// process is doing the same; so connecting is retried for as long as the
+	// busy timeout would have waited.
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		err = p.Ping()
+		if err == nil {
+			return p, nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			p.Close()
+			return nil, err
+		}
+		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
 	}
-	return p, nil
+}
+
+// busyTimeout matches _busy_timeout in the DSNs.
+const busyTimeout = 10 * time.Second
+
+// isBusy reports whether err is SQLite's "database is locked".
+func isBusy(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
 
 // Close closes the index. The last connection to close checkpoints the WAL.

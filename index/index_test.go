@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,6 +215,52 @@ func TestOpenRejectsNewerSchema(t *testing.T) {
 		db.Close()
 		t.Fatal("Open accepted a schema newer than the program")
 	}
+	var sve *SchemaVersionError
+	if !errors.As(err, &sve) || sve.Found != 9999 || sve.Known < 1 {
+		t.Fatalf("Open error = %v, want a SchemaVersionError for 9999", err)
+	}
+}
+
+// TestConcurrentOpenOfNewFile opens one new file from several handles at
+// once, as daemons starting together would: all succeed and each migration
+// is applied once.
+func TestConcurrentOpenOfNewFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	const n = 6
+	errs := make(chan error, n)
+	dbs := make(chan *DB, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			db, err := Open(path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			dbs <- db
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(dbs)
+	for db := range dbs {
+		t.Cleanup(func() { db.Close() })
+	}
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(migrationFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openAt(t, path)
+	var count, distinct int
+	if err := db.r.QueryRow("SELECT COUNT(*), COUNT(DISTINCT file) FROM schema_migrations").Scan(&count, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if count != len(ms) || distinct != len(ms) {
+		t.Fatalf("%d migration rows (%d distinct), want %d", count, distinct, len(ms))
+	}
 }
 
 func TestConnectionPragmas(t *testing.T) {
@@ -337,4 +385,37 @@ func FuzzLists(f *testing.F) {
 			t.Fatalf("decode %q gave nil", stored)
 		}
 	})
+}
+
+func TestErrorClassification(t *testing.T) {
+	db := openTest(t)
+	if _, err := db.w.Exec("INSERT INTO tools (name) VALUES ('git')"); err != nil {
+		t.Fatal(err)
+	}
+	_, dup := db.w.Exec("INSERT INTO tools (name) VALUES ('git')")
+	_, check := db.w.Exec("INSERT INTO tools (name) VALUES ('')")
+	_, fk := db.w.Exec("INSERT INTO session_pins (session, position, slug, version) VALUES ('nope', 0, 'a', 'h')")
+	for _, tc := range []struct {
+		name       string
+		err        error
+		uniq, busy bool
+	}{
+		{"primary key", dup, true, false},
+		{"check", check, false, false},
+		{"foreign key", fk, false, false},
+		{"nil", nil, false, false},
+		{"wrapped primary key", fmt.Errorf("x: %w", dup), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "nil" && tc.err == nil {
+				t.Fatal("statement did not fail")
+			}
+			if got := isUniqueViolation(tc.err); got != tc.uniq {
+				t.Errorf("isUniqueViolation(%v) = %v", tc.err, got)
+			}
+			if got := isBusy(tc.err); got != tc.busy {
+				t.Errorf("isBusy(%v) = %v", tc.err, got)
+			}
+		})
+	}
 }

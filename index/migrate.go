@@ -24,6 +24,19 @@ var migrationFS = func() iofs.FS {
 	return sub
 }()
 
+// SchemaVersionError reports an index whose schema was migrated by a newer
+// program than this one; opening it could corrupt data the newer schema
+// relies on.
+type SchemaVersionError struct {
+	Found int // newest migration recorded in the index
+	Known int // newest migration this program knows
+}
+
+// Error says which versions clash and what to do.
+func (e *SchemaVersionError) Error() string {
+	return fmt.Sprintf("schema version %d is newer than this program's %d; upgrade skillfs", e.Found, e.Known)
+}
+
 // migration is one schema step.
 type migration struct {
 	version int
@@ -103,7 +116,7 @@ func migrate(ctx context.Context, db *sql.DB, fsys iofs.FS) error {
 		known = ms[len(ms)-1].version
 	}
 	if newest.Valid && int(newest.Int64) > known {
-		return fmt.Errorf("schema version %d is newer than this program's %d; upgrade skillfs", newest.Int64, known)
+		return &SchemaVersionError{Found: int(newest.Int64), Known: known}
 	}
 	for _, m := range ms {
 		if err := applyMigration(ctx, db, m); err != nil {

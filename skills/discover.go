@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -23,9 +24,12 @@ type Candidate struct {
 	Dir  string // absolute path
 }
 
-// StandardSkillDirs are the places, relative to a source root and in order,
-// where skill repositories keep their skills, one per subdirectory.
-var StandardSkillDirs = []string{
+// StandardSkillDirs returns the places, relative to a source root and in
+// the order Discover searches them, where skill repositories keep their
+// skills, one per subdirectory.
+func StandardSkillDirs() []string { return slices.Clone(standardSkillDirs) }
+
+var standardSkillDirs = []string{
 	"skills",
 	"skills/.curated",
 	"skills/.experimental",
@@ -42,7 +46,7 @@ var hiddenSearchable = map[string]bool{
 
 // Discover finds skill roots (directories holding SKILL.md or skill.md) inside
 // root. If root is one, it is the only candidate. Otherwise the candidates are
-// the subdirectories of StandardSkillDirs, in that order and by name within
+// the subdirectories of StandardSkillDirs(), in that order and by name within
 // each; if those hold none, a search up to maxDepth levels below root
 // (DefaultDiscoverDepth when maxDepth <= 0), sorted by Rel, that skips .git,
 // node_modules, __MACOSX and hidden directories other than those of the
@@ -71,7 +75,7 @@ func Discover(root string, maxDepth int) ([]Candidate, error) {
 		return []Candidate{{Name: filepath.Base(abs), Rel: ".", Dir: abs}}, nil
 	}
 	var out []Candidate
-	for _, place := range StandardSkillDirs {
+	for _, place := range standardSkillDirs {
 		if !isPlainDir(abs, place) {
 			continue
 		}

@@ -27,10 +27,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTestStore(t)
 	st1, err := s.NewStaging()
 	if err != nil {
 		t.Fatal(err)

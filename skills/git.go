@@ -677,7 +677,7 @@ func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte
 	// (ssh, credential helpers) can prompt on the daemon's terminal, and the
 	// session's process group can be killed as a whole.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = gitCloneTimeoutGrace
 	err := cmd.Run()
 	if err == nil && stdout.overflow {

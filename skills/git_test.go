@@ -114,8 +114,28 @@ func makeFixtureRepo(tb testing.TB) fixtureRepo {
 	return r
 }
 
-func TestCloneGitRefs(t *testing.T) {
+// TestCloneGit runs the cases that only read the fixture repository against
+// one copy of it.
+func TestCloneGit(t *testing.T) {
 	r := makeFixtureRepo(t)
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, fixtureRepo)
+	}{
+		{"refs", testCloneGitRefs},
+		{"content", testCloneGitContent},
+		{"into existing empty dir", testCloneGitIntoExistingEmptyDir},
+		{"errors", testCloneGitErrors},
+		{"not found reasons", testCloneGitNotFoundReasons},
+		{"non empty target", testCloneGitNonEmptyTarget},
+		{"runs no hooks", testCloneGitRunsNoHooks},
+		{"overrides hooks path", testCloneGitOverridesHooksPath},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, r) })
+	}
+}
+
+func testCloneGitRefs(t *testing.T, r fixtureRepo) {
 	tests := []struct {
 		name    string
 		src     GitSource
@@ -163,8 +183,7 @@ func TestCloneGitRefs(t *testing.T) {
 	}
 }
 
-func TestCloneGitContent(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitContent(t *testing.T, r fixtureRepo) {
 	dir := filepath.Join(t.TempDir(), "clone")
 	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir); err != nil {
 		t.Fatal(err)
@@ -200,8 +219,7 @@ func TestCloneGitContent(t *testing.T) {
 	}
 }
 
-func TestCloneGitIntoExistingEmptyDir(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitIntoExistingEmptyDir(t *testing.T, r fixtureRepo) {
 	dir := t.TempDir()
 	got, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "feature"}, dir)
 	if err != nil {
@@ -215,8 +233,7 @@ func TestCloneGitIntoExistingEmptyDir(t *testing.T) {
 	}
 }
 
-func TestCloneGitErrors(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitErrors(t *testing.T, r fixtureRepo) {
 	missing := filepath.Join(t.TempDir(), "no-such-repo")
 	notRepo := t.TempDir()
 	empty := filepath.Join(t.TempDir(), "empty")
@@ -279,8 +296,7 @@ func TestCloneGitErrors(t *testing.T) {
 }
 
 // The reason says which of the two was missing.
-func TestCloneGitNotFoundReasons(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitNotFoundReasons(t *testing.T, r fixtureRepo) {
 	var ge *GitError
 	_, err := CloneGit(context.Background(), GitSource{URL: filepath.Join(t.TempDir(), "nope")}, filepath.Join(t.TempDir(), "a"))
 	if !errors.As(err, &ge) || !strings.Contains(ge.Reason, "repository") {
@@ -292,8 +308,7 @@ func TestCloneGitNotFoundReasons(t *testing.T) {
 	}
 }
 
-func TestCloneGitNonEmptyTarget(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitNonEmptyTarget(t *testing.T, r fixtureRepo) {
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "keep.txt")
 	writeTestFile(t, keep, []byte("mine"), 0o644)
@@ -319,6 +334,7 @@ func hostileGitEnv(t *testing.T) (marker string) {
 	config := "[core]\n\thooksPath = " + filepath.Join(root, "hooks") + "\n" +
 		"[init]\n\ttemplateDir = " + filepath.Join(root, "template") + "\n" +
 		"[credential]\n\thelper = \"!f() { echo username=leak; echo password=leaked-secret; }; f\"\n" +
+		"[http]\n\textraHeader = X-Leak: leaked-secret\n" +
 		"[protocol \"file\"]\n\tallow = always\n"
 	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte(config), 0o644)
 	writeTestFile(t, filepath.Join(root, "home", ".gitconfig"), []byte(config), 0o644)
@@ -328,8 +344,7 @@ func hostileGitEnv(t *testing.T) (marker string) {
 	return marker
 }
 
-func TestCloneGitRunsNoHooks(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitRunsNoHooks(t *testing.T, r fixtureRepo) {
 	marker := hostileGitEnv(t)
 
 	// Control: plain git in this environment does run the hook.
@@ -357,8 +372,7 @@ func TestCloneGitRunsNoHooks(t *testing.T) {
 
 // A wrapper that puts its own hooksPath in front of CloneGit's arguments
 // shows that CloneGit's own -c core.hooksPath takes effect.
-func TestCloneGitOverridesHooksPath(t *testing.T) {
-	r := makeFixtureRepo(t)
+func testCloneGitOverridesHooksPath(t *testing.T, r fixtureRepo) {
 	gitBin := requireGit(t)
 	root := t.TempDir()
 	marker := filepath.Join(root, "hook-ran")
@@ -389,7 +403,7 @@ func TestCloneGitSendsNoCredentials(t *testing.T) {
 	hostileGitEnv(t)
 	var authSeen atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" {
+		if r.Header.Get("Authorization") != "" || r.Header.Get("X-Leak") != "" {
 			authSeen.Add(1)
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="private"`)

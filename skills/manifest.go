@@ -69,24 +69,24 @@ var manifestKeys = map[string]bool{
 
 // Manifest is the parsed frontmatter (and body) of a SKILL.md.
 type Manifest struct {
-	Name              string            // display name, trimmed
-	Slug              string            // identity: frontmatter `slug`, else `name`; derived from the name in lenient mode
-	Description       string            // trimmed
-	License           string            // trimmed
-	Compatibility     string            // trimmed
-	Metadata          map[string]string // values kept as their literal YAML text: `version: 1.0` -> "1.0"; nil when empty
-	AllowedTools      string            // space-separated string as given (a YAML list is joined with spaces)
-	SkillDependencies []string          // trimmed, de-duplicated, order kept, empty items dropped; nil when empty
-	ToolDependencies  []string          // as SkillDependencies
-	MCPDependencies   []string          // as SkillDependencies
-	Unknown           []string          // unknown top-level keys, sorted; each also produces a warning
-	Body              string            // Markdown after the closing --- line, byte for byte
+	Name              string            `json:"name"`                         // display name, trimmed
+	Slug              string            `json:"slug"`                         // identity: frontmatter `slug`, else `name`; derived from the name in lenient mode
+	Description       string            `json:"description"`                  // trimmed
+	License           string            `json:"license,omitempty"`            // trimmed
+	Compatibility     string            `json:"compatibility,omitempty"`      // trimmed
+	Metadata          map[string]string `json:"metadata,omitempty"`           // values kept as their literal YAML text: `version: 1.0` -> "1.0"; nil when empty
+	AllowedTools      string            `json:"allowed_tools,omitempty"`      // space-separated string as given (a YAML list is joined with spaces)
+	SkillDependencies []string          `json:"skill_dependencies,omitempty"` // trimmed, de-duplicated, order kept, empty items dropped; nil when empty
+	ToolDependencies  []string          `json:"tool_dependencies,omitempty"`  // as SkillDependencies
+	MCPDependencies   []string          `json:"mcp_dependencies,omitempty"`   // as SkillDependencies
+	Unknown           []string          `json:"unknown,omitempty"`            // unknown top-level keys, sorted; each also produces a warning
+	Body              string            `json:"body,omitempty"`               // Markdown after the closing --- line, byte for byte
 }
 
 // Problem is one thing wrong with a SKILL.md.
 type Problem struct {
-	Field   string // frontmatter key, or "frontmatter" for structural problems
-	Message string
+	Field   string `json:"field"` // frontmatter key, or "frontmatter" for structural problems
+	Message string `json:"message"`
 }
 
 // String returns "field: message".
@@ -243,6 +243,7 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	// Collect the top-level pairs; the last of duplicated keys wins, as in
 	// most YAML loaders that tolerate them.
 	fields := map[string]*yaml.Node{}
+	dups := map[string]bool{}
 	var unknown []string
 	if root != nil {
 		for i := 0; i+1 < len(root.Content); i += 2 {
@@ -252,7 +253,10 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 				continue
 			}
 			if _, dup := fields[k.Value]; dup {
-				p.bad(fieldFrontmatter, "duplicate key %q", k.Value)
+				if !dups[k.Value] {
+					p.bad(fieldFrontmatter, "duplicate key %q", k.Value)
+				}
+				dups[k.Value] = true
 			} else if !manifestKeys[k.Value] {
 				unknown = append(unknown, k.Value)
 			}
@@ -422,6 +426,7 @@ func (p *manifestParser) metadata(n *yaml.Node) map[string]string {
 		return nil
 	}
 	md := map[string]string{}
+	dups := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := yamlDeref(n.Content[i]), yamlDeref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
@@ -432,7 +437,8 @@ func (p *manifestParser) metadata(n *yaml.Node) map[string]string {
 			p.bad(KeyMetadata, "value of %q must be a string", k.Value)
 			continue
 		}
-		if _, dup := md[k.Value]; dup {
+		if _, dup := md[k.Value]; dup && !dups[k.Value] {
+			dups[k.Value] = true
 			p.bad(KeyMetadata, "duplicate key %q", k.Value)
 		}
 		md[k.Value] = v.Value
@@ -492,6 +498,7 @@ func (p *manifestParser) list(key string, n *yaml.Node) []string {
 		return nil
 	}
 	var out []string
+	seen := map[string]bool{}
 	for i, it := range items {
 		it = yamlDeref(it)
 		if it.Kind != yaml.ScalarNode {
@@ -502,7 +509,8 @@ func (p *manifestParser) list(key string, n *yaml.Node) []string {
 			continue
 		}
 		v := strings.TrimSpace(it.Value)
-		if v != "" && !slices.Contains(out, v) {
+		if v != "" && !seen[v] {
+			seen[v] = true
 			out = append(out, v)
 		}
 	}
@@ -661,10 +669,10 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string) ([]byte,
 	// back to the intended frontmatter wins.
 	var edits []fmEdit
 	if slugKey != nil {
-		if e, found := fmValueEdit(front, slugVal, slug); found {
+		if e, found := fmValueEdit(front, slugVal, slug, root.Style&yaml.FlowStyle != 0); found {
 			edits = append(edits, e)
 		}
-		if e, found := fmLineEdit(front, slugKey, slug, fm.eol); found {
+		if e, found := fmLineEdit(front, slugKey, slugVal, slug, fm.eol); found {
 			edits = append(edits, e)
 		}
 	} else {
@@ -711,33 +719,87 @@ type fmEdit struct {
 }
 
 // fmValueEdit replaces just the scalar text of the slug value, keeping its
-// quotes, comments and everything around it, when the source text is exactly
-// the plain or quoted value.
-func fmValueEdit(front []byte, v *yaml.Node, slug string) (fmEdit, bool) {
-	if v.Kind != yaml.ScalarNode || v.Value == "" || strings.ContainsAny(v.Value, " \t\r\n'\"\\#:,[]{}") {
+// tag, anchor, quotes, comments and everything around it. The end of the
+// scalar is found by scanning its source text; the caller checks the result.
+func fmValueEdit(front []byte, v *yaml.Node, slug string, flow bool) (fmEdit, bool) {
+	// An anchored value may be aliased elsewhere, and those copies must not
+	// change with it: fmLineEdit drops the anchor, and the check refuses the
+	// result when an alias still needs it.
+	if v.Kind != yaml.ScalarNode || v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 || v.Anchor != "" {
 		return fmEdit{}, false
 	}
 	off, found := yamlOffset(front, v.Line-1, v.Column)
 	if !found {
 		return fmEdit{}, false
 	}
-	rest := front[off:]
-	for _, q := range []string{"", "'", `"`} {
-		lit := q + v.Value + q
-		if !bytes.HasPrefix(rest, []byte(lit)) {
-			continue
+	// Skip the node's tag; it stays.
+	for off < len(front) && (front[off] == '!' || front[off] == '&') {
+		for off < len(front) && !isYAMLSpace(front[off]) {
+			off++
 		}
-		if q == "" && len(rest) > len(lit) && !bytes.ContainsAny(rest[len(lit):len(lit)+1], " \t\r\n,}]#") {
-			continue
+		for off < len(front) && (front[off] == ' ' || front[off] == '\t') {
+			off++
 		}
-		return fmEdit{off + len(q), off + len(q) + len(v.Value), slug}, true
 	}
-	return fmEdit{}, false
+	end := off
+	switch {
+	case v.Style&yaml.DoubleQuotedStyle != 0:
+		if end >= len(front) || front[end] != '"' {
+			return fmEdit{}, false
+		}
+		for end++; end < len(front) && front[end] != '"'; end++ {
+			if front[end] == '\\' {
+				end++
+			}
+		}
+		if end >= len(front) {
+			return fmEdit{}, false
+		}
+		return fmEdit{off, end + 1, `"` + slug + `"`}, true
+	case v.Style&yaml.SingleQuotedStyle != 0:
+		if end >= len(front) || front[end] != '\'' {
+			return fmEdit{}, false
+		}
+		for end++; end < len(front); end++ {
+			if front[end] == '\'' {
+				if end+1 < len(front) && front[end+1] == '\'' {
+					end++
+					continue
+				}
+				return fmEdit{off, end + 1, "'" + slug + "'"}, true
+			}
+		}
+		return fmEdit{}, false
+	}
+	// A plain scalar ends at a line break, a comment, or in a flow
+	// collection at a flow indicator. Multi-line plain values are left to
+	// fmLineEdit.
+	for end < len(front) && yamlLineBreak(front, end) == 0 {
+		c := front[end]
+		if c == '#' && end > off && isYAMLSpace(front[end-1]) {
+			break
+		}
+		if flow && (c == ',' || c == '}' || c == ']') {
+			break
+		}
+		end++
+	}
+	for end > off && isYAMLSpace(front[end-1]) {
+		end--
+	}
+	if end == off {
+		return fmEdit{}, false
+	}
+	return fmEdit{off, end, slug}, true
+}
+
+func isYAMLSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n'
 }
 
 // fmLineEdit replaces the whole `slug:` line of a block mapping, with the
-// lines its value continues on, by `slug: <slug>`.
-func fmLineEdit(front []byte, k *yaml.Node, slug, eol string) (fmEdit, bool) {
+// lines its value v starts or continues on, by `slug: <slug>`.
+func fmLineEdit(front []byte, k, v *yaml.Node, slug, eol string) (fmEdit, bool) {
 	start, found := yamlOffset(front, k.Line-1, 1)
 	if !found {
 		return fmEdit{}, false
@@ -747,6 +809,11 @@ func fmLineEdit(front []byte, k *yaml.Node, slug, eol string) (fmEdit, bool) {
 		return fmEdit{}, false
 	}
 	end := yamlNextLine(front, start)
+	// The value may start on a later line, even at the key's indentation
+	// (a block scalar indicator, say).
+	if vstart, found := yamlOffset(front, v.Line-1, 1); found && vstart >= end {
+		end = yamlNextLine(front, vstart)
+	}
 	last := end // end of the last non-blank line of the value
 	for end < len(front) {
 		next := yamlNextLine(front, end)

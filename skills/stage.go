@@ -180,6 +180,10 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 		return fmt.Errorf("%q: %w", rel, err)
 	}
 	_, err = s.b.copyCounted(out, in, rel)
+	var le *LimitError
+	if err != nil && !errors.As(err, &le) {
+		err = fmt.Errorf("%q: %w", rel, err)
+	}
 	if err == nil {
 		err = out.Chmod(mode) // the umask may have narrowed it
 	}
@@ -197,7 +201,8 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 
 // copyCounted copies r to w while enforcing the per-file and total limits on
 // the bytes actually seen, not on any declared size, and adds them to the
-// total.
+// total. Read and write errors are returned as they are, for the caller to
+// wrap; limit errors name rel.
 func (b *budget) copyCounted(w io.Writer, r io.Reader, rel string) (int64, error) {
 	return b.copyCountedRatio(w, r, rel, nil)
 }
@@ -223,14 +228,14 @@ func (b *budget) copyCountedRatio(w io.Writer, r io.Reader, rel string, check fu
 				}
 			}
 			if _, err := w.Write(buf[:k]); err != nil {
-				return n, fmt.Errorf("%q: %w", rel, err)
+				return n, err
 			}
 		}
 		if rerr == io.EOF {
 			return n, nil
 		}
 		if rerr != nil {
-			return n, fmt.Errorf("%q: %w", rel, rerr)
+			return n, rerr
 		}
 	}
 }

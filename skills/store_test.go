@@ -32,6 +32,32 @@ func stageInto(tb testing.TB, s *Store, files ...tfile) (string, string) {
 	return dst, h
 }
 
+// openTestStore opens a store in a temporary directory and removes every
+// published version at the end: they are read-only, so the temporary
+// directory could not be cleaned up otherwise without root.
+func openTestStore(tb testing.TB) *Store {
+	tb.Helper()
+	s, err := OpenStore(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		vs, err := s.Versions()
+		if err != nil {
+			tb.Error(err)
+			return
+		}
+		for slug, hashes := range vs {
+			for _, h := range hashes {
+				if err := s.RemoveVersion(slug, h); err != nil {
+					tb.Error(err)
+				}
+			}
+		}
+	})
+	return s
+}
+
 var demoTree = []tfile{
 	{name: "SKILL.md", body: testManifest},
 	{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755},
@@ -58,10 +84,7 @@ func TestOpenStoreSweepsStaging(t *testing.T) {
 }
 
 func TestPublish(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTestStore(t)
 	staged, h := stageInto(t, s, demoTree...)
 	dir, created, err := s.Publish(staged, "demo", h)
 	if err != nil || !created {
@@ -135,10 +158,7 @@ func TestPublish(t *testing.T) {
 }
 
 func TestPublishRefuses(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTestStore(t)
 	cases := []struct {
 		name    string
 		slug    string
@@ -190,10 +210,7 @@ func TestPublishRefuses(t *testing.T) {
 }
 
 func TestPublishRace(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTestStore(t)
 	const n = 8
 	staged := make([]string, n)
 	var h string

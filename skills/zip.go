@@ -2,8 +2,10 @@ package skills
 
 import (
 	"archive/zip"
+	"compress/flate"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -23,6 +25,11 @@ import (
 // (stored 0644 or 0755) and their modification time. Errors name the entry.
 // dst must not exist or be an empty directory; on any error it is removed.
 func ExtractZip(zipPath, dst string, lim Limits) (err error) {
+	defer func() {
+		if err != nil && isCorrupt(err) {
+			err = fmt.Errorf("%w: corrupt or truncated archive: %w", err, ErrInvalid)
+		}
+	}()
 	f, err := os.Open(zipPath)
 	if err != nil {
 		return fmt.Errorf("read zip %q: %w", zipPath, err)
@@ -224,4 +231,11 @@ func extractEntry(it zipItem, dst string, archiveSize int64, b *budget) error {
 		}
 	}
 	return nil
+}
+
+// isCorrupt tells a damaged archive (bad input) from an I/O failure.
+func isCorrupt(err error) bool {
+	var ce flate.CorruptInputError
+	return errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrChecksum) ||
+		errors.Is(err, zip.ErrAlgorithm) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce)
 }

@@ -27,6 +27,7 @@ func (c *cli) serve(args []string) error {
 	tcp := fs.String("listen", "", "also serve the API on this loopback TCP address (needs --token-file)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token for --listen")
 	withExamples := fs.Bool("examples", true, "register the bundled example skills as builtins")
+	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation)")
 	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -83,7 +84,7 @@ func (c *cli) serve(args []string) error {
 	}()
 	return daemon.Run(ctx, cat, daemon.Options{
 		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
-		Logger: log, Ready: c.stdout, Debug: c.debug,
+		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough,
 	})
 }
 

@@ -39,6 +39,7 @@ type Catalog struct {
 	log   *slog.Logger
 	now   func() time.Time
 	lock  *os.File // import lock: shared while importing, exclusive to sweep
+	pub   *os.File // publish lock: exclusive from choosing a slug to the index row
 }
 
 // Layout of a data directory.
@@ -47,6 +48,7 @@ const (
 	storeDir  = "store"
 	tmpDir    = "tmp"
 	lockFile  = "import.lock"
+	pubFile   = "publish.lock"
 )
 
 // Open opens (creating if needed) the data directory home. It sweeps leftovers
@@ -69,12 +71,18 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open import lock: %w", err)
 	}
+	pub, err := os.OpenFile(filepath.Join(home, pubFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open publish lock: %w", err)
+	}
 	db, err := index.Open(filepath.Join(home, indexFile))
 	if err != nil {
 		lock.Close()
+		pub.Close()
 		return nil, err
 	}
-	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock}
+	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock, pub: pub}
 	if err := c.sweep(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -90,6 +98,7 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 func (c *Catalog) Close() error {
 	err := c.db.Close()
 	c.lock.Close()
+	c.pub.Close()
 	return err
 }
 
@@ -163,6 +172,16 @@ func (c *Catalog) sharedLock() (unlock func(), err error) {
 		return nil, fmt.Errorf("take import lock: %w", err)
 	}
 	return func() { syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN) }, nil
+}
+
+// publishLock serialises, across processes, the step from choosing a slug
+// to recording the version: two imports of the same content must not both
+// believe they created (and may remove) the same published directory.
+func (c *Catalog) publishLock() (unlock func(), err error) {
+	if err := syscall.Flock(int(c.pub.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("take publish lock: %w", err)
+	}
+	return func() { syscall.Flock(int(c.pub.Fd()), syscall.LOCK_UN) }, nil
 }
 
 // snapshot reads what the policy validators need.

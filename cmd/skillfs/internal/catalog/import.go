@@ -201,13 +201,31 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	fail := func(err error) (*source, error) { cleanup(); return nil, err }
 
 	spec := req.Source
+	if strings.HasPrefix(spec, "file://") {
+		gs := skills.ParseGitSource(spec)
+		spec = strings.TrimPrefix(gs.URL, "file://")
+		if req.Ref == "" {
+			req.Ref = gs.Ref
+		}
+		if _, err := os.Stat(spec); err != nil {
+			return fail(fmt.Errorf("source %q: %w", req.Source, skills.ErrNotFound))
+		}
+		if !isRepo(spec) {
+			return fail(fmt.Errorf("source %q is not a git repository: %w", req.Source, skills.ErrNotFound))
+		}
+	}
 	fi, statErr := os.Stat(spec)
 	local := statErr == nil
-	if local && fi.IsDir() {
-		if _, err := os.Stat(filepath.Join(spec, ".git")); err != nil || req.Ref == "" {
-			abs, _ := filepath.Abs(spec)
-			return &source{root: abs, key: "dir:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+	// A local git repository (working tree or bare) is cloned, so what is
+	// imported is a commit; a plain directory is read as it is on disk.
+	// Either way its identity is its absolute path, so every spelling of it
+	// reinstalls the same skills.
+	if local && fi.IsDir() && !isRepo(spec) {
+		if req.Ref != "" {
+			return fail(fmt.Errorf("source %q: --ref needs a git repository, and this is a plain directory: %w", spec, skills.ErrInvalid))
 		}
+		abs, _ := filepath.Abs(spec)
+		return &source{root: abs, key: "local:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
 	}
 	if local && !fi.IsDir() {
 		abs, _ := filepath.Abs(spec)
@@ -241,9 +259,11 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	if req.Ref != "" {
 		gs.Ref = req.Ref
 	}
+	key := "git:" + skills.GitSource{URL: gs.URL}.String() // no credentials in provenance
 	if local {
 		abs, _ := filepath.Abs(spec)
 		gs.URL = abs
+		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
 	commit, err := skills.CloneGit(ctx, gs, root)
@@ -251,8 +271,26 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		return fail(err)
 	}
 	forceRemoveAll(filepath.Join(root, ".git"))
-	key := "git:" + gs.URL
 	return &source{root: root, key: key, sourceType: skills.SourceRemote, ref: gs.Ref, commit: commit, cleanup: cleanup}, nil
+}
+
+// isRepo reports whether dir is a git working tree or a bare repository.
+func isRepo(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return true
+	}
+	return isBareRepo(dir)
+}
+
+// isBareRepo reports whether dir is a bare git repository.
+func isBareRepo(dir string) bool {
+	for _, p := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			return false
+		}
+	}
+	_, err := os.Stat(filepath.Join(dir, skills.ManifestName))
+	return err != nil
 }
 
 func isZip(path string) bool {

@@ -61,7 +61,14 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		sourceType = skills.SourceBuiltin
 	}
 
-	// Settle the slug; a race lost at insert time retries with fresh state.
+	// Settle the slug, publish and record under the publish lock; the
+	// retry on ErrExists covers an index written by an older process that
+	// does not take the lock.
+	unlock, err := c.publishLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	for attempt := 0; ; attempt++ {
 		slug, existing, err := c.chooseSlug(ctx, actor, req, key, m.Slug)
 		if err != nil {

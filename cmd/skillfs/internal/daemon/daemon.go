@@ -33,6 +33,10 @@ type Options struct {
 	Logger     *slog.Logger
 	Ready      io.Writer // gets the readiness line
 	Debug      bool      // FUSE debug logging
+	// Passthrough lets the kernel read large files straight from the store
+	// where it supports FUSE passthrough. Reads then bypass the daemon, so a
+	// revoked skill's already-open handles keep reading; off by default.
+	Passthrough bool
 }
 
 // Daemon is a running skillfs serve.
@@ -76,16 +80,27 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
 		return fmt.Errorf("create mount root: %w", err)
 	}
-	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug})
+	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough})
 	if err != nil {
 		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
-	defer func() {
+	log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
+		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
+	if opts.Passthrough && !srv.PassthroughSupported() {
+		log.Warn("passthrough asked for, but the kernel does not offer it: reads go through the daemon")
+	}
+	unmounted := false
+	unmount := func() {
+		if unmounted {
+			return
+		}
+		unmounted = true
 		if err := srv.Unmount(); err != nil {
 			log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
 		}
-	}()
+	}
+	defer unmount() // on early errors
 	if err := d.restore(ctx); err != nil {
 		return err
 	}
@@ -147,8 +162,10 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if tcpSrv != nil {
 		tcpSrv.Shutdown(shutCtx)
 	}
-	stopFlush()
 	d.unbindAll(context.Background())
+	// Opens keep arriving until the filesystem stops serving: flush after.
+	unmount()
+	stopFlush()
 	wg.Wait()
 	return nil
 }

@@ -109,8 +109,12 @@ func (d *Daemon) preloadClosure(s *skills.Session) map[string]bool {
 	return out
 }
 
-// viewFS is the in-process view of a session, with the filesystem's rules.
+// viewFS is the in-process view of a session, with the filesystem's rules,
+// sharing the mount's cached trees.
 func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
+	if v, err := d.fs.ViewFS(s.ID); err == nil {
+		return v
+	}
 	return skfs.NewViewFS(d.view(s.Pins))
 }
 

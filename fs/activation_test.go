@@ -1,0 +1,156 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestActivation checks which calls record an activation. The sink sleeps
+// before recording, so a sink called after open returned (or not waited for)
+// would show up as a missing count.
+func TestActivation(t *testing.T) {
+	st := newStore(t)
+	sink := &fakeSink{delay: 20 * time.Millisecond}
+	srv := mountTest(t, Options{Sink: sink})
+
+	readFile := func(p string) error { _, err := os.ReadFile(p); return err }
+	cases := []struct {
+		name    string
+		op      func(dir string) error
+		wantErr error
+		want    int // activations of alpha in this session
+	}{
+		{"open SKILL.md", func(d string) error { return openErr(d+"/alpha/SKILL.md", unix.O_RDONLY) }, nil, 1},
+		{"read SKILL.md twice", func(d string) error {
+			return errors.Join(readFile(d+"/alpha/SKILL.md"), readFile(d+"/alpha/SKILL.md"))
+		}, nil, 2},
+		{"open SKILL.md through dot-dot", func(d string) error { return readFile(d + "/alpha/scripts/../SKILL.md") }, nil, 1},
+		// The kernel turns O_CREAT on an existing file into a plain open, as
+		// on every read-only filesystem.
+		{"open SKILL.md with O_CREAT", func(d string) error {
+			return openErr(d+"/alpha/SKILL.md", unix.O_RDONLY|unix.O_CREAT)
+		}, nil, 1},
+		{"stat SKILL.md", func(d string) error { _, err := os.Stat(d + "/alpha/SKILL.md"); return err }, nil, 0},
+		{"access SKILL.md", func(d string) error { return unix.Access(d+"/alpha/SKILL.md", unix.R_OK) }, nil, 0},
+		{"list skill", func(d string) error { _, err := os.ReadDir(d + "/alpha"); return err }, nil, 0},
+		{"list session", func(d string) error { _, err := os.ReadDir(d); return err }, nil, 0},
+		{"open skill directory", func(d string) error { return openErr(d+"/alpha", unix.O_RDONLY|unix.O_DIRECTORY) }, nil, 0},
+		{"open nested SKILL.md", func(d string) error { return readFile(d + "/alpha/references/nested/SKILL.md") }, nil, 0},
+		{"open other file", func(d string) error { return readFile(d + "/alpha/references/guide.md") }, nil, 0},
+		{"run script", func(d string) error { return runFromMount(d + "/alpha/scripts/run.sh").Run() }, nil, 0},
+		{"open SKILL.md for writing", func(d string) error {
+			return openErr(d+"/alpha/SKILL.md", unix.O_WRONLY)
+		}, syscall.EROFS, 0},
+		{"open SKILL.md for appending", func(d string) error {
+			return openErr(d+"/alpha/SKILL.md", unix.O_RDONLY|unix.O_APPEND)
+		}, syscall.EROFS, 0},
+		{"open SKILL.md as directory", func(d string) error {
+			return openErr(d+"/alpha/SKILL.md", unix.O_RDONLY|unix.O_DIRECTORY)
+		}, syscall.ENOTDIR, 0},
+		{"open lower-case skill.md", func(d string) error { return readFile(d + "/alpha/skill.md") }, syscall.ENOENT, 0},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("act-%d", i)
+			dir := setSession(t, srv, id, View{st.alpha1, st.beta1})
+			err := tc.op(dir)
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			// Counted before the call returned: no waiting here.
+			if got := sink.count(id, "alpha"); got != tc.want {
+				t.Errorf("activations of alpha = %d, want %d", got, tc.want)
+			}
+			if got := sink.count(id, "beta"); got != 0 {
+				t.Errorf("activations of beta = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// TestActivationSinkFails checks that an open whose activation cannot be
+// recorded fails with EIO, and that other files stay readable.
+func TestActivationSinkFails(t *testing.T) {
+	st := newStore(t)
+	sink := &fakeSink{err: errors.New("index unavailable")}
+	srv := mountTest(t, Options{Sink: sink})
+	dir := setSession(t, srv, "sess", View{st.alpha1})
+
+	if _, err := os.ReadFile(filepath.Join(dir, "alpha", "SKILL.md")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("open SKILL.md: err = %v, want EIO", err)
+	}
+	if sink.attempts() != 1 || sink.total() != 0 {
+		t.Errorf("sink saw %d attempts and %d activations, want 1 and 0", sink.attempts(), sink.total())
+	}
+	if _, err := os.ReadFile(filepath.Join(dir, "alpha", "references", "guide.md")); err != nil {
+		t.Errorf("read another file: %v", err)
+	}
+	sink.mu.Lock()
+	sink.err = nil
+	sink.mu.Unlock()
+	if _, err := os.ReadFile(filepath.Join(dir, "alpha", "SKILL.md")); err != nil || sink.count("sess", "alpha") != 1 {
+		t.Errorf("open after the sink recovered: %v, activations %d", err, sink.count("sess", "alpha"))
+	}
+}
+
+// TestActivationConcurrent opens SKILL.md files of 20 sessions from 8
+// goroutines and checks the sink saw exactly every open, credited to the
+// right session and skill.
+func TestActivationConcurrent(t *testing.T) {
+	st := newStore(t)
+	sink := &fakeSink{}
+	srv := mountTest(t, Options{Sink: sink})
+	const sessions, workers, opens = 20, 8, 1000
+	slugs := []string{"alpha", "beta", "gamma"}
+	for s := range sessions {
+		setSession(t, srv, fmt.Sprintf("sess-%02d", s), View{st.alpha1, st.beta1, st.gamma1})
+	}
+
+	want := make(map[[2]string]int)
+	for w := range workers {
+		for i := range opens {
+			want[[2]string{fmt.Sprintf("sess-%02d", (w*opens+i)%sessions), slugs[(w+i)%len(slugs)]}]++
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range opens {
+				p := filepath.Join(srv.Mountpoint(), fmt.Sprintf("sess-%02d", (w*opens+i)%sessions), slugs[(w+i)%len(slugs)], "SKILL.md")
+				if err := openErr(p, unix.O_RDONLY); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.counts) != len(want) {
+		t.Errorf("sink saw %d (session, slug) pairs, want %d", len(sink.counts), len(want))
+	}
+	total := 0
+	for k, n := range want {
+		total += n
+		if sink.counts[k] != n {
+			t.Errorf("%v: %d activations, want %d", k, sink.counts[k], n)
+		}
+	}
+	if total != workers*opens {
+		t.Fatalf("expected table counts %d opens, want %d", total, workers*opens)
+	}
+}

@@ -1,0 +1,471 @@
+package integration
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/flate"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	iofs "io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// snapshot is what a failed import must leave exactly as it was: the
+// catalog as `skill list --json` prints it, and every entry of the store
+// outside its staging area with its mode and size.
+func snapshot(t testing.TB, e *env) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(e.ok("skill", "list", "--json"))
+	root := filepath.Join(e.home, "store")
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == ".staging" {
+			return filepath.SkipDir
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size := info.Size()
+		if d.IsDir() {
+			size = 0
+		}
+		lines = append(lines, fmt.Sprintf("%s %v %d", filepath.ToSlash(rel), info.Mode(), size))
+		return nil
+	})
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		t.Fatalf("list the store: %v", err)
+	}
+	sort.Strings(lines)
+	b.WriteString(strings.Join(lines, "\n"))
+	return b.String()
+}
+
+// leftovers lists what is in the staging area and the temporary directory.
+func leftovers(t testing.TB, e *env) []string {
+	t.Helper()
+	var out []string
+	for _, d := range []string{filepath.Join(e.home, "store", ".staging"), filepath.Join(e.home, "tmp")} {
+		ents, err := os.ReadDir(d)
+		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		for _, ent := range ents {
+			out = append(out, filepath.Join(d, ent.Name()))
+		}
+	}
+	return out
+}
+
+// checkNoLeftovers fails the test if an import left anything behind in the
+// staging area or the temporary directory.
+func checkNoLeftovers(t testing.TB, e *env) {
+	t.Helper()
+	if l := leftovers(t, e); len(l) > 0 {
+		t.Fatalf("leftovers of an import: %v", l)
+	}
+}
+
+// zipEntry is one entry of a hand-built archive. With raw set, the entry
+// is written as is: its header claims what the test wants.
+type zipEntry struct {
+	name   string
+	mode   os.FileMode // 0 means a regular 0644 file
+	data   []byte
+	stored bool // no compression
+	raw    *zip.FileHeader
+}
+
+// writeZip builds an archive whose names and modes are not checked.
+func writeZip(t testing.TB, p string, entries []zipEntry) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, en := range entries {
+		if en.raw != nil {
+			w, err := zw.CreateRaw(en.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(en.data); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		h := &zip.FileHeader{Name: en.name, Method: zip.Deflate, Modified: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
+		mode := en.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		h.SetMode(mode)
+		if mode.IsDir() || en.stored {
+			h.Method = zip.Store
+		}
+		w, err := zw.CreateHeader(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(en.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goodManifest is a valid SKILL.md for the archives.
+func goodManifest(slug string) []byte {
+	return []byte("---\nname: " + slug + "\ndescription: A skill that looks harmless.\n---\n\nBody.\n")
+}
+
+// zipWith is a valid skill "skill/" plus extra entries.
+func zipWith(extra ...zipEntry) []zipEntry {
+	return append([]zipEntry{
+		{name: "skill/", mode: os.ModeDir | 0o755},
+		{name: "skill/SKILL.md", data: goodManifest("hostile")},
+	}, extra...)
+}
+
+// zeros60 is 60 MiB of zeros deflated once: each copy in an archive is a
+// compression bomb of about 1000:1 that stays below the single-file limit.
+var zeros60 = sync.OnceValues(func() ([]byte, uint32) {
+	var buf bytes.Buffer
+	fw, _ := flate.NewWriter(&buf, flate.BestCompression)
+	chunk := make([]byte, 1<<20)
+	var crc uint32
+	for i := 0; i < 60; i++ {
+		fw.Write(chunk)
+		crc = crc32.Update(crc, crc32.IEEETable, chunk)
+	}
+	fw.Close()
+	return buf.Bytes(), crc
+})
+
+// bombEntry is one 60 MiB entry of zeros, with a header that tells the
+// truth about its size or claims declared bytes.
+func bombEntry(name string, declared uint64) zipEntry {
+	data, crc := zeros60()
+	if declared == 0 {
+		declared = 60 << 20
+	}
+	h := &zip.FileHeader{Name: name, Method: zip.Deflate, CRC32: crc,
+		CompressedSize64: uint64(len(data)), UncompressedSize64: declared}
+	h.SetMode(0o644)
+	return zipEntry{raw: h, data: data}
+}
+
+// deepPath is a relative path n directories deep ending in a file.
+func deepPath(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = "d"
+	}
+	return strings.Join(parts, "/") + "/deep.txt"
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	e := newCatalogEnv(t)
+	// Something already installed, so "unchanged" is not "empty".
+	good := filepath.Join(t.TempDir(), "kept")
+	richSkill(t, good, "kept", 3)
+	e.mustImport(good)
+
+	zipCase := func(entries ...zipEntry) func(t *testing.T, dir string) string {
+		return func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "skill.zip")
+			writeZip(t, p, entries)
+			return p
+		}
+	}
+	dirCase := func(extra func(t *testing.T, skill string)) func(t *testing.T, dir string) string {
+		return func(t *testing.T, dir string) string {
+			skill := filepath.Join(dir, "skill")
+			writeSkill(t, skill, "name: hostile\ndescription: A skill that looks harmless.", map[string]string{"scripts/run.sh": "#!/bin/sh\n"})
+			extra(t, skill)
+			return skill
+		}
+	}
+	manyZip := zipWith()
+	for i := 0; i <= 20000; i++ {
+		manyZip = append(manyZip, zipEntry{name: fmt.Sprintf("skill/many/%05d", i)})
+	}
+	var bombs []zipEntry
+	for i := 0; i < 5; i++ {
+		bombs = append(bombs, bombEntry(fmt.Sprintf("skill/assets/zeros%d.bin", i), 0))
+	}
+
+	cases := []struct {
+		name     string
+		root     bool // needs root (mknod)
+		build    func(t *testing.T, dir string) string
+		wantCode int
+		wantMsg  []string // each must appear in what the command prints
+	}{
+		{"zip entry with ../", false, zipCase(zipWith(zipEntry{name: "skill/../../evil.txt", data: []byte("x")})...), 5, []string{"evil.txt"}},
+		{"zip entry with an absolute path", false, zipCase(zipWith(zipEntry{name: "/etc/evil.txt", data: []byte("x")})...), 5, []string{"/etc/evil.txt"}},
+		{"zip entry with %2e%2e", false, zipCase(zipWith(zipEntry{name: "skill/%2e%2e/%2e%2e/evil.txt", data: []byte("x")})...), 5, []string{"%2e%2e"}},
+		{"zip entry with backslashes", false, zipCase(zipWith(zipEntry{name: `skill\..\..\evil.txt`, data: []byte("x")})...), 5, []string{"evil.txt", "backslash"}},
+		{"zip symlink entry", false, zipCase(zipWith(zipEntry{name: "skill/passwd", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")})...), 5, []string{"skill/passwd", "symlink"}},
+		{"zip duplicate entries", false, zipCase(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("one")}, zipEntry{name: "skill/notes.txt", data: []byte("two")})...), 5, []string{"skill/notes.txt", "duplicate"}},
+		{"zip duplicate SKILL.md", false, zipCase(zipWith(zipEntry{name: "skill/SKILL.md", data: goodManifest("other")})...), 5, []string{"skill/SKILL.md", "duplicate"}},
+		{"zip bomb", false, zipCase(zipWith(bombs...)...), 5, []string{"compression-ratio", "zeros0.bin"}},
+		{"zip bomb with lying sizes", false, zipCase(zipWith(bombEntry("skill/assets/liar.bin", 1000))...), 5, []string{"liar.bin"}},
+		{"zip with too many files", false, zipCase(manyZip...), 5, []string{"files limit", "20000"}},
+		{"zip nested too deep", false, zipCase(zipWith(zipEntry{name: "skill/" + deepPath(40), data: []byte("x")})...), 5, []string{"depth limit"}},
+		{"zip name not valid UTF-8", false, zipCase(zipWith(zipEntry{name: "skill/bad\xff\xfe.txt", data: []byte("x")})...), 5, []string{"UTF-8"}},
+		{"zip without SKILL.md", false, zipCase(zipEntry{name: "skill/README.md", data: []byte("# no manifest\n")}), 5, []string{"SKILL.md"}},
+		{"truncated archive", false, func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "full.zip")
+			writeZip(t, p, zipWith(zipEntry{name: "skill/references/a.md", data: bytes.Repeat([]byte("reference text\n"), 4000)}))
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := filepath.Join(dir, "truncated.zip")
+			writeFile(t, cut, data[:len(data)/2], 0o644)
+			return cut
+		}, 5, []string{"truncated.zip"}},
+		{"corrupt archive", false, func(t *testing.T, dir string) string {
+			data := make([]byte, 64<<10)
+			r := rand.New(rand.NewChaCha8([32]byte{9}))
+			for i := range data {
+				data[i] = byte(r.Uint32())
+			}
+			p := filepath.Join(dir, "corrupt.zip")
+			writeFile(t, p, data, 0o644)
+			return p
+		}, 5, []string{"corrupt.zip"}},
+		{"fifo in a directory", false, dirCase(func(t *testing.T, skill string) {
+			if err := unix.Mkfifo(filepath.Join(skill, "assets-pipe"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}), 5, []string{"assets-pipe", "fifo"}},
+		{"device in a directory", true, dirCase(func(t *testing.T, skill string) {
+			if err := unix.Mknod(filepath.Join(skill, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+				t.Fatal(err)
+			}
+		}), 5, []string{"null", "device"}},
+		{"symlink in a directory", false, dirCase(func(t *testing.T, skill string) {
+			if err := os.MkdirAll(filepath.Join(skill, "references"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/etc/passwd", filepath.Join(skill, "references", "passwd")); err != nil {
+				t.Fatal(err)
+			}
+		}), 5, []string{"references/passwd", "symlink"}},
+		{"symlinked folder in a directory", false, dirCase(func(t *testing.T, skill string) {
+			if err := os.Symlink("/etc", filepath.Join(skill, "etc")); err != nil {
+				t.Fatal(err)
+			}
+		}), 5, []string{"etc", "symlink"}},
+		{"too many files in a directory", false, dirCase(func(t *testing.T, skill string) {
+			many := filepath.Join(skill, "many")
+			if err := os.Mkdir(many, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// Hard links of one empty file: 20001 names, one inode.
+			first := filepath.Join(many, "00000")
+			writeFile(t, first, nil, 0o644)
+			for i := 1; i <= 20000; i++ {
+				if err := os.Link(first, filepath.Join(many, fmt.Sprintf("%05d", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}), 5, []string{"files limit", "20000"}},
+		{"directory nested too deep", false, dirCase(func(t *testing.T, skill string) {
+			writeFile(t, filepath.Join(skill, filepath.FromSlash(deepPath(40))), []byte("x"), 0o644)
+		}), 5, []string{"depth limit"}},
+		{"file over the size limit", false, dirCase(func(t *testing.T, skill string) {
+			f, err := os.Create(filepath.Join(skill, "huge.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(65 << 20); err != nil {
+				t.Fatal(err)
+			}
+		}), 5, []string{"file-bytes limit", "huge.bin"}},
+		{"file name not valid UTF-8", false, dirCase(func(t *testing.T, skill string) {
+			writeFile(t, filepath.Join(skill, "bad\xff\xfe.txt"), []byte("x"), 0o644)
+		}), 5, []string{"UTF-8"}},
+		{"directory without SKILL.md", false, func(t *testing.T, dir string) string {
+			d := filepath.Join(dir, "skill")
+			writeFile(t, filepath.Join(d, "README.md"), []byte("# nothing\n"), 0o644)
+			return d
+		}, 5, []string{"SKILL.md"}},
+		{"slug ../../x", false, func(t *testing.T, dir string) string {
+			d := filepath.Join(dir, "skill")
+			writeSkill(t, d, "name: escape\nslug: ../../x\ndescription: Tries to leave the store.", nil)
+			return d
+		}, 5, []string{"slug", "../../x"}},
+		{"slug a/b", false, func(t *testing.T, dir string) string {
+			d := filepath.Join(dir, "skill")
+			writeSkill(t, d, "name: nested\nslug: a/b\ndescription: Tries to nest in the store.", nil)
+			return d
+		}, 5, []string{"slug", "a/b"}},
+		{"single SKILL.md with a bad slug", false, func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "SKILL.md")
+			writeFile(t, p, []byte("---\nname: x\nslug: ../x\ndescription: d\n---\n"), 0o644)
+			return p
+		}, 5, []string{"slug"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				if os.Getenv("CI") == "true" {
+					t.Fatal("needs root, and CI=true: this case must run")
+				}
+				t.Skip("needs root")
+			}
+			src := tc.build(t, t.TempDir())
+			before := snapshot(t, e)
+			r := e.run("skill", "import", src)
+			out := r.stdout + r.stderr
+			if r.code != tc.wantCode {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tc.wantCode, r.stdout, r.stderr)
+			}
+			for _, m := range tc.wantMsg {
+				if !strings.Contains(out, m) {
+					t.Errorf("message does not name %q:\n%s", m, out)
+				}
+			}
+			if after := snapshot(t, e); after != before {
+				t.Errorf("catalog or store changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			if l := leftovers(t, e); len(l) > 0 {
+				t.Errorf("leftovers: %v", l)
+			}
+		})
+	}
+	checkStored(t, e, "kept")
+	checkNoOrphans(t, e)
+}
+
+// TestImportKilledHalfway kills an import while it is staging (a directory)
+// or unpacking (a ZIP); the next command sweeps what it left, and the
+// catalog holds no trace of it.
+func TestImportKilledHalfway(t *testing.T) {
+	const files, size = 200, 1 << 20
+	content := func(i int) []byte {
+		b := make([]byte, size)
+		r := rand.New(rand.NewPCG(uint64(i), 1))
+		for j := 0; j < len(b); j += 8 {
+			v := r.Uint64()
+			for k := 0; k < 8; k++ {
+				b[j+k] = byte(v >> (8 * k))
+			}
+		}
+		return b
+	}
+	cases := []struct {
+		name  string
+		build func(t *testing.T, dir string) string
+		busy  string // directory that fills up while the import runs
+	}{
+		{"directory", func(t *testing.T, dir string) string {
+			d := filepath.Join(dir, "big")
+			writeSkill(t, d, "name: big\ndescription: A large skill.", nil)
+			for i := 0; i < files; i++ {
+				writeFile(t, filepath.Join(d, "assets", fmt.Sprintf("part%03d.bin", i)), content(i), 0o644)
+			}
+			return d
+		}, filepath.Join("store", ".staging")},
+		{"zip", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "big.zip")
+			entries := zipWith()
+			for i := 0; i < files/2; i++ {
+				entries = append(entries, zipEntry{name: fmt.Sprintf("skill/assets/part%03d.bin", i), data: content(i), stored: true})
+			}
+			writeZip(t, p, entries)
+			return p
+		}, "tmp"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newCatalogEnv(t)
+			e.ok("skill", "list")
+			before := snapshot(t, e)
+			src := tc.build(t, t.TempDir())
+
+			p := e.start("skill", "import", src)
+			done := make(chan error, 1)
+			go func() { done <- p.cmd.Wait() }()
+			busy := filepath.Join(e.home, tc.busy)
+			deadline := time.After(60 * time.Second)
+		poll:
+			for {
+				select {
+				case err := <-done:
+					t.Fatalf("the import finished (%v) before it could be killed; stdout %s stderr %s", err, p.out.String(), p.err.String())
+				case <-deadline:
+					p.cmd.Process.Kill()
+					t.Fatal("the import never started writing")
+				default:
+				}
+				if n := countFiles(busy); n >= 3 {
+					break poll
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err == nil {
+				t.Fatal("the import exited 0 after SIGKILL")
+			}
+			if len(leftovers(t, e)) == 0 {
+				t.Fatal("the killed import left nothing to sweep: the test did not kill it halfway")
+			}
+
+			// The next start of any command sweeps.
+			for _, s := range e.list("") {
+				if s.Slug == "big" || s.Slug == "hostile" {
+					t.Fatalf("the killed import is in the catalog: %+v", s)
+				}
+			}
+			checkNoLeftovers(t, e)
+			if after := snapshot(t, e); after != before {
+				t.Fatalf("catalog or store changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(e.home, "store", "skills")); len(ents) != 0 {
+				t.Fatalf("orphan content in the store: %v", ents)
+			}
+		})
+	}
+}
+
+// countFiles counts regular files below dir, ignoring errors: the tree
+// changes while it is read.
+func countFiles(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}

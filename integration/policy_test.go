@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type sessionJSON struct {
+	ID       string   `json:"id"`
+	Readable []string `json:"readable"`
+	Path     string   `json:"path"`
+	Skipped  []struct {
+		Slug   string `json:"slug"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
+}
+
+// TestAccessPolicyLive: shares, departments and role changes decide who
+// reads what, and a change takes effect in live sessions at once.
+func TestAccessPolicyLive(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--examples=false")
+	e.ok("user", "add", "alice", "--department", "eng")
+	e.ok("user", "add", "dave", "--department", "eng")
+	e.ok("user", "add", "bob", "--department", "sales")
+	e.ok("user", "add", "carol", "--role", "admin", "--department", "eng")
+
+	src := t.TempDir()
+	writeSkill(t, filepath.Join(src, "eng-notes"), "name: eng-notes\ndescription: notes for engineers", map[string]string{"ref/a.txt": "A"})
+	e.ok("skill", "import", filepath.Join(src, "eng-notes"), "--as", "alice")
+
+	// A user may only share with themselves.
+	if r := e.run("skill", "share", "eng-notes", "--read", "department:eng", "--as", "alice"); r.code != 4 {
+		t.Fatalf("alice shares with a department: exit %d, want 4\n%s", r.code, r.stderr)
+	}
+	// Nobody else sees alice's private skill, and existence is not disclosed.
+	if r := e.run("skill", "show", "eng-notes", "--as", "bob"); r.code != 3 {
+		t.Fatalf("bob shows alice's private skill: exit %d, want 3", r.code)
+	}
+	// An admin manages only what they created or were given; a superadmin
+	// (the operator) manages everything and shares it with the department.
+	if r := e.run("skill", "share", "eng-notes", "--read", "department:eng", "--as", "carol"); r.code != 3 {
+		t.Fatalf("an admin shares someone else's private skill: exit %d, want 3", r.code)
+	}
+	e.ok("skill", "share", "eng-notes", "--read", "department:eng")
+
+	var dave, bob sessionJSON
+	e.okJSON(&dave, "session", "create", "--user", "dave", "--all")
+	e.okJSON(&bob, "session", "create", "--user", "bob", "--all")
+	if strings.Join(dave.Readable, ",") != "eng-notes" {
+		t.Fatalf("dave reads %v, want [eng-notes]", dave.Readable)
+	}
+	if len(bob.Readable) != 0 {
+		t.Fatalf("bob reads %v, want nothing", bob.Readable)
+	}
+	f, err := os.Open(filepath.Join(dave.Path, "eng-notes", "ref", "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	// dave moves to sales: the skill leaves his live session at once.
+	e.ok("user", "set", "dave", "--department", "sales")
+	if _, err := os.Stat(filepath.Join(dave.Path, "eng-notes")); !os.IsNotExist(err) {
+		t.Fatalf("after dave left eng, stat = %v, want not exist", err)
+	}
+	if _, err := f.Read(make([]byte, 1)); err == nil {
+		t.Fatal("an open handle still reads after revocation")
+	}
+	// Back in eng: it returns at the next refresh, not before.
+	e.ok("user", "set", "dave", "--department", "eng")
+	if _, err := os.Stat(filepath.Join(dave.Path, "eng-notes")); !os.IsNotExist(err) {
+		t.Fatalf("grant visible before refresh: %v", err)
+	}
+	e.ok("session", "refresh", dave.ID)
+	if _, err := os.Stat(filepath.Join(dave.Path, "eng-notes", "SKILL.md")); err != nil {
+		t.Fatalf("grant after refresh: %v", err)
+	}
+}
+
+// TestDependencyRules: dependencies are validated on every write path.
+func TestDependencyRules(t *testing.T) {
+	e := newEnv(t)
+	src := t.TempDir()
+	e.ok("user", "add", "alice")
+	writeSkill(t, filepath.Join(src, "a"), "name: a\ndescription: a", nil)
+	writeSkill(t, filepath.Join(src, "b"), "name: b\ndescription: b\nskill_dependencies: [a]", nil)
+	writeSkill(t, filepath.Join(src, "private"), "name: private\ndescription: p", nil)
+	writeSkill(t, filepath.Join(src, "tooly"), "name: tooly\ndescription: t\ntool_dependencies: [grep]", nil)
+	e.ok("skill", "import", filepath.Join(src, "a"), "--share", "global")
+	e.ok("skill", "import", filepath.Join(src, "b"), "--share", "global")
+	e.ok("skill", "import", filepath.Join(src, "private"), "--as", "alice")
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"cycle", []string{"skill", "deps", "a", "--skill", "b"}, 5, "a -> b -> a"},
+		{"self", []string{"skill", "deps", "a", "--skill", "a"}, 5, "itself"},
+		{"missing skill", []string{"skill", "deps", "a", "--skill", "nope"}, 5, "nope"},
+		{"unregistered tool", []string{"skill", "deps", "a", "--tool", "grep"}, 5, "grep"},
+		{"unregistered tool at import", []string{"skill", "import", filepath.Join(src, "tooly")}, 5, "grep"},
+		{"narrower dependency", []string{"skill", "deps", "b", "--skill", "a", "--skill", "private"}, 5, "private"},
+		{"delete a needed skill", []string{"skill", "delete", "a"}, 5, "needed by"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.run(tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d mentioning %q", r.code, r.stderr, tc.code, tc.want)
+			}
+		})
+	}
+	e.ok("tool", "add", "grep")
+	e.ok("skill", "import", filepath.Join(src, "tooly"))
+	var list []struct {
+		Slug  string   `json:"slug"`
+		Tools []string `json:"tool_dependencies"`
+	}
+	e.okJSON(&list, "skill", "list")
+	if len(list) != 4 {
+		t.Fatalf("catalog %+v, want a, b, private, tooly", list)
+	}
+}
+
+// TestMentionsAndSkillURLs: a runtime can inject skills named in a message,
+// and resolve skill:// URLs with the filesystem's confinement.
+func TestMentionsAndSkillURLs(t *testing.T) {
+	e := newEnv(t)
+	e.serve()
+	e.ok("user", "add", "alice")
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "release-notes")
+
+	var m struct {
+		Mentions []struct {
+			Slug    string `json:"slug"`
+			Content string `json:"content"`
+		} `json:"mentions"`
+	}
+	e.okJSON(&m, "session", "mentions", s.ID, "--text", "Use $release-notes. Also [$commit-messages](skill://commit-messages), not $skill-authoring or $nope")
+	if len(m.Mentions) != 2 || m.Mentions[0].Slug != "release-notes" || m.Mentions[1].Slug != "commit-messages" ||
+		!strings.Contains(m.Mentions[0].Content, "# Release notes") {
+		t.Fatalf("mentions = %+v", m.Mentions)
+	}
+	var a struct {
+		Activated []struct {
+			Slug string `json:"slug"`
+		} `json:"activated"`
+	}
+	e.okJSON(&a, "session", "activations", s.ID)
+	if len(a.Activated) != 2 {
+		t.Fatalf("mentions did not activate: %+v", a.Activated)
+	}
+
+	out := e.ok("session", "read", s.ID, "skill://release-notes/assets/template.md")
+	if !strings.Contains(out, "# Release VERSION") {
+		t.Fatalf("skill:// read = %q", out)
+	}
+	for _, bad := range []struct{ uri, want string }{
+		{"skill://release-notes/../commit-messages/SKILL.md", "unsafe"},
+		{"skill://release-notes/%2e%2e/commit-messages/SKILL.md", "unsafe"},
+		{"skill://release-notes//etc/passwd", ""},
+		{"skill://skill-authoring/SKILL.md", "release-notes, commit-messages"},
+		{"skill://release-notes/nope.txt", "not"},
+	} {
+		r := e.run("session", "read", s.ID, bad.uri)
+		if r.code == 0 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("read %s: exit %d, stderr %q; want failure mentioning %q", bad.uri, r.code, r.stderr, bad.want)
+		}
+	}
+}

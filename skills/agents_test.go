@@ -1,0 +1,371 @@
+package skills
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// writeAgentSkill writes a skill folder with one manifest file.
+func writeAgentSkill(tb testing.TB, dir, manifest, content string) {
+	tb.Helper()
+	writeTestFile(tb, filepath.Join(dir, manifest), []byte(content), 0o644)
+}
+
+func agentMkdirs(tb testing.TB, paths ...string) {
+	tb.Helper()
+	for _, p := range paths {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func agentSymlink(tb testing.TB, target, link string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func skillDoc(name, desc string) string {
+	return "---\nname: " + name + "\ndescription: " + desc + "\n---\n# " + name + "\n"
+}
+
+type dirKey struct {
+	Path  string
+	Agent string
+	Scope string
+	Rank  int
+}
+
+func dirKeys(dirs []AgentDir) []dirKey {
+	var out []dirKey
+	for _, d := range dirs {
+		out = append(out, dirKey(d))
+	}
+	return out
+}
+
+func TestAgentDirs(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	project := filepath.Join(root, "project")
+	elsewhere := filepath.Join(root, "elsewhere")
+	agentMkdirs(t,
+		filepath.Join(project, ".claude", "skills"),
+		filepath.Join(project, ".codex", "skills"),
+		filepath.Join(home, ".claude", "skills"),
+		elsewhere,
+	)
+	agentSymlink(t, elsewhere, filepath.Join(home, ".agents", "skills"))
+	writeTestFile(t, filepath.Join(home, ".codex", "skills"), []byte("not a folder"), 0o644)
+
+	sameHome := filepath.Join(root, "same")
+	agentMkdirs(t, filepath.Join(sameHome, ".claude", "skills"), filepath.Join(sameHome, ".codex", "skills"))
+
+	linkedHome := filepath.Join(root, "linked")
+	agentMkdirs(t, filepath.Join(linkedHome, ".claude", "skills"))
+	agentSymlink(t, filepath.Join(linkedHome, ".claude", "skills"), filepath.Join(linkedHome, ".agents", "skills"))
+
+	tests := []struct {
+		name          string
+		home, project string
+		want          []dirKey
+	}{
+		{"project before user, fixed order, only existing folders", home, project, []dirKey{
+			{filepath.Join(project, ".claude", "skills"), AgentClaude, AgentScopeProject, 0},
+			{filepath.Join(project, ".codex", "skills"), AgentCodex, AgentScopeProject, 2},
+			{filepath.Join(home, ".claude", "skills"), AgentClaude, AgentScopeUser, 3},
+			{filepath.Join(home, ".agents", "skills"), AgentAgents, AgentScopeUser, 4},
+		}},
+		{"home only", home, "", []dirKey{
+			{filepath.Join(home, ".claude", "skills"), AgentClaude, AgentScopeUser, 3},
+			{filepath.Join(home, ".agents", "skills"), AgentAgents, AgentScopeUser, 4},
+		}},
+		{"project only", "", project, []dirKey{
+			{filepath.Join(project, ".claude", "skills"), AgentClaude, AgentScopeProject, 0},
+			{filepath.Join(project, ".codex", "skills"), AgentCodex, AgentScopeProject, 2},
+		}},
+		{"project is home", sameHome, sameHome, []dirKey{
+			{filepath.Join(sameHome, ".claude", "skills"), AgentClaude, AgentScopeProject, 0},
+			{filepath.Join(sameHome, ".codex", "skills"), AgentCodex, AgentScopeProject, 2},
+		}},
+		{"folder linked to another", linkedHome, "", []dirKey{
+			{filepath.Join(linkedHome, ".claude", "skills"), AgentClaude, AgentScopeUser, 3},
+		}},
+		{"neither", "", "", nil},
+		{"missing home", filepath.Join(root, "nobody"), "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := dirKeys(AgentDirs(tc.home, tc.project))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("AgentDirs(%q, %q) =\n%+v\nwant\n%+v", tc.home, tc.project, got, tc.want)
+			}
+		})
+	}
+}
+
+// agentFixture is a fake home and project with skills in every folder kind.
+type agentFixture struct {
+	root, home, project string
+}
+
+func makeAgentFixture(tb testing.TB) agentFixture {
+	tb.Helper()
+	root := tb.TempDir()
+	f := agentFixture{root: root, home: filepath.Join(root, "home"), project: filepath.Join(root, "project")}
+	pClaude := filepath.Join(f.project, ".claude", "skills")
+	uClaude := filepath.Join(f.home, ".claude", "skills")
+	uAgents := filepath.Join(f.home, ".agents", "skills")
+	uCodex := filepath.Join(f.home, ".codex", "skills")
+
+	// Project wins over user for the same slug.
+	writeAgentSkill(tb, filepath.Join(pClaude, "pdf"), ManifestName, skillDoc("pdf", "project pdf"))
+	writeAgentSkill(tb, filepath.Join(uClaude, "pdf"), ManifestName, skillDoc("pdf", "user pdf"))
+
+	// Within the user scope: .agents wins over .codex.
+	writeAgentSkill(tb, filepath.Join(uAgents, "shared"), ManifestName, skillDoc("shared", "from agents"))
+	writeAgentSkill(tb, filepath.Join(uCodex, "shared"), ManifestName, skillDoc("shared", "from codex"))
+
+	// Within one folder: by folder name, so "a-writer" beats "writer".
+	writeAgentSkill(tb, filepath.Join(uAgents, "a-writer"), ManifestName, skillDoc("writer", "first by folder name"))
+	writeAgentSkill(tb, filepath.Join(uAgents, "writer"), ManifestName, skillDoc("writer", "second by folder name"))
+
+	// The same real folder twice: counted once, silently.
+	agentSymlink(tb, filepath.Join(pClaude, "pdf"), filepath.Join(uAgents, "pdf-link"))
+
+	// A linked skill with a real path of its own is found through its link.
+	writeAgentSkill(tb, filepath.Join(root, "library", "linked"), ManifestName, skillDoc("linked", "kept elsewhere"))
+	agentSymlink(tb, filepath.Join(root, "library", "linked"), filepath.Join(uCodex, "linked"))
+
+	// Broken skills are skipped with a reason.
+	writeAgentSkill(tb, filepath.Join(uClaude, "no-desc"), ManifestName, "---\nname: no-desc\n---\nbody\n")
+	writeAgentSkill(tb, filepath.Join(uClaude, "bad-yaml"), ManifestName, "---\nname: [unclosed\ndescription: x\n---\n")
+	writeAgentSkill(tb, filepath.Join(uClaude, "no-frontmatter"), ManifestName, "# just markdown\n")
+	agentSymlink(tb, filepath.Join(root, "gone"), filepath.Join(uClaude, "dangling"))
+
+	// Names that are not slugs.
+	writeAgentSkill(tb, filepath.Join(uClaude, "data-tool"), ManifestName, skillDoc("Data Tool", "display name only"))
+	writeAgentSkill(tb, filepath.Join(uClaude, "nameless"), ManifestName, "---\ndescription: no name at all\n---\n")
+	writeAgentSkill(tb, filepath.Join(uClaude, "odd-folder"), ManifestName, skillDoc("renamed", "folder differs"))
+
+	// Lower-case manifest name.
+	writeAgentSkill(tb, filepath.Join(uClaude, "lower"), "skill.md", skillDoc("lower", "lower-case manifest"))
+
+	// Not skills: hidden folders, plain files, folders without a manifest,
+	// nested skills.
+	writeAgentSkill(tb, filepath.Join(uCodex, ".system", "skill-creator"), ManifestName, skillDoc("skill-creator", "built in"))
+	writeAgentSkill(tb, filepath.Join(uCodex, ".hidden"), ManifestName, skillDoc("hidden", "hidden"))
+	writeTestFile(tb, filepath.Join(uClaude, "README.md"), []byte("notes"), 0o644)
+	agentMkdirs(tb, filepath.Join(uClaude, "empty"))
+	writeAgentSkill(tb, filepath.Join(uClaude, "group", "nested"), ManifestName, skillDoc("nested", "too deep"))
+	return f
+}
+
+func TestScanAgentDirs(t *testing.T) {
+	f := makeAgentFixture(t)
+	dirs := AgentDirs(f.home, f.project)
+	found, problems := ScanAgentDirs(dirs)
+
+	type row struct{ Slug, Name, Description, Dir, Agent, Scope string }
+	var got []row
+	for _, s := range found {
+		got = append(got, row{s.Slug, s.Name, s.Description, s.Dir, s.From.Agent, s.From.Scope})
+	}
+	pClaude := filepath.Join(f.project, ".claude", "skills")
+	uClaude := filepath.Join(f.home, ".claude", "skills")
+	uAgents := filepath.Join(f.home, ".agents", "skills")
+	uCodex := filepath.Join(f.home, ".codex", "skills")
+	want := []row{
+		{"pdf", "pdf", "project pdf", filepath.Join(pClaude, "pdf"), AgentClaude, AgentScopeProject},
+		{"data-tool", "Data Tool", "display name only", filepath.Join(uClaude, "data-tool"), AgentClaude, AgentScopeUser},
+		{"lower", "lower", "lower-case manifest", filepath.Join(uClaude, "lower"), AgentClaude, AgentScopeUser},
+		{"nameless", "nameless", "no name at all", filepath.Join(uClaude, "nameless"), AgentClaude, AgentScopeUser},
+		{"renamed", "renamed", "folder differs", filepath.Join(uClaude, "odd-folder"), AgentClaude, AgentScopeUser},
+		{"writer", "writer", "first by folder name", filepath.Join(uAgents, "a-writer"), AgentAgents, AgentScopeUser},
+		{"shared", "shared", "from agents", filepath.Join(uAgents, "shared"), AgentAgents, AgentScopeUser},
+		{"linked", "linked", "kept elsewhere", filepath.Join(uCodex, "linked"), AgentCodex, AgentScopeUser},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("found:\n%s\nwant:\n%s", fmtRows(got), fmtRows(want))
+	}
+
+	// Every skipped skill is reported once, naming its folder and why.
+	wantProblems := []struct{ dir, reason string }{
+		{filepath.Join(uClaude, "bad-yaml"), "frontmatter"},
+		{filepath.Join(uClaude, "dangling"), "broken symlink"},
+		{filepath.Join(uClaude, "no-desc"), "description"},
+		{filepath.Join(uClaude, "no-frontmatter"), "frontmatter"},
+		{filepath.Join(uClaude, "pdf"), filepath.Join(pClaude, "pdf")},
+		{filepath.Join(uAgents, "writer"), filepath.Join(uAgents, "a-writer")},
+		{filepath.Join(uCodex, "shared"), filepath.Join(uAgents, "shared")},
+	}
+	if len(problems) != len(wantProblems) {
+		t.Errorf("%d problems, want %d:\n%s", len(problems), len(wantProblems), strings.Join(problems, "\n"))
+	}
+	for _, wp := range wantProblems {
+		n := 0
+		for _, p := range problems {
+			if strings.HasPrefix(p, "skip "+wp.dir+":") {
+				n++
+				if !strings.Contains(p, wp.reason) {
+					t.Errorf("problem %q does not say %q", p, wp.reason)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s reported %d times, want once:\n%s", wp.dir, n, strings.Join(problems, "\n"))
+		}
+	}
+
+	byDir := make(map[string]FoundSkill)
+	for _, s := range found {
+		byDir[s.Dir] = s
+	}
+	warnings := []struct {
+		dir  string
+		want []string // each must appear in some warning
+	}{
+		{filepath.Join(pClaude, "pdf"), []string{filepath.Join(uClaude, "pdf")}},
+		{filepath.Join(uAgents, "shared"), []string{filepath.Join(uCodex, "shared")}},
+		{filepath.Join(uAgents, "a-writer"), []string{filepath.Join(uAgents, "writer"), `folder "a-writer"`}},
+		{filepath.Join(uClaude, "data-tool"), []string{`slug "data-tool"`}},
+		{filepath.Join(uClaude, "nameless"), []string{"folder name"}},
+		{filepath.Join(uClaude, "odd-folder"), []string{`folder "odd-folder"`}},
+		{filepath.Join(uClaude, "lower"), []string{"skill.md"}},
+	}
+	for _, w := range warnings {
+		s, ok := byDir[w.dir]
+		if !ok {
+			t.Errorf("%s not found", w.dir)
+			continue
+		}
+		for _, sub := range w.want {
+			if !containsSub(s.Warnings, sub) {
+				t.Errorf("warnings of %s = %q, want one mentioning %q", w.dir, s.Warnings, sub)
+			}
+		}
+	}
+	if s := byDir[filepath.Join(pClaude, "pdf")]; len(s.Warnings) != 1 {
+		t.Errorf("pdf warnings = %q: the symlinked copy must count as the same skill, not a collision", s.Warnings)
+	}
+	if s := byDir[filepath.Join(uCodex, "linked")]; s.RealDir != filepath.Join(f.root, "library", "linked") {
+		t.Errorf("linked RealDir = %q", s.RealDir)
+	}
+	if s := byDir[filepath.Join(uClaude, "lower")]; s.Manifest != "skill.md" {
+		t.Errorf("lower Manifest = %q", s.Manifest)
+	}
+	if s := byDir[filepath.Join(pClaude, "pdf")]; s.Manifest != ManifestName || s.RealDir != filepath.Join(pClaude, "pdf") {
+		t.Errorf("pdf Manifest, RealDir = %q, %q", s.Manifest, s.RealDir)
+	}
+	for _, s := range found {
+		if !ValidSlug(s.Slug) {
+			t.Errorf("%s: slug %q is not valid", s.Dir, s.Slug)
+		}
+	}
+}
+
+func TestScanAgentDirsSameDirTwice(t *testing.T) {
+	f := makeAgentFixture(t)
+	uClaude := filepath.Join(f.home, ".claude", "skills")
+	link := filepath.Join(f.root, "claude-link")
+	agentSymlink(t, uClaude, link)
+	once, onceProblems := ScanAgentDirs([]AgentDir{{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3}})
+	twice, twiceProblems := ScanAgentDirs([]AgentDir{
+		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
+		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
+		{Path: link, Agent: AgentAgents, Scope: AgentScopeUser, Rank: 4},
+	})
+	if len(once) == 0 {
+		t.Fatal("fixture holds no skills")
+	}
+	if !reflect.DeepEqual(once, twice) {
+		t.Errorf("listing a folder again changed the result:\n%+v\n%+v", once, twice)
+	}
+	if !reflect.DeepEqual(onceProblems, twiceProblems) {
+		t.Errorf("listing a folder again changed the problems:\n%q\n%q", onceProblems, twiceProblems)
+	}
+}
+
+func TestScanAgentDirsMissingDir(t *testing.T) {
+	f := makeAgentFixture(t)
+	missing := filepath.Join(f.root, "missing")
+	uClaude := filepath.Join(f.home, ".claude", "skills")
+	found, problems := ScanAgentDirs([]AgentDir{
+		{Path: missing, Agent: AgentClaude, Scope: AgentScopeProject},
+		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
+	})
+	if len(found) == 0 {
+		t.Error("a missing folder hid the others")
+	}
+	if len(problems) == 0 || !strings.Contains(problems[0], missing) {
+		t.Errorf("problems = %q, want the missing folder first", problems)
+	}
+}
+
+func TestScanAgentDirsManifestLimit(t *testing.T) {
+	old := agentManifestMax
+	agentManifestMax = 4096
+	t.Cleanup(func() { agentManifestMax = old })
+	dir := t.TempDir()
+	big := skillDoc("big", "too big") + strings.Repeat("x", int(agentManifestMax))
+	writeAgentSkill(t, filepath.Join(dir, "big"), ManifestName, big)
+	writeAgentSkill(t, filepath.Join(dir, "small"), ManifestName, skillDoc("small", "fits"))
+	found, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentAgents, Scope: AgentScopeUser}})
+	if len(found) != 1 || found[0].Slug != "small" {
+		t.Errorf("found = %+v, want only small", found)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], "big") || !strings.Contains(problems[0], LimitFileBytes) {
+		t.Errorf("problems = %q, want the file-size limit for big", problems)
+	}
+}
+
+func containsSub(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtRows[T any](rows []T) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "  %+v\n", r)
+	}
+	return b.String()
+}
+
+func FuzzParseAgentManifest(f *testing.F) {
+	f.Add([]byte(skillDoc("pdf", "d")), "pdf")
+	f.Add([]byte("---\ndescription: x\n---\n"), "My Folder")
+	f.Add([]byte("---\nname: 数据\ndescription: x\n---\n"), "data")
+	f.Add([]byte("---\nname: 数据\ndescription: x\n---\n"), "数据")
+	f.Add([]byte("---\n{name: x, description: y}\n---\n"), "x")
+	f.Add([]byte("---\nname: [\n---\n"), "x")
+	f.Add([]byte("---\r\nslug: Bad Slug\r\ndescription: y\r\n---\r\n"), "good")
+	f.Fuzz(func(t *testing.T, data []byte, folder string) {
+		m, _, err := parseAgentManifest(data, folder)
+		if err != nil {
+			return
+		}
+		if !ValidSlug(m.Slug) {
+			t.Fatalf("slug %q is not valid", m.Slug)
+		}
+		if m.Description == "" {
+			t.Fatal("loaded with an empty description")
+		}
+		if m.Name == "" {
+			t.Fatal("loaded with an empty name")
+		}
+	})
+}
