@@ -172,21 +172,29 @@ func (db *DB) deleteName(ctx context.Context, table, column, key string) error {
 }
 
 func (db *DB) names(ctx context.Context, table string) ([]string, error) {
-	names := []string{}
+	var names []string
 	err := db.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+table+" ORDER BY name")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				return err
-			}
-			names = append(names, n)
-		}
-		return rows.Err()
+		var err error
+		names, err = queryStrings(ctx, tx, "SELECT name FROM "+table+" ORDER BY name")
+		return err
 	})
 	return names, err
+}
+
+// queryStrings runs a query selecting one text column; never nil.
+func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
+	out := []string{}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

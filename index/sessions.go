@@ -288,24 +288,14 @@ func (db *DB) RemoveMount(ctx context.Context, id, target string) error {
 // Mounts returns the targets session id is bound at, sorted; an unknown
 // session is skills.ErrNotFound.
 func (db *DB) Mounts(ctx context.Context, id string) ([]string, error) {
-	targets := []string{}
+	var targets []string
 	err := db.read(ctx, func(tx *sql.Tx) error {
 		if _, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT target FROM session_mounts WHERE session = ? ORDER BY target", id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var t string
-			if err := rows.Scan(&t); err != nil {
-				return err
-			}
-			targets = append(targets, t)
-		}
-		return rows.Err()
+		var err error
+		targets, err = queryStrings(ctx, tx, "SELECT target FROM session_mounts WHERE session = ? ORDER BY target", id)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list mounts of session %q: %w", id, err)

@@ -207,6 +207,19 @@ func (c *cli) openCatalog() (*catalog.Catalog, error) {
 	return catalog.Open(c.ctx, home, catalog.Options{Logger: slog.New(slog.DiscardHandler)})
 }
 
+// parseOpen parses a management command's arguments, then opens the catalog.
+func (c *cli) parseOpen(fs *flag.FlagSet, args []string, minPos, maxPos int, names string) ([]string, *catalog.Catalog, error) {
+	pos, err := parse(fs, args, minPos, maxPos, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := c.openCatalog()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, cat, nil
+}
+
 func (c *cli) printJSON(v any) error {
 	enc := json.NewEncoder(c.stdout)
 	enc.SetIndent("", "  ")

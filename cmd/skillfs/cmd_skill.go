@@ -219,10 +219,7 @@ func (e *validateError) Error() string { return fmt.Sprintf("%d problem(s) found
 
 func (c *cli) skillList(args []string) error {
 	fs := c.flags("skill list")
-	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
-		return err
-	}
-	cat, err := c.openCatalog()
+	_, cat, err := c.parseOpen(fs, args, 0, 0, "no arguments")
 	if err != nil {
 		return err
 	}
@@ -252,11 +249,7 @@ func (c *cli) skillList(args []string) error {
 
 func (c *cli) skillShow(args []string) error {
 	fs := c.flags("skill show")
-	pos, err := parse(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	cat, err := c.openCatalog()
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
 	if err != nil {
 		return err
 	}
@@ -302,11 +295,7 @@ func (c *cli) skillShow(args []string) error {
 
 func (c *cli) skillToggle(sub string, args []string) error {
 	fs := c.flags("skill " + sub)
-	pos, err := parse(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	cat, err := c.openCatalog()
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
 	if err != nil {
 		return err
 	}
@@ -321,11 +310,7 @@ func (c *cli) skillToggle(sub string, args []string) error {
 
 func (c *cli) skillDelete(args []string) error {
 	fs := c.flags("skill delete")
-	pos, err := parse(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	cat, err := c.openCatalog()
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
 	if err != nil {
 		return err
 	}
@@ -340,11 +325,7 @@ func (c *cli) skillDelete(args []string) error {
 func (c *cli) skillExport(args []string) error {
 	fs := c.flags("skill export")
 	out := fs.String("o", "", "write the ZIP to this file (default: standard output)")
-	pos, err := parse(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	cat, err := c.openCatalog()
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
 	if err != nil {
 		return err
 	}
@@ -375,11 +356,7 @@ func (c *cli) skillDeps(args []string) error {
 	fs.Var(&sk, "skill", "skill dependency (repeatable)")
 	fs.Var(&tools, "tool", "tool dependency (repeatable)")
 	fs.Var(&mcps, "mcp", "MCP server dependency (repeatable)")
-	pos, err := parse(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	cat, err := c.openCatalog()
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
 	if err != nil {
 		return err
 	}

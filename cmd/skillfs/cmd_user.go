@@ -12,11 +12,7 @@ func (c *cli) userCmd(sub string, args []string) error {
 		fs := c.flags("user " + sub)
 		role := fs.String("role", "", "user, admin or superadmin (default user)")
 		dept := fs.String("department", "", "department id")
-		pos, err := parse(fs, args, 1, 1, "UID")
-		if err != nil {
-			return err
-		}
-		cat, err := c.openCatalog()
+		pos, cat, err := c.parseOpen(fs, args, 1, 1, "UID")
 		if err != nil {
 			return err
 		}
@@ -42,10 +38,7 @@ func (c *cli) userCmd(sub string, args []string) error {
 		return c.done(u, "user %s: role %s, department %q", u.UID, u.Role, u.Department)
 	case "list":
 		fs := c.flags("user list")
-		if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
-			return err
-		}
-		cat, err := c.openCatalog()
+		_, cat, err := c.parseOpen(fs, args, 0, 0, "no arguments")
 		if err != nil {
 			return err
 		}
@@ -65,11 +58,7 @@ func (c *cli) userCmd(sub string, args []string) error {
 		return nil
 	case "delete":
 		fs := c.flags("user delete")
-		pos, err := parse(fs, args, 1, 1, "UID")
-		if err != nil {
-			return err
-		}
-		cat, err := c.openCatalog()
+		pos, cat, err := c.parseOpen(fs, args, 1, 1, "UID")
 		if err != nil {
 			return err
 		}
@@ -91,11 +80,7 @@ func (c *cli) toolCmd(sub string, args []string, mcp bool) error {
 	switch sub {
 	case "add", "delete":
 		fs := c.flags(kind + " " + sub)
-		pos, err := parse(fs, args, 1, 1, "NAME")
-		if err != nil {
-			return err
-		}
-		cat, err := c.openCatalog()
+		pos, cat, err := c.parseOpen(fs, args, 1, 1, "NAME")
 		if err != nil {
 			return err
 		}
@@ -112,10 +97,7 @@ func (c *cli) toolCmd(sub string, args []string, mcp bool) error {
 		return c.done(map[string]string{past: pos[0]}, "%s %s %s", kind, pos[0], past)
 	case "list":
 		fs := c.flags(kind + " list")
-		if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
-			return err
-		}
-		cat, err := c.openCatalog()
+		_, cat, err := c.parseOpen(fs, args, 0, 0, "no arguments")
 		if err != nil {
 			return err
 		}

@@ -56,19 +56,31 @@ func (c *Catalog) Show(ctx context.Context, as, slug string) (*Detail, error) {
 
 // SetEnabled enables or disables a skill.
 func (c *Catalog) SetEnabled(ctx context.Context, as, slug string, enabled bool) (*skills.Skill, error) {
-	actor, err := c.Actor(ctx, as)
-	if err != nil {
-		return nil, err
-	}
-	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
-		if policy.Permission(actor, s) == policy.None {
-			return notFound(slug)
-		}
+	return c.update(ctx, as, slug, func(actor skills.User, _ policy.Catalog, s *skills.Skill) error {
 		if err := policy.CheckToggle(actor, s); err != nil {
 			return err
 		}
 		s.Enabled = enabled
 		return nil
+	})
+}
+
+// update changes a skill the actor can see, in one index transaction; fn
+// gets a snapshot of the catalog for validation.
+func (c *Catalog) update(ctx context.Context, as, slug string, fn func(skills.User, policy.Catalog, *skills.Skill) error) (*skills.Skill, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+		if policy.Permission(actor, s) == policy.None {
+			return notFound(slug) // existence is not disclosed
+		}
+		return fn(actor, snap, s)
 	})
 }
 
@@ -122,18 +134,7 @@ func (c *Catalog) Export(ctx context.Context, as, slug string, w io.Writer) erro
 
 // Deps replaces a skill's three dependency lists after validating them.
 func (c *Catalog) Deps(ctx context.Context, as, slug string, skillDeps, tools, mcps []string) (*skills.Skill, error) {
-	actor, err := c.Actor(ctx, as)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := c.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
-		if policy.Permission(actor, s) == policy.None {
-			return notFound(slug)
-		}
+	return c.update(ctx, as, slug, func(actor skills.User, snap policy.Catalog, s *skills.Skill) error {
 		if err := policy.CheckEdit(actor, s); err != nil {
 			return err
 		}
@@ -142,24 +143,14 @@ func (c *Catalog) Deps(ctx context.Context, as, slug string, skillDeps, tools, m
 	})
 }
 
-// Share replaces a skill's share config.
+// Share replaces a skill's share config; a narrower scope is refused while
+// a dependant's readers would lose the skill.
 func (c *Catalog) Share(ctx context.Context, as, slug string, sh skills.Share) (*skills.Skill, error) {
-	actor, err := c.Actor(ctx, as)
+	sh, err := policy.NormalizeShare(sh)
 	if err != nil {
 		return nil, err
 	}
-	sh, err = policy.NormalizeShare(sh)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := c.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
-		if policy.Permission(actor, s) == policy.None {
-			return notFound(slug)
-		}
+	return c.update(ctx, as, slug, func(actor skills.User, snap policy.Catalog, s *skills.Skill) error {
 		if err := policy.CheckShare(actor, s, sh); err != nil {
 			return err
 		}
