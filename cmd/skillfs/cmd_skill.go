@@ -33,8 +33,12 @@ func (c *cli) skillCmd(sub string, args []string) error {
 		return c.skillDeps(args)
 	case "share":
 		return c.skillShare(args)
+	case "prepare":
+		return c.skillPrepare(args)
+	case "confirm", "discard":
+		return c.skillConfirm(sub, args)
 	}
-	return fmt.Errorf("unknown skill command %q (import, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
+	return fmt.Errorf("unknown skill command %q (import, prepare, confirm, discard, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
 }
 
 // skillJSON is one element of `skill list --json`; its fields are a contract.
@@ -121,6 +125,11 @@ func (c *cli) skillImport(args []string) error {
 	}
 	defer cat.Close()
 	res, ierr := cat.Import(c.ctx, req)
+	return c.importResult(res, ierr)
+}
+
+// importResult prints what an import did and picks its error.
+func (c *cli) importResult(res *catalog.ImportResult, ierr error) error {
 	if c.json {
 		if err := c.printJSON(res); err != nil {
 			return err
@@ -147,6 +156,67 @@ func (c *cli) skillImport(args []string) error {
 		return fmt.Errorf("%d of %d skills failed to import: %w", len(res.Failed), len(res.Failed)+len(res.Installed), skills.ErrInvalid)
 	}
 	return ierr
+}
+
+func (c *cli) skillPrepare(args []string) error {
+	fs := c.flags("skill prepare")
+	var picks listFlag
+	fs.Var(&picks, "skill", "prepare this skill of a multi-skill source (repeatable)")
+	all := fs.Bool("all", false, "prepare every skill of the source")
+	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
+	ref := fs.String("ref", "", "git branch, tag or commit")
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SOURCE")
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	d, err := cat.Prepare(c.ctx, catalog.ImportRequest{Source: pos[0], Ref: *ref, Skills: picks, All: *all,
+		As: c.as, Replace: *replace})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(d)
+	}
+	fmt.Fprintf(c.stdout, "draft %s (expires %s)\n", d.ID, d.ExpiresAt.Local().Format("15:04:05"))
+	for _, s := range d.Skills {
+		fmt.Fprintf(c.stdout, "  %s (%s): %s\n", s.Slug, s.Name, truncate(s.Description, 60))
+		for _, w := range s.Warnings {
+			fmt.Fprintf(c.stdout, "    warning: %s\n", w)
+		}
+	}
+	for _, f := range d.Failed {
+		fmt.Fprintf(c.stderr, "left out %s: %s\n", f.Source, f.Error)
+	}
+	fmt.Fprintf(c.stdout, "install with `skillfs skill confirm %s [--share SCOPE]`, or drop it with `skillfs skill discard %s`\n", d.ID, d.ID)
+	return nil
+}
+
+// skillConfirm installs or drops a draft.
+func (c *cli) skillConfirm(sub string, args []string) error {
+	fs := c.flags("skill " + sub)
+	share := fs.String("share", "", "read scope: global, department:ID,... or user:UID,...")
+	pos, cat, err := c.parseOpen(fs, args, 1, 1, "DRAFT")
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if sub == "discard" {
+		if err := cat.Discard(c.ctx, c.as, pos[0]); err != nil {
+			return err
+		}
+		return c.done(map[string]string{"discarded": pos[0]}, "draft %s discarded", pos[0])
+	}
+	var sh *skills.Share
+	if *share != "" {
+		sc, err := policy.ParseScope(*share)
+		if err != nil {
+			return err
+		}
+		sh = &skills.Share{Read: sc}
+	}
+	res, err := cat.Confirm(c.ctx, c.as, pos[0], sh)
+	return c.importResult(res, err)
 }
 
 func (c *cli) skillValidate(args []string) error {

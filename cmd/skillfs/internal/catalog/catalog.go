@@ -158,6 +158,7 @@ func (c *Catalog) sweep(ctx context.Context) error {
 			}
 		}
 	}
+	c.sweepDrafts()
 	return os.RemoveAll(filepath.Join(c.home, tmpDir))
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"skillfs/skills"
 )
@@ -244,5 +245,77 @@ func TestImportFromAgentFolders(t *testing.T) {
 	m, _, err := skills.ParseManifest(data, skills.Strict)
 	if err != nil || m.Slug != "nice-tool" || m.Name != "Nice Tool" {
 		t.Fatalf("stored SKILL.md: %+v %v\n%s", m, err, data)
+	}
+}
+
+func TestPrepareConfirmDiscard(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	home := filepath.Join(t.TempDir(), "home")
+	c, err := Open(ctx, home, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.AddUser(ctx, "", skills.User{UID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	skillDir(t, filepath.Join(src, "skills", "one"), "name: one\ndescription: first")
+	skillDir(t, filepath.Join(src, "skills", "two"), "name: two\ndescription: second")
+
+	d, err := c.Prepare(ctx, ImportRequest{Source: src, All: true, As: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Skills) != 2 || d.Skills[0].Slug != "one" || d.Skills[1].Description != "second" {
+		t.Fatalf("draft skills %+v", d.Skills)
+	}
+	if list, _ := c.List(ctx, ""); len(list) != 0 {
+		t.Fatalf("prepare installed %v", list)
+	}
+	// The source may change or vanish: the draft holds its own copy.
+	os.RemoveAll(src)
+	if _, err := c.Confirm(ctx, "bob", d.ID, nil); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("confirm as an unknown user: %v", err)
+	}
+	sh := &skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}
+	if _, err := c.Confirm(ctx, "alice", d.ID, sh); !errors.Is(err, skills.ErrPermission) {
+		t.Fatalf("a user confirms with a global share: %v", err)
+	}
+	res, err := c.Confirm(ctx, "alice", d.ID, nil)
+	if err != nil || len(res.Installed) != 2 {
+		t.Fatalf("confirm: %v %+v", err, res)
+	}
+	s, err := c.Show(ctx, "alice", "two")
+	if err != nil || s.Creator != "alice" || !strings.HasSuffix(s.Source, "//skills/two") {
+		t.Fatalf("installed %+v %v", s, err)
+	}
+	if _, err := c.Confirm(ctx, "alice", d.ID, nil); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("a confirmed draft is gone: %v", err)
+	}
+
+	// Discard, and expiry.
+	src2 := skillDir(t, filepath.Join(t.TempDir(), "three"), "name: three\ndescription: third")
+	d2, err := c.Prepare(ctx, ImportRequest{Source: src2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Discard(ctx, "", d2.ID); err != nil {
+		t.Fatal(err)
+	}
+	d3, err := c.Prepare(ctx, ImportRequest{Source: src2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(DraftTTL + time.Second)
+	if _, err := c.Confirm(ctx, "", d3.ID, nil); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("an expired draft confirms: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, draftsDir)); len(ents) != 0 {
+		t.Fatalf("drafts left: %v", ents)
+	}
+	if _, err := c.Confirm(ctx, "", "../../etc", nil); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("a path as draft id: %v", err)
 	}
 }

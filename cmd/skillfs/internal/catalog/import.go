@@ -102,54 +102,82 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 		return res, err
 	}
 	defer unlock()
+	sel, err := c.selectSkills(ctx, req, res)
+	if err != nil || sel == nil {
+		return res, err
+	}
+	defer sel.src.cleanup()
+	return res, c.install(ctx, actor, req, sel, res)
+}
 
+// selection is what a request picked from its source. The caller cleans
+// up src.
+type selection struct {
+	src   *source
+	cands []skills.Candidate
+	mode  skills.Mode
+}
+
+// selectSkills resolves the request's source and picks its skills. With
+// --list it fills res.Available and returns no selection; a source holding
+// several skills needs --skill or --all.
+func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *ImportResult) (*selection, error) {
 	var src *source
 	var cands []skills.Candidate
+	var err error
 	mode := skills.Strict
 	if req.Agents {
 		mode = skills.Lenient
 		src, cands = c.agentSource(req, res)
 		if len(cands) == 0 {
-			return res, fmt.Errorf("no skills found in the agent folders of %q and %q: %w", req.AgentHome, req.Project, skills.ErrNoManifest)
+			return nil, fmt.Errorf("no skills found in the agent folders of %q and %q: %w", req.AgentHome, req.Project, skills.ErrNoManifest)
 		}
 	} else {
 		src, err = c.resolve(ctx, req)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		cands, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
 		if err != nil {
 			src.cleanup()
-			return res, fmt.Errorf("find skills in %q: %w", req.Source, err)
+			return nil, fmt.Errorf("find skills in %q: %w", req.Source, err)
 		}
 	}
-	defer src.cleanup()
 	if req.Origin != "" {
 		src.key = req.Origin
 	}
-
 	if req.List || (len(cands) > 1 && !req.All && len(req.Skills) == 0) {
+		src.cleanup()
 		res.Available = describe(cands)
 		if req.List {
-			return res, nil
+			return nil, nil
 		}
 		names := make([]string, len(res.Available))
 		for i, a := range res.Available {
 			names[i] = a.Slug
 		}
-		return res, fmt.Errorf("%q holds %d skills (%s): choose with --skill NAME or --all: %w",
+		return nil, fmt.Errorf("%q holds %d skills (%s): choose with --skill NAME or --all: %w",
 			req.Source, len(cands), strings.Join(names, ", "), skills.ErrAmbiguous)
 	}
 	if len(req.Skills) > 0 {
-		cands, err = pick(cands, req.Skills)
+		picked, err := pick(cands, req.Skills)
 		if err != nil {
+			src.cleanup()
 			res.Available = describe(cands)
-			return res, fmt.Errorf("in %q: %w", req.Source, err)
+			return nil, fmt.Errorf("in %q: %w", req.Source, err)
 		}
+		cands = picked
 	}
+	return &selection{src: src, cands: dependencyOrder(cands), mode: mode}, nil
+}
+
+// install imports every selected skill; per-skill failures go to
+// res.Failed. It fails when nothing could be installed.
+func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequest, sel *selection, res *ImportResult) error {
+	src := sel.src
 	var errs []error
-	for _, cand := range dependencyOrder(cands) {
-		inst, err := c.importOne(ctx, actor, req, src, cand, mode)
+	for _, cand := range sel.cands {
+		inst, err := c.importOne(ctx, actor, req, src, cand, sel.mode)
 		if err != nil {
 			where := req.Source
 			if req.Agents {
@@ -166,11 +194,11 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 	}
 	if len(res.Installed) == 0 && len(res.Failed) > 0 {
 		if len(errs) == 1 {
-			return res, errs[0]
+			return errs[0]
 		}
-		return res, fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.Source, errors.Join(errs...))
+		return fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.Source, errors.Join(errs...))
 	}
-	return res, nil
+	return nil
 }
 
 // agentSource lists the skills of the agents' folders as candidates; those

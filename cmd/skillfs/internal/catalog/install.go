@@ -49,13 +49,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		warnings = append(warnings, fmt.Sprintf("folder %q differs from slug %q: the slug is the identity", cand.Name, m.Slug))
 	}
 
-	key := src.key
-	if cand.Rel != "." {
-		key += "//" + cand.Rel
-	}
-	if req.Agents {
-		key = src.key + cand.Dir
-	}
+	key := sourceKey(src.key, cand, req.Agents)
 	sourceType := src.sourceType
 	if req.Builtin {
 		sourceType = skills.SourceBuiltin
@@ -153,6 +147,18 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 			return nil, err
 		}
 	}
+}
+
+// sourceKey is the provenance of one skill of a source: same key, same
+// source, so a reinstall makes a new version.
+func sourceKey(key string, cand skills.Candidate, agents bool) string {
+	switch {
+	case agents:
+		return key + cand.Rel // the agent folder's real path
+	case cand.Rel != ".":
+		return key + "//" + cand.Rel
+	}
+	return key
 }
 
 // chooseSlug decides where a skill with the wanted slug goes: a new skill

@@ -1,0 +1,286 @@
+package catalog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// DraftTTL is how long a prepared import waits for its confirmation.
+const DraftTTL = time.Hour
+
+const draftsDir = "drafts"
+
+// Draft is a prepared import: the source was read, checked and copied, the
+// skills parsed; nothing is in the catalog until Confirm. Interactive front
+// ends show it, ask for a share scope, then confirm or discard it.
+type Draft struct {
+	ID        string       `json:"draft"`
+	Source    string       `json:"source"`
+	Creator   string       `json:"creator"`
+	CreatedAt time.Time    `json:"created_at"`
+	ExpiresAt time.Time    `json:"expires_at"`
+	Skills    []DraftSkill `json:"skills"`
+	Failed    []Failed     `json:"failed"`
+
+	// How to install it, fixed at prepare time.
+	Key        string `json:"origin"`
+	SourceType string `json:"source_type"`
+	Ref        string `json:"ref,omitempty"`
+	Commit     string `json:"commit,omitempty"`
+	Lenient    bool   `json:"lenient,omitempty"`
+	Replace    bool   `json:"replace,omitempty"`
+	Builtin    bool   `json:"builtin,omitempty"`
+}
+
+// DraftSkill is one skill of a draft. Slug is where it would install now;
+// Confirm decides again, as the catalog may have changed meanwhile.
+type DraftSkill struct {
+	Slug        string   `json:"slug"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Warnings    []string `json:"warnings"`
+	Folder      string   `json:"folder"`
+	Rel         string   `json:"path"`
+	Version     string   `json:"version"` // tree hash before any slug rewrite
+}
+
+func (c *Catalog) draftPath(id string) (string, error) {
+	if len(id) != 32 {
+		return "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
+	}
+	if _, err := hex.DecodeString(id); err != nil {
+		return "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
+	}
+	return filepath.Join(c.home, draftsDir, id), nil
+}
+
+// Prepare reads a source like Import, but stops before publishing: the
+// selected skills are staged into a draft that Confirm installs.
+func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error) {
+	actor, err := c.Actor(ctx, req.As)
+	if err != nil {
+		return nil, err
+	}
+	if req.Builtin {
+		if err := policy.CheckInstallBuiltin(actor); err != nil {
+			return nil, err
+		}
+	}
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res := &ImportResult{}
+	sel, err := c.selectSkills(ctx, req, res)
+	if err != nil {
+		return nil, err
+	}
+	if sel == nil {
+		return nil, fmt.Errorf("prepare needs skills to install, not --list: %w", skills.ErrInvalid)
+	}
+	defer sel.src.cleanup()
+
+	b := make([]byte, 16)
+	rand.Read(b)
+	now := c.now().UTC()
+	d := &Draft{ID: hex.EncodeToString(b), Source: req.Source, Creator: actor.UID, CreatedAt: now,
+		ExpiresAt: now.Add(DraftTTL), Skills: []DraftSkill{}, Failed: res.Failed,
+		Key: sel.src.key, SourceType: sel.src.sourceType, Ref: sel.src.ref, Commit: sel.src.commit,
+		Lenient: sel.mode == skills.Lenient, Replace: req.Replace, Builtin: req.Builtin}
+	if d.Failed == nil {
+		d.Failed = []Failed{}
+	}
+	dir, _ := c.draftPath(d.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create draft: %w", err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			forceRemoveAll(dir)
+		}
+	}()
+	var errs []error
+	for i, cand := range sel.cands {
+		ds, err := c.draftOne(ctx, actor, req, d.Key, cand, filepath.Join(dir, strconv.Itoa(i)), sel.mode)
+		if err != nil {
+			d.Failed = append(d.Failed, Failed{Source: cand.Rel, Error: err.Error()})
+			errs = append(errs, err)
+			continue
+		}
+		d.Skills = append(d.Skills, *ds)
+	}
+	if len(d.Skills) == 0 {
+		if len(errs) == 1 {
+			return nil, errs[0]
+		}
+		return nil, fmt.Errorf("no skill of %q can be installed: %w", req.Source, errors.Join(errs...))
+	}
+	if err := writeDraft(dir, d); err != nil {
+		return nil, err
+	}
+	keep = true
+	c.log.Info("import prepared", "draft", d.ID, "source", req.Source, "skills", len(d.Skills))
+	return d, nil
+}
+
+// draftOne stages one skill into dst and says where it would go.
+func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, key string, cand skills.Candidate, dst string, mode skills.Mode) (*DraftSkill, error) {
+	st, err := skills.StageDir(cand.Dir, dst, c.lim)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dst, skills.ManifestName))
+	if err != nil {
+		return nil, err
+	}
+	m, warnings, err := skills.ParseManifest(data, mode)
+	if err != nil {
+		return nil, err
+	}
+	hash, _, _, err := skills.TreeHash(dst)
+	if err != nil {
+		return nil, err
+	}
+	slug, _, err := c.chooseSlug(ctx, actor, req, sourceKey(key, cand, req.Agents), m.Slug)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(st.Warnings, warnings...)
+	if slug != m.Slug {
+		warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: would install as %q", m.Slug, slug))
+	}
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return &DraftSkill{Slug: slug, Name: m.Name, Description: m.Description, Warnings: warnings,
+		Folder: cand.Name, Rel: cand.Rel, Version: hash}, nil
+}
+
+func writeDraft(dir string, d *Draft) error {
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "draft.json.tmp"), b, 0o600); err != nil {
+		return fmt.Errorf("write draft: %w", err)
+	}
+	return os.Rename(filepath.Join(dir, "draft.json.tmp"), filepath.Join(dir, "draft.json"))
+}
+
+// loadDraft reads a draft the actor may act on.
+func (c *Catalog) loadDraft(actor skills.User, id string) (*Draft, string, error) {
+	dir, err := c.draftPath(id)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "draft.json"))
+	if err != nil {
+		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
+	}
+	var d Draft
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, "", fmt.Errorf("draft %q: %v: %w", id, err, skills.ErrInvalid)
+	}
+	if d.Creator != actor.UID && actor.Role != skills.RoleSuperadmin {
+		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound) // another user's draft is not disclosed
+	}
+	if c.now().After(d.ExpiresAt) {
+		forceRemoveAll(dir)
+		return nil, "", fmt.Errorf("draft %q expired at %s: prepare it again: %w", id, d.ExpiresAt.Format(time.RFC3339), skills.ErrNotFound)
+	}
+	return &d, dir, nil
+}
+
+// Confirm installs a draft with the share scope chosen now (nil: the
+// default for the creator) and removes the draft.
+func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Share) (*ImportResult, error) {
+	res := &ImportResult{Installed: []Installed{}, Failed: []Failed{}}
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return res, err
+	}
+	if share != nil {
+		sh, err := policy.NormalizeShare(*share)
+		if err != nil {
+			return res, err
+		}
+		share = &sh
+	}
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	d, dir, err := c.loadDraft(actor, id)
+	if err != nil {
+		return res, err
+	}
+	installer, err := c.Actor(ctx, d.Creator)
+	if err != nil {
+		return res, err
+	}
+	req := ImportRequest{Source: d.Source, As: d.Creator, Share: share, Replace: d.Replace, Builtin: d.Builtin}
+	mode := skills.Strict
+	if d.Lenient {
+		mode = skills.Lenient
+		req.Agents = true
+	}
+	src := &source{key: d.Key, sourceType: d.SourceType, ref: d.Ref, commit: d.Commit, cleanup: func() {}}
+	sel := &selection{src: src, mode: mode}
+	for i, ds := range d.Skills {
+		sel.cands = append(sel.cands, skills.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i))})
+	}
+	err = c.install(ctx, installer, req, sel, res)
+	if err == nil {
+		forceRemoveAll(dir)
+		c.log.Info("import confirmed", "draft", id, "installed", len(res.Installed))
+	}
+	return res, err
+}
+
+// Discard drops a draft.
+func (c *Catalog) Discard(ctx context.Context, as, id string) error {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return err
+	}
+	_, dir, err := c.loadDraft(actor, id)
+	if err != nil {
+		return err
+	}
+	forceRemoveAll(dir)
+	return nil
+}
+
+// sweepDrafts removes expired drafts (and any without a readable record).
+func (c *Catalog) sweepDrafts() {
+	root := filepath.Join(c.home, draftsDir)
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		var d Draft
+		b, err := os.ReadFile(filepath.Join(dir, "draft.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &d)
+		}
+		if err != nil || c.now().After(d.ExpiresAt) {
+			forceRemoveAll(dir)
+		}
+	}
+}
