@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +36,12 @@ func (c *cli) skillCmd(sub string, args []string) error {
 		return c.skillShare(args)
 	case "prepare":
 		return c.skillPrepare(args)
+	case "edit":
+		return c.skillEdit(args)
 	case "confirm", "discard":
 		return c.skillConfirm(sub, args)
 	}
-	return fmt.Errorf("unknown skill command %q (import, prepare, confirm, discard, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
+	return fmt.Errorf("unknown skill command %q (import, prepare, confirm, discard, edit, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
 }
 
 // skillJSON is one element of `skill list --json`; its fields are a contract.
@@ -217,6 +220,44 @@ func (c *cli) skillConfirm(sub string, args []string) error {
 	}
 	res, err := cat.Confirm(c.ctx, c.as, pos[0], sh)
 	return c.importResult(res, err)
+}
+
+// skillEdit writes one text file of a skill as a new version.
+func (c *cli) skillEdit(args []string) error {
+	fs := c.flags("skill edit")
+	from := fs.String("from", "", "read the new content from this file (default: standard input)")
+	del := fs.Bool("delete", false, "remove the file instead")
+	pos, cat, err := c.parseOpen(fs, args, 2, 2, "SLUG PATH")
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	var content []byte
+	if !*del {
+		if *from != "" {
+			content, err = os.ReadFile(*from)
+		} else {
+			content, err = io.ReadAll(io.LimitReader(c.stdin, cat.Limits().MaxFileBytes+1))
+		}
+		if err != nil {
+			return fmt.Errorf("read new content: %w", err)
+		}
+		if content == nil {
+			content = []byte{}
+		}
+	}
+	in, err := cat.Edit(c.ctx, c.as, pos[0], pos[1], content)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(in)
+	}
+	fmt.Fprintf(c.stdout, "%s: version %s\n", in.Slug, short(in.Version))
+	for _, w := range in.Warnings {
+		fmt.Fprintf(c.stdout, "  warning: %s\n", w)
+	}
+	return nil
 }
 
 func (c *cli) skillValidate(args []string) error {

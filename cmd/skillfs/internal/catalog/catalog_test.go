@@ -319,3 +319,78 @@ func TestPrepareConfirmDiscard(t *testing.T) {
 		t.Fatalf("a path as draft id: %v", err)
 	}
 }
+
+func TestEdit(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	dir := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: one")
+	os.MkdirAll(filepath.Join(dir, "scripts"), 0o755)
+	os.WriteFile(filepath.Join(dir, "scripts", "run.sh"), []byte("#!/bin/sh\necho 1\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "logo.png"), []byte{0x89, 'P', 'N', 'G'}, 0o644)
+	res, err := c.Import(ctx, ImportRequest{Source: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := res.Installed[0].Version
+
+	in, err := c.Edit(ctx, "", "notes", "scripts/run.sh", []byte("#!/bin/sh\necho 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := c.Show(ctx, "", "notes")
+	if d.Version != in.Version || d.Versions[0].Previous != v1 || len(d.Versions) != 2 {
+		t.Fatalf("after edit: %+v", d.Versions)
+	}
+	fi, err := os.Stat(filepath.Join(d.Path, "scripts", "run.sh"))
+	if err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("edited script lost its execute bit: %v %v", fi.Mode(), err)
+	}
+	// The old version is untouched (copy-on-write).
+	old, _ := os.ReadFile(filepath.Join(c.VersionPath("notes", v1), "scripts", "run.sh"))
+	if string(old) != "#!/bin/sh\necho 1\n" {
+		t.Fatalf("old version changed: %q", old)
+	}
+	// Editing SKILL.md updates the index.
+	if _, err := c.Edit(ctx, "", "notes", "SKILL.md", []byte("---\nname: notes\ndescription: two\n---\nnew body\n")); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := c.Show(ctx, "", "notes"); d.Description != "two" {
+		t.Fatalf("description after edit = %q", d.Description)
+	}
+	bad := []struct {
+		name, path string
+		content    []byte
+		want       error
+	}{
+		{"binary extension", "logo.png", []byte("x"), skills.ErrInvalid},
+		{"not utf-8", "a.txt", []byte{0xff, 0xfe}, skills.ErrInvalid},
+		{"escape", "../x.md", []byte("x"), skills.ErrUnsafePath},
+		{"invalid manifest", "SKILL.md", []byte("---\nname: Notes!\n---\n"), skills.ErrInvalidManifest},
+		{"slug change", "SKILL.md", []byte("---\nname: other\ndescription: x\n---\n"), skills.ErrInvalid},
+		{"remove manifest", "SKILL.md", nil, skills.ErrInvalid},
+		{"unregistered tool", "SKILL.md", []byte("---\nname: notes\ndescription: x\ntool_dependencies: [t]\n---\n"), skills.ErrDependency},
+	}
+	before, _ := c.Show(ctx, "", "notes")
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.Edit(ctx, "", "notes", tc.path, tc.content); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			after, _ := c.Show(ctx, "", "notes")
+			if after.Version != before.Version || len(after.Versions) != len(before.Versions) {
+				t.Fatal("a refused edit changed the skill")
+			}
+		})
+	}
+	if l := leftovers(t, c); len(l) > 0 {
+		t.Fatalf("leftovers: %v", l)
+	}
+	// Builtins are never edited.
+	b := skillDir(t, filepath.Join(t.TempDir(), "sys"), "name: sys\ndescription: builtin")
+	if _, err := c.Import(ctx, ImportRequest{Source: b, Builtin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Edit(ctx, "", "sys", "x.md", []byte("x")); !errors.Is(err, skills.ErrPermission) {
+		t.Fatalf("edit a builtin: %v", err)
+	}
+}

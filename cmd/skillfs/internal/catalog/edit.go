@@ -1,0 +1,184 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// EditableExtensions are the text files online editing may write.
+var EditableExtensions = []string{
+	".md", ".txt", ".py", ".sh", ".bash", ".js", ".mjs", ".ts", ".json", ".yaml", ".yml",
+	".toml", ".csv", ".tsv", ".html", ".css", ".xml", ".sql", ".rb", ".go", ".rs", ".ini",
+	".cfg", ".conf", ".j2", ".tmpl", ".template",
+}
+
+// Edit changes one text file of a skill — writes it, or removes it when
+// content is nil — as a new version, copy-on-write: sessions keep the version
+// they pinned until they refresh. Editing the root SKILL.md re-validates it
+// and updates the index (name, description, dependencies); its slug cannot
+// change. It returns the new version, or the current one when nothing changed.
+func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content []byte) (*Installed, error) {
+	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.CheckEdit(actor, s); err != nil {
+		return nil, err
+	}
+	clean, err := skills.CleanRelPath(rel)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEditable(clean, content, c.lim); err != nil {
+		return nil, err
+	}
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Copy the current version into a work tree, change it there, then stage
+	// the result like any import, with every check and limit.
+	if err := os.MkdirAll(filepath.Join(c.home, tmpDir), 0o700); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp(filepath.Join(c.home, tmpDir), "edit-")
+	if err != nil {
+		return nil, err
+	}
+	defer forceRemoveAll(work)
+	tree := filepath.Join(work, "tree")
+	if _, err := skills.StageDir(c.store.VersionPath(slug, s.Version), tree, c.lim); err != nil {
+		return nil, fmt.Errorf("copy the current version: %w", err)
+	}
+	if err := applyEdit(tree, clean, content); err != nil {
+		return nil, err
+	}
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		return nil, err
+	}
+	defer forceRemoveAll(staging) // a no-op once published
+	if _, err := skills.StageDir(tree, staging, c.lim); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(staging, skills.ManifestName))
+	if err != nil {
+		return nil, err
+	}
+	m, warnings, err := skills.ParseManifest(data, skills.Strict)
+	if err != nil {
+		return nil, err
+	}
+	if m.Slug != slug {
+		return nil, fmt.Errorf("SKILL.md names slug %q, but the slug of a skill cannot change (it is %q): %w", m.Slug, slug, skills.ErrInvalid)
+	}
+	unlockPub, err := c.publishLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlockPub()
+	s, err = c.db.Skill(ctx, slug) // the current version may have moved meanwhile
+	if err != nil {
+		return nil, err
+	}
+	hash, files, size, err := skills.TreeHash(staging)
+	if err != nil {
+		return nil, err
+	}
+	if hash == s.Version {
+		return &Installed{Slug: slug, Name: s.Name, Version: hash, Warnings: append(warnings, "no change: no new version")}, nil
+	}
+	next := *s
+	next.Name, next.Description = m.Name, m.Description
+	next.SkillDependencies, next.ToolDependencies, next.MCPDependencies = m.SkillDependencies, m.ToolDependencies, m.MCPDependencies
+	next.UpdatedAt = c.now().UTC()
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.ValidateDependencies(snap, &next); err != nil {
+		return nil, err
+	}
+	ver := &skills.Version{Slug: slug, Hash: hash, SourceType: s.SourceType, Source: "edit:" + clean,
+		Installer: actor.UID, InstalledAt: next.UpdatedAt, Previous: s.Version, Files: files, Bytes: size}
+	p, created, err := c.store.Publish(staging, slug, hash)
+	if err != nil {
+		return nil, fmt.Errorf("publish %q: %w", slug, err)
+	}
+	ver.Path = p
+	if err := c.db.AddVersion(ctx, &next, ver); err != nil {
+		if created {
+			c.store.RemoveVersion(slug, hash)
+		}
+		return nil, err
+	}
+	c.log.Info("skill edited", "slug", slug, "file", clean, "version", hash, "by", actor.UID)
+	return &Installed{Slug: slug, Name: next.Name, Version: hash, Warnings: nonNilStrings(warnings)}, nil
+}
+
+// applyEdit writes or (content == nil) removes one file of a tree; a file
+// keeps its mode, a new one is 0644.
+func applyEdit(tree, rel string, content []byte) error {
+	target := filepath.Join(tree, filepath.FromSlash(rel))
+	if content == nil {
+		if rel == skills.ManifestName {
+			return fmt.Errorf("SKILL.md cannot be removed: %w", skills.ErrInvalid)
+		}
+		if err := os.Remove(target); err != nil {
+			return fmt.Errorf("remove %s: %w", rel, skills.ErrNotFound)
+		}
+		return nil
+	}
+	mode := os.FileMode(0o644)
+	if fi, err := os.Lstat(target); err == nil {
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a file: %w", rel, skills.ErrInvalid)
+		}
+		mode = fi.Mode().Perm()
+		os.Chmod(target, mode|0o200)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(target, content, mode)
+}
+
+// checkEditable enforces what online editing may write: UTF-8 text with an
+// allowed extension, within the file size limit.
+func checkEditable(rel string, content []byte, lim skills.Limits) error {
+	if content == nil {
+		return nil
+	}
+	ext := strings.ToLower(path.Ext(rel))
+	allowed := false
+	for _, e := range EditableExtensions {
+		allowed = allowed || ext == e
+	}
+	if !allowed {
+		return fmt.Errorf("%s: only text files can be edited online (%s): %w", rel, strings.Join(EditableExtensions, " "), skills.ErrInvalid)
+	}
+	if int64(len(content)) > lim.MaxFileBytes {
+		return &skills.LimitError{Limit: skills.LimitFileBytes, Value: int64(len(content)), Max: lim.MaxFileBytes, Path: rel}
+	}
+	if !utf8.Valid(content) || bytes.IndexByte(content, 0) >= 0 {
+		return fmt.Errorf("%s: content is not UTF-8 text: %w", rel, skills.ErrInvalid)
+	}
+	return nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
