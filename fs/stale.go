@@ -14,7 +14,8 @@ import (
 	"skillfs/skills"
 )
 
-// mountEntry is one line of /proc/self/mountinfo, reduced to what we use.
+// mountEntry is one line of /proc/thread-self/mountinfo (the calling
+// thread's mount namespace, which may differ from the process's), reduced to what we use.
 type mountEntry struct {
 	Mountpoint string
 	FSType     string
@@ -94,7 +95,7 @@ func escapeMountinfo(s string) string {
 
 // mountsAt returns the mounts whose mount point is path, bottom first.
 func mountsAt(path string) ([]mountEntry, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("list mounts: %w", err)
 	}

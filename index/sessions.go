@@ -233,7 +233,7 @@ func (db *DB) CloseSession(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", at, id); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, "DELETE FROM session_mounts WHERE session = ?", id)
+		_, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ?", id)
 		return err
 	})
 	if err != nil {
@@ -241,13 +241,11 @@ func (db *DB) CloseSession(ctx context.Context, id string) error {
 	}
 	return nil
 }
-
-// AddMount records that session id is bound at target, so a restarted
-// daemon can re-attach it. Recording a known target again is not an error.
-// An unknown session is skills.ErrNotFound, a closed one skills.ErrInvalid.
-func (db *DB) AddMount(ctx context.Context, id, target string) error {
-	if target == "" {
-		return fmt.Errorf("add mount of session %q: empty target: %w", id, skills.ErrInvalid)
+// AddBind records that session id is bound at b (idempotent), so a restart
+// can re-attach it.
+func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
+	if b.Target == "" || b.PID < 0 {
+		return fmt.Errorf("add bind of session %q: empty target or negative pid: %w", id, skills.ErrInvalid)
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
@@ -255,20 +253,21 @@ func (db *DB) AddMount(ctx context.Context, id, target string) error {
 		} else if closed {
 			return errClosed
 		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO session_mounts (session, target) VALUES (?, ?) ON CONFLICT DO NOTHING", id, target)
+		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, target, pid, ns) VALUES (?, ?, ?, ?)
+			ON CONFLICT (session, pid, target) DO UPDATE SET ns = excluded.ns`, id, b.Target, b.PID, b.NS)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("add mount of session %q at %q: %w", id, target, err)
+		return fmt.Errorf("add bind of session %q at %q: %w", id, b.Target, err)
 	}
 	return nil
 }
 
-// RemoveMount forgets that session id is bound at target; a mount not
-// recorded is skills.ErrNotFound.
-func (db *DB) RemoveMount(ctx context.Context, id, target string) error {
+// RemoveBind forgets a bind of session id (matched by target and pid); one
+// not recorded is skills.ErrNotFound.
+func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM session_mounts WHERE session = ? AND target = ?", id, target)
+		res, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?", id, b.Target, b.PID)
 		if err != nil {
 			return err
 		}
@@ -280,25 +279,35 @@ func (db *DB) RemoveMount(ctx context.Context, id, target string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("remove mount of session %q at %q: %w", id, target, err)
+		return fmt.Errorf("remove bind of session %q at %q: %w", id, b.Target, err)
 	}
 	return nil
 }
 
-// Mounts returns the targets session id is bound at, sorted; an unknown
+// Binds returns the binds of session id, by pid then target; an unknown
 // session is skills.ErrNotFound.
-func (db *DB) Mounts(ctx context.Context, id string) ([]string, error) {
-	var targets []string
+func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
+	binds := []skills.Bind{}
 	err := db.read(ctx, func(tx *sql.Tx) error {
 		if _, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		}
-		var err error
-		targets, err = queryStrings(ctx, tx, "SELECT target FROM session_mounts WHERE session = ? ORDER BY target", id)
-		return err
+		rows, err := tx.QueryContext(ctx, "SELECT target, pid, ns FROM session_binds WHERE session = ? ORDER BY pid, target", id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b skills.Bind
+			if err := rows.Scan(&b.Target, &b.PID, &b.NS); err != nil {
+				return err
+			}
+			binds = append(binds, b)
+		}
+		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list mounts of session %q: %w", id, err)
+		return nil, fmt.Errorf("list binds of session %q: %w", id, err)
 	}
-	return targets, nil
+	return binds, nil
 }

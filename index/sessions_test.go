@@ -167,32 +167,47 @@ func TestCloseSessionAndMounts(t *testing.T) {
 	if err := db.CreateSession(ctx, testSession("s2", t0)); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := db.Mounts(ctx, "s1")
+	ms, err := db.Binds(ctx, "s1")
 	if err != nil || ms == nil || len(ms) != 0 {
 		t.Fatalf("Mounts of new session = %#v, %v", ms, err)
 	}
 	for _, target := range []string{"/sandbox/b/skills", "/sandbox/a/skills", "/sandbox/b/skills"} {
-		if err := db.AddMount(ctx, "s1", target); err != nil {
+		if err := db.AddBind(ctx, "s1", skills.Bind{Target: target}); err != nil {
 			t.Fatalf("AddMount(%q): %v", target, err)
 		}
 	}
-	if err := db.AddMount(ctx, "s2", "/sandbox/c/skills"); err != nil {
+	if err := db.AddBind(ctx, "s2", skills.Bind{Target: "/sandbox/c/skills"}); err != nil {
 		t.Fatal(err)
 	}
-	ms, err = db.Mounts(ctx, "s1")
+	ms, err = db.Binds(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "mounts", ms, []string{"/sandbox/a/skills", "/sandbox/b/skills"})
+	mustEqual(t, "mounts", ms, []skills.Bind{{Target: "/sandbox/a/skills"}, {Target: "/sandbox/b/skills"}})
 
-	if err := db.RemoveMount(ctx, "s1", "/sandbox/a/skills"); err != nil {
+	// The same target in a sandbox's namespace is another bind; re-adding
+	// it updates the namespace identity.
+	for _, ns := range []string{"mnt:[1]", "mnt:[2]"} {
+		if err := db.AddBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills", PID: 42, NS: ns}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, _ = db.Binds(ctx, "s1")
+	mustEqual(t, "binds with a namespace", ms, []skills.Bind{{Target: "/sandbox/a/skills"}, {Target: "/sandbox/b/skills"},
+		{Target: "/sandbox/a/skills", PID: 42, NS: "mnt:[2]"}})
+	wantErr(t, "negative pid", db.AddBind(ctx, "s1", skills.Bind{Target: "/x", PID: -1}), skills.ErrInvalid)
+	if err := db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills", PID: 42}); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "RemoveMount again", db.RemoveMount(ctx, "s1", "/sandbox/a/skills"), skills.ErrNotFound)
-	wantErr(t, "RemoveMount of another session's target", db.RemoveMount(ctx, "s1", "/sandbox/c/skills"), skills.ErrNotFound)
-	wantErr(t, "AddMount missing session", db.AddMount(ctx, "missing", "/x"), skills.ErrNotFound)
-	wantErr(t, "AddMount empty target", db.AddMount(ctx, "s1", ""), skills.ErrInvalid)
-	_, err = db.Mounts(ctx, "missing")
+
+	if err := db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills"}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "RemoveMount again", db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills"}), skills.ErrNotFound)
+	wantErr(t, "RemoveMount of another session's target", db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/c/skills"}), skills.ErrNotFound)
+	wantErr(t, "AddMount missing session", db.AddBind(ctx, "missing", skills.Bind{Target: "/x"}), skills.ErrNotFound)
+	wantErr(t, "AddMount empty target", db.AddBind(ctx, "s1", skills.Bind{Target: ""}), skills.ErrInvalid)
+	_, err = db.Binds(ctx, "missing")
 	wantErr(t, "Mounts missing session", err, skills.ErrNotFound)
 
 	now := t0.Add(time.Hour)
@@ -209,16 +224,16 @@ func TestCloseSessionAndMounts(t *testing.T) {
 	}
 	// Pins stay as history; mounts go.
 	mustEqual(t, "pins of closed session", got.Pins, testSession("s1", t0).Pins)
-	ms, err = db.Mounts(ctx, "s1")
+	ms, err = db.Binds(ctx, "s1")
 	if err != nil || len(ms) != 0 {
 		t.Fatalf("mounts after close = %v, %v", ms, err)
 	}
-	ms, err = db.Mounts(ctx, "s2")
+	ms, err = db.Binds(ctx, "s2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "other session's mounts", ms, []string{"/sandbox/c/skills"})
-	wantErr(t, "AddMount closed", db.AddMount(ctx, "s1", "/x"), skills.ErrInvalid)
+	mustEqual(t, "other session's mounts", ms, []skills.Bind{{Target: "/sandbox/c/skills"}})
+	wantErr(t, "AddMount closed", db.AddBind(ctx, "s1", skills.Bind{Target: "/x"}), skills.ErrInvalid)
 
 	// Closing again keeps the first close time.
 	db.now = func() time.Time { return now.Add(time.Hour) }

@@ -32,7 +32,19 @@ type sessionInfo struct {
 	Readable []string `json:"readable"`
 	Preload  []string `json:"preload"`
 	Path     string   `json:"path"`
-	Mounts   []string `json:"mounts"`
+	Binds    []struct {
+		Target string `json:"target"`
+		PID    int    `json:"pid"`
+	} `json:"binds"`
+}
+
+// targets lists the bind targets of a session.
+func (s sessionInfo) targets() []string {
+	out := []string{}
+	for _, b := range s.Binds {
+		out = append(out, b.Target)
+	}
+	return out
 }
 
 // activationRow is one element of the "activated" list.
@@ -970,7 +982,7 @@ func TestCrashRestart(t *testing.T) {
 	}
 	var shown sessionInfo
 	e.okJSON(&shown, "session", "show", s.ID)
-	if !slices.Equal(shown.Readable, s.Readable) || shown.Path != s.Path || !slices.Equal(shown.Mounts, []string{bindAt}) {
+	if !slices.Equal(shown.Readable, s.Readable) || shown.Path != s.Path || !slices.Equal(shown.targets(), []string{bindAt}) {
 		t.Errorf("session after restart = %+v, want readable %v at %s bound at %s", shown, s.Readable, s.Path, bindAt)
 	}
 	for _, root := range []string{s.Path, bindAt} {
@@ -1063,8 +1075,8 @@ func TestSessionBind(t *testing.T) {
 	checkBound("after mount")
 	var shown sessionInfo
 	e.okJSON(&shown, "session", "show", s.ID)
-	if !slices.Equal(shown.Mounts, []string{target}) {
-		t.Errorf("session show mounts = %v, want [%s]", shown.Mounts, target)
+	if !slices.Equal(shown.targets(), []string{target}) {
+		t.Errorf("session show binds = %v, want [%s]", shown.targets(), target)
 	}
 	// One open through the session path above, one through the bind.
 	if a := e.activationsOf(s.ID); a.opens("release-notes") != 2 {

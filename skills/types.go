@@ -128,3 +128,13 @@ type Activation struct {
 	LastAt  time.Time `json:"last_at"`
 	Opens   int64     `json:"opens"`
 }
+
+// Bind is a read-only bind of a session at Target. PID 0 means the daemon's
+// own mount namespace; otherwise the bind lives in the mount namespace of
+// process PID (a sandbox), identified by NS so that a restart re-attaches it
+// only while that very namespace lives.
+type Bind struct {
+	Target string `json:"target"`
+	PID    int    `json:"pid,omitempty"`
+	NS     string `json:"ns,omitempty"`
+}

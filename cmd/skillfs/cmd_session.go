@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"skillfs/cmd/skillfs/internal/daemon"
+	"skillfs/skills"
 )
 
 func (c *cli) sessionCmd(sub string, args []string) error {
@@ -51,7 +52,7 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 		}
 		rows := make([][]string, len(list))
 		for i, s := range list {
-			rows[i] = []string{s.ID, s.User, strings.Join(s.Readable, ","), strings.Join(s.Mounts, ",")}
+			rows[i] = []string{s.ID, s.User, strings.Join(s.Readable, ","), bindList(s.Binds)}
 		}
 		c.table([]string{"ID", "USER", "READABLE", "MOUNTS"}, rows)
 		return nil
@@ -81,28 +82,35 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 			return c.printJSON(info)
 		}
 		fmt.Fprintf(c.stdout, "session %s (user %s)\npath %s\nreadable: %s\nmounts: %s\n", info.ID, info.User,
-			info.Path, strings.Join(info.Readable, " "), strings.Join(info.Mounts, " "))
+			info.Path, strings.Join(info.Readable, " "), bindList(info.Binds))
 		return nil
 	case "mount", "unmount":
 		fs := c.flags("session " + sub)
-		pos, err := parse(fs, args, 2, 2, "ID TARGET")
+		pid := fs.Int("pid", 0, "bind inside the mount namespace of this process (a running sandbox); TARGET is a path there")
+		pos, err := parse(fs, args, 2, 2, "ID TARGET [--pid PID]")
 		if err != nil {
 			return err
 		}
-		target, err := filepath.Abs(pos[1])
-		if err != nil {
-			return err
+		target := pos[1]
+		if *pid == 0 {
+			if target, err = filepath.Abs(target); err != nil {
+				return err
+			}
 		}
 		id := url.PathEscape(pos[0])
 		if sub == "mount" {
-			err = c.call("POST", "/v1/sessions/"+id+"/mounts", map[string]string{"target": target}, nil)
+			err = c.call("POST", "/v1/sessions/"+id+"/mounts", map[string]any{"target": target, "pid": *pid}, nil)
 		} else {
-			err = c.call("DELETE", "/v1/sessions/"+id+"/mounts?target="+url.QueryEscape(target), nil, nil)
+			err = c.call("DELETE", fmt.Sprintf("/v1/sessions/%s/mounts?target=%s&pid=%d", id, url.QueryEscape(target), *pid), nil, nil)
 		}
 		if err != nil {
 			return err
 		}
-		return c.done(map[string]string{"session": pos[0], "target": target}, "session %s %sed at %s", pos[0], sub, target)
+		where := target
+		if *pid > 0 {
+			where = fmt.Sprintf("%s in the namespace of process %d", target, *pid)
+		}
+		return c.done(map[string]any{"session": pos[0], "target": target, "pid": *pid}, "session %s %sed at %s", pos[0], sub, where)
 	case "activations":
 		fs := c.flags("session activations")
 		pos, err := parse(fs, args, 1, 1, "ID")
@@ -163,4 +171,15 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 		return c.call("GET", "/v1/sessions/"+url.PathEscape(pos[0])+"/resolve?uri="+url.QueryEscape(pos[1]), nil, c.stdout)
 	}
 	return fmt.Errorf("unknown session command %q (create, list, show, mount, unmount, refresh, close, activations, prompt, mentions, read): %w", sub, errUsage)
+}
+
+func bindList(bs []skills.Bind) string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.Target
+		if b.PID > 0 {
+			out[i] = fmt.Sprintf("%s@%d", b.Target, b.PID)
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"skillfs/skills"
@@ -51,19 +52,26 @@ func (d *Daemon) routes(token string) http.Handler {
 		reply(w, info, err)
 	})
 	mux.HandleFunc("POST /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Target string `json:"target"`
-		}
+		var req skills.Bind
 		if !readJSON(w, r, &req) {
 			return
 		}
-		err := d.Mount(r.Context(), r.PathValue("id"), req.Target)
-		reply(w, map[string]string{"session": r.PathValue("id"), "target": req.Target}, err)
+		err := d.Mount(r.Context(), r.PathValue("id"), req.Target, req.PID)
+		reply(w, map[string]any{"session": r.PathValue("id"), "target": req.Target, "pid": req.PID}, err)
 	})
 	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
 		target := r.URL.Query().Get("target")
-		err := d.Unmount(r.Context(), r.PathValue("id"), target)
-		reply(w, map[string]string{"session": r.PathValue("id"), "target": target}, err)
+		pid := 0
+		if p := r.URL.Query().Get("pid"); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				writeErr(w, fmt.Errorf("pid %q: %w", p, skills.ErrInvalid))
+				return
+			}
+			pid = n
+		}
+		err := d.Unmount(r.Context(), r.PathValue("id"), target, pid)
+		reply(w, map[string]any{"session": r.PathValue("id"), "target": target, "pid": pid}, err)
 	})
 	mux.HandleFunc("GET /v1/sessions/{id}/activations", func(w http.ResponseWriter, r *http.Request) {
 		a, err := d.Activations(r.Context(), r.PathValue("id"))

@@ -25,13 +25,13 @@ type CreateRequest struct {
 
 // SessionInfo describes a session; its JSON is part of the CLI contract.
 type SessionInfo struct {
-	ID       string    `json:"id"`
-	User     string    `json:"user"`
-	Readable []string  `json:"readable"` // closure order
-	Preload  []string  `json:"preload"`
-	Path     string    `json:"path"` // the session's subtree in the daemon's mount
-	Skipped  []Skipped `json:"skipped,omitempty"`
-	Mounts   []string  `json:"mounts"`
+	ID       string        `json:"id"`
+	User     string        `json:"user"`
+	Readable []string      `json:"readable"` // closure order
+	Preload  []string      `json:"preload"`
+	Path     string        `json:"path"` // the session's subtree in the daemon's mount
+	Skipped  []Skipped     `json:"skipped,omitempty"`
+	Binds    []skills.Bind `json:"binds"`
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.
@@ -128,20 +128,20 @@ func (d *Daemon) view(pins []skills.Pin) skfs.View {
 	return v
 }
 
-func (d *Daemon) info(s *skills.Session, mounts []string) *SessionInfo {
+func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 	readable := make([]string, len(s.Pins))
 	for i, p := range s.Pins {
 		readable[i] = p.Slug
 	}
-	if mounts == nil {
-		mounts = []string{}
+	if binds == nil {
+		binds = []skills.Bind{}
 	}
 	preload := s.Preload
 	if preload == nil {
 		preload = []string{}
 	}
 	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Mounts: mounts}
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds}
 }
 
 // Session returns an open session.
@@ -162,7 +162,7 @@ func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := d.cat.DB().Mounts(ctx, id)
+	mounts, err := d.cat.DB().Binds(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (d *Daemon) Sessions(ctx context.Context) ([]*SessionInfo, error) {
 	}
 	out := make([]*SessionInfo, len(list))
 	for i, s := range list {
-		mounts, _ := d.cat.DB().Mounts(ctx, s.ID)
+		mounts, _ := d.cat.DB().Binds(ctx, s.ID)
 		out[i] = d.info(s, mounts)
 	}
 	return out, nil
@@ -208,7 +208,7 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	}
 	s.Pins = pins
 	d.events.publish(Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
-	mounts, _ := d.cat.DB().Mounts(ctx, id)
+	mounts, _ := d.cat.DB().Binds(ctx, id)
 	info := d.info(s, mounts)
 	info.Skipped = toSkipped(skipped)
 	return info, nil
@@ -221,10 +221,10 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 	if _, err := d.Session(ctx, id); err != nil {
 		return err
 	}
-	mounts, _ := d.cat.DB().Mounts(ctx, id)
-	for _, t := range mounts {
-		if err := unbind(t); err != nil {
-			d.log.Warn("unmount session bind", "session", id, "target", t, "err", err)
+	binds, _ := d.cat.DB().Binds(ctx, id)
+	for _, b := range binds {
+		if err := detach(b); err != nil {
+			d.log.Warn("unmount session bind", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 		}
 	}
 	d.fs.RemoveSession(id)
