@@ -266,42 +266,7 @@ func (c *cli) skillValidate(args []string) error {
 	if err != nil {
 		return err
 	}
-	path := pos[0]
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("validate %q: %w", path, skills.ErrNotFound)
-	}
-	file := path
-	if fi.IsDir() {
-		file = filepath.Join(path, skills.ManifestName)
-		if _, err := os.Stat(file); err != nil {
-			file = filepath.Join(path, strings.ToLower(skills.ManifestName))
-		}
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Errorf("validate %q: no SKILL.md: %w", path, skills.ErrNoManifest)
-	}
-	m, warnings, perr := skills.ParseManifest(data, skills.Strict)
-	type result struct {
-		Valid    bool             `json:"valid"`
-		Slug     string           `json:"slug,omitempty"`
-		Errors   []skills.Problem `json:"errors"`
-		Warnings []string         `json:"warnings"`
-	}
-	r := result{Valid: perr == nil, Errors: []skills.Problem{}, Warnings: nonNil(warnings)}
-	if m != nil && perr == nil {
-		r.Slug = m.Slug
-		if fi.IsDir() && filepath.Base(filepath.Clean(path)) != m.Slug {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("folder %q differs from slug %q", filepath.Base(path), m.Slug))
-		}
-	}
-	var me *skills.ManifestError
-	if errors.As(perr, &me) {
-		r.Errors = me.Problems
-	} else if perr != nil {
-		r.Errors = []skills.Problem{{Field: "SKILL.md", Message: perr.Error()}}
-	}
+	r := validate(pos[0])
 	if c.json {
 		if err := c.printJSON(r); err != nil {
 			return err
@@ -314,13 +279,67 @@ func (c *cli) skillValidate(args []string) error {
 			fmt.Fprintf(c.stdout, "warning: %s\n", w)
 		}
 		if r.Valid {
-			fmt.Fprintf(c.stdout, "%s: valid skill %q\n", file, r.Slug)
+			fmt.Fprintf(c.stdout, "%s: valid skill %q\n", pos[0], r.Slug)
 		}
 	}
 	if !r.Valid {
 		return &validateError{n: len(r.Errors)}
 	}
 	return nil
+}
+
+// validation is the result of `skill validate`; its JSON is part of the CLI.
+type validation struct {
+	Valid    bool             `json:"valid"`
+	Slug     string           `json:"slug,omitempty"`
+	Errors   []skills.Problem `json:"errors"`
+	Warnings []string         `json:"warnings"`
+}
+
+// validate checks a skill folder (or a lone SKILL.md) the way an install
+// would: the package rules and limits, then the strict manifest rules.
+func validate(path string) validation {
+	r := validation{Errors: []skills.Problem{}, Warnings: []string{}}
+	fail := func(field string, err error) validation {
+		r.Errors = append(r.Errors, skills.Problem{Field: field, Message: err.Error()})
+		return r
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fail("path", err)
+	}
+	file := path
+	if fi.IsDir() {
+		tmp, err := os.MkdirTemp("", "skillfs-validate-")
+		if err != nil {
+			return fail("path", err)
+		}
+		defer os.RemoveAll(tmp)
+		st, err := skills.StageDir(path, filepath.Join(tmp, "skill"), skills.DefaultLimits())
+		if err != nil {
+			return fail("package", err)
+		}
+		r.Warnings = append(r.Warnings, st.Warnings...)
+		file = filepath.Join(tmp, "skill", skills.ManifestName)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fail(skills.ManifestName, err)
+	}
+	m, warnings, err := skills.ParseManifest(data, skills.Strict)
+	r.Warnings = append(r.Warnings, warnings...)
+	var me *skills.ManifestError
+	if errors.As(err, &me) {
+		r.Errors = me.Problems
+		return r
+	} else if err != nil {
+		return fail(skills.ManifestName, err)
+	}
+	r.Valid, r.Slug = true, m.Slug
+	if fi.IsDir() && filepath.Base(filepath.Clean(path)) != m.Slug {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("folder %q differs from slug %q", filepath.Base(path), m.Slug))
+	}
+	return r
 }
 
 // validateError makes `skill validate` exit 1 whatever the problems were.

@@ -18,19 +18,12 @@ func (c *cli) userCmd(sub string, args []string) error {
 		}
 		defer cat.Close()
 		u := skills.User{UID: pos[0], Role: *role, Department: *dept}
-		if sub == "set" {
-			old, err := cat.DB().User(c.ctx, pos[0])
-			if err != nil {
-				return fmt.Errorf("user %q: %w", pos[0], err)
-			}
-			if u.Role == "" {
-				u.Role = old.Role
-			}
-			if u.Department == "" {
+		if sub == "set" && *dept == "" {
+			if old, err := cat.DB().User(c.ctx, pos[0]); err == nil {
 				u.Department = old.Department
 			}
 		}
-		if err := cat.AddUser(c.ctx, c.as, u); err != nil {
+		if err := cat.PutUser(c.ctx, c.as, u, sub == "add"); err != nil {
 			return err
 		}
 		c.notifyDaemon()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,8 +39,9 @@ type Catalog struct {
 	lim   skills.Limits
 	log   *slog.Logger
 	now   func() time.Time
-	lock  *os.File // import lock: shared while importing, exclusive to sweep
-	pub   *os.File // publish lock: exclusive from choosing a slug to the index row
+	lock  *os.File   // import lock: shared while importing, exclusive to sweep
+	pub   *os.File   // publish lock: exclusive from choosing a slug to the index row
+	pubMu sync.Mutex // the same between goroutines (flock does not exclude within a process)
 }
 
 // Layout of a data directory.
@@ -66,6 +68,11 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %q: %w", home, err)
+	}
+	// The data directory holds the index and every session's capability
+	// (its id, under the mount root): it is private to the operator.
+	if err := os.Chmod(home, 0o700); err != nil {
+		return nil, fmt.Errorf("make data directory %q private: %w", home, err)
 	}
 	lock, err := os.OpenFile(filepath.Join(home, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -179,10 +186,15 @@ func (c *Catalog) sharedLock() (unlock func(), err error) {
 // to recording the version: two imports of the same content must not both
 // believe they created (and may remove) the same published directory.
 func (c *Catalog) publishLock() (unlock func(), err error) {
+	c.pubMu.Lock()
 	if err := syscall.Flock(int(c.pub.Fd()), syscall.LOCK_EX); err != nil {
+		c.pubMu.Unlock()
 		return nil, fmt.Errorf("take publish lock: %w", err)
 	}
-	return func() { syscall.Flock(int(c.pub.Fd()), syscall.LOCK_UN) }, nil
+	return func() {
+		syscall.Flock(int(c.pub.Fd()), syscall.LOCK_UN)
+		c.pubMu.Unlock()
+	}, nil
 }
 
 // snapshot reads what the policy validators need.

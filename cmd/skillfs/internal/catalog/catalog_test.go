@@ -177,7 +177,7 @@ func TestPermissionsOnManagement(t *testing.T) {
 	ctx := context.Background()
 	c := open(t)
 	for _, u := range []skills.User{{UID: "alice", Role: "user"}, {UID: "bob", Role: "user"}} {
-		if err := c.AddUser(ctx, "", u); err != nil {
+		if err := c.PutUser(ctx, "", u, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -257,7 +257,7 @@ func TestPrepareConfirmDiscard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.AddUser(ctx, "", skills.User{UID: "alice"}); err != nil {
+	if err := c.PutUser(ctx, "", skills.User{UID: "alice"}, true); err != nil {
 		t.Fatal(err)
 	}
 	src := t.TempDir()

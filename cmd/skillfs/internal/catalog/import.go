@@ -147,8 +147,8 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 		src.key = req.Origin
 	}
 	if req.List || (len(cands) > 1 && !req.All && len(req.Skills) == 0) {
+		res.Available = describe(cands) // before cleanup: it reads the files
 		src.cleanup()
-		res.Available = describe(cands)
 		if req.List {
 			return nil, nil
 		}
@@ -162,8 +162,8 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 	if len(req.Skills) > 0 {
 		picked, err := pick(cands, req.Skills)
 		if err != nil {
-			src.cleanup()
 			res.Available = describe(cands)
+			src.cleanup()
 			return nil, fmt.Errorf("in %q: %w", req.Source, err)
 		}
 		cands = picked
@@ -240,6 +240,18 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		}
 		if !isRepo(spec) {
 			return fail(fmt.Errorf("source %q is not a git repository: %w", req.Source, skills.ErrNotFound))
+		}
+	}
+	if _, err := os.Stat(spec); err != nil && strings.Contains(spec, "#") {
+		// "PATH#ref" names a local repository at a ref: one identity with
+		// "PATH --ref ref".
+		if gs := skills.ParseGitSource(spec); gs.URL != "" {
+			if _, err := os.Stat(gs.URL); err == nil {
+				spec = gs.URL
+				if req.Ref == "" {
+					req.Ref = gs.Ref
+				}
+			}
 		}
 	}
 	fi, statErr := os.Stat(spec)

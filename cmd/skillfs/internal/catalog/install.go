@@ -132,7 +132,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		}
 		if err == nil {
 			c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
-			return &Installed{Slug: slug, Name: sk.Name, Version: hash, Warnings: warnings}, nil
+			return &Installed{Slug: slug, Name: sk.Name, Version: hash, Warnings: nonNilStrings(warnings)}, nil
 		}
 		if created {
 			c.store.RemoveVersion(slug, hash)

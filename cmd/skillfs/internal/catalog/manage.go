@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -72,6 +73,13 @@ func (c *Catalog) update(ctx context.Context, as, slug string, fn func(skills.Us
 	if err != nil {
 		return nil, err
 	}
+	// Checks read a snapshot, the write is another transaction: the publish
+	// lock keeps every other catalog write (in any process) out between them.
+	unlock, err := c.publishLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	snap, err := c.snapshot(ctx)
 	if err != nil {
 		return nil, err
@@ -93,6 +101,11 @@ func (c *Catalog) Delete(ctx context.Context, as, slug string) error {
 	if err := policy.CheckDelete(actor, s); err != nil {
 		return err
 	}
+	unlock, err := c.publishLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := c.checkNotNeeded(ctx, s, "delete"); err != nil {
 		return err
 	}
@@ -159,6 +172,10 @@ func (c *Catalog) Share(ctx context.Context, as, slug string, sh skills.Share) (
 		if err := policy.CheckDependents(snap, s.Slug, &next); err != nil {
 			return err
 		}
+		// Its own dependencies must still reach everyone it is shared with.
+		if err := policy.ValidateDependencies(snap, &next); err != nil {
+			return err
+		}
 		s.Share = sh
 		return nil
 	})
@@ -199,15 +216,28 @@ func clean(in []string) []string {
 
 // Users, tools and MCP servers.
 
-// AddUser registers or updates a user; only admins manage users, and only a
-// superadmin makes superadmins.
-func (c *Catalog) AddUser(ctx context.Context, as string, u skills.User) error {
+// PutUser registers a user (create) or changes an existing one. Admins
+// manage ordinary users; only a superadmin creates, changes or removes
+// admins and superadmins, and the last superadmin keeps the role.
+func (c *Catalog) PutUser(ctx context.Context, as string, u skills.User, create bool) error {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
 		return err
 	}
 	if u.UID == "" {
 		return fmt.Errorf("user id is empty: %w", skills.ErrInvalid)
+	}
+	old, err := c.db.User(ctx, u.UID)
+	switch {
+	case err == nil && create:
+		return fmt.Errorf("user %q exists (change it with `skillfs user set`): %w", u.UID, skills.ErrExists)
+	case errors.Is(err, skills.ErrNotFound) && !create:
+		return fmt.Errorf("user %q: %w", u.UID, err)
+	case err != nil && !errors.Is(err, skills.ErrNotFound):
+		return err
+	}
+	if u.Role == "" {
+		u.Role = old.Role
 	}
 	if u.Role == "" {
 		u.Role = skills.RoleUser
@@ -217,10 +247,30 @@ func (c *Catalog) AddUser(ctx context.Context, as string, u skills.User) error {
 	default:
 		return fmt.Errorf("role %q: want user, admin or superadmin: %w", u.Role, skills.ErrInvalid)
 	}
-	if err := checkAdmin(actor, u.Role == skills.RoleSuperadmin); err != nil {
+	privileged := u.Role != skills.RoleUser || (old.Role != "" && old.Role != skills.RoleUser)
+	if err := checkAdmin(actor, privileged); err != nil {
 		return err
 	}
+	if old.Role == skills.RoleSuperadmin && u.Role != skills.RoleSuperadmin {
+		if err := c.keepASuperadmin(ctx, u.UID); err != nil {
+			return err
+		}
+	}
 	return c.db.PutUser(ctx, u)
+}
+
+// keepASuperadmin refuses to take the role from the last superadmin.
+func (c *Catalog) keepASuperadmin(ctx context.Context, uid string) error {
+	users, err := c.db.Users(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range users {
+		if o.UID != uid && o.Role == skills.RoleSuperadmin {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is the last superadmin: %w", uid, skills.ErrPermission)
 }
 
 // DeleteUser removes a user.
@@ -229,11 +279,20 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkAdmin(actor, true); err != nil {
-		return err
-	}
 	if uid == Operator {
 		return fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
+	}
+	old, err := c.db.User(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("user %q: %w", uid, err)
+	}
+	if err := checkAdmin(actor, old.Role != skills.RoleUser); err != nil {
+		return err
+	}
+	if old.Role == skills.RoleSuperadmin {
+		if err := c.keepASuperadmin(ctx, uid); err != nil {
+			return err
+		}
 	}
 	return c.db.DeleteUser(ctx, uid)
 }

@@ -160,6 +160,9 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string) 
 			b, _ := json.Marshal(e)
 			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
 			fl.Flush()
+			if session != "" && e.Type == "closed" {
+				return // nothing more will happen in this session
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -150,6 +151,9 @@ func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) error {
 		return fmt.Errorf("mount target %q must be an absolute path (and pid not negative): %w", target, skills.ErrInvalid)
 	}
 	b := skills.Bind{Target: filepath.Clean(target), PID: pid}
+	if err := d.checkTarget(ctx, b); err != nil {
+		return err
+	}
 	if pid > 0 {
 		ns, err := namespaceOf(pid)
 		if err != nil {
@@ -166,6 +170,43 @@ func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) error {
 	}
 	d.log.Info("session bound", "session", id, "target", b.Target, "pid", b.PID)
 	return nil
+}
+
+// checkTarget refuses a target that is already taken: another bind there
+// would hide the first, and unmounting by path would then expose the wrong
+// session. Targets inside the data directory are refused too.
+func (d *Daemon) checkTarget(ctx context.Context, b skills.Bind) error {
+	if b.PID == 0 {
+		home := d.cat.Home()
+		if b.Target == home || strings.HasPrefix(b.Target, home+"/") || b.Target == "/" {
+			return fmt.Errorf("mount target %q: not inside the data directory or at /: %w", b.Target, skills.ErrInvalid)
+		}
+	}
+	list, err := d.cat.DB().OpenSessions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range list {
+		binds, _ := d.cat.DB().Binds(ctx, s.ID)
+		for _, o := range binds {
+			if o.Target == b.Target && (o.PID == b.PID || (o.PID != 0 && b.PID != 0 && o.NS == b.NS)) {
+				return fmt.Errorf("mount target %q is taken by session %s: %w", b.Target, s.ID, skills.ErrExists)
+			}
+		}
+	}
+	if b.PID == 0 && isMountPoint(b.Target) {
+		return fmt.Errorf("mount target %q is already a mount point: %w", b.Target, skills.ErrExists)
+	}
+	return nil
+}
+
+// isMountPoint tells a mount point by its device differing from its parent's.
+func isMountPoint(path string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(path, &st) != nil || unix.Lstat(filepath.Dir(path), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }
 
 // Unmount removes a session's bind at target (in pid's namespace if pid > 0).

@@ -16,8 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
+	"skillfs/skills"
 )
 
 // SocketName is the API socket inside the data directory.
@@ -71,6 +74,16 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		return fmt.Errorf("a TCP listener needs a token")
 	}
 	log := opts.Logger
+	// One daemon per data directory: a second one would steal the socket
+	// and re-point the binds while the first still serves.
+	lock, err := os.OpenFile(filepath.Join(cat.Home(), "serve.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("open serve lock: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("another skillfs serve is running on %q: %w", cat.Home(), skills.ErrExists)
+	}
 	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
 	d.rec = newRecorder(cat.DB(), d.events, log)
 
@@ -108,13 +121,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 
 	sock := filepath.Join(cat.Home(), SocketName)
 	os.Remove(sock)
+	old := unix.Umask(0o177) // the socket is created 0600, never wider even for a moment
 	ln, err := net.Listen("unix", sock)
+	unix.Umask(old)
 	if err != nil {
 		return fmt.Errorf("listen on %q: %w", sock, err)
-	}
-	if err := os.Chmod(sock, 0o600); err != nil {
-		ln.Close()
-		return err
 	}
 	defer os.Remove(sock)
 	httpSrv := &http.Server{Handler: d.routes(""), ReadHeaderTimeout: 10 * time.Second}
@@ -163,9 +174,13 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		tcpSrv.Shutdown(shutCtx)
 	}
 	d.unbindAll(context.Background())
-	// Opens keep arriving until the filesystem stops serving: flush after.
+	// Opens keep arriving until the filesystem stops serving: flush after,
+	// and fail any open still arriving (a sandbox may hold the connection).
 	unmount()
 	stopFlush()
 	wg.Wait()
+	if err := d.rec.close(); err != nil {
+		return fmt.Errorf("flush activations: %w", err)
+	}
 	return nil
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -20,6 +21,11 @@ type recorder struct {
 
 	firstMu sync.Mutex // serialises durable first writes
 
+	// closeMu is held shared by every Opened call and exclusively by close,
+	// so that an open either is counted before the last flush or fails.
+	closeMu sync.RWMutex
+	closed  bool
+
 	mu      sync.Mutex
 	seen    map[actKey]bool
 	pending map[actKey]*index.OpenDelta
@@ -32,8 +38,16 @@ func newRecorder(db *index.DB, events *hub, log *slog.Logger) *recorder {
 		seen: map[actKey]bool{}, pending: map[actKey]*index.OpenDelta{}}
 }
 
+// errShuttingDown fails opens that arrive after the last flush.
+var errShuttingDown = errors.New("skillfs is shutting down")
+
 // Opened implements fs.Sink.
 func (r *recorder) Opened(session, slug string) error {
+	r.closeMu.RLock()
+	defer r.closeMu.RUnlock()
+	if r.closed {
+		return errShuttingDown
+	}
 	k := actKey{session, slug}
 	now := time.Now().UTC()
 	if r.countIfSeen(k, now) {
@@ -133,19 +147,26 @@ func (r *recorder) flush(ctx context.Context) error {
 	return nil
 }
 
-// run flushes periodically until ctx ends, then once more.
+// run flushes periodically until ctx ends; close does the last flush.
 func (r *recorder) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			r.flush(context.Background())
 			return
 		case <-t.C:
 			r.flush(ctx)
 		}
 	}
+}
+
+// close waits for opens in progress, refuses later ones and flushes.
+func (r *recorder) close() error {
+	r.closeMu.Lock()
+	defer r.closeMu.Unlock()
+	r.closed = true
+	return r.flush(context.Background())
 }
 
 // merge adds pending opens to stored activations.

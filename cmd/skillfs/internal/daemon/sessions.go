@@ -102,6 +102,9 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 		if !req.All && !slices.Contains(roots, p) {
 			return nil, fmt.Errorf("preload %q is not among the requested skills: %w", p, skills.ErrInvalid)
 		}
+		if !slices.ContainsFunc(pins, func(pin skills.Pin) bool { return pin.Slug == p }) {
+			return nil, fmt.Errorf("preload %q is not among the skills this session can read: %w", p, skills.ErrInvalid)
+		}
 	}
 	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
@@ -141,7 +144,7 @@ func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 		preload = []string{}
 	}
 	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds}
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}}
 }
 
 // Session returns an open session.
@@ -192,13 +195,18 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	var pins []skills.Pin
+	var skipped []policy.Skipped
 	u, err := d.cat.DB().User(ctx, s.UID)
-	if err != nil {
-		u = skills.User{UID: s.UID, Role: "none"} // a deleted user reads nothing
-	}
-	pins, skipped, _, err := d.closure(ctx, u, s.All, s.Requested)
-	if err != nil {
+	switch {
+	case errors.Is(err, skills.ErrNotFound):
+		pins = []skills.Pin{} // a deleted user reads nothing
+	case err != nil:
 		return nil, err
+	default:
+		if pins, skipped, _, err = d.closure(ctx, u, s.All, s.Requested); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
 		return nil, err
