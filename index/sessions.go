@@ -241,6 +241,7 @@ func (db *DB) CloseSession(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
 // AddBind records that session id is bound at b (idempotent), so a restart
 // can re-attach it.
 func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
