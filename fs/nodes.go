@@ -349,10 +349,13 @@ func (n *fileNode) Open(_ context.Context, flags uint32) (fusefs.FileHandle, uin
 		n.srv.log.Debug("activation", "session", n.g.session, "slug", n.g.skill.Slug)
 	}
 	h := &fileHandle{fd: fd, g: n.g}
+	// Immutable content: keep the page cache across opens, and skip the
+	// FLUSH round trip on every close (nothing is ever written).
+	const openFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
 	if n.srv.opts.Passthrough {
-		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
+		return &passthroughHandle{h}, openFlags, 0
 	}
-	return h, fuse.FOPEN_KEEP_CACHE, 0
+	return h, openFlags, 0
 }
 
 // fileHandle is an open file. Reads fail once its grant is revoked.
