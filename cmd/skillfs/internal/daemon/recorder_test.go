@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"skillfs/index"
+	"skillfs/skills"
+)
+
+func openDB(t testing.TB) *index.DB {
+	t.Helper()
+	db, err := index.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := &skills.Session{ID: "s1", UID: "alice", Requested: []string{}, Preload: []string{},
+		Pins: []skills.Pin{}, CreatedAt: time.Now()}
+	if err := db.CreateSession(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func opens(t testing.TB, db *index.DB, r *recorder) map[string]int64 {
+	t.Helper()
+	acts, err := db.Activations(context.Background(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts = merge(acts, r.pendingFor("s1"))
+	out := map[string]int64{}
+	for _, a := range acts {
+		out[a.Slug] = a.Opens
+	}
+	return out
+}
+
+func TestRecorderFirstDurableThenBatched(t *testing.T) {
+	db := openDB(t)
+	h := newHub()
+	events, cancel := h.subscribe("s1")
+	defer cancel()
+	r := newRecorder(db, h, slog.New(slog.DiscardHandler))
+
+	if err := r.Opened("s1", "pdf"); err != nil {
+		t.Fatal(err)
+	}
+	// Durable at once: the index has it without any flush.
+	stored, _ := db.Activations(context.Background(), "s1")
+	if len(stored) != 1 || stored[0].Opens != 1 {
+		t.Fatalf("after the first open the index holds %+v", stored)
+	}
+	select {
+	case e := <-events:
+		if e.Type != "activated" || e.Slug != "pdf" {
+			t.Fatalf("event %+v", e)
+		}
+	default:
+		t.Fatal("no activation event")
+	}
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				r.Opened("s1", "pdf")
+			}
+		}()
+	}
+	wg.Wait()
+	if got := opens(t, db, r); got["pdf"] != 201 {
+		t.Fatalf("opens with pending = %v, want 201", got)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("a later open published %+v", e)
+	default:
+	}
+	if err := r.close(); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ = db.Activations(context.Background(), "s1")
+	if stored[0].Opens != 201 {
+		t.Fatalf("after close the index holds %d opens, want 201", stored[0].Opens)
+	}
+	if err := r.Opened("s1", "pdf"); !errors.Is(err, errShuttingDown) {
+		t.Fatalf("open after close: %v, want errShuttingDown", err)
+	}
+}
+
+func TestRecorderKeepsOpensWhenFlushFails(t *testing.T) {
+	db := openDB(t)
+	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r.Opened("s1", "a")
+	r.Opened("s1", "a")
+	db.Close()
+	if err := r.flush(context.Background()); err == nil {
+		t.Fatal("flush into a closed index succeeded")
+	}
+	if p := r.pendingFor("s1"); p["a"].Opens != 1 {
+		t.Fatalf("pending after a failed flush = %+v, want the one later open kept", p)
+	}
+}
+
+func TestHubFiltersAndNeverBlocks(t *testing.T) {
+	h := newHub()
+	mine, cancel := h.subscribe("s1")
+	defer cancel()
+	all, cancelAll := h.subscribe("")
+	defer cancelAll()
+	for i := range 1000 { // far more than a subscriber buffers: must not block
+		h.publish(Event{Type: "activated", Session: []string{"s1", "s2"}[i%2]})
+	}
+	if len(mine) == 0 || len(all) == 0 {
+		t.Fatal("subscribers got nothing")
+	}
+	for len(mine) > 0 {
+		if e := <-mine; e.Session != "s1" {
+			t.Fatalf("session filter let through %+v", e)
+		}
+	}
+	h.closeAll()
+	done := make(chan struct{})
+	go func() {
+		for range all { // ends only when closeAll closed the stream
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closeAll left a stream open")
+	}
+}
