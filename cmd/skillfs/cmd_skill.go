@@ -44,37 +44,6 @@ func (c *cli) skillCmd(sub string, args []string) error {
 	return fmt.Errorf("unknown skill command %q (import, prepare, confirm, discard, edit, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
 }
 
-// skillJSON is one element of `skill list --json`; its fields are a contract.
-type skillJSON struct {
-	Slug              string   `json:"slug"`
-	Name              string   `json:"name"`
-	Description       string   `json:"description"`
-	Version           string   `json:"version"`
-	Enabled           bool     `json:"enabled"`
-	SourceType        string   `json:"source_type"`
-	SkillDependencies []string `json:"skill_dependencies"`
-	ToolDependencies  []string `json:"tool_dependencies"`
-	MCPDependencies   []string `json:"mcp_dependencies"`
-	Share             struct {
-		Read   string `json:"read"`
-		Manage string `json:"manage,omitempty"`
-	} `json:"share"`
-	Creator string `json:"creator"`
-}
-
-func toSkillJSON(s *skills.Skill) skillJSON {
-	j := skillJSON{
-		Slug: s.Slug, Name: s.Name, Description: s.Description, Version: s.Version, Enabled: s.Enabled,
-		SourceType: s.SourceType, SkillDependencies: nonNil(s.SkillDependencies),
-		ToolDependencies: nonNil(s.ToolDependencies), MCPDependencies: nonNil(s.MCPDependencies), Creator: s.Creator,
-	}
-	j.Share.Read = policy.FormatScope(s.Share.Read)
-	if s.Share.Manage.Kind != "" {
-		j.Share.Manage = policy.FormatScope(s.Share.Manage)
-	}
-	return j
-}
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -359,9 +328,9 @@ func (c *cli) skillList(args []string) error {
 		return err
 	}
 	if c.json {
-		out := make([]skillJSON, len(list))
+		out := make([]catalog.Summary, len(list))
 		for i, s := range list {
-			out[i] = toSkillJSON(s)
+			out[i] = catalog.Summarize(s)
 		}
 		return c.printJSON(out)
 	}
@@ -390,13 +359,13 @@ func (c *cli) skillShow(args []string) error {
 	}
 	if c.json {
 		return c.printJSON(struct {
-			skillJSON
+			catalog.Summary
 			Source   string            `json:"source"`
 			Path     string            `json:"path"`
 			Versions []*skills.Version `json:"versions"`
-		}{toSkillJSON(d.Skill), d.Source, d.Path, d.Versions})
+		}{catalog.Summarize(d.Skill), d.Source, d.Path, d.Versions})
 	}
-	j := toSkillJSON(d.Skill)
+	j := catalog.Summarize(d.Skill)
 	w := bufio.NewWriter(c.stdout)
 	defer w.Flush()
 	fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, j.Name, j.Description)
@@ -435,7 +404,7 @@ func (c *cli) skillToggle(sub string, args []string) error {
 		return err
 	}
 	c.notifyDaemon()
-	return c.done(toSkillJSON(s), "%s %sd", s.Slug, sub)
+	return c.done(catalog.Summarize(s), "%s %sd", s.Slug, sub)
 }
 
 func (c *cli) skillDelete(args []string) error {
@@ -496,7 +465,7 @@ func (c *cli) skillDeps(args []string) error {
 		return err
 	}
 	c.notifyDaemon()
-	return c.done(toSkillJSON(s), "%s depends on skills [%s], tools [%s], mcp servers [%s]", s.Slug,
+	return c.done(catalog.Summarize(s), "%s depends on skills [%s], tools [%s], mcp servers [%s]", s.Slug,
 		strings.Join(s.SkillDependencies, " "), strings.Join(s.ToolDependencies, " "), strings.Join(s.MCPDependencies, " "))
 }
 
@@ -530,7 +499,7 @@ func (c *cli) skillShare(args []string) error {
 		return err
 	}
 	c.notifyDaemon()
-	j := toSkillJSON(s)
+	j := catalog.Summarize(s)
 	return c.done(j, "%s: read %s, manage %s", s.Slug, j.Share.Read, orCreator(j.Share.Manage))
 }
 

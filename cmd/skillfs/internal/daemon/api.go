@@ -115,6 +115,7 @@ func (d *Daemon) routes(token string) http.Handler {
 		d.stream(w, r, id)
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "") })
+	d.catalogRoutes(mux)
 
 	if token == "" {
 		return mux

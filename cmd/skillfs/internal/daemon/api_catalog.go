@@ -1,0 +1,184 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// ActAsHeader names the user a catalog API call acts for; without it the
+// call acts as the operator. Whoever can reach the API (the 0600 socket, or
+// the token) is trusted to say whom it acts for, as a platform's backend
+// does for its users.
+const ActAsHeader = "X-Skillfs-As"
+
+// catalogRoutes are the management calls of the catalog: the CLI's skill
+// commands for front ends that talk to the daemon. Changes that can revoke
+// reach every session before the call returns.
+func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
+	as := func(r *http.Request) string { return r.Header.Get(ActAsHeader) }
+	mux.HandleFunc("GET /v1/skills", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.cat.List(r.Context(), as(r))
+		out := make([]catalog.Summary, len(list))
+		for i, s := range list {
+			out[i] = catalog.Summarize(s)
+		}
+		reply(w, out, err)
+	})
+	mux.HandleFunc("GET /v1/skills/{slug}", func(w http.ResponseWriter, r *http.Request) {
+		det, err := d.cat.Show(r.Context(), as(r), r.PathValue("slug"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		reply(w, struct {
+			catalog.Summary
+			Versions []*skills.Version `json:"versions"`
+		}{catalog.Summarize(det.Skill), det.Versions}, nil)
+	})
+	mux.HandleFunc("GET /v1/skills/{slug}/export", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := d.cat.Show(r.Context(), as(r), r.PathValue("slug")); err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/zip")
+		d.cat.Export(r.Context(), as(r), r.PathValue("slug"), w)
+	})
+	mux.HandleFunc("POST /v1/skills/{slug}/enable", func(w http.ResponseWriter, r *http.Request) {
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			s, err := d.cat.SetEnabled(ctx, as(r), r.PathValue("slug"), true)
+			return summarize(s), err
+		})
+	})
+	mux.HandleFunc("POST /v1/skills/{slug}/disable", func(w http.ResponseWriter, r *http.Request) {
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			s, err := d.cat.SetEnabled(ctx, as(r), r.PathValue("slug"), false)
+			return summarize(s), err
+		})
+	})
+	mux.HandleFunc("DELETE /v1/skills/{slug}", func(w http.ResponseWriter, r *http.Request) {
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			return map[string]string{"deleted": r.PathValue("slug")}, d.cat.Delete(ctx, as(r), r.PathValue("slug"))
+		})
+	})
+	mux.HandleFunc("PUT /v1/skills/{slug}/deps", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Skills []string `json:"skill_dependencies"`
+			Tools  []string `json:"tool_dependencies"`
+			MCPs   []string `json:"mcp_dependencies"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			s, err := d.cat.Deps(ctx, as(r), r.PathValue("slug"), req.Skills, req.Tools, req.MCPs)
+			return summarize(s), err
+		})
+	})
+	mux.HandleFunc("PUT /v1/skills/{slug}/share", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Read   string `json:"read"`
+			Manage string `json:"manage"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		sh, err := parseShare(req.Read, req.Manage)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			s, err := d.cat.Share(ctx, as(r), r.PathValue("slug"), *sh)
+			return summarize(s), err
+		})
+	})
+	mux.HandleFunc("PUT /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		content, err := io.ReadAll(io.LimitReader(r.Body, d.cat.Limits().MaxFileBytes+1))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), content)
+		reply(w, in, err)
+	})
+	mux.HandleFunc("DELETE /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), nil)
+		reply(w, in, err)
+	})
+	// The two-step install: prepare a source the daemon can read, then
+	// confirm with a share scope, or discard.
+	mux.HandleFunc("POST /v1/drafts", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Source  string   `json:"source"`
+			Ref     string   `json:"ref"`
+			Skills  []string `json:"skills"`
+			All     bool     `json:"all"`
+			Replace bool     `json:"replace"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref,
+			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r)})
+		reply(w, dr, err)
+	})
+	mux.HandleFunc("POST /v1/drafts/{id}/confirm", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Share string `json:"share"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		var sh *skills.Share
+		if req.Share != "" {
+			s, err := parseShare(req.Share, "")
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			sh = s
+		}
+		res, err := d.cat.Confirm(r.Context(), as(r), r.PathValue("id"), sh)
+		reply(w, res, err)
+	})
+	mux.HandleFunc("DELETE /v1/drafts/{id}", func(w http.ResponseWriter, r *http.Request) {
+		err := d.cat.Discard(r.Context(), as(r), r.PathValue("id"))
+		reply(w, map[string]string{"discarded": r.PathValue("id")}, err)
+	})
+}
+
+// changed runs a catalog change and applies it to every session before
+// answering.
+func (d *Daemon) changed(w http.ResponseWriter, r *http.Request, fn func(context.Context) (any, error)) {
+	v, err := fn(r.Context())
+	if err == nil {
+		err = d.Reevaluate(r.Context())
+	}
+	reply(w, v, err)
+}
+
+func summarize(s *skills.Skill) any {
+	if s == nil {
+		return nil
+	}
+	return catalog.Summarize(s)
+}
+
+func parseShare(read, manage string) (*skills.Share, error) {
+	var sh skills.Share
+	var err error
+	if sh.Read, err = policy.ParseScope(read); err != nil {
+		return nil, err
+	}
+	if manage != "" {
+		if sh.Manage, err = policy.ParseScope(manage); err != nil {
+			return nil, err
+		}
+	}
+	return &sh, nil
+}

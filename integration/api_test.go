@@ -1,0 +1,105 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// do sends a request acting as user and decodes the answer into out.
+func (c *apiClient) do(t testing.TB, method, path, user string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if b, ok := body.([]byte); ok {
+		rd = bytes.NewReader(b)
+	} else if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://skillfs"+path, rd)
+	if user != "" {
+		req.Header.Set("X-Skillfs-As", user)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestCatalogAPI: a front end prepares, confirms, edits and disables skills
+// over the API, acting for its users, and sessions follow at once.
+func TestCatalogAPI(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--examples=false")
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "bob")
+	api := newAPIClient(e.home)
+	src := filepath.Join(t.TempDir(), "notes")
+	writeSkill(t, src, "name: notes\ndescription: alice's notes", map[string]string{"tips.md": "one"})
+
+	var draft struct {
+		ID     string `json:"draft"`
+		Skills []struct {
+			Slug string `json:"slug"`
+		} `json:"skills"`
+	}
+	if code := api.do(t, "POST", "/v1/drafts", "alice", map[string]any{"source": src}, &draft); code != 200 || len(draft.Skills) != 1 {
+		t.Fatalf("prepare: %d %+v", code, draft)
+	}
+	if code := api.do(t, "POST", "/v1/drafts/"+draft.ID+"/confirm", "bob", map[string]any{}, nil); code != 404 {
+		t.Fatalf("bob confirms alice's draft: %d, want 404", code)
+	}
+	if code := api.do(t, "POST", "/v1/drafts/"+draft.ID+"/confirm", "alice", map[string]any{"share": "global"}, nil); code != 403 {
+		t.Fatalf("a user confirms with a global share: %d, want 403", code)
+	}
+	var res struct {
+		Installed []struct {
+			Slug string `json:"slug"`
+		} `json:"installed"`
+	}
+	if code := api.do(t, "POST", "/v1/drafts/"+draft.ID+"/confirm", "alice", map[string]any{}, &res); code != 200 || len(res.Installed) != 1 {
+		t.Fatalf("confirm: %d %+v", code, res)
+	}
+	var list []struct {
+		Slug string `json:"slug"`
+	}
+	api.do(t, "GET", "/v1/skills", "bob", nil, &list)
+	if len(list) != 0 {
+		t.Fatalf("bob lists %v", list)
+	}
+	if code := api.do(t, "DELETE", "/v1/skills/notes", "bob", nil, nil); code != 404 {
+		t.Fatalf("bob deletes alice's skill: %d, want 404", code)
+	}
+
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "notes")
+	if code := api.do(t, "PUT", "/v1/skills/notes/files/tips.md", "alice", []byte("two"), nil); code != 200 {
+		t.Fatalf("edit: %d", code)
+	}
+	// Copy-on-write: the session sees the pinned bytes until refresh.
+	if b, _ := os.ReadFile(filepath.Join(s.Path, "notes", "tips.md")); string(b) != "one" {
+		t.Fatalf("session sees %q before refresh", b)
+	}
+	e.ok("session", "refresh", s.ID)
+	if b, _ := os.ReadFile(filepath.Join(s.Path, "notes", "tips.md")); string(b) != "two" {
+		t.Fatalf("session sees %q after refresh", b)
+	}
+	if code := api.do(t, "POST", "/v1/skills/notes/disable", "alice", nil, nil); code != 200 {
+		t.Fatalf("disable: %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(s.Path, "notes")); !os.IsNotExist(err) {
+		t.Fatalf("disabled over the API, still in the session: %v", err)
+	}
+}
