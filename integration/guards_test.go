@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -149,5 +150,25 @@ func TestValidateChecksThePackage(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stdout, "error:") {
 			t.Errorf("%s: exit %d, stdout %q; want exit 1 with the error", name, r.code, r.stdout)
 		}
+	}
+}
+
+// TestOwnerOption: the operator picks the owner files show in the mount.
+func TestOwnerOption(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--owner", "1000:1001")
+	e.ok("user", "add", "alice")
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "commit-messages")
+	fi, err := os.Stat(filepath.Join(s.Path, "commit-messages", "SKILL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != 1000 || st.Gid != 1001 || fi.Mode().Perm() != 0o444 {
+		t.Fatalf("owner %d:%d mode %v, want 1000:1001 0444", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+	if r := e.run("serve", "--owner", "nobody"); r.code != 2 {
+		t.Fatalf("bad --owner: exit %d, want 2", r.code)
 	}
 }

@@ -27,6 +27,7 @@ func (c *cli) serve(args []string) error {
 	tcp := fs.String("listen", "", "also serve the API on this loopback TCP address (needs --token-file)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token for --listen")
 	withExamples := fs.Bool("examples", true, "register the bundled example skills as builtins")
+	owner := fs.String("owner", "0:0", "UID:GID shown as the owner of every file in the mount")
 	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation)")
 	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
 		return err
@@ -35,6 +36,10 @@ func (c *cli) serve(args []string) error {
 		if _, err := os.Stat("/dev/fuse"); err != nil {
 			return fmt.Errorf("serve needs /dev/fuse: %w", err)
 		}
+	}
+	var uid, gid uint32
+	if _, err := fmt.Sscanf(*owner, "%d:%d", &uid, &gid); err != nil {
+		return fmt.Errorf("--owner %q: want UID:GID: %w", *owner, errUsage)
 	}
 	var token string
 	if *tcp != "" {
@@ -84,7 +89,7 @@ func (c *cli) serve(args []string) error {
 	}()
 	return daemon.Run(ctx, cat, daemon.Options{
 		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
-		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough,
+		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, UID: uid, GID: gid,
 	})
 }
 

@@ -40,6 +40,7 @@ type Options struct {
 	// where it supports FUSE passthrough. Reads then bypass the daemon, so a
 	// revoked skill's already-open handles keep reading; off by default.
 	Passthrough bool
+	UID, GID    uint32 // owner shown for every file (default root)
 }
 
 // Daemon is a running skillfs serve.
@@ -93,7 +94,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
 		return fmt.Errorf("create mount root: %w", err)
 	}
-	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough})
+	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID})
 	if err != nil {
 		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
