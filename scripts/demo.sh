@@ -38,16 +38,35 @@ echo; echo "== the catalog (bundled example skills)"
 "$bin" skill list
 "$bin" user add alice --department eng >/dev/null
 
-echo; echo "== a session for alice asking for release-notes (its dependency comes along)"
-out=$("$bin" session create --user alice --skills release-notes --json)
+echo; echo "== alice installs her own skill, which needs a tool and an MCP server"
+"$bin" tool add git >/dev/null
+"$bin" mcp add github >/dev/null
+src=$(mktemp -d)/pr-review
+mkdir -p "$src"
+cat >"$src/SKILL.md" <<'SKILL'
+---
+name: pr-review
+description: Review a pull request for correctness, tests and clear commit messages.
+skill_dependencies: [commit-messages]
+tool_dependencies: [git]
+mcp_dependencies: [github]
+---
+# Reviewing a pull request
+Fetch the branch with git, read the diff, check the commits with the commit-messages skill.
+SKILL
+"$bin" skill import "$src" --as alice
+
+echo; echo "== a session for alice asking for release-notes and pr-review (dependencies come along)"
+out=$("$bin" session create --user alice --skills release-notes,pr-review --json)
 echo "$out"
 id=$(printf '%s' "$out" | sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p')
 path=$(printf '%s' "$out" | sed -n 's/.*"path": "\([^"]*\)".*/\1/p')
 
 echo; echo "== what the agent sees"
 ls -l "$path" "$path/commit-messages/scripts"
-echo; echo "== the agent reads release-notes/SKILL.md"
+echo; echo "== the agent reads release-notes/SKILL.md and pr-review/SKILL.md"
 head -n 5 "$path/release-notes/SKILL.md"
+cat "$path/pr-review/SKILL.md" >/dev/null
 echo; echo "== the agent runs a skill script"
 "$path/commit-messages/scripts/check-commit-msg.sh" "feat(demo): read skills through skillfs"
 echo; echo "== activations and tools to load"

@@ -30,7 +30,7 @@ type SessionInfo struct {
 	Readable []string      `json:"readable"` // closure order
 	Preload  []string      `json:"preload"`
 	Path     string        `json:"path"` // the session's subtree in the daemon's mount
-	Skipped  []Skipped     `json:"skipped,omitempty"`
+	Skipped  []Skipped     `json:"skipped"`
 	Binds    []skills.Bind `json:"binds"`
 }
 
