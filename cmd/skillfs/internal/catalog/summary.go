@@ -37,4 +37,3 @@ func Summarize(s *skills.Skill) Summary {
 	}
 	return j
 }
-
