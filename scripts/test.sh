@@ -21,6 +21,12 @@ if [ ${#need[@]} -gt 0 ]; then
 	fi
 fi
 
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+	echo "not gofmt-formatted:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
 go vet ./...
 # Mounts left behind by a test are a failure too.
 before=$(grep -c ' fuse' /proc/mounts || true)
