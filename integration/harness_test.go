@@ -31,7 +31,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "skillfs")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/skillfs")
+	args := []string{"build", "-o", binary}
+	if os.Getenv("SKILLFS_TEST_RACE") == "1" {
+		args = append(args, "-race") // the daemon under the race detector
+	}
+	build := exec.Command("go", append(args, "../cmd/skillfs")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build skillfs:", err)
