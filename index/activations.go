@@ -130,21 +130,15 @@ func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activat
 		if _, err := sessionClosed(ctx, tx, session); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT slug, first_at, last_at, opens FROM activations WHERE session = ? ORDER BY seq", session)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		var err error
+		list, err = queryAll(ctx, tx, func(sc scanner) (skills.Activation, error) {
 			a := skills.Activation{Session: session}
 			var first, last sql.NullInt64
-			if err := rows.Scan(&a.Slug, &first, &last, &a.Opens); err != nil {
-				return err
-			}
+			err := sc.Scan(&a.Slug, &first, &last, &a.Opens)
 			a.FirstAt, a.LastAt = decodeTime(first), decodeTime(last)
-			list = append(list, a)
-		}
-		return rows.Err()
+			return a, err
+		}, "SELECT slug, first_at, last_at, opens FROM activations WHERE session = ? ORDER BY seq", session)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list activations of session %q: %w", session, err)

@@ -49,21 +49,12 @@ func (db *DB) User(ctx context.Context, uid string) (skills.User, error) {
 
 // Users returns every user sorted by uid.
 func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
-	us := []skills.User{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT uid, role, department FROM users ORDER BY uid")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var u skills.User
-			if err := rows.Scan(&u.UID, &u.Role, &u.Department); err != nil {
-				return err
-			}
-			us = append(us, u)
-		}
-		return rows.Err()
+	var us []skills.User
+	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+		us, err = queryAll(ctx, tx, func(sc scanner) (u skills.User, err error) {
+			return u, sc.Scan(&u.UID, &u.Role, &u.Department)
+		}, "SELECT uid, role, department FROM users ORDER BY uid")
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
@@ -181,20 +172,25 @@ func (db *DB) names(ctx context.Context, table string) ([]string, error) {
 	return names, err
 }
 
-// queryStrings runs a query selecting one text column; never nil.
-func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	out := []string{}
+// queryAll runs a query and scans every row with scan; never nil.
+func queryAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	out := []T{}
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
+		v, err := scan(rows)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// queryStrings runs a query selecting one text column; never nil.
+func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
+	return queryAll(ctx, tx, func(sc scanner) (s string, err error) { return s, sc.Scan(&s) }, query, args...)
 }

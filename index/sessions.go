@@ -168,22 +168,14 @@ func loadPins(ctx context.Context, tx *sql.Tx, byID map[string]*skills.Session, 
 func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
 	list := []*skills.Session{}
 	err := db.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL ORDER BY created_at, id")
+		var err error
+		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL ORDER BY created_at, id")
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		byID := map[string]*skills.Session{}
-		for rows.Next() {
-			s, err := scanSession(rows)
-			if err != nil {
-				return err
-			}
-			list = append(list, s)
+		byID := make(map[string]*skills.Session, len(list))
+		for _, s := range list {
 			byID[s.ID] = s
-		}
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		return loadPins(ctx, tx, byID, `SELECT p.session, p.slug, p.version
 			FROM session_pins p JOIN sessions s ON s.id = p.session
@@ -288,24 +280,15 @@ func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
 // Binds returns the binds of session id, by pid then target; an unknown
 // session is skills.ErrNotFound.
 func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
-	binds := []skills.Bind{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	var binds []skills.Bind
+	err := db.read(ctx, func(tx *sql.Tx) (err error) {
 		if _, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT target, pid, ns FROM session_binds WHERE session = ? ORDER BY pid, target", id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var b skills.Bind
-			if err := rows.Scan(&b.Target, &b.PID, &b.NS); err != nil {
-				return err
-			}
-			binds = append(binds, b)
-		}
-		return rows.Err()
+		binds, err = queryAll(ctx, tx, func(sc scanner) (b skills.Bind, err error) {
+			return b, sc.Scan(&b.Target, &b.PID, &b.NS)
+		}, "SELECT target, pid, ns FROM session_binds WHERE session = ? ORDER BY pid, target", id)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list binds of session %q: %w", id, err)

@@ -232,21 +232,10 @@ func getSkill(ctx context.Context, tx *sql.Tx, slug string) (*skills.Skill, erro
 
 // Skills returns the whole catalog sorted by slug.
 func (db *DB) Skills(ctx context.Context) ([]*skills.Skill, error) {
-	list := []*skills.Skill{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			s, err := scanSkill(rows)
-			if err != nil {
-				return err
-			}
-			list = append(list, s)
-		}
-		return rows.Err()
+	var list []*skills.Skill
+	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+		list, err = queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list skills: %w", err)
@@ -325,20 +314,7 @@ func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, 
 }
 
 func listVersions(ctx context.Context, tx *sql.Tx, slug string) ([]*skills.Version, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT "+versionColumns+" FROM versions WHERE slug = ? ORDER BY seq DESC", slug)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	vs := []*skills.Version{}
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return nil, err
-		}
-		vs = append(vs, v)
-	}
-	return vs, rows.Err()
+	return queryAll(ctx, tx, scanVersion, "SELECT "+versionColumns+" FROM versions WHERE slug = ? ORDER BY seq DESC", slug)
 }
 
 // Versions returns the versions of slug, newest first, or an error wrapping
@@ -384,19 +360,11 @@ func (db *DB) Version(ctx context.Context, slug, hash string) (*skills.Version, 
 func (db *DB) VersionPaths(ctx context.Context) (map[string]bool, error) {
 	paths := map[string]bool{}
 	err := db.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT path FROM versions")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var p string
-			if err := rows.Scan(&p); err != nil {
-				return err
-			}
+		list, err := queryStrings(ctx, tx, "SELECT path FROM versions")
+		for _, p := range list {
 			paths[p] = true
 		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list version paths: %w", err)
