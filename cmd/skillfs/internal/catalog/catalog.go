@@ -89,7 +89,8 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 		pub.Close()
 		return nil, err
 	}
-	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock, pub: pub}
+	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock, pub: pub,
+		store: &skills.Store{Root: filepath.Join(home, storeDir)}}
 	if err := c.sweep(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -135,17 +136,13 @@ func (c *Catalog) ensureOperator(ctx context.Context) error {
 // lock exclusively, i.e. no import is running in any process.
 func (c *Catalog) sweep(ctx context.Context) error {
 	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		// Another process is importing; opening the store must not touch its staging.
-		st, err := openStoreNoSweep(filepath.Join(c.home, storeDir))
-		c.store = st
-		return err
+		return nil // another process is importing: its staging is not ours to sweep
 	}
 	defer syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN)
-	st, err := skills.OpenStore(filepath.Join(c.home, storeDir))
+	st, err := skills.OpenStore(c.store.Root) // creates the store and sweeps staging
 	if err != nil {
 		return fmt.Errorf("open content store: %w", err)
 	}
-	c.store = st
 	known, err := c.db.VersionPaths(ctx)
 	if err != nil {
 		return err
@@ -167,10 +164,6 @@ func (c *Catalog) sweep(ctx context.Context) error {
 	}
 	c.sweepDrafts()
 	return os.RemoveAll(filepath.Join(c.home, tmpDir))
-}
-
-func openStoreNoSweep(root string) (*skills.Store, error) {
-	return &skills.Store{Root: root}, nil
 }
 
 // sharedLock marks an import in progress so that no other process sweeps its

@@ -102,24 +102,9 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content []byte
 	next.Name, next.Description = m.Name, m.Description
 	next.SkillDependencies, next.ToolDependencies, next.MCPDependencies = m.SkillDependencies, m.ToolDependencies, m.MCPDependencies
 	next.UpdatedAt = c.now().UTC()
-	snap, err := c.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := policy.ValidateDependencies(snap, &next); err != nil {
-		return nil, err
-	}
 	ver := &skills.Version{Slug: slug, Hash: hash, SourceType: s.SourceType, Source: "edit:" + clean,
 		Installer: actor.UID, InstalledAt: next.UpdatedAt, Previous: s.Version, Files: files, Bytes: size}
-	p, created, err := c.store.Publish(staging, slug, hash)
-	if err != nil {
-		return nil, fmt.Errorf("publish %q: %w", slug, err)
-	}
-	ver.Path = p
-	if err := c.db.AddVersion(ctx, &next, ver); err != nil {
-		if created {
-			c.store.RemoveVersion(slug, hash)
-		}
+	if err := c.publishVersion(ctx, staging, &next, ver, false); err != nil {
 		return nil, err
 	}
 	c.log.Info("skill edited", "slug", slug, "file", clean, "version", hash, "by", actor.UID)

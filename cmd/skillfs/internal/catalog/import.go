@@ -228,26 +228,14 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	cleanup := func() { forceRemoveAll(work) }
 	fail := func(err error) (*source, error) { cleanup(); return nil, err }
 
+	// "PATH#ref" and "file://PATH[#ref]" name a local repository: resolve
+	// them to PATH and the ref, so every spelling has one identity.
 	spec := req.Source
-	if strings.HasPrefix(spec, "file://") {
+	if _, err := os.Stat(spec); err != nil {
 		gs := skills.ParseGitSource(spec)
-		spec = strings.TrimPrefix(gs.URL, "file://")
-		if req.Ref == "" {
-			req.Ref = gs.Ref
-		}
-		if _, err := os.Stat(spec); err != nil {
-			return fail(fmt.Errorf("source %q: %w", req.Source, skills.ErrNotFound))
-		}
-		if !isRepo(spec) {
-			return fail(fmt.Errorf("source %q is not a git repository: %w", req.Source, skills.ErrNotFound))
-		}
-	}
-	if _, err := os.Stat(spec); err != nil && strings.Contains(spec, "#") {
-		// "PATH#ref" names a local repository at a ref: one identity with
-		// "PATH --ref ref".
-		if gs := skills.ParseGitSource(spec); gs.URL != "" {
-			if _, err := os.Stat(gs.URL); err == nil {
-				spec = gs.URL
+		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
+			if _, err := os.Stat(p); err == nil {
+				spec = p
 				if req.Ref == "" {
 					req.Ref = gs.Ref
 				}
@@ -306,11 +294,10 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := skills.CloneGit(ctx, gs, root)
+	commit, err := skills.CloneGit(ctx, gs, root) // leaves a plain tree, no .git
 	if err != nil {
 		return fail(err)
 	}
-	forceRemoveAll(filepath.Join(root, ".git"))
 	return &source{root: root, key: key, sourceType: skills.SourceRemote, ref: gs.Ref, commit: commit, cleanup: cleanup}, nil
 }
 

@@ -55,98 +55,97 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		sourceType = skills.SourceBuiltin
 	}
 
-	// Settle the slug, publish and record under the publish lock; the
-	// retry on ErrExists covers an index written by an older process that
-	// does not take the lock.
+	// Settle the slug, publish and record under the publish lock, so no
+	// other import (in any process) decides between our check and our row.
 	unlock, err := c.publishLock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	for attempt := 0; ; attempt++ {
-		slug, existing, err := c.chooseSlug(ctx, actor, req, key, m.Slug)
+	slug, existing, err := c.chooseSlug(ctx, actor, req, key, m.Slug)
+	if err != nil {
+		return nil, err
+	}
+	if slug != storedSlug {
+		if slug != m.Slug {
+			warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: installed as %q", m.Slug, slug))
+		}
+		rewritten, err := skills.RewriteSlug(data, slug)
 		if err != nil {
 			return nil, err
 		}
-		if slug != storedSlug {
-			if slug != m.Slug {
-				warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: installed as %q", m.Slug, slug))
-			}
-			rewritten, err := skills.RewriteSlug(data, slug)
-			if err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(manifestPath, rewritten, 0o644); err != nil {
-				return nil, fmt.Errorf("rewrite slug: %w", err)
-			}
-		}
-		hash, files, size, err := skills.TreeHash(staging)
-		if err != nil {
-			return nil, fmt.Errorf("hash staged skill: %w", err)
-		}
-		if existing != nil && existing.Version == hash {
-			warnings = append(warnings, "content identical to the current version: no new version")
-			return &Installed{Slug: slug, Name: existing.Name, Version: hash, Warnings: warnings}, nil
-		}
-		now := c.now().UTC()
-		sk := &skills.Skill{
-			Slug: slug, Name: m.Name, Description: m.Description,
-			SourceType: sourceType, Source: key, Enabled: true,
-			SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,
-			Version: hash, Creator: actor.UID, CreatedAt: now, UpdatedAt: now,
-		}
-		if existing != nil {
-			sk.Share, sk.Enabled, sk.Creator, sk.CreatedAt, sk.SourceType = existing.Share, existing.Enabled, existing.Creator, existing.CreatedAt, existing.SourceType
-		} else {
-			sk.Share = defaultShare(actor, sourceType)
-			if req.Share != nil && sourceType != skills.SourceBuiltin {
-				sk.Share = *req.Share
-				if err := policy.CheckShare(actor, sk, sk.Share); err != nil {
-					return nil, err
-				}
-			}
-		}
-		snap, err := c.snapshot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := policy.ValidateDependencies(snap, sk); err != nil {
-			return nil, err
-		}
-		ver := &skills.Version{
-			Slug: slug, Hash: hash, SourceType: sourceType, Source: key, Ref: src.ref, Commit: src.commit,
-			Installer: actor.UID, InstalledAt: now, Files: files, Bytes: size,
-		}
-		if existing != nil {
-			ver.Previous = existing.Version
-		}
-		path, created, err := c.store.Publish(staging, slug, hash)
-		if err != nil {
-			return nil, fmt.Errorf("publish %q: %w", slug, err)
-		}
-		ver.Path = path
-		if existing == nil {
-			err = c.db.InsertSkill(ctx, sk, ver)
-		} else {
-			err = c.db.AddVersion(ctx, sk, ver)
-		}
-		if err == nil {
-			c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
-			return &Installed{Slug: slug, Name: sk.Name, Version: hash, Warnings: nonNilStrings(warnings)}, nil
-		}
-		if created {
-			c.store.RemoveVersion(slug, hash)
-		}
-		if !errors.Is(err, skills.ErrExists) || attempt >= 3 {
-			return nil, fmt.Errorf("record %q in the index: %w", slug, err)
-		}
-		// Another import took the slug between our check and our insert; the
-		// staged tree was moved by Publish, so stage it again and re-decide.
-		forceRemoveAll(staging)
-		if _, err := skills.StageDir(cand.Dir, staging, c.lim); err != nil {
-			return nil, err
+		if err := os.WriteFile(manifestPath, rewritten, 0o644); err != nil {
+			return nil, fmt.Errorf("rewrite slug: %w", err)
 		}
 	}
+	hash, files, size, err := skills.TreeHash(staging)
+	if err != nil {
+		return nil, fmt.Errorf("hash staged skill: %w", err)
+	}
+	if existing != nil && existing.Version == hash {
+		warnings = append(warnings, "content identical to the current version: no new version")
+		return &Installed{Slug: slug, Name: existing.Name, Version: hash, Warnings: warnings}, nil
+	}
+	now := c.now().UTC()
+	sk := &skills.Skill{
+		Slug: slug, Name: m.Name, Description: m.Description,
+		SourceType: sourceType, Source: key, Enabled: true,
+		SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,
+		Version: hash, Creator: actor.UID, CreatedAt: now, UpdatedAt: now,
+	}
+	if existing != nil {
+		sk.Share, sk.Enabled, sk.Creator, sk.CreatedAt, sk.SourceType = existing.Share, existing.Enabled, existing.Creator, existing.CreatedAt, existing.SourceType
+	} else {
+		sk.Share = defaultShare(actor, sourceType)
+		if req.Share != nil && sourceType != skills.SourceBuiltin {
+			sk.Share = *req.Share
+			if err := policy.CheckShare(actor, sk, sk.Share); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ver := &skills.Version{
+		Slug: slug, Hash: hash, SourceType: sourceType, Source: key, Ref: src.ref, Commit: src.commit,
+		Installer: actor.UID, InstalledAt: now, Files: files, Bytes: size,
+	}
+	if existing != nil {
+		ver.Previous = existing.Version
+	}
+	if err := c.publishVersion(ctx, staging, sk, ver, existing == nil); err != nil {
+		return nil, err
+	}
+	c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
+	return &Installed{Slug: slug, Name: sk.Name, Version: hash, Warnings: nonNilStrings(warnings)}, nil
+}
+
+// publishVersion validates sk's dependencies, moves the staged tree into the
+// store and records the version (a new skill when insert). The caller holds
+// the publish lock. On failure nothing it made is left behind.
+func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills.Skill, ver *skills.Version, insert bool) error {
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := policy.ValidateDependencies(snap, sk); err != nil {
+		return err
+	}
+	path, created, err := c.store.Publish(staging, sk.Slug, ver.Hash)
+	if err != nil {
+		return fmt.Errorf("publish %q: %w", sk.Slug, err)
+	}
+	ver.Path = path
+	if insert {
+		err = c.db.InsertSkill(ctx, sk, ver)
+	} else {
+		err = c.db.AddVersion(ctx, sk, ver)
+	}
+	if err != nil {
+		if created {
+			c.store.RemoveVersion(sk.Slug, ver.Hash)
+		}
+		return fmt.Errorf("record %q in the index: %w", sk.Slug, err)
+	}
+	return nil
 }
 
 // sourceKey is the provenance of one skill of a source: same key, same
