@@ -36,11 +36,10 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	if err != nil {
 		return nil, err
 	}
-	stored, err := d.cat.DB().Activations(ctx, id)
+	stored, err := d.rec.activations(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	stored = merge(stored, d.rec.pendingFor(id))
 	pinned := map[string]bool{}
 	for _, p := range s.Pins {
 		pinned[p.Slug] = true

@@ -26,6 +26,11 @@ type recorder struct {
 	closeMu sync.RWMutex
 	closed  bool
 
+	// flushMu is held by a flush from taking the batch until it is stored,
+	// and shared by activations, so a query never sees a batch in neither
+	// place (or in both).
+	flushMu sync.RWMutex
+
 	mu      sync.Mutex
 	seen    map[actKey]bool
 	pending map[actKey]*index.OpenDelta
@@ -89,6 +94,18 @@ func (r *recorder) countIfSeen(k actKey, now time.Time) bool {
 	return true
 }
 
+// activations returns a session's stored activations with the opens not
+// yet flushed added in.
+func (r *recorder) activations(ctx context.Context, session string) ([]skills.Activation, error) {
+	r.flushMu.RLock()
+	defer r.flushMu.RUnlock()
+	stored, err := r.db.Activations(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	return merge(stored, r.pendingFor(session)), nil
+}
+
 // pendingFor returns the not yet flushed opens of a session, by slug.
 func (r *recorder) pendingFor(session string) map[string]index.OpenDelta {
 	r.mu.Lock()
@@ -117,6 +134,8 @@ func (r *recorder) forget(session string) {
 // flush writes the batched opens in one transaction; on failure they are
 // kept for the next try.
 func (r *recorder) flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
 	r.mu.Lock()
 	if len(r.pending) == 0 {
 		r.mu.Unlock()

@@ -30,11 +30,10 @@ func openDB(t testing.TB) *index.DB {
 
 func opens(t testing.TB, db *index.DB, r *recorder) map[string]int64 {
 	t.Helper()
-	acts, err := db.Activations(context.Background(), "s1")
+	acts, err := r.activations(context.Background(), "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts = merge(acts, r.pendingFor("s1"))
 	out := map[string]int64{}
 	for _, a := range acts {
 		out[a.Slug] = a.Opens
@@ -95,6 +94,40 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 	if err := r.Opened("s1", "pdf"); !errors.Is(err, errShuttingDown) {
 		t.Fatalf("open after close: %v, want errShuttingDown", err)
 	}
+}
+
+// TestActivationsNeverMissAFlushingBatch: a query during a flush sees every
+// open, never a batch that has left memory but is not stored yet.
+func TestActivationsNeverMissAFlushingBatch(t *testing.T) {
+	db := openDB(t)
+	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // flush as often as possible
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.flush(context.Background())
+			}
+		}
+	}()
+	var last int64
+	for i := range 2000 {
+		r.Opened("s1", "pdf")
+		got := opens(t, db, r)["pdf"]
+		if got != int64(i+1) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("after %d opens the query saw %d (previous %d)", i+1, got, last)
+		}
+		last = got
+	}
+	close(stop)
+	wg.Wait()
 }
 
 func TestRecorderKeepsOpensWhenFlushFails(t *testing.T) {
