@@ -82,42 +82,83 @@ func (db *DB) RecordActivation(ctx context.Context, session, slug string, at tim
 // opens are skipped; a negative count or a zero time is skills.ErrInvalid and
 // nothing is written.
 func (db *DB) AddOpens(ctx context.Context, deltas []OpenDelta) error {
-	type row struct {
-		d  OpenDelta
-		at int64
+	rows, err := checkDeltas(deltas)
+	if err != nil || len(rows) == 0 {
+		return err
 	}
-	rows := make([]row, 0, len(deltas))
+	err = db.write(ctx, func(tx *sql.Tx) error { return addOpens(ctx, tx, rows) })
+	if err != nil {
+		return fmt.Errorf("add opens: %w", err)
+	}
+	return nil
+}
+
+// ApplySpill adds the opens of a spill — a batch a daemon could not store
+// when it stopped and kept in a file — exactly once: the spill's id is
+// recorded in the same transaction, and a spill applied before is skipped
+// (applied is false). Deltas are checked as by AddOpens.
+func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (applied bool, err error) {
+	if id == "" {
+		return false, fmt.Errorf("apply spill: empty id: %w", skills.ErrInvalid)
+	}
+	rows, err := checkDeltas(deltas)
+	if err != nil {
+		return false, err
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "INSERT INTO applied_spills (id, applied_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+			id, db.now().UnixNano())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // applied before: nothing to add
+		}
+		applied = true
+		return addOpens(ctx, tx, rows)
+	})
+	if err != nil {
+		return false, fmt.Errorf("apply spill %s: %w", id, err)
+	}
+	return applied, nil
+}
+
+// deltaRow is a checked delta with its encoded time.
+type deltaRow struct {
+	d  OpenDelta
+	at int64
+}
+
+// checkDeltas validates deltas and drops those of zero opens.
+func checkDeltas(deltas []OpenDelta) ([]deltaRow, error) {
+	rows := make([]deltaRow, 0, len(deltas))
 	for _, d := range deltas {
 		if d.Opens < 0 || d.Session == "" || d.Slug == "" {
-			return fmt.Errorf("add opens: delta %+v: %w", d, skills.ErrInvalid)
+			return nil, fmt.Errorf("add opens: delta %+v: %w", d, skills.ErrInvalid)
 		}
 		if d.Opens == 0 {
 			continue
 		}
 		at, err := activationTime(d.LastAt)
 		if err != nil {
-			return fmt.Errorf("add opens of skill %q in session %q: %w", d.Slug, d.Session, err)
+			return nil, fmt.Errorf("add opens of skill %q in session %q: %w", d.Slug, d.Session, err)
 		}
-		rows = append(rows, row{d, at})
+		rows = append(rows, deltaRow{d, at})
 	}
-	if len(rows) == 0 {
-		return nil
-	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, upsertActivation)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		for _, r := range rows {
-			if _, err := stmt.ExecContext(ctx, r.d.Session, r.d.Slug, r.at, r.d.Opens); err != nil {
-				return fmt.Errorf("skill %q in session %q: %w", r.d.Slug, r.d.Session, err)
-			}
-		}
-		return nil
-	})
+	return rows, nil
+}
+
+// addOpens writes checked deltas inside a write transaction.
+func addOpens(ctx context.Context, tx *sql.Tx, rows []deltaRow) error {
+	stmt, err := tx.PrepareContext(ctx, upsertActivation)
 	if err != nil {
-		return fmt.Errorf("add opens: %w", err)
+		return err
+	}
+	defer stmt.Close()
+	for _, r := range rows {
+		if _, err := stmt.ExecContext(ctx, r.d.Session, r.d.Slug, r.at, r.d.Opens); err != nil {
+			return fmt.Errorf("skill %q in session %q: %w", r.d.Slug, r.d.Session, err)
+		}
 	}
 	return nil
 }

@@ -65,12 +65,12 @@ func open(ctx context.Context, path string) (*DB, error) {
 	}
 	db := &DB{path: path, now: time.Now}
 	if db.w, err = openPool(abs, writerParams, 1); err != nil {
-		return nil, fmt.Errorf("open index %q: connect: %w", path, err)
+		return nil, fmt.Errorf("open index %q: connect: %w", path, classify(err))
 	}
 	var mode string
 	if err := db.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		db.w.Close()
-		return nil, fmt.Errorf("open index %q: read journal mode: %w", path, err)
+		return nil, fmt.Errorf("open index %q: read journal mode: %w", path, classify(err))
 	}
 	if mode != "wal" {
 		db.w.Close()
@@ -78,7 +78,7 @@ func open(ctx context.Context, path string) (*DB, error) {
 	}
 	if err := migrate(ctx, db.w, migrationFS); err != nil {
 		db.w.Close()
-		return nil, fmt.Errorf("open index %q: migrate: %w", path, err)
+		return nil, fmt.Errorf("open index %q: migrate: %w", path, classify(err))
 	}
 	// The readers open after the migrations, so they never see a file that
 	// is not yet in WAL mode.

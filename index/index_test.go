@@ -67,7 +67,7 @@ func testVersion(slug, hash string) *skills.Version {
 	return &skills.Version{
 		Slug:        slug,
 		Hash:        hash,
-		Path:        "store/" + slug + "/" + hash,
+		Path:        "store/skills/" + slug + "/" + hash,
 		SourceType:  skills.SourceRemote,
 		Source:      "https://example.com/" + slug + ".git",
 		Ref:         "main",

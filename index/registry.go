@@ -132,16 +132,7 @@ func (db *DB) addName(ctx context.Context, table, name string) error {
 		return fmt.Errorf("empty name: %w", skills.ErrInvalid)
 	}
 	return db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (name) VALUES (?) ON CONFLICT DO NOTHING", name)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return skills.ErrExists
-		}
-		return nil
+		return execOne(ctx, tx, skills.ErrExists, "INSERT INTO "+table+" (name) VALUES (?) ON CONFLICT DO NOTHING", name)
 	})
 }
 
@@ -149,16 +140,7 @@ func (db *DB) addName(ctx context.Context, table, name string) error {
 // constants of this package.
 func (db *DB) deleteName(ctx context.Context, table, column, key string) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE "+column+" = ?", key)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return skills.ErrNotFound
-		}
-		return nil
+		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM "+table+" WHERE "+column+" = ?", key)
 	})
 }
 
@@ -170,6 +152,37 @@ func (db *DB) names(ctx context.Context, table string) ([]string, error) {
 		return err
 	})
 	return names, err
+}
+
+// execOne runs a statement that must change a row; none changed is none,
+// the caller's sentinel (skills.ErrNotFound, skills.ErrExists).
+func execOne(ctx context.Context, tx *sql.Tx, none error, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return none
+	}
+	return nil
+}
+
+// readAll runs queryAll in a read transaction of its own; errors say what
+// was being done.
+func readAll[T any](ctx context.Context, db *DB, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
+	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryAll(ctx, tx, scan, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 // queryAll runs a query and scans every row with scan; never nil.

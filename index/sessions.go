@@ -260,16 +260,7 @@ func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
 // not recorded is skills.ErrNotFound.
 func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?", id, b.Target, b.PID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return skills.ErrNotFound
-		}
-		return nil
+		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?", id, b.Target, b.PID)
 	})
 	if err != nil {
 		return fmt.Errorf("remove bind of session %q at %q: %w", id, b.Target, err)

@@ -102,11 +102,13 @@ func insertVersion(ctx context.Context, tx *sql.Tx, slug string, v *skills.Versi
 	if err != nil {
 		return fmt.Errorf("installed at: %w", err)
 	}
+	// The path is derived, and relative: an absolute one would tie the
+	// index to one spelling of the data directory.
 	_, err = tx.ExecContext(ctx, `INSERT INTO versions
 		(slug, hash, path, source_type, source, ref, commit_id, installer, installed_at, previous, files, bytes)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (slug, hash) DO NOTHING`,
-		slug, v.Hash, v.Path, v.SourceType, v.Source, v.Ref, v.Commit, v.Installer, at, v.Previous, v.Files, v.Bytes)
+		slug, v.Hash, skills.VersionRelPath(slug, v.Hash), v.SourceType, v.Source, v.Ref, v.Commit, v.Installer, at, v.Previous, v.Files, v.Bytes)
 	return err
 }
 
@@ -128,6 +130,19 @@ func skillExists(ctx context.Context, tx *sql.Tx, slug string) (bool, error) {
 	var ok bool
 	err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM skills WHERE slug = ?)", slug).Scan(&ok)
 	return ok, err
+}
+
+// insertSkillRow inserts the row of a new skill whose current version is
+// current; a taken slug is skills.ErrExists.
+func insertSkillRow(ctx context.Context, tx *sql.Tx, s *skills.Skill, f skillFields, current string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO skills (`+skillColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.Slug, s.Name, s.Description, s.SourceType, s.Source, f.share, s.Enabled,
+		f.skillDeps, f.toolDeps, f.mcpDeps, current, s.Creator, f.created, f.updated)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: %w", skills.ErrExists, err)
+	}
+	return err
 }
 
 // InsertSkill adds a new skill with its first version, which becomes the
@@ -152,13 +167,7 @@ func (db *DB) InsertSkill(ctx context.Context, s *skills.Skill, v *skills.Versio
 		} else if ok {
 			return skills.ErrExists
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO skills (`+skillColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			s.Slug, s.Name, s.Description, s.SourceType, s.Source, f.share, s.Enabled,
-			f.skillDeps, f.toolDeps, f.mcpDeps, v.Hash, s.Creator, f.created, f.updated); err != nil {
-			if isUniqueViolation(err) {
-				return fmt.Errorf("%w: %w", skills.ErrExists, err)
-			}
+		if err := insertSkillRow(ctx, tx, s, f, v.Hash); err != nil {
 			return err
 		}
 		return insertVersion(ctx, tx, s.Slug, v)
@@ -232,15 +241,7 @@ func getSkill(ctx context.Context, tx *sql.Tx, slug string) (*skills.Skill, erro
 
 // Skills returns the whole catalog sorted by slug.
 func (db *DB) Skills(ctx context.Context) ([]*skills.Skill, error) {
-	var list []*skills.Skill
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
-		list, err = queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list skills: %w", err)
-	}
-	return list, nil
+	return readAll(ctx, db, "list skills", scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
 }
 
 // UpdateSkill reads slug, lets fn change it and stores the result, all in
@@ -355,19 +356,99 @@ func (db *DB) Version(ctx context.Context, slug, hash string) (*skills.Version, 
 	return v, nil
 }
 
-// VersionPaths returns the content store path of every stored version, so
-// content that no version refers to can be swept.
-func (db *DB) VersionPaths(ctx context.Context) (map[string]bool, error) {
-	paths := map[string]bool{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
-		list, err := queryStrings(ctx, tx, "SELECT path FROM versions")
-		for _, p := range list {
-			paths[p] = true
+// AllVersions returns every version of every skill, by slug and then newest
+// first, so the content store can be compared with the index.
+func (db *DB) AllVersions(ctx context.Context) ([]*skills.Version, error) {
+	return readAll(ctx, db, "list versions", scanVersion, "SELECT "+versionColumns+" FROM versions ORDER BY slug, seq DESC")
+}
+
+// RestoreSkill adds a skill with several versions at once, as rebuilt from
+// the content store by a repair: versions in the order given (oldest
+// first), s.Version the current one, which must be among them. A taken
+// slug is skills.ErrExists.
+func (db *DB) RestoreSkill(ctx context.Context, s *skills.Skill, vs []*skills.Version) error {
+	if s == nil || len(vs) == 0 {
+		return fmt.Errorf("restore skill: no skill or no version: %w", skills.ErrInvalid)
+	}
+	f, err := encodeSkill(s)
+	if err != nil {
+		return fmt.Errorf("restore skill %q: %w", s.Slug, err)
+	}
+	found := false
+	for _, v := range vs {
+		if err := checkVersion(s.Slug, v); err != nil {
+			return fmt.Errorf("restore skill %q: %w", s.Slug, err)
 		}
+		found = found || v.Hash == s.Version
+	}
+	if !found {
+		return fmt.Errorf("restore skill %q: current version %s is not among its versions: %w", s.Slug, s.Version, skills.ErrInvalid)
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		if ok, err := skillExists(ctx, tx, s.Slug); err != nil {
+			return err
+		} else if ok {
+			return skills.ErrExists
+		}
+		if err := insertSkillRow(ctx, tx, s, f, s.Version); err != nil {
+			return err
+		}
+		for _, v := range vs {
+			if err := insertVersion(ctx, tx, s.Slug, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("restore skill %q: %w", s.Slug, err)
+	}
+	return nil
+}
+
+// SetCurrentVersion makes hash, which must be a stored version of slug, its
+// current one.
+func (db *DB) SetCurrentVersion(ctx context.Context, slug, hash string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var ok bool
+		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM versions WHERE slug = ? AND hash = ?)", slug, hash).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return skills.ErrNotFound
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE skills SET current_version = ?, updated_at = ? WHERE slug = ?",
+			hash, db.now().UnixNano(), slug)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list version paths: %w", err)
+		return fmt.Errorf("set current version of skill %q to %s: %w", slug, hash, err)
 	}
-	return paths, nil
+	return nil
+}
+
+// ForgetVersion removes the row of a version whose content is gone for
+// good, so the index explains the store again; the current version of a
+// skill cannot be forgotten (skills.ErrInvalid), an unknown one is
+// skills.ErrNotFound. Sessions that pinned it keep their pin, which the
+// daemon no longer serves.
+func (db *DB) ForgetVersion(ctx context.Context, slug, hash string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var current string
+		err := tx.QueryRowContext(ctx, "SELECT current_version FROM skills WHERE slug = ?", slug).Scan(&current)
+		if errors.Is(err, sql.ErrNoRows) {
+			return skills.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if current == hash {
+			return fmt.Errorf("it is the current version: %w", skills.ErrInvalid)
+		}
+		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM versions WHERE slug = ? AND hash = ?", slug, hash)
+	})
+	if err != nil {
+		return fmt.Errorf("forget version %s of skill %q: %w", hash, slug, err)
+	}
+	return nil
 }

@@ -65,7 +65,7 @@ func TestInsertSkillStoresEmptyListsAndZeroValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "bare version", gotV, &skills.Version{Slug: "bare", Hash: "h", SourceType: skills.SourceBuiltin})
+	mustEqual(t, "bare version", gotV, &skills.Version{Slug: "bare", Hash: "h", Path: "store/skills/bare/h", SourceType: skills.SourceBuiltin})
 }
 
 func TestInsertSkillErrors(t *testing.T) {
@@ -426,32 +426,36 @@ func TestDeleteSkillCascades(t *testing.T) {
 	if err != nil || len(acts) != 1 || acts[0].Slug != "gone" {
 		t.Fatalf("activation history after delete = %v, %v", acts, err)
 	}
-	paths, err := db.VersionPaths(ctx)
+	all, err := db.AllVersions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "version paths", paths, map[string]bool{kept.Path: true})
+	mustEqual(t, "versions left", all, []*skills.Version{kept})
 
 	// The slug is free again.
 	insertSkill(t, db, "gone", "h3")
 }
 
-func TestVersionPaths(t *testing.T) {
+// AllVersions lists every version, each with a path relative to the data
+// directory whatever path the caller passed in.
+func TestAllVersions(t *testing.T) {
 	db := openTest(t)
 	ctx := context.Background()
-	paths, err := db.VersionPaths(ctx)
-	if err != nil || len(paths) != 0 {
-		t.Fatalf("VersionPaths on empty index = %v, %v", paths, err)
+	all, err := db.AllVersions(ctx)
+	if err != nil || len(all) != 0 {
+		t.Fatalf("AllVersions on empty index = %v, %v", all, err)
 	}
 	s, v1 := insertSkill(t, db, "a", "h1")
 	v2 := testVersion("a", "h2")
+	v2.Path = "/somewhere/absolute/store/skills/a/h2"
 	if err := db.AddVersion(ctx, s, v2); err != nil {
 		t.Fatal(err)
 	}
 	_, v3 := insertSkill(t, db, "b", "h1")
-	paths, err = db.VersionPaths(ctx)
+	all, err = db.AllVersions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "paths", paths, map[string]bool{v1.Path: true, v2.Path: true, v3.Path: true})
+	v2.Path = "store/skills/a/h2"
+	mustEqual(t, "versions", all, []*skills.Version{v2, v1, v3})
 }

@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"io"
+	iofs "io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +14,12 @@ import (
 
 // do sends a request acting as user and decodes the answer into out.
 func (c *apiClient) do(t testing.TB, method, path, user string, body, out any) int {
+	t.Helper()
+	return c.doType(t, method, path, user, "", body, out)
+}
+
+// doType is do with a Content-Type.
+func (c *apiClient) doType(t testing.TB, method, path, user, contentType string, body, out any) int {
 	t.Helper()
 	var rd io.Reader
 	if b, ok := body.([]byte); ok {
@@ -23,6 +31,9 @@ func (c *apiClient) do(t testing.TB, method, path, user string, body, out any) i
 	req, _ := http.NewRequest(method, "http://skillfs"+path, rd)
 	if user != "" {
 		req.Header.Set("X-Skillfs-As", user)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -55,8 +66,29 @@ func TestCatalogAPI(t *testing.T) {
 			Slug string `json:"slug"`
 		} `json:"skills"`
 	}
-	if code := api.do(t, "POST", "/v1/drafts", "alice", map[string]any{"source": src}, &draft); code != 200 || len(draft.Skills) != 1 {
-		t.Fatalf("prepare: %d %+v", code, draft)
+	// An ordinary user may not have the daemon read a path on its machine;
+	// she sends the skill itself.
+	if code := api.do(t, "POST", "/v1/drafts", "alice", map[string]any{"source": src}, &draft); code != 403 {
+		t.Fatalf("a user prepares a local path: %d, want 403", code)
+	}
+	if code := api.doType(t, "POST", "/v1/drafts?name=notes.zip", "alice", "application/zip", zipDir(t, src, "notes/"), &draft); code != 200 || len(draft.Skills) != 1 {
+		t.Fatalf("prepare an upload: %d %+v", code, draft)
+	}
+	var lone struct {
+		Skills []struct {
+			Slug string `json:"slug"`
+		} `json:"skills"`
+	}
+	manifest := []byte("---\nname: bobs-notes\ndescription: one file\n---\nbody\n")
+	if code := api.doType(t, "POST", "/v1/drafts", "bob", "text/markdown", manifest, &lone); code != 200 || len(lone.Skills) != 1 || lone.Skills[0].Slug != "bobs-notes" {
+		t.Fatalf("prepare an uploaded SKILL.md: %d %+v", code, lone)
+	}
+	// The operator (a superadmin) may name a local path.
+	var admin struct {
+		ID string `json:"draft"`
+	}
+	if code := api.do(t, "POST", "/v1/drafts", "", map[string]any{"source": src}, &admin); code != 200 || admin.ID == "" {
+		t.Fatalf("the operator prepares a local path: %d", code)
 	}
 	if code := api.do(t, "POST", "/v1/drafts/"+draft.ID+"/confirm", "bob", map[string]any{}, nil); code != 404 {
 		t.Fatalf("bob confirms alice's draft: %d, want 404", code)
@@ -102,4 +134,34 @@ func TestCatalogAPI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Path, "notes")); !os.IsNotExist(err) {
 		t.Fatalf("disabled over the API, still in the session: %v", err)
 	}
+}
+
+// zipDir archives the files below dir under prefix.
+func zipDir(t testing.TB, dir, prefix string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		w, err := zw.Create(prefix + filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	})
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

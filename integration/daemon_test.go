@@ -148,16 +148,14 @@ type fixture struct {
 	files             map[string]string // relative path → content; ".sh" files are executable
 }
 
-// fixtureSkills are test skills with nested files, a script, a nested
-// SKILL.md that is not the skill's own and a name skillfs hides.
+// fixtureSkills are test skills with nested files, a script and a nested
+// SKILL.md that is not the skill's own.
 var fixtureSkills = []fixture{
 	{slug: "alpha", description: "Alpha does things. Use it for tests.", files: map[string]string{
 		"scripts/run.sh":              "#!/bin/sh\necho alpha-ok\n",
 		"references/guide.md":         "# Guide\n\nRead me.\n",
 		"references/deep/note.txt":    "a deep note\n",
 		"sub/SKILL.md":                "---\nname: not-a-skill\ndescription: a nested manifest\n---\n\nNot the skill's own.\n",
-		".skillfs-private":            "bookkeeping-looking name\n",
-		"references/.skillfs-cache":   "hidden too\n",
 		"references/deep/deeper/x.md": "x\n",
 	}},
 	{slug: "beta", description: "Beta helps with other tests.", files: map[string]string{
@@ -276,8 +274,7 @@ func TestSessionViewConformance(t *testing.T) {
 		{"skill outside the set", "gamma"},
 		{"file of a skill outside the set", "gamma/SKILL.md"},
 		{"builtin not requested", "commit-messages"},
-		{"hidden file at the skill's top", "alpha/.skillfs-private"},
-		{"hidden file below", "alpha/references/.skillfs-cache"},
+		{"the store's metadata of the version", "alpha/.skillfs-version.json"},
 		{"another session's id inside this one", other.ID},
 	}
 	for _, c := range absent {

@@ -3,7 +3,6 @@ package skills
 import (
 	"errors"
 	"fmt"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -237,22 +236,10 @@ func loadAgentSkill(d AgentDir, dir, real, manifest, folder string) (FoundSkill,
 	return fs, nil
 }
 
-// readAgentManifest reads a manifest of at most agentManifestMax bytes.
+// readAgentManifest reads a manifest of at most agentManifestMax bytes. A
+// FIFO or device by that name is refused unread, without blocking.
 func readAgentManifest(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, agentManifestMax+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filepath.Base(path), err)
-	}
-	if int64(len(data)) > agentManifestMax {
-		return nil, fmt.Errorf("read %s: %w", filepath.Base(path),
-			&LimitError{Limit: LimitFileBytes, Value: int64(len(data)), Max: agentManifestMax, Path: filepath.Base(path)})
-	}
-	return data, nil
+	return ReadRegular(path, filepath.Base(path), agentManifestMax, true)
 }
 
 // parseAgentManifest parses leniently and, when the only fatal problem is the

@@ -62,14 +62,14 @@ func Discover(root string, maxDepth int) ([]Candidate, error) {
 		abs, err = filepath.EvalSymlinks(abs)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("discover skills in %q: %w", root, err)
+		return nil, fmt.Errorf("discover skills: %w", err)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, fmt.Errorf("discover skills in %q: %w", root, err)
+		return nil, fmt.Errorf("discover skills: %w", err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("discover skills in %q: not a directory: %w", root, ErrInvalid)
+		return nil, fmt.Errorf("discover skills: not a directory: %w", ErrInvalid)
 	}
 	if hasManifest(abs) {
 		return []Candidate{{Name: filepath.Base(abs), Rel: ".", Dir: abs}}, nil
@@ -81,7 +81,7 @@ func Discover(root string, maxDepth int) ([]Candidate, error) {
 		}
 		ents, err := os.ReadDir(filepath.Join(abs, filepath.FromSlash(place)))
 		if err != nil {
-			return nil, fmt.Errorf("discover skills in %q: %w", root, err)
+			return nil, fmt.Errorf("discover skills: %w", err)
 		}
 		for _, e := range ents {
 			// ReadDir reports a symlink as a symlink, never as a directory.
@@ -131,10 +131,10 @@ func Discover(root string, maxDepth int) ([]Candidate, error) {
 		return nil
 	}
 	if err := walk(abs, "", 1); err != nil {
-		return nil, fmt.Errorf("discover skills in %q: %w", root, err)
+		return nil, fmt.Errorf("discover skills: %w", err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("discover skills in %q: %w", root, ErrNoManifest)
+		return nil, fmt.Errorf("discover skills: %w", ErrNoManifest)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rel < out[j].Rel })
 	return out, nil

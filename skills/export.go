@@ -17,7 +17,8 @@ import (
 // directory gets its own entry, so empty ones survive; files carry their
 // mode as Unix external attributes (0644 or 0755 by the owner execute bit)
 // and their modification time. ExtractZip, StageDir and TreeHash bring the
-// archive back to the same tree hash.
+// archive back to the same tree hash. The store's metadata file is not
+// exported.
 func WriteZip(w io.Writer, dir, prefix string) error {
 	if prefix != "" {
 		clean, err := CleanRelPath(prefix)
@@ -34,6 +35,7 @@ func WriteZip(w io.Writer, dir, prefix string) error {
 	if err != nil {
 		return fmt.Errorf("write zip of %q: %w", dir, err)
 	}
+	ents = contentOnly(ents)
 	zw := zip.NewWriter(w)
 	if prefix != "" {
 		if err := writeZipDir(zw, prefix, root.ModTime()); err != nil {

@@ -39,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, created, err := s.Publish(filepath.Join(st1, "tree"), "demo", h1)
+	dir, created, err := s.Publish(filepath.Join(st1, "tree"), "demo", h1, nil)
 	if err != nil || !created {
 		t.Fatalf("Publish: %v %v", created, err)
 	}
@@ -93,7 +93,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%s: mtime %v, want %v", p, time.Unix(b.mtime, 0).UTC(), time.Unix(o.mtime, 0).UTC())
 		}
 	}
-	if _, created, err := s.Publish(tree2, "demo", h2); err != nil || created {
+	if _, created, err := s.Publish(tree2, "demo", h2, nil); err != nil || created {
 		t.Fatalf("re-publishing the round trip: created=%v %v", created, err)
 	}
 	if err := os.RemoveAll(st1); err != nil {

@@ -78,6 +78,17 @@ func walkTree(root string) ([]treeEntry, error) {
 	return out, nil
 }
 
+// contentOnly drops the store's metadata file from a root listing.
+func contentOnly(ents []treeEntry) []treeEntry {
+	out := ents[:0:0]
+	for _, e := range ents {
+		if e.rel != MetaFileName {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // TreeHash is the content identity of a staged or stored skill: SHA-256 over
 // its entries in bytewise order of their slash paths. The encoding is the
 // header "skillfs-tree-v1\x00", then per entry:
@@ -88,12 +99,14 @@ func walkTree(root string) ([]treeEntry, error) {
 // with lengths and sizes as 8-byte big-endian integers, so no two trees share
 // an encoding. Modification times and other mode bits are not part of it.
 // files and bytes count the regular files and their total size. The result is
-// 64 lower-case hex digits.
+// 64 lower-case hex digits. A MetaFileName at the root is the store's
+// bookkeeping, not content, and is left out.
 func TreeHash(dir string) (hash string, files int, bytes int64, err error) {
 	ents, err := walkTree(dir)
 	if err != nil {
 		return "", 0, 0, fmt.Errorf("hash tree %q: %w", dir, err)
 	}
+	ents = contentOnly(ents)
 	h := sha256.New()
 	io.WriteString(h, treeHashHeader)
 	var num [8]byte

@@ -7,11 +7,16 @@ import (
 	"unicode/utf8"
 )
 
+// MaxNameBytes is the longest file name a stored skill may hold: what Linux
+// filesystems accept, so a skill that imports can also be stored and served.
+const MaxNameBytes = 255
+
 // CleanRelPath confines a relative slash-separated name: it returns the name
 // with empty and "." components removed, or an error wrapping ErrUnsafePath
 // when the name is empty, absolute ("/x", "C:/x"), holds a ".." component
 // (also percent-encoded, once or several times over), a backslash, a NUL or
-// another control character, or is not valid UTF-8. A name that only
+// another control character, is not valid UTF-8, or has a component longer
+// than MaxNameBytes. A name that only
 // percent-decodes to something harmless is kept verbatim: "%20.txt" stays.
 func CleanRelPath(name string) (string, error) {
 	if err := checkRelPath(name); err != nil {
@@ -21,6 +26,9 @@ func CleanRelPath(name string) (string, error) {
 	for _, c := range strings.Split(name, "/") {
 		if c == "" || c == "." {
 			continue
+		}
+		if len(c) > MaxNameBytes {
+			return "", fmt.Errorf("path %q: a name is longer than %d bytes: %w", name, MaxNameBytes, ErrUnsafePath)
 		}
 		parts = append(parts, c)
 	}

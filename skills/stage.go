@@ -8,8 +8,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
+
+// reservedPrefix starts the names of skillfs's own bookkeeping files, which
+// the filesystem hides; no skill may hold such a name.
+const reservedPrefix = ".skillfs"
 
 // lowerManifestName is accepted at a skill root when there is no SKILL.md and
 // renamed to ManifestName in the staged copy.
@@ -28,7 +33,11 @@ type StageResult struct {
 // confined by CleanRelPath, no .git, .DS_Store or __MACOSX (skipped with a
 // warning), files stored 0644 or 0755 by the owner execute bit, directories
 // 0755, mtimes kept. A root skill.md with no SKILL.md beside it becomes
-// SKILL.md. A src without either is ErrNoManifest.
+// SKILL.md. A src without either (or with a directory by that name) is
+// ErrNoManifest. Names starting with ".skillfs" are reserved (ErrUnsafePath),
+// except a MetaFileName at the root, which is skipped with a warning. Errors
+// name paths relative to src, never src itself, which is often a temporary
+// copy: the caller names the source.
 //
 // src itself may be a symlink to a directory (the caller named it); nothing
 // below it is followed. dst must not exist or be an empty directory; on any
@@ -36,18 +45,18 @@ type StageResult struct {
 func StageDir(src, dst string, lim Limits) (res *StageResult, err error) {
 	root, err := filepath.EvalSymlinks(src)
 	if err != nil {
-		return nil, fmt.Errorf("stage %q: %w", src, err)
+		return nil, fmt.Errorf("stage: %w", err)
 	}
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, fmt.Errorf("stage %q: %w", src, err)
+		return nil, fmt.Errorf("stage: %w", err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("stage %q: not a directory: %w", src, ErrInvalid)
+		return nil, fmt.Errorf("stage: not a directory: %w", ErrInvalid)
 	}
 	ents, err := os.ReadDir(root)
 	if err != nil {
-		return nil, fmt.Errorf("stage %q: %w", src, err)
+		return nil, fmt.Errorf("stage: %w", err)
 	}
 	var hasUpper, hasLower bool
 	for _, e := range ents {
@@ -56,13 +65,18 @@ func StageDir(src, dst string, lim Limits) (res *StageResult, err error) {
 			hasUpper = true
 		case lowerManifestName:
 			hasLower = true
+		default:
+			continue
+		}
+		if e.IsDir() {
+			return nil, fmt.Errorf("stage: %s is a directory, not a file: %w", e.Name(), ErrNoManifest)
 		}
 	}
 	if !hasUpper && !hasLower {
-		return nil, fmt.Errorf("stage %q: %w", src, ErrNoManifest)
+		return nil, fmt.Errorf("stage: %w", ErrNoManifest)
 	}
 	if err := prepareDst(dst); err != nil {
-		return nil, fmt.Errorf("stage %q: %w", src, err)
+		return nil, fmt.Errorf("stage: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -72,10 +86,10 @@ func StageDir(src, dst string, lim Limits) (res *StageResult, err error) {
 	}()
 	s := &stager{b: newBudget(lim), res: &StageResult{}, renameLower: hasLower && !hasUpper}
 	if err := s.copyDir(root, dst, "", ents); err != nil {
-		return nil, fmt.Errorf("stage %q: %w", src, err)
+		return nil, err
 	}
 	if err := os.Chtimes(dst, fi.ModTime(), fi.ModTime()); err != nil {
-		return nil, fmt.Errorf("stage %q: %w", src, err)
+		return nil, fmt.Errorf("stage: %w", err)
 	}
 	s.res.Files = s.b.files
 	s.res.Bytes = s.b.bytes
@@ -103,6 +117,17 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 		if junkName(name) {
 			s.res.Warnings = append(s.res.Warnings, fmt.Sprintf("skipped %s", crel))
 			continue
+		}
+		if crel == MetaFileName {
+			// A copy of a stored version (e.g. taken from the quarantine)
+			// brings the store's metadata along: the store writes its own.
+			s.res.Warnings = append(s.res.Warnings, fmt.Sprintf("skipped %s: skillfs metadata, not content", crel))
+			continue
+		}
+		if strings.HasPrefix(name, reservedPrefix) {
+			// The filesystem never serves these names; storing one would
+			// keep content no agent can read.
+			return fmt.Errorf("%q: names starting with %q are reserved for skillfs: %w", crel, reservedPrefix, ErrUnsafePath)
 		}
 		if _, err := CleanRelPath(crel); err != nil {
 			return err

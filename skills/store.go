@@ -1,31 +1,64 @@
 package skills
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Store keeps immutable published versions of skills on disk, at
 // <Root>/skills/<slug>/<hash>/, and stages new ones under <Root>/.staging/ on
-// the same filesystem so that publishing is one atomic rename.
+// the same filesystem so that publishing is one atomic rename. Each version
+// carries its own metadata (MetaFileName) so that a lost index can be
+// rebuilt from the store. Nothing published is ever deleted by the store on
+// its own: a version the index cannot explain is moved to
+// <Root>/quarantine/<slug>/<hash>/, from where it can be restored.
 type Store struct {
 	Root string
 }
 
 const (
-	storeSkillsDir  = "skills"
-	storeStagingDir = ".staging"
+	storeSkillsDir     = "skills"
+	storeStagingDir    = ".staging"
+	storeQuarantineDir = "quarantine"
+	storeIDFile        = ".skillfs-id"
 )
 
+// MetaFileName is the metadata file at the root of every published version:
+// the catalog entry and provenance it was published with (see VersionMeta).
+// It is not part of the tree hash, never exported and never served (the
+// filesystem hides every name starting with ".skillfs").
+const MetaFileName = ".skillfs-version.json"
+
+// VersionMeta is what a published version records about itself, enough to
+// rebuild its catalog rows when the index is lost: the version's provenance
+// and the skill as it stood when the version was published (later changes
+// of share, enabled flag or dependencies are the index's alone).
+type VersionMeta struct {
+	Format  int     `json:"format"` // metaFormat
+	Skill   Skill   `json:"skill"`
+	Version Version `json:"version"`
+}
+
+// metaFormat versions the VersionMeta encoding.
+const metaFormat = 1
+
+// maxMetaBytes bounds a metadata file read back from the store.
+const maxMetaBytes = 1 << 20
+
 // OpenStore creates the store layout under root if needed and sweeps staging
-// directories left behind by a crash. Only one process may use a store.
+// directories left behind by a crash. Call it only when no import is in
+// flight (the catalog holds its import lock exclusively); it never touches
+// published versions.
 func OpenStore(root string) (*Store, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -43,8 +76,9 @@ func OpenStore(root string) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) skillsDir() string  { return filepath.Join(s.Root, storeSkillsDir) }
-func (s *Store) stagingDir() string { return filepath.Join(s.Root, storeStagingDir) }
+func (s *Store) skillsDir() string     { return filepath.Join(s.Root, storeSkillsDir) }
+func (s *Store) stagingDir() string    { return filepath.Join(s.Root, storeStagingDir) }
+func (s *Store) quarantineDir() string { return filepath.Join(s.Root, storeQuarantineDir) }
 
 // NewStaging creates a fresh empty directory under the store's staging area.
 // The caller stages into it (or below it) and removes it when done; a crash
@@ -84,12 +118,14 @@ func (s *Store) VersionPath(slug, hash string) string {
 
 // Publish moves the staged tree, which must lie inside the store's staging
 // area and hash to hash, into place as version hash of slug, read-only (files
-// 0444 or 0555 by their execute bit, directories 0555), in one atomic rename.
-// If that version already exists, created is false. A slug or hash that is
+// 0444 or 0555 by their execute bit, directories 0555), in one atomic rename,
+// with meta (when not nil) written into it as MetaFileName first, so the
+// version and its metadata appear together. If that version already exists,
+// created is false and the existing one is left as it is. A slug or hash that is
 // empty, holds '/' or '..' is ErrUnsafePath. Once staged is known to be in the
 // staging area, Publish consumes it: it is moved into place or removed, even
 // on error, since it may have been made read-only.
-func (s *Store) Publish(staged, slug, hash string) (dir string, created bool, err error) {
+func (s *Store) Publish(staged, slug, hash string, meta *VersionMeta) (dir string, created bool, err error) {
 	if err := checkStoreName("slug", slug); err != nil {
 		return "", false, fmt.Errorf("publish %q: %w", staged, err)
 	}
@@ -123,6 +159,11 @@ func (s *Store) Publish(staged, slug, hash string) (dir string, created bool, er
 	dir = filepath.Join(s.skillsDir(), slug, hash)
 	if _, err := os.Lstat(dir); err == nil {
 		return dir, false, nil
+	}
+	if meta != nil {
+		if err := writeMetaFile(abs, slug, hash, meta); err != nil {
+			return "", false, fmt.Errorf("publish %s/%s: %w", slug, hash, err)
+		}
 	}
 	if err := freezeTree(abs); err != nil {
 		return "", false, fmt.Errorf("publish %q: %w", staged, err)
@@ -249,8 +290,9 @@ func (s *Store) RemoveVersion(slug, hash string) error {
 	return nil
 }
 
-// Versions lists the versions present on disk: slug to sorted hashes. It is
-// meant for comparing the store with the index, e.g. to sweep orphans.
+// Versions lists what the store holds: slug to the sorted names of the
+// directories below it (hashes, unless something else was put there). It is
+// meant for comparing the store with the index.
 func (s *Store) Versions() (map[string][]string, error) {
 	out := map[string][]string{}
 	slugs, err := os.ReadDir(s.skillsDir())
@@ -295,4 +337,308 @@ func (s *Store) Sweep() error {
 		}
 	}
 	return nil
+}
+
+// encodeMeta checks meta against the version it describes and encodes it.
+func encodeMeta(slug, hash string, meta *VersionMeta) ([]byte, error) {
+	m := *meta
+	m.Format = metaFormat
+	m.Skill.Slug, m.Skill.Version = slug, hash
+	m.Version.Slug, m.Version.Hash = slug, hash
+	m.Version.Path = VersionRelPath(slug, hash)
+	b, err := json.MarshalIndent(&m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode version metadata: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// writeMetaFile writes the metadata of a version about to be published into
+// its staged root.
+func writeMetaFile(root, slug, hash string, meta *VersionMeta) error {
+	b, err := encodeMeta(slug, hash, meta)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(root, MetaFileName)
+	_ = os.Remove(p) // never trust one that came with the content
+	if err := os.WriteFile(p, b, 0o444); err != nil {
+		return fmt.Errorf("write version metadata: %w", err)
+	}
+	return nil
+}
+
+// VersionRelPath is where a version lives relative to the data directory;
+// the index records this, never an absolute path, so a data directory can
+// be moved, copied or reached through a symlink.
+func VersionRelPath(slug, hash string) string {
+	return path.Join("store", storeSkillsDir, slug, hash)
+}
+
+// ReadMeta reads the metadata a published version carries. A version
+// without one (published before versions carried metadata) is ErrNotFound;
+// one that does not describe this very slug and hash is ErrInvalid.
+func (s *Store) ReadMeta(slug, hash string) (*VersionMeta, error) {
+	dir := s.VersionPath(slug, hash)
+	if dir == "" {
+		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, ErrUnsafePath)
+	}
+	data, err := ReadRegular(filepath.Join(dir, MetaFileName), VersionRelPath(slug, hash)+"/"+MetaFileName, maxMetaBytes, false)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, err)
+	}
+	var m VersionMeta
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("read metadata of %s/%s: %v: %w", slug, hash, err, ErrInvalid)
+	}
+	if m.Format != metaFormat || m.Version.Slug != slug || m.Version.Hash != hash || m.Skill.Slug != slug {
+		return nil, fmt.Errorf("read metadata of %s/%s: it describes %s/%s (format %d): %w",
+			slug, hash, m.Version.Slug, m.Version.Hash, m.Format, ErrInvalid)
+	}
+	return &m, nil
+}
+
+// WriteMeta gives a published version the metadata it lacks (versions
+// published before versions carried metadata); the content and its hash do
+// not change. An existing metadata file is replaced atomically.
+func (s *Store) WriteMeta(slug, hash string, meta *VersionMeta) (err error) {
+	dir := s.VersionPath(slug, hash)
+	if dir == "" {
+		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, ErrUnsafePath)
+	}
+	b, err := encodeMeta(slug, hash, meta)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dir); err != nil {
+		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, ErrNotFound)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, err)
+	}
+	defer func() {
+		if cerr := os.Chmod(dir, 0o555); err == nil && cerr != nil {
+			err = fmt.Errorf("write metadata of %s/%s: %w", slug, hash, cerr)
+		}
+	}()
+	tmp := filepath.Join(dir, MetaFileName+".tmp")
+	_ = os.Remove(tmp)
+	if err := writeSynced(tmp, b, 0o444); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, MetaFileName)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, err)
+	}
+	return syncDir(dir)
+}
+
+// writeSynced writes a new file and flushes it to disk.
+func writeSynced(p string, b []byte, mode iofs.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// checkEntryName refuses a name that is not one plain path component.
+func checkEntryName(kind, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%s %q: %w", kind, name, ErrUnsafePath)
+	}
+	return nil
+}
+
+// Quarantined is a version moved out of the store because the index could
+// not explain it.
+type Quarantined struct {
+	Slug   string `json:"slug"`
+	Hash   string `json:"hash"`
+	Path   string `json:"path"`   // relative to the data directory
+	Reason string `json:"reason"` // as recorded when it was moved
+}
+
+// Quarantine moves the directory store/skills/<slug>/<name> — a version the
+// index cannot explain, or anything else found there — to
+// quarantine/<slug>/<name> (adding ".2", ".3", … if that is taken), with the
+// reason written beside it. Nothing is deleted; Restore brings it back. It
+// returns the new location relative to the data directory.
+func (s *Store) Quarantine(slug, name, reason string) (string, error) {
+	if err := checkEntryName("slug", slug); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	if err := checkEntryName("version", name); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	src := filepath.Join(s.skillsDir(), slug, name)
+	if _, err := os.Lstat(src); err != nil {
+		return "", fmt.Errorf("quarantine %s/%s: %w", slug, name, ErrNotFound)
+	}
+	parent := filepath.Join(s.quarantineDir(), slug)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", fmt.Errorf("quarantine %s/%s: %w", slug, name, err)
+	}
+	// A read-only directory needs write permission to change its parent.
+	fi, _ := os.Lstat(src)
+	if fi != nil && fi.IsDir() {
+		if err := os.Chmod(src, 0o755); err != nil {
+			return "", fmt.Errorf("quarantine %s/%s: %w", slug, name, err)
+		}
+	}
+	for n := 1; n < 1000; n++ {
+		dst := name
+		if n > 1 {
+			dst = fmt.Sprintf("%s.%d", name, n)
+		}
+		target := filepath.Join(parent, dst)
+		if _, err := os.Lstat(target + ".reason"); err == nil {
+			continue
+		}
+		err := renameNoReplace(src, target)
+		if errors.Is(err, iofs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+			continue
+		}
+		if err != nil {
+			if fi != nil && fi.IsDir() {
+				_ = os.Chmod(src, 0o555)
+			}
+			return "", fmt.Errorf("quarantine %s/%s: %w", slug, name, err)
+		}
+		if fi != nil && fi.IsDir() {
+			_ = os.Chmod(target, 0o555)
+		}
+		note := fmt.Sprintf("%s\nmoved here from %s at %s\n", reason, VersionRelPath(slug, name), time.Now().UTC().Format(time.RFC3339))
+		if err := writeSynced(target+".reason", []byte(note), 0o600); err != nil {
+			return "", fmt.Errorf("quarantine %s/%s: write the reason: %w", slug, name, err)
+		}
+		_ = syncDir(parent)
+		_ = os.Remove(filepath.Join(s.skillsDir(), slug)) // fails while other versions remain
+		return path.Join("store", storeQuarantineDir, slug, dst), nil
+	}
+	return "", fmt.Errorf("quarantine %s/%s: too many copies there already: %w", slug, name, ErrExists)
+}
+
+// Quarantined lists what the quarantine holds, sorted by slug and name.
+func (s *Store) Quarantined() ([]Quarantined, error) {
+	var out []Quarantined
+	slugs, err := os.ReadDir(s.quarantineDir())
+	if errors.Is(err, iofs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list quarantine: %w", err)
+	}
+	for _, sd := range slugs {
+		if !sd.IsDir() {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(s.quarantineDir(), sd.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list quarantine: %w", err)
+		}
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".reason") {
+				continue
+			}
+			q := Quarantined{Slug: sd.Name(), Hash: e.Name(), Path: path.Join("store", storeQuarantineDir, sd.Name(), e.Name())}
+			if b, err := ReadRegular(filepath.Join(s.quarantineDir(), sd.Name(), e.Name()+".reason"), q.Path+".reason", 64<<10, false); err == nil {
+				q.Reason, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+			}
+			if base, _, ok := strings.Cut(e.Name(), "."); ok {
+				q.Hash = base
+			}
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+// Restore moves a quarantined version back into the store, after checking
+// that its content still hashes to its name. A version already in the store
+// is ErrExists; none in quarantine is ErrNotFound.
+func (s *Store) Restore(q Quarantined) error {
+	if err := checkStoreName("slug", q.Slug); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := checkStoreName("hash", q.Hash); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	rel, ok := strings.CutPrefix(q.Path, path.Join("store", storeQuarantineDir)+"/")
+	if !ok || checkRelPath(rel) != nil {
+		return fmt.Errorf("restore %s: not in the quarantine: %w", q.Path, ErrInvalid)
+	}
+	src := filepath.Join(s.quarantineDir(), filepath.FromSlash(rel))
+	if _, err := os.Lstat(src); err != nil {
+		return fmt.Errorf("restore %s: %w", q.Path, ErrNotFound)
+	}
+	got, _, _, err := TreeHash(src)
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", q.Path, err)
+	}
+	if got != q.Hash {
+		return fmt.Errorf("restore %s: its content hashes to %s: %w", q.Path, got, ErrInvalid)
+	}
+	dst := filepath.Join(s.skillsDir(), q.Slug, q.Hash)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("restore %s: %w", q.Path, err)
+	}
+	if err := os.Chmod(src, 0o755); err != nil {
+		return fmt.Errorf("restore %s: %w", q.Path, err)
+	}
+	if err := renameNoReplace(src, dst); err != nil {
+		_ = os.Chmod(src, 0o555)
+		if errors.Is(err, iofs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+			return fmt.Errorf("restore %s: %s/%s is in the store already: %w", q.Path, q.Slug, q.Hash, ErrExists)
+		}
+		return fmt.Errorf("restore %s: %w", q.Path, err)
+	}
+	_ = os.Chmod(dst, 0o555)
+	_ = os.Remove(src + ".reason")
+	_ = os.Remove(filepath.Dir(src))
+	return syncDir(filepath.Dir(dst))
+}
+
+// ID returns the identity of the store's data directory, "" if it has none
+// yet. An index records the same identity, so an index from another data
+// directory is recognised whatever the paths.
+func (s *Store) ID() (string, error) {
+	b, err := ReadRegular(filepath.Join(s.Root, storeIDFile), "store/"+storeIDFile, 4096, false)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read data directory identity: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// SetID records the identity of the store's data directory.
+func (s *Store) SetID(id string) error {
+	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+		return fmt.Errorf("record data directory identity: %w", err)
+	}
+	tmp := filepath.Join(s.Root, storeIDFile+".tmp")
+	_ = os.Remove(tmp)
+	if err := writeSynced(tmp, []byte(id+"\n"), 0o444); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record data directory identity: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.Root, storeIDFile)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record data directory identity: %w", err)
+	}
+	return syncDir(s.Root)
 }

@@ -86,7 +86,7 @@ func TestOpenStoreSweepsStaging(t *testing.T) {
 func TestPublish(t *testing.T) {
 	s := openTestStore(t)
 	staged, h := stageInto(t, s, demoTree...)
-	dir, created, err := s.Publish(staged, "demo", h)
+	dir, created, err := s.Publish(staged, "demo", h, nil)
 	if err != nil || !created {
 		t.Fatalf("Publish = %q, %v, %v", dir, created, err)
 	}
@@ -119,7 +119,7 @@ func TestPublish(t *testing.T) {
 	if h2 != h {
 		t.Fatalf("same content hashed to %s and %s", h, h2)
 	}
-	dir2, created, err := s.Publish(again, "demo", h2)
+	dir2, created, err := s.Publish(again, "demo", h2, nil)
 	if err != nil || created || dir2 != dir {
 		t.Fatalf("second Publish = %q, %v, %v", dir2, created, err)
 	}
@@ -127,7 +127,7 @@ func TestPublish(t *testing.T) {
 
 	// Different content is a second version beside the first.
 	other, h3 := stageInto(t, s, append(slices.Clone(demoTree), tfile{name: "new.md", body: "n"})...)
-	if _, created, err := s.Publish(other, "demo", h3); err != nil || !created {
+	if _, created, err := s.Publish(other, "demo", h3, nil); err != nil || !created {
 		t.Fatalf("third Publish: %v %v", created, err)
 	}
 	vs, err := s.Versions()
@@ -187,7 +187,7 @@ func TestPublishRefuses(t *testing.T) {
 			if tc.hash != nil {
 				h = tc.hash(h)
 			}
-			_, _, err := s.Publish(staged, tc.slug, h)
+			_, _, err := s.Publish(staged, tc.slug, h, nil)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Publish error %v, want %v", err, tc.wantErr)
 			}
@@ -224,7 +224,7 @@ func TestPublishRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, created[i], errs[i] = s.Publish(staged[i], "demo", h)
+			_, created[i], errs[i] = s.Publish(staged[i], "demo", h, nil)
 		}()
 	}
 	wg.Wait()

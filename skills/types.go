@@ -47,6 +47,10 @@ var (
 	ErrPermission      = errors.New("permission denied")
 	ErrInvalid         = errors.New("invalid argument")
 	ErrDependency      = errors.New("invalid dependency")
+	// ErrDamaged marks a data directory whose index and content store do
+	// not belong together (an index missing, empty, corrupt or from another
+	// data directory): nothing may change it until it is repaired.
+	ErrDamaged = errors.New("damaged data directory")
 )
 
 // Scope is one side of a share config: everyone, some departments or some users.
@@ -90,7 +94,7 @@ type Skill struct {
 type Version struct {
 	Slug        string    `json:"slug"`
 	Hash        string    `json:"hash"` // SHA-256 tree hash, hex
-	Path        string    `json:"path"` // directory in the content store
+	Path        string    `json:"path"` // directory relative to the data directory: store/skills/<slug>/<hash>
 	SourceType  string    `json:"source_type"`
 	Source      string    `json:"source"`
 	Ref         string    `json:"ref,omitempty"`

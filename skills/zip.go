@@ -24,38 +24,35 @@ import (
 // since headers can lie. Files keep the owner execute bit of their Unix mode
 // (stored 0644 or 0755) and their modification time. Errors name the entry.
 // dst must not exist or be an empty directory; on any error it is removed.
+// Errors do not name zipPath, which may be a temporary copy: the caller names
+// the source.
 func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 	defer func() {
 		if err != nil && isCorrupt(err) {
 			err = fmt.Errorf("%w: corrupt or truncated archive: %w", err, ErrInvalid)
 		}
 	}()
-	f, err := os.Open(zipPath)
+	// The type is checked on the open descriptor, and the open cannot
+	// block: a FIFO or a device named as an archive is refused unread.
+	f, fi, err := OpenRegular(zipPath, filepath.Base(zipPath), true)
 	if err != nil {
-		return fmt.Errorf("read zip %q: %w", zipPath, err)
+		return fmt.Errorf("read zip: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("read zip %q: %w", zipPath, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("read zip %q: not a regular file: %w", zipPath, ErrSpecialFile)
-	}
 	zr, err := zip.NewReader(f, fi.Size())
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // names are checked below
-		return fmt.Errorf("read zip %q: %w", zipPath, err)
+		return fmt.Errorf("read zip: %w", err)
 	}
 	b := newBudget(lim)
 	if n := len(zr.File); n > b.lim.MaxEntries {
-		return fmt.Errorf("read zip %q: %w", zipPath, &LimitError{Limit: LimitEntries, Value: int64(n), Max: int64(b.lim.MaxEntries)})
+		return fmt.Errorf("read zip: %w", &LimitError{Limit: LimitEntries, Value: int64(n), Max: int64(b.lim.MaxEntries)})
 	}
 	plan, err := planZip(zr.File, fi.Size(), b)
 	if err != nil {
-		return fmt.Errorf("read zip %q: %w", zipPath, err)
+		return fmt.Errorf("read zip: %w", err)
 	}
 	if err := prepareDst(dst); err != nil {
-		return fmt.Errorf("read zip %q: %w", zipPath, err)
+		return fmt.Errorf("read zip: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -67,12 +64,12 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 	b = newBudget(lim)
 	for _, d := range plan.dirs {
 		if err := os.MkdirAll(filepath.Join(dst, filepath.FromSlash(d)), 0o755); err != nil {
-			return fmt.Errorf("read zip %q: entry %q: %w", zipPath, d, err)
+			return fmt.Errorf("read zip: entry %q: %w", d, err)
 		}
 	}
 	for _, it := range plan.files {
 		if err := extractEntry(it, dst, fi.Size(), b); err != nil {
-			return fmt.Errorf("read zip %q: entry %q: %w", zipPath, it.f.Name, err)
+			return fmt.Errorf("read zip: entry %q: %w", it.f.Name, err)
 		}
 	}
 	// Directory times last, deepest first, once nothing more is written
@@ -84,7 +81,7 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 			continue
 		}
 		if err := os.Chtimes(filepath.Join(dst, filepath.FromSlash(d)), t, t); err != nil {
-			return fmt.Errorf("read zip %q: entry %q: %w", zipPath, d, err)
+			return fmt.Errorf("read zip: entry %q: %w", d, err)
 		}
 	}
 	return nil

@@ -21,6 +21,7 @@ const usageText = `skillfs serves agent skills to sandboxed sessions as read-onl
 Usage: skillfs [--home DIR] [--as UID] [--json] COMMAND ...
 
   serve                                   run the daemon
+  check [--repair]                        check the data directory (index against content store); repair it
   skill import SOURCE [--skill NAME]... [--all] [--list] [--share SCOPE] [--replace] [--builtin] [--ref REF]
   skill list | show SLUG | validate PATH | enable SLUG | disable SLUG | delete SLUG
   skill export SLUG [-o FILE]
@@ -89,6 +90,8 @@ func (c *cli) dispatch(args []string) error {
 		return nil
 	case "serve":
 		return c.serve(rest)
+	case "check":
+		return c.check(rest)
 	case "skill":
 		return c.skillCmd(sub, tail(rest))
 	case "user":

@@ -64,10 +64,14 @@ func (c *cli) serve(args []string) error {
 		return err
 	}
 	defer cat.Close()
-	if *withExamples {
+	setup := func(context.Context) error {
+		if !*withExamples {
+			return nil
+		}
 		if err := c.syncExamples(cat); err != nil {
 			return fmt.Errorf("register bundled skills: %w", err)
 		}
+		return nil
 	}
 
 	// The first signal shuts down cleanly; a second one forces the exit.
@@ -90,6 +94,7 @@ func (c *cli) serve(args []string) error {
 	return daemon.Run(ctx, cat, daemon.Options{
 		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
 		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, UID: uid, GID: gid,
+		Setup: setup,
 	})
 }
 

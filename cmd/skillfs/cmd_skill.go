@@ -201,18 +201,18 @@ func (c *cli) skillEdit(args []string) error {
 		return err
 	}
 	defer cat.Close()
-	var content []byte
+	var content io.Reader
 	if !*del {
+		content = c.stdin
 		if *from != "" {
-			content, err = os.ReadFile(*from)
-		} else {
-			content, err = io.ReadAll(io.LimitReader(c.stdin, cat.Limits().MaxFileBytes+1))
-		}
-		if err != nil {
-			return fmt.Errorf("read new content: %w", err)
-		}
-		if content == nil {
-			content = []byte{}
+			// A FIFO or device named with --from is refused unread;
+			// standard input is streamed and cut at the size limit.
+			f, _, err := skills.OpenRegular(*from, *from, true)
+			if err != nil {
+				return fmt.Errorf("read new content: %w", err)
+			}
+			defer f.Close()
+			content = f
 		}
 	}
 	in, err := cat.Edit(c.ctx, c.as, pos[0], pos[1], content)
@@ -291,7 +291,7 @@ func validate(path string) validation {
 		r.Warnings = append(r.Warnings, st.Warnings...)
 		file = filepath.Join(tmp, "skill", skills.ManifestName)
 	}
-	data, err := os.ReadFile(file)
+	data, err := skills.ReadRegular(file, path, skills.DefaultLimits().MaxFileBytes, true)
 	if err != nil {
 		return fail(skills.ManifestName, err)
 	}

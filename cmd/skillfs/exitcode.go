@@ -16,6 +16,7 @@ const (
 	exitInvalid    = 5 // bad input: no or invalid SKILL.md, unsafe path, special file, limit hit, bad dependency
 	exitConflict   = 6 // already exists, or the source holds several skills and none was chosen
 	exitNoDaemon   = 7 // the command needs `skillfs serve` and it is not running
+	exitDamaged    = 8 // the data directory is damaged or inconsistent: `skillfs check --repair`
 )
 
 // errUsage marks command-line mistakes.
@@ -33,6 +34,8 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, errNoDaemon):
 		return exitNoDaemon
+	case errors.Is(err, skills.ErrDamaged):
+		return exitDamaged
 	case errors.Is(err, skills.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, skills.ErrPermission):

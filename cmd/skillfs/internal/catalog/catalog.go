@@ -5,6 +5,8 @@ package catalog
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,27 +55,94 @@ const (
 	pubFile   = "publish.lock"
 )
 
-// Open opens (creating if needed) the data directory home. It sweeps leftovers
-// of crashed imports — staging directories and published content no index row
-// refers to — when no other process is importing.
+// Open opens (creating if needed) the data directory home. The directory is
+// resolved to its real path once, so every spelling of it (a symlink, a
+// relative path) is the same data directory. Open sweeps what crashed
+// imports left in the staging area when no other process is importing, and
+// never touches published content. A damaged data directory — an index that
+// is missing, empty or unreadable beside published content, or that belongs
+// to another data directory — is a *DamagedError (errors.Is(err,
+// skills.ErrDamaged)) and nothing is changed; `skillfs check --repair`
+// repairs it.
 func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
-	if opts.Limits == (skills.Limits{}) {
-		opts.Limits = skills.DefaultLimits()
+	opts = opts.withDefaults()
+	home, err := prepareHome(home)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	st, err := inspect(home)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if problem := st.damage(); problem != "" {
+		return nil, &DamagedError{Home: home, Problem: problem}
 	}
+	c, err := openParts(home, opts)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := c.db.Count(ctx); err != nil {
+		c.Close()
+		return nil, err
+	} else if n.Skills == 0 && n.Users == 0 && st.stored > 0 {
+		// Every index that ever served has its operator: this one was
+		// replaced by a new, empty database.
+		c.Close()
+		return nil, &DamagedError{Home: home, Problem: fmt.Sprintf(
+			"%s holds no skills and no users, but the content store holds %d published versions", indexFile, st.stored)}
+	}
+	if err := c.bindIdentity(ctx, st); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.sweep(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.ensureOperator(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Limits == (skills.Limits{}) {
+		o.Limits = skills.DefaultLimits()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// prepareHome creates the data directory if needed, private to the
+// operator, and returns its real path: one identity however it is spelled.
+func prepareHome(home string) (string, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory %q: %w", home, err)
+		return "", fmt.Errorf("create data directory %q: %w", home, err)
+	}
+	real, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		return "", fmt.Errorf("resolve data directory %q: %w", home, err)
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return "", fmt.Errorf("resolve data directory %q: %w", home, err)
 	}
 	// The data directory holds the index and every session's capability
 	// (its id, under the mount root): it is private to the operator.
-	if err := os.Chmod(home, 0o700); err != nil {
-		return nil, fmt.Errorf("make data directory %q private: %w", home, err)
+	if err := os.Chmod(real, 0o700); err != nil {
+		return "", fmt.Errorf("make data directory %q private: %w", real, err)
 	}
+	return real, nil
+}
+
+// openParts opens the locks and the index of a data directory whose state
+// was checked.
+func openParts(home string, opts Options) (*Catalog, error) {
 	lock, err := os.OpenFile(filepath.Join(home, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open import lock: %w", err)
@@ -87,19 +156,46 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if err != nil {
 		lock.Close()
 		pub.Close()
+		if errors.Is(err, skills.ErrDamaged) {
+			return nil, &DamagedError{Home: home, Problem: fmt.Sprintf("the index cannot be read (%v)", err)}
+		}
 		return nil, err
 	}
-	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock, pub: pub,
-		store: &skills.Store{Root: filepath.Join(home, storeDir)}}
-	if err := c.sweep(ctx); err != nil {
-		c.Close()
-		return nil, err
+	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock, pub: pub,
+		store: &skills.Store{Root: filepath.Join(home, storeDir)}}, nil
+}
+
+// bindIdentity ties index and store to one data directory identity: a new
+// data directory gets one, an index or store from before identities adopts
+// the other's, and an index of another data directory is refused.
+func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
+	idxID, err := c.db.DataDirID(ctx)
+	if err != nil {
+		return err
 	}
-	if err := c.ensureOperator(ctx); err != nil {
-		c.Close()
-		return nil, err
+	switch {
+	case idxID != "" && st.storeID != "" && idxID != st.storeID:
+		return &DamagedError{Home: c.home, Problem: fmt.Sprintf(
+			"the index belongs to data directory %s, the content store to %s (an index copied from elsewhere?)", idxID, st.storeID)}
+	case idxID != "" && st.storeID == "":
+		return c.store.SetID(idxID)
+	case idxID == "" && st.storeID != "":
+		return c.db.SetDataDirID(ctx, st.storeID)
+	case idxID == "":
+		id := newIdentity()
+		if err := c.store.SetID(id); err != nil {
+			return err
+		}
+		return c.db.SetDataDirID(ctx, id)
 	}
-	return c, nil
+	return nil
+}
+
+// newIdentity makes a random data directory identity.
+func newIdentity() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // Close releases the index.
@@ -119,6 +215,9 @@ func (c *Catalog) Home() string { return c.home }
 // Limits are the import limits in force.
 func (c *Catalog) Limits() skills.Limits { return c.lim }
 
+// Store is the content store of the data directory.
+func (c *Catalog) Store() *skills.Store { return c.store }
+
 // VersionPath is where the content of a version lives.
 func (c *Catalog) VersionPath(slug, hash string) string { return c.store.VersionPath(slug, hash) }
 
@@ -131,36 +230,18 @@ func (c *Catalog) ensureOperator(ctx context.Context) error {
 	return c.db.PutUser(ctx, skills.User{UID: Operator, Role: skills.RoleSuperadmin})
 }
 
-// sweep removes what a crashed import left: staging directories and published
-// versions without an index row. It only runs when it can take the import
-// lock exclusively, i.e. no import is running in any process.
-func (c *Catalog) sweep(ctx context.Context) error {
+// sweep removes what crashed imports left outside the published store —
+// staging directories, unpacked archives and clones, expired drafts — when
+// it can take the import lock exclusively, i.e. no import is running in any
+// process. Published versions are never touched here: comparing them with
+// the index is Reconcile's job, at daemon start.
+func (c *Catalog) sweep() error {
 	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return nil // another process is importing: its staging is not ours to sweep
 	}
 	defer syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN)
-	st, err := skills.OpenStore(c.store.Root) // creates the store and sweeps staging
-	if err != nil {
+	if _, err := skills.OpenStore(c.store.Root); err != nil { // creates the layout, sweeps staging
 		return fmt.Errorf("open content store: %w", err)
-	}
-	known, err := c.db.VersionPaths(ctx)
-	if err != nil {
-		return err
-	}
-	onDisk, err := st.Versions()
-	if err != nil {
-		return fmt.Errorf("list content store: %w", err)
-	}
-	for slug, hashes := range onDisk {
-		for _, h := range hashes {
-			if known[st.VersionPath(slug, h)] {
-				continue
-			}
-			c.log.Info("removing unindexed version left by an interrupted import", "slug", slug, "version", h)
-			if err := st.RemoveVersion(slug, h); err != nil {
-				return fmt.Errorf("sweep content store: %w", err)
-			}
-		}
 	}
 	c.sweepDrafts()
 	return os.RemoveAll(filepath.Join(c.home, tmpDir))

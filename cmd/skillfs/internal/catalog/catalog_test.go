@@ -1,12 +1,15 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"skillfs/skills"
@@ -134,42 +137,6 @@ func TestFailedImportLeavesNothing(t *testing.T) {
 	vs, _ := c.store.Versions()
 	if len(vs) != 0 || len(leftovers(t, c)) != 0 {
 		t.Fatalf("store after failures: %v, leftovers %v", vs, leftovers(t, c))
-	}
-}
-
-func TestSweepRemovesUnindexedContent(t *testing.T) {
-	ctx := context.Background()
-	home := filepath.Join(t.TempDir(), "home")
-	c, err := Open(ctx, home, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A crash between publish and the index row leaves a version directory
-	// and a staging directory behind.
-	staging, err := c.store.NewStaging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	skillDir(t, staging, "name: orphan\ndescription: x")
-	hash, _, _, err := skills.TreeHash(staging)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.store.Publish(staging, "orphan", hash); err != nil {
-		t.Fatal(err)
-	}
-	half, _ := c.store.NewStaging()
-	os.WriteFile(filepath.Join(half, "x"), []byte("x"), 0o644)
-	c.Close()
-
-	c, err = Open(ctx, home, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	vs, _ := c.store.Versions()
-	if len(vs) != 0 || len(leftovers(t, c)) != 0 {
-		t.Fatalf("after reopen: versions %v, leftovers %v", vs, leftovers(t, c))
 	}
 }
 
@@ -333,7 +300,7 @@ func TestEdit(t *testing.T) {
 	}
 	v1 := res.Installed[0].Version
 
-	in, err := c.Edit(ctx, "", "notes", "scripts/run.sh", []byte("#!/bin/sh\necho 2\n"))
+	in, err := c.Edit(ctx, "", "notes", "scripts/run.sh", bytes.NewReader([]byte("#!/bin/sh\necho 2\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +318,7 @@ func TestEdit(t *testing.T) {
 		t.Fatalf("old version changed: %q", old)
 	}
 	// Editing SKILL.md updates the index.
-	if _, err := c.Edit(ctx, "", "notes", "SKILL.md", []byte("---\nname: notes\ndescription: two\n---\nnew body\n")); err != nil {
+	if _, err := c.Edit(ctx, "", "notes", "SKILL.md", bytes.NewReader([]byte("---\nname: notes\ndescription: two\n---\nnew body\n"))); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := c.Show(ctx, "", "notes"); d.Description != "two" {
@@ -369,11 +336,19 @@ func TestEdit(t *testing.T) {
 		{"slug change", "SKILL.md", []byte("---\nname: other\ndescription: x\n---\n"), skills.ErrInvalid},
 		{"remove manifest", "SKILL.md", nil, skills.ErrInvalid},
 		{"unregistered tool", "SKILL.md", []byte("---\nname: notes\ndescription: x\ntool_dependencies: [t]\n---\n"), skills.ErrDependency},
+		{"NUL byte", "a.txt", []byte("text\x00more"), skills.ErrInvalid},
+		{"rune cut at the end", "a.txt", []byte("caf\xc3"), skills.ErrInvalid},
+		{"over the size limit", "big.txt", bytes.Repeat([]byte("a"), 2<<20), skills.ErrLimit},
 	}
+	c.lim.MaxFileBytes = 1 << 20
 	before, _ := c.Show(ctx, "", "notes")
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := c.Edit(ctx, "", "notes", tc.path, tc.content); !errors.Is(err, tc.want) {
+			var content io.Reader
+			if tc.content != nil {
+				content = bytes.NewReader(tc.content)
+			}
+			if _, err := c.Edit(ctx, "", "notes", tc.path, content); !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
 			after, _ := c.Show(ctx, "", "notes")
@@ -390,7 +365,47 @@ func TestEdit(t *testing.T) {
 	if _, err := c.Import(ctx, ImportRequest{Source: b, Builtin: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Edit(ctx, "", "sys", "x.md", []byte("x")); !errors.Is(err, skills.ErrPermission) {
+	if _, err := c.Edit(ctx, "", "sys", "x.md", bytes.NewReader([]byte("x"))); !errors.Is(err, skills.ErrPermission) {
 		t.Fatalf("edit a builtin: %v", err)
+	}
+}
+
+// endless yields bytes forever and counts them.
+type endless struct{ n int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+// An edit is streamed: endless content is cut at the limit, having read
+// little more than the limit, and text split anywhere between reads is
+// still text.
+func TestEditStreams(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	c.lim.MaxFileBytes = 1 << 20
+	dir := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: one")
+	if _, err := c.Import(ctx, ImportRequest{Source: dir}); err != nil {
+		t.Fatal(err)
+	}
+	src := &endless{}
+	if _, err := c.Edit(ctx, "", "notes", "big.txt", src); !errors.Is(err, skills.ErrLimit) {
+		t.Fatalf("endless edit = %v, want ErrLimit", err)
+	}
+	if src.n > c.lim.MaxFileBytes+256<<10 {
+		t.Errorf("read %d bytes of endless content for a %d-byte limit", src.n, c.lim.MaxFileBytes)
+	}
+	text := strings.Repeat("naïve café 日本語 🎉\n", 1000)
+	in, err := c.Edit(ctx, "", "notes", "utf8.md", iotest.OneByteReader(strings.NewReader(text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(c.VersionPath("notes", in.Version), "utf8.md"))
+	if err != nil || string(got) != text {
+		t.Fatalf("stored %d bytes, %v; want the %d written", len(got), err, len(text))
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"skillfs/policy"
@@ -95,7 +97,7 @@ func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error
 	b := make([]byte, 16)
 	rand.Read(b)
 	now := c.now().UTC()
-	d := &Draft{ID: hex.EncodeToString(b), Source: req.Source, Creator: actor.UID, CreatedAt: now,
+	d := &Draft{ID: hex.EncodeToString(b), Source: req.display(), Creator: actor.UID, CreatedAt: now,
 		ExpiresAt: now.Add(DraftTTL), Skills: []DraftSkill{}, Failed: res.Failed,
 		Key: sel.src.key, SourceType: sel.src.sourceType, Ref: sel.src.ref, Commit: sel.src.commit,
 		Lenient: sel.mode == skills.Lenient, Replace: req.Replace, Builtin: req.Builtin}
@@ -117,7 +119,7 @@ func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error
 		ds, err := c.draftOne(ctx, actor, req, d.Key, cand, filepath.Join(dir, strconv.Itoa(i)), sel.mode)
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: cand.Rel, Error: err.Error()})
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", cand.Rel, err))
 			continue
 		}
 		d.Skills = append(d.Skills, *ds)
@@ -126,13 +128,13 @@ func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error
 		if len(errs) == 1 {
 			return nil, errs[0]
 		}
-		return nil, fmt.Errorf("no skill of %q can be installed: %w", req.Source, errors.Join(errs...))
+		return nil, fmt.Errorf("no skill of %q can be installed: %w", req.display(), errors.Join(errs...))
 	}
 	if err := writeDraft(dir, d); err != nil {
 		return nil, err
 	}
 	keep = true
-	c.log.Info("import prepared", "draft", d.ID, "source", req.Source, "skills", len(d.Skills))
+	c.log.Info("import prepared", "draft", d.ID, "source", req.display(), "skills", len(d.Skills))
 	return d, nil
 }
 
@@ -283,4 +285,81 @@ func (c *Catalog) sweepDrafts() {
 			forceRemoveAll(dir)
 		}
 	}
+}
+
+// Upload kinds: what the bytes of PrepareUpload are.
+const (
+	UploadZip      = "zip"      // a ZIP archive of one or more skills
+	UploadManifest = "manifest" // a lone SKILL.md
+)
+
+// PrepareUpload prepares a draft from bytes a front end sends rather than a
+// path the daemon reads: a ZIP archive or a lone SKILL.md, streamed into the
+// data directory's temporary area and cut at the import limits as it
+// arrives (the whole archive at the total-bytes limit, a SKILL.md at the
+// per-file limit). name, a file name, stands for the upload in messages and
+// provenance: uploading the same name again makes new versions of the same
+// skills. req says which skills to take and how, as for Prepare; its
+// Source is ignored.
+func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, name string, body io.Reader) (*Draft, error) {
+	if _, err := c.Actor(ctx, req.As); err != nil {
+		return nil, err
+	}
+	var file string
+	var max int64
+	switch kind {
+	case UploadZip:
+		file, max = "upload.zip", c.lim.MaxTotalBytes
+	case UploadManifest:
+		file, max = skills.ManifestName, c.lim.MaxFileBytes
+	default:
+		return nil, fmt.Errorf("upload kind %q: want %s or %s: %w", kind, UploadZip, UploadManifest, skills.ErrInvalid)
+	}
+	if name == "" {
+		name = file
+	}
+	if err := checkUploadName(name); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(c.home, tmpDir), 0o700); err != nil {
+		return nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	work, err := os.MkdirTemp(filepath.Join(c.home, tmpDir), "upload-")
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	defer forceRemoveAll(work)
+	path := filepath.Join(work, file)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	n, err := io.Copy(f, io.LimitReader(body, max+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receive upload %s: %w", name, err)
+	}
+	if n > max {
+		return nil, fmt.Errorf("upload %s: %w", name, &skills.LimitError{Limit: limitFor(kind), Value: n, Max: max, Path: name})
+	}
+	req.Source, req.Display, req.Origin, req.Agents = path, name, "upload:"+name, false
+	return c.Prepare(ctx, req)
+}
+
+func limitFor(kind string) string {
+	if kind == UploadZip {
+		return skills.LimitTotalBytes
+	}
+	return skills.LimitFileBytes
+}
+
+// checkUploadName accepts a plain file name.
+func checkUploadName(name string) error {
+	clean, err := skills.CleanRelPath(name)
+	if err != nil || strings.Contains(clean, "/") || strings.HasPrefix(clean, ".") {
+		return fmt.Errorf("upload name %q: want a plain file name: %w", name, skills.ErrInvalid)
+	}
+	return nil
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"skillfs/policy"
@@ -23,10 +26,13 @@ var EditableExtensions = []string{
 
 // Edit changes one text file of a skill — writes it, or removes it when
 // content is nil — as a new version, copy-on-write: sessions keep the version
-// they pinned until they refresh. Editing the root SKILL.md re-validates it
-// and updates the index (name, description, dependencies); its slug cannot
-// change. It returns the new version, or the current one when nothing changed.
-func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content []byte) (*Installed, error) {
+// they pinned until they refresh. The new content is streamed into place and
+// checked as it arrives: it is cut at the file size limit and refused at its
+// first byte that is not UTF-8 text, never buffered whole. Editing the root
+// SKILL.md re-validates it and updates the index (name, description,
+// dependencies); its slug cannot change. It returns the new version, or the
+// current one when nothing changed.
+func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Reader) (*Installed, error) {
 	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
 	if err != nil {
 		return nil, err
@@ -38,7 +44,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content []byte
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEditable(clean, content, c.lim); err != nil {
+	if err := checkEditable(clean, content != nil); err != nil {
 		return nil, err
 	}
 	unlock, err := c.sharedLock()
@@ -60,7 +66,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content []byte
 	if _, err := skills.StageDir(c.store.VersionPath(slug, s.Version), tree, c.lim); err != nil {
 		return nil, fmt.Errorf("copy the current version: %w", err)
 	}
-	if err := applyEdit(tree, clean, content); err != nil {
+	if err := applyEdit(tree, clean, content, c.lim.MaxFileBytes); err != nil {
 		return nil, err
 	}
 	staging, err := c.store.NewStaging()
@@ -112,8 +118,9 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content []byte
 }
 
 // applyEdit writes or (content == nil) removes one file of a tree; a file
-// keeps its mode, a new one is 0644.
-func applyEdit(tree, rel string, content []byte) error {
+// keeps its mode, a new one is 0644. Content is streamed through a
+// textWriter, so at most max bytes of UTF-8 text are ever written.
+func applyEdit(tree, rel string, content io.Reader, max int64) error {
 	target := filepath.Join(tree, filepath.FromSlash(rel))
 	if content == nil {
 		if rel == skills.ManifestName {
@@ -135,30 +142,81 @@ func applyEdit(tree, rel string, content []byte) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(target, content, mode)
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	tw := &textWriter{w: f, rel: rel, max: max}
+	_, err = io.Copy(tw, content)
+	if err == nil {
+		err = tw.finish()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// checkEditable enforces what online editing may write: UTF-8 text with an
-// allowed extension, within the file size limit.
-func checkEditable(rel string, content []byte, lim skills.Limits) error {
-	if content == nil {
+// checkEditable enforces which files online editing may write: text files
+// with an allowed extension.
+func checkEditable(rel string, writing bool) error {
+	if !writing {
 		return nil
 	}
 	ext := strings.ToLower(path.Ext(rel))
-	allowed := false
-	for _, e := range EditableExtensions {
-		allowed = allowed || ext == e
-	}
-	if !allowed {
+	if !slices.Contains(EditableExtensions, ext) {
 		return fmt.Errorf("%s: only text files can be edited online (%s): %w", rel, strings.Join(EditableExtensions, " "), skills.ErrInvalid)
 	}
-	if int64(len(content)) > lim.MaxFileBytes {
-		return &skills.LimitError{Limit: skills.LimitFileBytes, Value: int64(len(content)), Max: lim.MaxFileBytes, Path: rel}
+	return nil
+}
+
+// textWriter passes UTF-8 text without NUL bytes through to w, failing at
+// the first byte that breaks the rules or once more than max bytes came. A
+// rune split between two writes is checked when it is whole.
+type textWriter struct {
+	w    io.Writer
+	rel  string
+	max  int64
+	n    int64
+	tail []byte // the start of a rune the last write ended in
+}
+
+func (t *textWriter) Write(p []byte) (int, error) {
+	t.n += int64(len(p))
+	if t.n > t.max {
+		return 0, &skills.LimitError{Limit: skills.LimitFileBytes, Value: t.n, Max: t.max, Path: t.rel}
 	}
-	if !utf8.Valid(content) || bytes.IndexByte(content, 0) >= 0 {
-		return fmt.Errorf("%s: content is not UTF-8 text: %w", rel, skills.ErrInvalid)
+	buf := append(t.tail, p...)
+	// Hold back an incomplete rune at the end: up to 3 bytes.
+	cut := len(buf)
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	if !utf8.Valid(buf[:cut]) || bytes.IndexByte(buf[:cut], 0) >= 0 {
+		return 0, t.notText()
+	}
+	t.tail = append([]byte(nil), buf[cut:]...)
+	if _, err := t.w.Write(buf[:cut]); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// finish checks that nothing incomplete is left at the end.
+func (t *textWriter) finish() error {
+	if len(t.tail) > 0 {
+		return t.notText()
 	}
 	return nil
+}
+
+func (t *textWriter) notText() error {
+	return fmt.Errorf("%s: content is not UTF-8 text: %w", t.rel, skills.ErrInvalid)
 }
 
 func nonNilStrings(s []string) []string {

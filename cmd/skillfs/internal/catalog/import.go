@@ -18,6 +18,7 @@ import (
 // ImportRequest says what to import and how.
 type ImportRequest struct {
 	Source  string        // directory, ZIP, SKILL.md, git URL or local repository
+	Display string        // how messages name the source when Source is a temporary copy (an upload)
 	Ref     string        // git ref; also accepted as Source "URL#ref"
 	Skills  []string      // pick these skills (folder name, slug or name) from a multi-skill source
 	All     bool          // import every skill the source holds
@@ -35,6 +36,14 @@ type ImportRequest struct {
 	Agents    bool
 	AgentHome string
 	Project   string
+}
+
+// display is the name of the source in messages.
+func (r ImportRequest) display() string {
+	if r.Display != "" {
+		return r.Display
+	}
+	return r.Source
 }
 
 // Installed is one skill an import published (or found unchanged).
@@ -140,7 +149,7 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 		cands, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
 		if err != nil {
 			src.cleanup()
-			return nil, fmt.Errorf("find skills in %q: %w", req.Source, err)
+			return nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
 		}
 	}
 	if req.Origin != "" {
@@ -157,14 +166,14 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 			names[i] = a.Slug
 		}
 		return nil, fmt.Errorf("%q holds %d skills (%s): choose with --skill NAME or --all: %w",
-			req.Source, len(cands), strings.Join(names, ", "), skills.ErrAmbiguous)
+			req.display(), len(cands), strings.Join(names, ", "), skills.ErrAmbiguous)
 	}
 	if len(req.Skills) > 0 {
 		picked, err := pick(cands, req.Skills)
 		if err != nil {
 			res.Available = describe(cands)
 			src.cleanup()
-			return nil, fmt.Errorf("in %q: %w", req.Source, err)
+			return nil, fmt.Errorf("in %q: %w", req.display(), err)
 		}
 		cands = picked
 	}
@@ -179,14 +188,14 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 	for _, cand := range sel.cands {
 		inst, err := c.importOne(ctx, actor, req, src, cand, sel.mode)
 		if err != nil {
-			where := req.Source
+			where := req.display()
 			if req.Agents {
 				where = cand.Dir
 			} else if cand.Rel != "." {
 				where += "//" + cand.Rel
 			}
 			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			c.log.Info("import failed", "source", where, "err", err)
 			continue
 		}
@@ -196,7 +205,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 		if len(errs) == 1 {
 			return errs[0]
 		}
-		return fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.Source, errors.Join(errs...))
+		return fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.display(), errors.Join(errs...))
 	}
 	return nil
 }
@@ -256,29 +265,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		return &source{root: abs, key: "local:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
 	}
 	if local && !fi.IsDir() {
-		abs, _ := filepath.Abs(spec)
-		if isZip(spec) {
-			root := filepath.Join(work, "unpacked")
-			if err := skills.ExtractZip(spec, root, c.lim); err != nil {
-				return fail(err)
-			}
-			return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
-		}
-		if fi.Size() > c.lim.MaxFileBytes {
-			return fail(&skills.LimitError{Limit: skills.LimitFileBytes, Value: fi.Size(), Max: c.lim.MaxFileBytes, Path: spec})
-		}
-		data, err := os.ReadFile(spec)
-		if err != nil {
-			return fail(fmt.Errorf("read %q: %w", spec, err))
-		}
-		root := filepath.Join(work, "single")
-		if err := os.MkdirAll(root, 0o755); err != nil {
-			return fail(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, skills.ManifestName), data, 0o644); err != nil {
-			return fail(err)
-		}
-		return &source{root: root, key: "file:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+		return c.resolveFile(spec, req.display(), work, cleanup)
 	}
 	if !local && !skills.IsGitURL(spec) {
 		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", spec, skills.ErrNotFound))
@@ -320,15 +307,46 @@ func isBareRepo(dir string) bool {
 	return err != nil
 }
 
-func isZip(path string) bool {
+// resolveFile turns a local file source — a ZIP archive or a lone
+// SKILL.md — into a tree under work. The file's type is checked on the open
+// descriptor and its bytes are counted as they are read: a FIFO, a device
+// such as /dev/zero or a file that keeps growing is refused, never read
+// forever.
+func (c *Catalog) resolveFile(spec, display, work string, cleanup func()) (*source, error) {
+	fail := func(err error) (*source, error) { cleanup(); return nil, err }
+	abs, _ := filepath.Abs(spec)
+	f, _, err := skills.OpenRegular(spec, display, true)
+	if err != nil {
+		return fail(fmt.Errorf("source %s: %w", display, err))
+	}
+	zipped := isZip(spec, f)
+	f.Close()
+	if zipped {
+		root := filepath.Join(work, "unpacked")
+		if err := skills.ExtractZip(spec, root, c.lim); err != nil {
+			return fail(fmt.Errorf("source %s: %w", display, err))
+		}
+		return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+	}
+	data, err := skills.ReadRegular(spec, display, c.lim.MaxFileBytes, true)
+	if err != nil {
+		return fail(fmt.Errorf("source %s: %w", display, err))
+	}
+	root := filepath.Join(work, "single")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, skills.ManifestName), data, 0o644); err != nil {
+		return fail(err)
+	}
+	return &source{root: root, key: "file:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+}
+
+// isZip tells a ZIP archive by its name or its first bytes.
+func isZip(path string, f io.Reader) bool {
 	if strings.EqualFold(filepath.Ext(path), ".zip") {
 		return true
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(f, magic); err != nil {
 		return false
@@ -336,12 +354,16 @@ func isZip(path string) bool {
 	return bytes.Equal(magic, []byte("PK\x03\x04")) || bytes.Equal(magic, []byte("PK\x05\x06"))
 }
 
+// manifestMax bounds a SKILL.md read to list or order a source's skills;
+// staging applies the real limits.
+const manifestMax = 4 << 20
+
 // describe parses candidates leniently for listing.
 func describe(cands []skills.Candidate) []Available {
 	out := make([]Available, 0, len(cands))
 	for _, cand := range cands {
 		a := Available{Name: cand.Name, Slug: cand.Name, Path: cand.Rel}
-		if data, err := readManifest(cand.Dir); err == nil {
+		if data, err := readManifest(cand.Dir, manifestMax); err == nil {
 			if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil {
 				a.Name, a.Slug, a.Description = m.Name, m.Slug, m.Description
 			}
@@ -351,10 +373,14 @@ func describe(cands []skills.Candidate) []Available {
 	return out
 }
 
-func readManifest(dir string) ([]byte, error) {
-	data, err := os.ReadFile(filepath.Join(dir, skills.ManifestName))
+// readManifest reads the SKILL.md (or skill.md) of a candidate skill
+// folder: never through a symlink, never from a FIFO or device, never more
+// than a file may hold.
+func readManifest(dir string, max int64) ([]byte, error) {
+	data, err := skills.ReadRegular(filepath.Join(dir, skills.ManifestName), skills.ManifestName, max, false)
 	if errors.Is(err, os.ErrNotExist) {
-		data, err = os.ReadFile(filepath.Join(dir, strings.ToLower(skills.ManifestName)))
+		lower := strings.ToLower(skills.ManifestName)
+		data, err = skills.ReadRegular(filepath.Join(dir, lower), lower, max, false)
 	}
 	return data, err
 }
@@ -413,7 +439,7 @@ func dependencyOrder(cands []skills.Candidate) []skills.Candidate {
 	nodes := make([]node, len(cands))
 	for i, cand := range cands {
 		nodes[i].cand = cand
-		if data, err := readManifest(cand.Dir); err == nil {
+		if data, err := readManifest(cand.Dir, manifestMax); err == nil {
 			if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil {
 				nodes[i].deps = m.SkillDependencies
 				if _, dup := bySlug[m.Slug]; !dup {

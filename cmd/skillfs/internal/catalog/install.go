@@ -129,11 +129,11 @@ func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills
 	if err := policy.ValidateDependencies(snap, sk); err != nil {
 		return err
 	}
-	path, created, err := c.store.Publish(staging, sk.Slug, ver.Hash)
+	ver.Path = skills.VersionRelPath(sk.Slug, ver.Hash)
+	_, created, err := c.store.Publish(staging, sk.Slug, ver.Hash, &skills.VersionMeta{Skill: *sk, Version: *ver})
 	if err != nil {
 		return fmt.Errorf("publish %q: %w", sk.Slug, err)
 	}
-	ver.Path = path
 	if insert {
 		err = c.db.InsertSkill(ctx, sk, ver)
 	} else {

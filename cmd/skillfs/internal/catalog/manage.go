@@ -52,6 +52,11 @@ func (c *Catalog) Show(ctx context.Context, as, slug string) (*Detail, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, v := range vs {
+		// The index holds paths relative to the data directory; readers
+		// get them where they are now.
+		v.Path = c.store.VersionPath(v.Slug, v.Hash)
+	}
 	return &Detail{Skill: s, Versions: vs, Path: c.store.VersionPath(slug, s.Version)}, nil
 }
 

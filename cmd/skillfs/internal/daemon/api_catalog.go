@@ -2,7 +2,8 @@ package daemon
 
 import (
 	"context"
-	"io"
+	"fmt"
+	"mime"
 	"net/http"
 
 	"skillfs/cmd/skillfs/internal/catalog"
@@ -98,21 +99,33 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 		})
 	})
 	mux.HandleFunc("PUT /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		content, err := io.ReadAll(io.LimitReader(r.Body, d.cat.Limits().MaxFileBytes+1))
+		// Streamed into the new version and cut at the file size limit:
+		// never buffered whole.
+		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), r.Body)
 		if err != nil {
-			writeErr(w, err)
-			return
+			w.Header().Set("Connection", "close") // the rest of a refused body is not read
 		}
-		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), content)
 		reply(w, in, err)
 	})
 	mux.HandleFunc("DELETE /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), nil)
 		reply(w, in, err)
 	})
-	// The two-step install: prepare a source the daemon can read, then
-	// confirm with a share scope, or discard.
+	// The two-step install: prepare a source, then confirm with a share
+	// scope, or discard. The source is the request body (a ZIP or a
+	// SKILL.md, streamed and cut at the import limits), a remote git URL,
+	// or — for admins only — a path on the daemon's machine.
 	mux.HandleFunc("POST /v1/drafts", func(w http.ResponseWriter, r *http.Request) {
+		if kind := uploadKind(r.Header.Get("Content-Type")); kind != "" {
+			q := r.URL.Query()
+			dr, err := d.cat.PrepareUpload(r.Context(), catalog.ImportRequest{Skills: q["skill"],
+				All: q.Get("all") == "true", Replace: q.Get("replace") == "true", As: as(r)}, kind, q.Get("name"), r.Body)
+			if err != nil {
+				w.Header().Set("Connection", "close") // the rest of a refused body is not read
+			}
+			reply(w, dr, err)
+			return
+		}
 		var req struct {
 			Source  string   `json:"source"`
 			Ref     string   `json:"ref"`
@@ -121,6 +134,10 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 			Replace bool     `json:"replace"`
 		}
 		if !readJSON(w, r, &req) {
+			return
+		}
+		if err := d.mayReadLocal(r.Context(), as(r), req.Source); err != nil {
+			writeErr(w, err)
 			return
 		}
 		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref,
@@ -181,4 +198,40 @@ func parseShare(read, manage string) (*skills.Share, error) {
 		}
 	}
 	return &sh, nil
+}
+
+// uploadKind tells from a Content-Type whether a draft request carries the
+// skill itself: a ZIP archive or a SKILL.md. "" means a JSON request.
+func uploadKind(contentType string) string {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ""
+	}
+	switch mt {
+	case "application/zip", "application/x-zip-compressed":
+		return catalog.UploadZip
+	case "text/markdown", "text/x-markdown", "text/plain":
+		return catalog.UploadManifest
+	}
+	return ""
+}
+
+// mayReadLocal refuses a source on the daemon's own machine unless the
+// acting user is an admin: whoever reaches the API says whom it acts for,
+// and the daemon (root) must not read any file for any user. Ordinary users
+// upload the skill's bytes or name a remote repository.
+func (d *Daemon) mayReadLocal(ctx context.Context, as, source string) error {
+	if skills.IsRemoteGitURL(source) {
+		return nil
+	}
+	actor, err := d.cat.Actor(ctx, as)
+	if err != nil {
+		return err
+	}
+	if actor.Role == skills.RoleAdmin || actor.Role == skills.RoleSuperadmin {
+		return nil
+	}
+	return fmt.Errorf("%s may not have the daemon read a path on its machine (admins only): "+
+		"send the ZIP or SKILL.md as the request body (Content-Type application/zip or text/markdown), "+
+		"or name a remote git URL: %w", actor.UID, skills.ErrPermission)
 }

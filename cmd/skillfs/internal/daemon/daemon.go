@@ -41,6 +41,10 @@ type Options struct {
 	// revoked skill's already-open handles keep reading; off by default.
 	Passthrough bool
 	UID, GID    uint32 // owner shown for every file (default root)
+	// Setup runs once the data directory is locked for this daemon and
+	// reconciled, before anything is served (serve registers the bundled
+	// skills here).
+	Setup func(context.Context) error
 }
 
 // Daemon is a running skillfs serve.
@@ -54,6 +58,27 @@ type Daemon struct {
 	agentPath string
 
 	mu sync.Mutex // serialises session changes
+}
+
+// reconcile checks the data directory before it is served: a damaged index
+// stops the start; versions the index cannot explain go to the quarantine
+// and are reported, never deleted.
+func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) error {
+	r, err := cat.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range r.Actions {
+		log.Warn("data directory reconciled", "action", a)
+	}
+	if len(r.Missing) > 0 {
+		log.Error("versions in the index have no content; sessions will not see them: run `skillfs check`", "count", len(r.Missing))
+	}
+	if len(r.Quarantine) > 0 {
+		log.Warn("the quarantine holds versions the index did not explain; nothing was deleted: see `skillfs check`",
+			"count", len(r.Quarantine), "path", filepath.Join(cat.Home(), "store", "quarantine"))
+	}
+	return nil
 }
 
 // Run serves until ctx is cancelled, then unmounts everything, flushes
@@ -85,8 +110,25 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return fmt.Errorf("another skillfs serve is running on %q: %w", cat.Home(), skills.ErrExists)
 	}
+	if err := reconcile(ctx, cat, log); err != nil {
+		return err
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(ctx); err != nil {
+			return err
+		}
+	}
 	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
 	d.rec = newRecorder(cat.DB(), d.events, log)
+	spill, spilled, reserveErr, err := openSpill(filepath.Join(cat.Home(), SpillName))
+	if err != nil {
+		return err
+	}
+	defer spill.close()
+	if reserveErr != nil {
+		log.Warn("activation spill not reserved: opens the index cannot take at shutdown may be lost on a full disk", "err", reserveErr)
+	}
+	d.rec.useSpill(ctx, spill, spilled)
 
 	if err := skfs.ClearStale(opts.MountRoot); err != nil {
 		return fmt.Errorf("prepare the mount root: %w", err)

@@ -46,7 +46,10 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	}
 	out := &Activations{Activated: []skills.Activation{}, Preloaded: []string{}}
 	var order []string
-	pre := d.preloadClosure(s)
+	pre, err := d.preloadClosure(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range s.Pins {
 		if pre[p.Slug] {
 			out.Preloaded = append(out.Preloaded, p.Slug)
@@ -65,8 +68,11 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	var active []*skills.Skill
 	for _, slug := range order {
 		sk, err := d.cat.DB().Skill(ctx, slug)
+		if errors.Is(err, skills.ErrNotFound) {
+			continue // deleted meanwhile: nothing of it to load
+		}
 		if err != nil {
-			continue
+			return nil, err // a failed query is not "no tools"
 		}
 		active = append(active, sk)
 	}
@@ -82,30 +88,34 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 
 // preloadClosure is the set of preloaded skills with their dependencies,
 // among those the session can still read.
-func (d *Daemon) preloadClosure(s *skills.Session) map[string]bool {
+func (d *Daemon) preloadClosure(ctx context.Context, s *skills.Session) (map[string]bool, error) {
 	out := map[string]bool{}
 	if len(s.Preload) == 0 {
-		return out
+		return out, nil
 	}
 	pinned := map[string]bool{}
 	for _, p := range s.Pins {
 		pinned[p.Slug] = true
 	}
+	var qerr error
 	lookup := func(slug string) *skills.Skill {
-		if !pinned[slug] {
+		if !pinned[slug] || qerr != nil {
 			return nil
 		}
-		sk, err := d.cat.DB().Skill(context.Background(), slug)
-		if err != nil {
-			return nil
+		sk, err := d.cat.DB().Skill(ctx, slug)
+		if err != nil && !errors.Is(err, skills.ErrNotFound) {
+			qerr = err
 		}
 		return sk
 	}
 	readable, _ := policy.Closure(s.Preload, lookup, func(*skills.Skill) bool { return true })
+	if qerr != nil {
+		return nil, qerr
+	}
 	for _, slug := range readable {
 		out[slug] = true
 	}
-	return out
+	return out, nil
 }
 
 // viewFS is the in-process view of a session, with the filesystem's rules,
@@ -114,7 +124,8 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 	if v, err := d.fs.ViewFS(s.ID); err == nil {
 		return v
 	}
-	return skfs.NewViewFS(d.view(s.Pins))
+	v, _ := d.view(s.Pins)
+	return skfs.NewViewFS(v)
 }
 
 // Prompt renders the catalog block of a session for the agent's system
@@ -132,7 +143,10 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		return "", fmt.Errorf("prompt format %q: want xml or markdown: %w", format, skills.ErrInvalid)
 	}
 	vfs := d.viewFS(s)
-	inline := d.preloadClosure(s)
+	inline, err := d.preloadClosure(ctx, s)
+	if err != nil {
+		return "", err
+	}
 	type entry struct {
 		slug, name, desc, loc string
 		body                  string // full SKILL.md when preloaded

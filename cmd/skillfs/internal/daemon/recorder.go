@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,6 +36,13 @@ type recorder struct {
 	mu      sync.Mutex
 	seen    map[actKey]bool
 	pending map[actKey]*index.OpenDelta
+
+	// spill keeps what the last flush at shutdown could not store; spilled
+	// holds batches found in it at start and not yet applied. Both are
+	// guarded by flushMu.
+	spill   *spillFile
+	spilled []spillBatch
+	failing bool // the last flush failed (logged once until it works again)
 }
 
 type actKey struct{ session, slug string }
@@ -103,7 +112,24 @@ func (r *recorder) activations(ctx context.Context, session string) ([]skills.Ac
 	if err != nil {
 		return nil, err
 	}
-	return merge(stored, r.pendingFor(session)), nil
+	pending := r.pendingFor(session)
+	for _, b := range r.spilled { // kept from a previous run, not yet stored
+		for _, d := range b.Deltas {
+			if d.Session == session {
+				pending[d.Slug] = addDelta(pending[d.Slug], d)
+			}
+		}
+	}
+	return merge(stored, pending), nil
+}
+
+func addDelta(a, b index.OpenDelta) index.OpenDelta {
+	a.Session, a.Slug = b.Session, b.Slug
+	a.Opens += b.Opens
+	if b.LastAt.After(a.LastAt) {
+		a.LastAt = b.LastAt
+	}
+	return a
 }
 
 // pendingFor returns the not yet flushed opens of a session, by slug.
@@ -131,11 +157,54 @@ func (r *recorder) forget(session string) {
 	}
 }
 
+// useSpill gives the recorder a spill file and the batches found in it,
+// which it applies now and, if the index cannot take them yet, at every
+// flush until it can.
+func (r *recorder) useSpill(ctx context.Context, sp *spillFile, batches []spillBatch) {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	r.spill, r.spilled = sp, batches
+	r.applySpilled(ctx)
+}
+
+// applySpilled applies the batches of the spill file, each exactly once,
+// and clears the file of those applied. The caller holds flushMu.
+func (r *recorder) applySpilled(ctx context.Context) {
+	if len(r.spilled) == 0 {
+		return
+	}
+	var left []spillBatch
+	var opens int64
+	for _, b := range r.spilled {
+		applied, err := r.db.ApplySpill(ctx, b.ID, b.Deltas)
+		if err != nil {
+			left = append(left, b)
+			continue
+		}
+		for _, d := range b.Deltas {
+			opens += d.Opens
+		}
+		if applied {
+			r.log.Info("activations kept in the spill file applied", "batch", b.ID, "skills", len(b.Deltas))
+		}
+	}
+	if len(left) == len(r.spilled) {
+		return
+	}
+	if err := r.spill.write(left); err != nil {
+		// Applied batches stay in the file; their ids make a second
+		// application a no-op.
+		r.log.Warn("clear the activation spill file", "err", err)
+	}
+	r.spilled = left
+}
+
 // flush writes the batched opens in one transaction; on failure they are
 // kept for the next try.
 func (r *recorder) flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
+	r.applySpilled(ctx)
 	r.mu.Lock()
 	if len(r.pending) == 0 {
 		r.mu.Unlock()
@@ -150,6 +219,7 @@ func (r *recorder) flush(ctx context.Context) error {
 	}
 	if err := r.db.AddOpens(ctx, deltas); err != nil {
 		r.mu.Lock()
+		var kept int64
 		for k, p := range batch {
 			if q := r.pending[k]; q != nil {
 				p.Opens += q.Opens
@@ -158,12 +228,47 @@ func (r *recorder) flush(ctx context.Context) error {
 				}
 			}
 			r.pending[k] = p
+			kept += p.Opens
 		}
 		r.mu.Unlock()
-		r.log.Error("flush activations", "err", err)
+		if !r.failing {
+			r.log.Error("flush activations: the opens are kept in memory and retried", "opens", kept, "err", err)
+		}
+		r.failing = true
 		return err
 	}
+	if r.failing {
+		r.log.Info("activations flushed again", "skills", len(deltas))
+		r.failing = false
+	}
 	return nil
+}
+
+// spillPending moves what is pending into the spill file, for the next
+// start to apply. The caller holds flushMu.
+func (r *recorder) spillPending() (opens int64, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) == 0 {
+		return 0, nil
+	}
+	if r.spill == nil {
+		for _, p := range r.pending {
+			opens += p.Opens
+		}
+		return opens, errors.New("no spill file")
+	}
+	b := spillBatch{ID: newSpillID()}
+	for _, p := range r.pending {
+		b.Deltas = append(b.Deltas, *p)
+		opens += p.Opens
+	}
+	if err := r.spill.write(append(slices.Clone(r.spilled), b)); err != nil {
+		return opens, err
+	}
+	r.spilled = append(r.spilled, b)
+	r.pending = map[actKey]*index.OpenDelta{}
+	return opens, nil
 }
 
 // run flushes periodically until ctx ends; close does the last flush.
@@ -180,12 +285,37 @@ func (r *recorder) run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// close waits for opens in progress, refuses later ones and flushes.
+// closeRetries bounds how long close tries to store the last opens before
+// it spills them.
+var closeRetries = []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// close waits for opens in progress, refuses later ones and flushes. When
+// the index cannot take the last opens (a full disk), it retries for a few
+// seconds, then keeps them in the spill file for the next start; only when
+// that fails too are they lost, and the error says how many.
 func (r *recorder) close() error {
 	r.closeMu.Lock()
 	defer r.closeMu.Unlock()
 	r.closed = true
-	return r.flush(context.Background())
+	var err error
+	for _, wait := range closeRetries {
+		time.Sleep(wait)
+		if err = r.flush(context.Background()); err == nil {
+			break
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	opens, serr := r.spillPending()
+	if serr != nil {
+		return fmt.Errorf("%d opens could not be stored (%v) nor kept in the spill file: %w", opens, err, serr)
+	}
+	r.log.Warn("the index could not take the last activations: kept in the spill file, applied at the next start",
+		"opens", opens, "err", err)
+	return nil
 }
 
 // merge adds pending opens to stored activations.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -39,6 +40,14 @@ type Skipped struct {
 	Slug   string `json:"slug"`
 	Reason string `json:"reason"`
 	Via    string `json:"via,omitempty"`
+}
+
+func fromSkipped(in []Skipped) []policy.Skipped {
+	out := make([]policy.Skipped, len(in))
+	for i, s := range in {
+		out[i] = policy.Skipped{Slug: s.Slug, Reason: s.Reason, Via: s.Via}
+	}
+	return out
 }
 
 func toSkipped(in []policy.Skipped) []Skipped {
@@ -83,14 +92,19 @@ func (d *Daemon) closure(ctx context.Context, u skills.User, all bool, roots []s
 	return pins, skipped, bySlug, nil
 }
 
-// CreateSession pins the readable set of a new session and serves it.
+// CreateSession pins the readable set of a new session and serves it. The
+// readable set is computed under the daemon's lock, so a revocation cannot
+// land between computing it and serving it (and be pinned into the session
+// until its next refresh).
 func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*SessionInfo, error) {
+	if req.All && len(req.Skills) > 0 {
+		return nil, fmt.Errorf("give either a skill list or all, not both: %w", skills.ErrInvalid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	u, err := d.cat.DB().User(ctx, req.User)
 	if err != nil {
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
-	}
-	if req.All && len(req.Skills) > 0 {
-		return nil, fmt.Errorf("give either a skill list or all, not both: %w", skills.ErrInvalid)
 	}
 	roots := dedupe(req.Skills)
 	pins, skipped, _, err := d.closure(ctx, u, req.All, roots)
@@ -108,27 +122,39 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	}
 	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	v, lost := d.view(pins)
 	if err := d.cat.DB().CreateSession(ctx, s); err != nil {
 		return nil, err
 	}
-	if err := d.fs.SetSession(s.ID, d.view(pins)); err != nil {
-		d.cat.DB().CloseSession(ctx, s.ID)
+	if err := d.fs.SetSession(s.ID, v); err != nil {
+		if cerr := d.cat.DB().CloseSession(ctx, s.ID); cerr != nil {
+			d.log.Error("close a session that could not be served", "session", s.ID, "err", cerr)
+		}
 		return nil, fmt.Errorf("serve session: %w", err)
 	}
 	d.log.Info("session created", "session", s.ID, "user", u.UID, "skills", len(pins))
 	info := d.info(s, nil)
-	info.Skipped = toSkipped(skipped)
+	info.Skipped = append(toSkipped(skipped), lost...)
 	return info, nil
 }
 
-func (d *Daemon) view(pins []skills.Pin) skfs.View {
-	v := make(skfs.View, len(pins))
-	for i, p := range pins {
-		v[i] = skfs.Skill{Slug: p.Slug, Dir: d.cat.VersionPath(p.Slug, p.Version), Version: p.Version}
+// view is what the filesystem serves for pins: every pinned version whose
+// content is in the store. A pinned version without content (lost, or in
+// the quarantine) is left out, logged and reported, rather than keeping the
+// whole session from being served.
+func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
+	v := make(skfs.View, 0, len(pins))
+	var lost []Skipped
+	for _, p := range pins {
+		dir := d.cat.VersionPath(p.Slug, p.Version)
+		if fi, err := os.Stat(dir); dir == "" || err != nil || !fi.IsDir() {
+			d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", p.Slug, "version", p.Version)
+			lost = append(lost, Skipped{Slug: p.Slug, Reason: "its content is missing from the store"})
+			continue
+		}
+		v = append(v, skfs.Skill{Slug: p.Slug, Dir: dir, Version: p.Version})
 	}
-	return v
+	return v, lost
 }
 
 func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
@@ -211,9 +237,11 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
 		return nil, err
 	}
-	if err := d.fs.SetSession(id, d.view(pins)); err != nil {
+	v, lost := d.view(pins)
+	if err := d.fs.SetSession(id, v); err != nil {
 		return nil, err
 	}
+	skipped = append(skipped, fromSkipped(lost)...)
 	s.Pins = pins
 	d.events.publish(Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
 	mounts, _ := d.cat.DB().Binds(ctx, id)
@@ -282,7 +310,8 @@ func (d *Daemon) Reevaluate(ctx context.Context) error {
 		if len(gone) == 0 {
 			continue
 		}
-		if err := d.fs.SetSession(s.ID, d.view(kept)); err != nil {
+		v, _ := d.view(kept)
+		if err := d.fs.SetSession(s.ID, v); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -305,7 +334,8 @@ func (d *Daemon) restore(ctx context.Context) error {
 		return err
 	}
 	for _, s := range list {
-		if err := d.fs.SetSession(s.ID, d.view(s.Pins)); err != nil {
+		v, _ := d.view(s.Pins)
+		if err := d.fs.SetSession(s.ID, v); err != nil {
 			return fmt.Errorf("restore session %s: %w", s.ID, err)
 		}
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/skills"
+)
+
+// check examines a data directory and, with --repair, repairs it.
+func (c *cli) check(args []string) error {
+	fs := c.flags("check")
+	repair := fs.Bool("repair", false, "repair what can be repaired: rebuild a damaged index from the store, quarantine what the index cannot explain, restore what it needs")
+	if _, err := parse(fs, args, 0, 0, "no arguments ([--repair])"); err != nil {
+		return err
+	}
+	home, err := c.homeDir()
+	if err != nil {
+		return err
+	}
+	var r *catalog.Report
+	if *repair {
+		r, err = catalog.Repair(c.ctx, home, catalog.Options{Logger: c.logger()})
+	} else {
+		r, err = catalog.Check(c.ctx, home, true)
+	}
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if err := c.printJSON(r); err != nil {
+			return err
+		}
+	} else {
+		printReport(c, r)
+	}
+	if !r.OK {
+		what := "run `skillfs check --repair` (with the daemon stopped)"
+		if *repair {
+			what = "what is left needs a decision: see above"
+		}
+		return fmt.Errorf("data directory %s is not consistent: %s: %w", r.Home, what, skills.ErrDamaged)
+	}
+	return nil
+}
+
+func printReport(c *cli, r *catalog.Report) {
+	w := c.stdout
+	fmt.Fprintf(w, "data directory: %s\n", r.Home)
+	fmt.Fprintf(w, "index:          %s", r.Index)
+	if r.IndexError != "" {
+		fmt.Fprintf(w, " (%s)", r.IndexError)
+	}
+	fmt.Fprintf(w, "\nidentity:       %s\n", r.Identity)
+	fmt.Fprintf(w, "catalog:        %d skills, %d versions, %d users, %d sessions\n", r.Skills, r.Versions, r.Users, r.Sessions)
+	fmt.Fprintf(w, "store:          %d version directories\n", r.Stored)
+	list := func(title string, refs []catalog.VersionRef) {
+		for _, v := range refs {
+			fmt.Fprintf(w, "%s %s/%s\n", title, v.Slug, v.Hash)
+		}
+	}
+	list("not in the index (would be quarantined):", r.Unexplained)
+	list("content missing:", r.Missing)
+	list("content does not match its hash:", r.Mismatched)
+	if n := len(r.NoMetadata); n > 0 {
+		fmt.Fprintf(w, "%d versions lack their metadata file (written at the next start or repair)\n", n)
+	}
+	for _, q := range r.Quarantine {
+		fmt.Fprintf(w, "quarantined: %s (%s)\n", q.Path, q.Reason)
+	}
+	for _, a := range r.Actions {
+		fmt.Fprintf(w, "done: %s\n", a)
+	}
+	if r.OK {
+		fmt.Fprintln(w, "ok")
+	}
+}

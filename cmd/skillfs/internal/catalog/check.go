@@ -1,0 +1,303 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"skillfs/index"
+	"skillfs/skills"
+)
+
+// DamagedError is a data directory whose index and content store do not
+// belong together. Nothing was changed; the message says how to repair it.
+type DamagedError struct {
+	Home    string
+	Problem string
+}
+
+// Error says what is wrong and what to do.
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("data directory %s is damaged: %s; nothing was changed. "+
+		"`skillfs --home %s check` shows the details; stop any `skillfs serve` on it and run "+
+		"`skillfs --home %s check --repair` to rebuild what can be rebuilt (the damaged index is kept beside it)",
+		e.Home, e.Problem, e.Home, e.Home)
+}
+
+// Unwrap makes errors.Is(err, skills.ErrDamaged) match.
+func (e *DamagedError) Unwrap() error { return skills.ErrDamaged }
+
+// Index states of a data directory, as a check reports them.
+const (
+	IndexOK      = "ok"
+	IndexNew     = "new"     // none yet, and nothing published: a new data directory
+	IndexMissing = "missing" // none, beside published content
+	IndexEmpty   = "empty"   // an empty file (or no tables), beside published content
+	IndexDamaged = "damaged" // not readable as an index
+	IndexForeign = "foreign" // the index of another data directory
+)
+
+// dirState is what can be learnt of a data directory without opening its
+// index.
+type dirState struct {
+	indexExists bool
+	indexEmpty  bool // zero bytes: SQLite would take it for a new database
+	walExists   bool
+	stored      int // version directories in the store
+	storeID     string
+}
+
+// inspect looks at a data directory's files.
+func inspect(home string) (*dirState, error) {
+	st := &dirState{}
+	fi, err := os.Lstat(filepath.Join(home, indexFile))
+	switch {
+	case err == nil:
+		st.indexExists = true
+		st.indexEmpty = fi.Size() == 0
+	case !errors.Is(err, iofs.ErrNotExist):
+		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
+	}
+	if _, err := os.Lstat(filepath.Join(home, indexFile+"-wal")); err == nil {
+		st.walExists = true
+	}
+	store := &skills.Store{Root: filepath.Join(home, storeDir)}
+	vs, err := store.Versions()
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
+	}
+	for _, hs := range vs {
+		st.stored += len(hs)
+	}
+	if st.storeID, err = store.ID(); err != nil {
+		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
+	}
+	return st, nil
+}
+
+// damage says what is wrong with a data directory before its index is
+// opened, or "".
+func (st *dirState) damage() string {
+	switch {
+	case !st.indexExists && st.walExists:
+		return fmt.Sprintf("%s is missing but its write-ahead log %s-wal is there", indexFile, indexFile)
+	case !st.indexExists && (st.stored > 0 || st.storeID != ""):
+		return fmt.Sprintf("%s is missing, but the content store holds %d published versions", indexFile, st.stored)
+	case st.indexEmpty && (st.stored > 0 || st.storeID != ""):
+		return fmt.Sprintf("%s is empty, but the content store holds %d published versions", indexFile, st.stored)
+	}
+	return ""
+}
+
+// VersionRef names one version.
+type VersionRef struct {
+	Slug string `json:"slug"`
+	Hash string `json:"hash"`
+}
+
+// Report is what a check found in a data directory and what a repair (or a
+// daemon start) did about it. Its JSON is printed by `skillfs check --json`.
+type Report struct {
+	Home        string               `json:"home"`
+	Index       string               `json:"index"` // one of the Index* states
+	IndexError  string               `json:"index_error,omitempty"`
+	Identity    string               `json:"identity,omitempty"`
+	Skills      int                  `json:"skills"`
+	Users       int                  `json:"users"`
+	Sessions    int                  `json:"sessions"`
+	Versions    int                  `json:"versions"` // versions the index knows
+	Stored      int                  `json:"stored"`   // version directories in the store
+	Unexplained []VersionRef         `json:"unexplained"`
+	Missing     []VersionRef         `json:"missing"`
+	Mismatched  []VersionRef         `json:"mismatched"`
+	NoMetadata  []VersionRef         `json:"no_metadata"`
+	Quarantine  []skills.Quarantined `json:"quarantine"`
+	Actions     []string             `json:"actions"`
+	OK          bool                 `json:"ok"`
+}
+
+func newReport(home string) *Report {
+	return &Report{Home: home, Unexplained: []VersionRef{}, Missing: []VersionRef{}, Mismatched: []VersionRef{},
+		NoMetadata: []VersionRef{}, Quarantine: []skills.Quarantined{}, Actions: []string{}}
+}
+
+func (r *Report) act(format string, a ...any) {
+	r.Actions = append(r.Actions, fmt.Sprintf(format, a...))
+}
+
+// finish sets OK: the index is sound and explains the store exactly.
+func (r *Report) finish() *Report {
+	r.OK = r.Index == IndexOK && len(r.Unexplained) == 0 && len(r.Missing) == 0 && len(r.Mismatched) == 0
+	return r
+}
+
+// Check examines the data directory home without changing anything: the
+// index's integrity and identity, and the content store against it (every
+// version's content is hashed again when verify is set). A data directory
+// that does not exist is skills.ErrNotFound.
+func Check(ctx context.Context, home string, verify bool) (*Report, error) {
+	if _, err := os.Stat(home); err != nil {
+		return nil, fmt.Errorf("data directory %q: %w", home, skills.ErrNotFound)
+	}
+	home, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		return nil, fmt.Errorf("resolve data directory: %w", err)
+	}
+	r := newReport(home)
+	st, err := inspect(home)
+	if err != nil {
+		return nil, err
+	}
+	store := &skills.Store{Root: filepath.Join(home, storeDir)}
+	r.Stored = st.stored
+	if r.Quarantine, err = store.Quarantined(); err != nil {
+		return nil, err
+	}
+	r.Quarantine = nonNilQ(r.Quarantine)
+	db, state, err := openForCheck(ctx, home, st)
+	r.Index = state
+	if err != nil {
+		r.IndexError = err.Error()
+	}
+	if db == nil {
+		return r.finish(), nil
+	}
+	defer db.Close()
+	if err := compare(ctx, db, store, r, verify); err != nil {
+		return nil, err
+	}
+	return r.finish(), nil
+}
+
+// openForCheck opens the index of an inspected data directory read-only in
+// spirit (it may be migrated), telling what state it is in. The index is
+// nil when it cannot be used.
+func openForCheck(ctx context.Context, home string, st *dirState) (*index.DB, string, error) {
+	switch {
+	case !st.indexExists && st.damage() == "":
+		return nil, IndexNew, nil
+	case !st.indexExists:
+		return nil, IndexMissing, errors.New(st.damage())
+	case st.indexEmpty && st.damage() != "":
+		return nil, IndexEmpty, errors.New(st.damage())
+	case st.indexEmpty:
+		return nil, IndexNew, nil
+	}
+	db, err := index.Open(filepath.Join(home, indexFile))
+	if err != nil {
+		return nil, IndexDamaged, err
+	}
+	if err := db.Check(ctx); err != nil {
+		db.Close()
+		return nil, IndexDamaged, err
+	}
+	id, err := db.DataDirID(ctx)
+	if err != nil {
+		db.Close()
+		return nil, IndexDamaged, err
+	}
+	if id != "" && st.storeID != "" && id != st.storeID {
+		db.Close()
+		return nil, IndexForeign, fmt.Errorf("the index belongs to data directory %s, the content store to %s", id, st.storeID)
+	}
+	n, err := db.Count(ctx)
+	if err != nil {
+		db.Close()
+		return nil, IndexDamaged, err
+	}
+	if n.Skills == 0 && n.Users == 0 && st.stored > 0 {
+		db.Close()
+		return nil, IndexEmpty, fmt.Errorf("the index holds no skills and no users, but the content store holds %d published versions", st.stored)
+	}
+	return db, IndexOK, nil
+}
+
+// compare fills the report with the differences between a usable index and
+// the store.
+func compare(ctx context.Context, db *index.DB, store *skills.Store, r *Report, verify bool) error {
+	n, err := db.Count(ctx)
+	if err != nil {
+		return err
+	}
+	r.Skills, r.Users, r.Sessions, r.Versions = n.Skills, n.Users, n.Sessions, n.Versions
+	if r.Identity, err = db.DataDirID(ctx); err != nil {
+		return err
+	}
+	indexed, err := db.AllVersions(ctx)
+	if err != nil {
+		return err
+	}
+	onDisk, err := store.Versions()
+	if err != nil {
+		return err
+	}
+	r.Unexplained, r.Missing = diffVersions(indexed, onDisk)
+	for _, v := range indexed {
+		if store.VersionPath(v.Slug, v.Hash) == "" || !present(onDisk, v.Slug, v.Hash) {
+			continue
+		}
+		if _, err := store.ReadMeta(v.Slug, v.Hash); err != nil {
+			r.NoMetadata = append(r.NoMetadata, VersionRef{v.Slug, v.Hash})
+		}
+		if verify {
+			if got, _, _, err := skills.TreeHash(store.VersionPath(v.Slug, v.Hash)); err != nil || got != v.Hash {
+				r.Mismatched = append(r.Mismatched, VersionRef{v.Slug, v.Hash})
+			}
+		}
+	}
+	return nil
+}
+
+// diffVersions lists what the store holds that the index does not know,
+// and what the index knows that the store does not hold, sorted.
+func diffVersions(indexed []*skills.Version, onDisk map[string][]string) (unexplained, missing []VersionRef) {
+	known := make(map[VersionRef]bool, len(indexed))
+	for _, v := range indexed {
+		known[VersionRef{v.Slug, v.Hash}] = true
+		if !present(onDisk, v.Slug, v.Hash) {
+			missing = append(missing, VersionRef{v.Slug, v.Hash})
+		}
+	}
+	for slug, hashes := range onDisk {
+		for _, h := range hashes {
+			if !known[VersionRef{slug, h}] {
+				unexplained = append(unexplained, VersionRef{slug, h})
+			}
+		}
+	}
+	sortRefs(unexplained)
+	sortRefs(missing)
+	return nonNilRefs(unexplained), nonNilRefs(missing)
+}
+
+func present(onDisk map[string][]string, slug, hash string) bool {
+	return slices.Contains(onDisk[slug], hash)
+}
+
+func sortRefs(r []VersionRef) {
+	sort.Slice(r, func(i, j int) bool {
+		if r[i].Slug != r[j].Slug {
+			return r[i].Slug < r[j].Slug
+		}
+		return r[i].Hash < r[j].Hash
+	})
+}
+
+func nonNilRefs(r []VersionRef) []VersionRef {
+	if r == nil {
+		return []VersionRef{}
+	}
+	return r
+}
+
+func nonNilQ(q []skills.Quarantined) []skills.Quarantined {
+	if q == nil {
+		return []skills.Quarantined{}
+	}
+	return q
+}

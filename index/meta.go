@@ -1,0 +1,119 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/mattn/go-sqlite3"
+
+	"skillfs/skills"
+)
+
+// metaDataDirID is the meta key of the data directory's identity.
+const metaDataDirID = "data_directory_id"
+
+// DataDirID returns the identity of the data directory this index belongs
+// to, "" when it has none yet (an index made before identities existed, or
+// a new one).
+func (db *DB) DataDirID(ctx context.Context) (string, error) {
+	var id string
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", metaDataDirID).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("read data directory identity: %w", err)
+	}
+	return id, nil
+}
+
+// SetDataDirID records the identity of the data directory; an index that
+// has one already keeps it (skills.ErrExists unless it is the same).
+func (db *DB) SetDataDirID(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("record data directory identity: empty: %w", skills.ErrInvalid)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var old string
+		err := tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", metaDataDirID).Scan(&old)
+		switch {
+		case err == nil && old == id:
+			return nil
+		case err == nil:
+			return fmt.Errorf("the index belongs to data directory %s: %w", old, skills.ErrExists)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO meta (key, value) VALUES (?, ?)", metaDataDirID, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record data directory identity: %w", err)
+	}
+	return nil
+}
+
+// Rows counts what the index holds: skills, users, sessions. A repair uses
+// it to tell an index that lost its content from one that never had any.
+type Rows struct {
+	Skills, Versions, Users, Sessions int
+}
+
+// Count returns the row counts of the main tables.
+func (db *DB) Count(ctx context.Context) (Rows, error) {
+	var r Rows
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM skills), (SELECT COUNT(*) FROM versions),
+			(SELECT COUNT(*) FROM users), (SELECT COUNT(*) FROM sessions)`).Scan(&r.Skills, &r.Versions, &r.Users, &r.Sessions)
+	})
+	if err != nil {
+		return r, fmt.Errorf("count index rows: %w", err)
+	}
+	return r, nil
+}
+
+// Check runs SQLite's integrity check over the whole file. A damaged file
+// is an error wrapping skills.ErrDamaged that quotes SQLite's first findings.
+func (db *DB) Check(ctx context.Context) error {
+	var problems []string
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "PRAGMA quick_check(20)")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				return err
+			}
+			if s != "ok" {
+				problems = append(problems, s)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("check index %q: %w", db.path, classify(err))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("check index %q: %q: %w", db.path, problems, skills.ErrDamaged)
+	}
+	return nil
+}
+
+// classify marks SQLite's "this is not a database" and "the database is
+// corrupt" as skills.ErrDamaged, so callers can say how to repair it.
+func classify(err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB) {
+		return fmt.Errorf("%w: %w", skills.ErrDamaged, err)
+	}
+	return err
+}
