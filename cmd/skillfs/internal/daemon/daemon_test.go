@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	skfs "skillfs/fs"
+	"skillfs/skills"
+)
+
+// requireFUSE fails under CI=true and skips elsewhere when this machine
+// cannot mount.
+func requireFUSE(tb testing.TB) {
+	tb.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "mounting FUSE needs root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		reason = "no /dev/fuse"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("FUSE tests must run in CI: %s", reason)
+	}
+	tb.Skip(reason)
+}
+
+// newTestDaemon is a daemon over a fresh data directory with a real mount,
+// without the socket: tests call its methods and routes directly.
+func newTestDaemon(t testing.TB) *Daemon {
+	t.Helper()
+	requireFUSE(t)
+	ctx := context.Background()
+	home := filepath.Join(t.TempDir(), "home")
+	cat, err := catalog.Open(ctx, home, catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	mnt := filepath.Join(home, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
+	d.rec = newRecorder(cat.DB(), d.events, log)
+	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Unmount() })
+	d.fs = srv
+	return d
+}
+
+// install imports a one-file skill with the given frontmatter.
+func install(t testing.TB, d *Daemon, front string, share string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "src")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := catalog.ImportRequest{Source: dir}
+	if share != "" {
+		req.Share = &skills.Share{Read: skills.Scope{Kind: share}}
+	}
+	if _, err := d.cat.Import(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A revocation that lands while a session is being created is never pinned
+// into it: the readable set is computed under the daemon's lock.
+func TestCreateSessionSeesRevocationsThatLandMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	install(t, d, "name: x\ndescription: soon disabled", skills.ScopeGlobal)
+	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock() // the daemon is busy with another session change
+	done := make(chan *SessionInfo, 1)
+	go func() {
+		info, err := d.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"x"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- info
+	}()
+	time.Sleep(100 * time.Millisecond) // let it get as far as it can
+	if _, err := d.cat.SetEnabled(ctx, "", "x", false); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Unlock()
+	info := <-done
+	if info != nil && slices.Contains(info.Readable, "x") {
+		t.Fatalf("session created after x was disabled can read it: %v", info.Readable)
+	}
+	if _, err := os.Stat(filepath.Join(d.mountRoot, info.ID, "x")); !os.IsNotExist(err) {
+		t.Fatalf("x is served in the new session: %v", err)
+	}
+}
+
+// A pinned version whose content is gone is left out of the view and
+// reported, and does not keep the session from being served.
+func TestSessionWithMissingContentIsServedWithoutIt(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	install(t, d, "name: kept\ndescription: fine", skills.ScopeGlobal)
+	install(t, d, "name: lost\ndescription: its content goes", skills.ScopeGlobal)
+	lost, _ := d.cat.DB().Skill(ctx, "lost")
+	if _, err := d.cat.Store().Quarantine("lost", lost.Version, "test"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(d.cat.Home(), "store", "quarantine")) })
+	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(info.Skipped, func(s Skipped) bool { return s.Slug == "lost" && strings.Contains(s.Reason, "missing") }) {
+		t.Errorf("skipped = %+v, want lost reported", info.Skipped)
+	}
+	if _, err := os.Stat(filepath.Join(info.Path, "kept", "SKILL.md")); err != nil {
+		t.Errorf("the rest of the session is not served: %v", err)
+	}
+}
+
+// post sends a request to the daemon's routes in-process.
+func post(t testing.TB, d *Daemon, path, as, contentType string, body []byte) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+	if as != "" {
+		req.Header.Set(ActAsHeader, as)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	rec := httptest.NewRecorder()
+	d.routes("").ServeHTTP(rec, req)
+	var out map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &out)
+	return rec.Code, out
+}
+
+// Ordinary users prepare drafts from bytes they send or remote URLs, never
+// from paths on the daemon's machine; uploads are cut at the limits.
+func TestDraftSources(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.MkdirAll(secret, 0o755)
+	os.WriteFile(filepath.Join(secret, "SKILL.md"), []byte("---\nname: secret\ndescription: TOP-SECRET-CONTENT\n---\n"), 0o600)
+	for _, src := range []string{secret, filepath.Join(secret, "SKILL.md"), "file://" + secret, "/dev/zero", "/etc/shadow"} {
+		body, _ := json.Marshal(map[string]any{"source": src})
+		code, out := post(t, d, "/v1/drafts", "alice", "application/json", body)
+		if code != http.StatusForbidden || strings.Contains(fmt.Sprint(out), "TOP-SECRET") {
+			t.Errorf("alice prepares %s: %d %v", src, code, out)
+		}
+	}
+	code, out := post(t, d, "/v1/drafts", "alice", "text/markdown", []byte("---\nname: mine\ndescription: uploaded\n---\nbody\n"))
+	if code != http.StatusOK || out["source"] != "SKILL.md" {
+		t.Fatalf("alice uploads a SKILL.md: %d %v", code, out)
+	}
+	big := bytes.Repeat([]byte("a"), int(d.cat.Limits().MaxFileBytes)+10)
+	if code, out := post(t, d, "/v1/drafts?name=big.md", "alice", "text/markdown", big); code != http.StatusBadRequest ||
+		!strings.Contains(fmt.Sprint(out), "file-bytes limit") {
+		t.Fatalf("an oversized upload: %d %v", code, out)
+	}
+	if code, _ := post(t, d, "/v1/drafts?name=../x.zip", "alice", "application/zip", []byte("PK")); code != http.StatusBadRequest {
+		t.Fatalf("an upload named ../x.zip: %d", code)
+	}
+	// The operator may name a path.
+	body, _ := json.Marshal(map[string]any{"source": secret})
+	if code, out := post(t, d, "/v1/drafts", "", "application/json", body); code != http.StatusOK {
+		t.Fatalf("the operator prepares a local path: %d %v", code, out)
+	}
+	if l, _ := os.ReadDir(filepath.Join(d.cat.Home(), "tmp")); len(l) != 0 {
+		t.Errorf("uploads left %d entries in tmp", len(l))
+	}
+}

@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"skillfs/index"
+	"skillfs/skills"
+)
+
+// When the index cannot take the last opens at shutdown, they are kept in
+// the spill file and applied at the next start — once, even if that start
+// stops before it clears the file.
+func TestRecorderSpillsWhatTheIndexCannotTake(t *testing.T) {
+	ctx := context.Background()
+	old := closeRetries
+	closeRetries = []time.Duration{0, 10 * time.Millisecond}
+	t.Cleanup(func() { closeRetries = old })
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "index.db")
+	spillPath := filepath.Join(dir, SpillName)
+
+	db, err := index.Open(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateSession(ctx, &skills.Session{ID: "s1", UID: "alice", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	sp, batches, reserveErr, err := openSpill(spillPath)
+	if err != nil || len(batches) != 0 || reserveErr != nil {
+		t.Fatalf("openSpill of a new file = %v, %v, %v", batches, reserveErr, err)
+	}
+	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r.useSpill(ctx, sp, nil)
+	for range 21 { // the first is durable at once; 20 wait for a flush
+		if err := r.Opened("s1", "pdf"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close() // from now on every write fails, as on a full disk
+	if err := r.close(); err != nil {
+		t.Fatalf("close with a failing index = %v, want the opens spilled", err)
+	}
+	sp.close()
+	raw, err := os.ReadFile(spillPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The next start applies them.
+	db = reopen(t, dbPath)
+	if n := startWithSpill(t, db, spillPath); n != 21 {
+		t.Fatalf("opens after the spill was applied = %d, want 21", n)
+	}
+	// A start that applied the spill but stopped before clearing the file
+	// finds it again: nothing is counted twice.
+	if err := os.WriteFile(spillPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := startWithSpill(t, db, spillPath); n != 21 {
+		t.Fatalf("opens after the same spill was found again = %d, want 21", n)
+	}
+}
+
+func reopen(t testing.TB, path string) *index.DB {
+	t.Helper()
+	db, err := index.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// startWithSpill does what a daemon start does with the spill file and
+// returns the opens of pdf in s1.
+func startWithSpill(t testing.TB, db *index.DB, path string) int64 {
+	t.Helper()
+	sp, batches, _, err := openSpill(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r.useSpill(context.Background(), sp, batches)
+	if len(r.spilled) != 0 {
+		t.Fatalf("batches left unapplied: %+v", r.spilled)
+	}
+	if left, _, err := readSpill(sp.f); err != nil || len(left) != 0 {
+		t.Fatalf("spill file after applying: %+v, %v", left, err)
+	}
+	acts, err := db.Activations(context.Background(), "s1")
+	if err != nil || len(acts) != 1 {
+		t.Fatalf("activations = %+v, %v", acts, err)
+	}
+	return acts[0].Opens
+}
+
+// A write torn by a crash leaves the previous state readable.
+func TestSpillSurvivesATornWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), SpillName)
+	sp, _, _, err := openSpill(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := []spillBatch{{ID: "a", Deltas: []index.OpenDelta{{Session: "s", Slug: "x", Opens: 3, LastAt: time.Unix(1, 0).UTC()}}}}
+	if err := sp.write(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.write(append(first, spillBatch{ID: "b"})); err != nil {
+		t.Fatal(err)
+	}
+	// Tear the newest slot: garbage in the middle of its body.
+	newest := int64(sp.seq%2) * spillSlot
+	if _, err := sp.f.WriteAt([]byte("garbage"), newest+spillHeader+3); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := readSpill(sp.f)
+	if err != nil || len(got) != 1 || got[0].ID != "a" || got[0].Deltas[0].Opens != 3 {
+		t.Fatalf("after a torn write: %+v, %v", got, err)
+	}
+	sp.close()
+}
+
+// Queries count opens that wait in the spill file for the index.
+func TestActivationsCountSpilledOpens(t *testing.T) {
+	db := openDB(t)
+	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	if err := r.Opened("s1", "pdf"); err != nil {
+		t.Fatal(err)
+	}
+	r.spilled = []spillBatch{{ID: "z", Deltas: []index.OpenDelta{{Session: "s1", Slug: "pdf", Opens: 5, LastAt: time.Now().UTC()}}}}
+	if got := opens(t, db, r); got["pdf"] != 6 {
+		t.Fatalf("opens with 5 waiting in the spill = %d, want 6", got["pdf"])
+	}
+}
