@@ -182,6 +182,18 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // named; submodules are not cloned (their folders stay empty); Git LFS files
 // stay pointer files.
 //
+// A clone is held to opts.Limits, the same limits as every other import
+// source, before anything is checked out: git fetches without checking out,
+// and is killed once the clone on disk grows past MaxTotalBytes; then the
+// commit's tree is read from the fetched objects and every path must pass
+// CleanRelPath (and hold no .git component in any case and no name over 255
+// bytes), and the file and entry counts, the depth, every file size, the
+// total and its ratio to the fetched objects on disk must be within the
+// limits. Only then is the tree checked out, again watched against
+// MaxTotalBytes. A refusal is a *GitError wrapping a *LimitError
+// (errors.Is(err, ErrLimit)) or an ErrUnsafePath error, naming the path in
+// the repository.
+//
 // Git runs with no credentials and nothing from the machine's or user's git
 // configuration: a scrubbed environment (a fresh empty HOME, no system or
 // global config, no terminal or askpass prompts, ssh in batch mode with no
@@ -193,10 +205,13 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // not serve a hash) takes a full clone. A name that is both a branch and a
 // tag is the branch; a branch or tag named like a hash wins over the hash.
 //
-// Cancelling ctx kills git's whole process group. On any error dir is left
-// as it was found: removed if CloneGit created it, emptied otherwise. The
-// error is a *GitError for failures of git itself.
-func CloneGit(ctx context.Context, src GitSource, dir string) (commit string, err error) {
+// The whole clone must finish within opts.Timeout (DefaultCloneTimeout when
+// unset); the error then says "timed out after ..." and wraps
+// context.DeadlineExceeded. Cancelling ctx, its deadline or the timeout kill
+// git's whole process group. On any error dir is left as it was found:
+// removed if CloneGit created it, emptied otherwise. The error is a
+// *GitError for failures of git itself and for refusals.
+func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions) (commit string, err error) {
 	src.URL = strings.TrimSpace(src.URL)
 	src.Ref = strings.TrimSpace(src.Ref)
 	if src.Ref == "HEAD" {
@@ -223,7 +238,10 @@ func CloneGit(ctx context.Context, src GitSource, dir string) (commit string, er
 	if err != nil {
 		return "", err
 	}
-	g, err := newGitRunner(src)
+	timeout := opts.timeout()
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, &cloneTimeoutError{d: timeout})
+	defer cancel()
+	g, err := newGitRunner(src, opts.Limits)
 	if err != nil {
 		return "", err
 	}
@@ -246,8 +264,55 @@ func CloneGit(ctx context.Context, src GitSource, dir string) (commit string, er
 	return commit, nil
 }
 
-// clone does the work of CloneGit once dir is ready.
+// clone does the work of CloneGit once dir is ready: fetch without checking
+// out, check the commit's tree against the limits, check it out.
 func (g *gitRunner) clone(ctx context.Context, dir string) (string, error) {
+	// While git fetches, the clone is nothing but the fetched objects, and
+	// more of them than the whole tree may hold are refused as they arrive.
+	fctx, stop := watchSize(ctx, func() int64 { return diskBytes(dir, "") }, g.lim.MaxTotalBytes, func(n int64) error {
+		return &LimitError{Limit: LimitTotalBytes, Value: n, Max: g.lim.MaxTotalBytes}
+	})
+	commit, err := g.fetch(fctx, dir)
+	if serr := stop(); err == nil && serr != nil {
+		err = g.refuse(serr)
+	}
+	if err != nil {
+		return "", err
+	}
+	gitBytes := diskBytes(filepath.Join(dir, ".git"), "")
+	if err := g.checkTree(ctx, dir, commit, gitBytes); err != nil {
+		return "", err
+	}
+	if err := g.checkout(ctx, dir, commit); err != nil {
+		return "", err
+	}
+	return commit, nil
+}
+
+// checkout writes the tree of commit, already checked, into dir. Checkout
+// may still grow files beyond their blob sizes (end-of-line conversion,
+// ident expansion, working-tree-encoding), so the tree on disk is watched
+// against the total-bytes limit too.
+func (g *gitRunner) checkout(ctx context.Context, dir, commit string) error {
+	limit := g.lim.MaxTotalBytes
+	cctx, stop := watchSize(ctx, func() int64 { return diskBytes(dir, ".git") }, limit, func(n int64) error {
+		return &LimitError{Limit: LimitTotalBytes, Value: n, Max: limit}
+	})
+	// read-tree -u fills the empty index and the work tree from the tree
+	// alone; HEAD is irrelevant, as .git is removed afterwards.
+	_, res := g.run(cctx, dir, "read-tree", "--reset", "-u", commit)
+	if serr := stop(); serr != nil {
+		return g.refuse(serr)
+	}
+	if res.err != nil {
+		return g.fail(cctx, res, "check out failed", res.err)
+	}
+	return nil
+}
+
+// fetch lists the refs of the repository, fetches the objects for src.Ref
+// into dir without checking anything out, and returns the commit hash.
+func (g *gitRunner) fetch(ctx context.Context, dir string) (string, error) {
 	src := g.src
 	// Listing the refs first tells "repository not found" from "ref not
 	// found" without reading git's messages, and picks the cheapest clone.
@@ -262,7 +327,7 @@ func (g *gitRunner) clone(ctx context.Context, dir string) (string, error) {
 	}
 	refs := parseLsRemote(out)
 
-	base := []string{"clone", "--quiet", "--no-local", "--template=", "--no-recurse-submodules"}
+	base := []string{"clone", "--quiet", "--no-local", "--no-checkout", "--template=", "--no-recurse-submodules"}
 	switch {
 	case src.Ref == "":
 		if err := g.cloneShallowFirst(ctx, dir, base); err != nil {
@@ -277,13 +342,9 @@ func (g *gitRunner) clone(ctx context.Context, dir string) (string, error) {
 				return "", err
 			}
 		case hash != "":
-			if err := g.checkoutCommit(ctx, dir, base, hash); err != nil {
-				return "", err
-			}
+			return g.fetchCommit(ctx, dir, base, hash)
 		case isHexRef(src.Ref):
-			if err := g.checkoutCommit(ctx, dir, base, src.Ref); err != nil {
-				return "", err
-			}
+			return g.fetchCommit(ctx, dir, base, src.Ref)
 		default:
 			return "", &GitError{Source: src, Reason: "ref not found: no branch, tag or commit of that name", Err: ErrNotFound}
 		}
@@ -325,47 +386,46 @@ func (g *gitRunner) cloneShallowFirst(ctx context.Context, dir string, args []st
 	return nil
 }
 
-// checkoutCommit checks out the commit (or tag object) ref names: a full
-// hash by a depth-1 fetch of just that object, falling back to a full clone
-// in which an abbreviated hash can be resolved.
-func (g *gitRunner) checkoutCommit(ctx context.Context, dir string, base []string, ref string) error {
+// fetchCommit fetches the commit (or tag object) ref names and returns the
+// commit hash: a full hash by a depth-1 fetch of just that object, falling
+// back to a full clone in which an abbreviated hash can be resolved.
+func (g *gitRunner) fetchCommit(ctx context.Context, dir string, base []string, ref string) (string, error) {
 	if len(ref) == 40 || len(ref) == 64 {
 		if _, res := g.run(ctx, "", "init", "--quiet", "--template=", "--", dir); res.err != nil {
-			return g.fail(ctx, res, "initialise repository failed", res.err)
+			return "", g.fail(ctx, res, "initialise repository failed", res.err)
 		}
 		_, res := g.run(ctx, dir, "fetch", "--quiet", "--depth", "1", "--no-tags", "--no-recurse-submodules", "--", g.src.URL, ref)
 		if res.err == nil {
-			return g.checkoutDetached(ctx, dir, "FETCH_HEAD")
+			return g.resolveCommit(ctx, dir, "FETCH_HEAD")
 		}
 		if ctx.Err() != nil {
-			return g.fail(ctx, res, "", nil)
+			return "", g.fail(ctx, res, "", nil)
 		}
 		if err := clearCloneDir(dir, false); err != nil {
-			return err
+			return "", err
 		}
 	}
-	full := append(append([]string(nil), base...), "--no-checkout", "--", g.src.URL, dir)
+	full := append(append([]string(nil), base...), "--", g.src.URL, dir)
 	if _, res := g.run(ctx, "", full...); res.err != nil {
-		return g.fail(ctx, res, "clone failed", res.err)
+		return "", g.fail(ctx, res, "clone failed", res.err)
 	}
-	return g.checkoutDetached(ctx, dir, ref)
+	return g.resolveCommit(ctx, dir, ref)
 }
 
-// checkoutDetached resolves rev to a commit and checks it out with a
-// detached HEAD.
-func (g *gitRunner) checkoutDetached(ctx context.Context, dir, rev string) error {
+// resolveCommit resolves rev to a full commit hash.
+func (g *gitRunner) resolveCommit(ctx context.Context, dir, rev string) (string, error) {
 	out, res := g.run(ctx, dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 	if res.err != nil {
 		if ctx.Err() != nil {
-			return g.fail(ctx, res, "", nil)
+			return "", g.fail(ctx, res, "", nil)
 		}
-		return &GitError{Source: g.src, Reason: "ref not found: no branch, tag or commit of that name", Err: ErrNotFound}
+		return "", &GitError{Source: g.src, Reason: "ref not found: no branch, tag or commit of that name", Err: ErrNotFound}
 	}
 	commit := strings.TrimSpace(string(out))
-	if _, res := g.run(ctx, dir, "checkout", "--quiet", "--detach", commit); res.err != nil {
-		return g.fail(ctx, res, "check out failed", res.err)
+	if !isHexRef(commit) {
+		return "", &GitError{Source: g.src, Reason: fmt.Sprintf("git reported an unexpected commit %q", commit), Err: ErrInvalid}
 	}
-	return nil
+	return commit, nil
 }
 
 // gitPickRef decides how to fetch ref given the ref listing: by clone
@@ -580,6 +640,7 @@ func clearCloneDir(dir string, created bool) error {
 // gitRunner runs git for one CloneGit call.
 type gitRunner struct {
 	src  GitSource
+	lim  Limits // with defaults filled in
 	bin  string
 	home string
 	env  []string
@@ -616,7 +677,7 @@ var gitSafeConfig = []string{
 	"protocol.file.allow=always",
 }
 
-func newGitRunner(src GitSource) (*gitRunner, error) {
+func newGitRunner(src GitSource, lim Limits) (*gitRunner, error) {
 	bin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("clone git repository %q: find git: %w", redactGitURL(src.URL), err)
@@ -642,7 +703,7 @@ func newGitRunner(src GitSource) (*gitRunner, error) {
 			env = append(env, k+"="+v)
 		}
 	}
-	return &gitRunner{src: src, bin: bin, home: home, env: env}, nil
+	return &gitRunner{src: src, lim: lim.withDefaults(), bin: bin, home: home, env: env}, nil
 }
 
 func (g *gitRunner) close() { os.RemoveAll(g.home) }
@@ -655,9 +716,9 @@ type gitResult struct {
 	err    error
 }
 
-// run runs git with the safe configuration, in dir when not "", in its own
-// session so cancellation can kill everything it started.
-func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte, gitResult) {
+// command prepares git with the safe configuration, in dir when not "", in
+// its own session so cancellation can kill everything it started.
+func (g *gitRunner) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	full := make([]string, 0, 2*len(gitSafeConfig)+len(args)+2)
 	for _, c := range gitSafeConfig {
 		full = append(full, "-c", c)
@@ -669,16 +730,22 @@ func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte
 	cmd := exec.CommandContext(ctx, g.bin, full...)
 	cmd.Env = g.env
 	cmd.Stdin = nil
-	stdout := &gitBoundedBuffer{max: gitStdoutMax}
-	stderr := &gitBoundedBuffer{max: gitStderrMax, keepTail: true}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
 	// A new session has no controlling terminal, so nothing git starts
 	// (ssh, credential helpers) can prompt on the daemon's terminal, and the
 	// session's process group can be killed as a whole.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = gitCloneTimeoutGrace
+	return cmd
+}
+
+// run runs git (see command) and collects its bounded output.
+func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte, gitResult) {
+	cmd := g.command(ctx, dir, args...)
+	stdout := &gitBoundedBuffer{max: gitStdoutMax}
+	stderr := &gitBoundedBuffer{max: gitStderrMax, keepTail: true}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
 	err := cmd.Run()
 	if err == nil && stdout.overflow {
 		err = fmt.Errorf("git printed more than %d bytes: %w", gitStdoutMax, ErrLimit)
@@ -686,13 +753,32 @@ func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte
 	return stdout.Bytes(), gitResult{stderr: stderr.String(), err: err}
 }
 
-// fail builds the GitError for a failed command: the context's error when
-// ctx is done, otherwise reason wrapping err.
+// fail builds the GitError for a failed command: why ctx is done when it is
+// (see stopped), otherwise reason wrapping err.
 func (g *gitRunner) fail(ctx context.Context, res gitResult, reason string, err error) error {
 	if ctx.Err() != nil {
-		return &GitError{Source: g.src, Reason: "cancelled", Err: ctx.Err()}
+		return g.stopped(ctx)
 	}
 	return &GitError{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, gitSecrets(g.src.URL)), Err: err}
+}
+
+// stopped builds the GitError for a command killed because ctx is done: the
+// limit the clone on disk exceeded, the clone's own timeout, or the caller's
+// deadline or cancellation. Each wraps what errors.Is should find:
+// ErrLimit, context.DeadlineExceeded or context.Canceled.
+func (g *gitRunner) stopped(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	var le *LimitError
+	var te *cloneTimeoutError
+	switch {
+	case errors.As(cause, &le):
+		return g.refuse(le)
+	case errors.As(cause, &te):
+		return &GitError{Source: g.src, Reason: te.Error(), Err: te}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &GitError{Source: g.src, Reason: "deadline exceeded", Err: ctx.Err()}
+	}
+	return &GitError{Source: g.src, Reason: "cancelled", Err: ctx.Err()}
 }
 
 // gitDetailLines and gitDetailMax bound the part of git's message quoted in

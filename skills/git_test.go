@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,7 +164,7 @@ func testCloneGitRefs(t *testing.T, r fixtureRepo) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "clone")
-			got, err := CloneGit(context.Background(), tc.src, dir)
+			got, err := CloneGit(context.Background(), tc.src, dir, CloneOptions{})
 			if err != nil {
 				t.Fatalf("CloneGit(%v): %v", tc.src, err)
 			}
@@ -185,7 +190,7 @@ func testCloneGitRefs(t *testing.T, r fixtureRepo) {
 
 func testCloneGitContent(t *testing.T, r fixtureRepo) {
 	dir := filepath.Join(t.TempDir(), "clone")
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir); err != nil {
+	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, "scripts", "run.sh"))
@@ -221,7 +226,7 @@ func testCloneGitContent(t *testing.T, r fixtureRepo) {
 
 func testCloneGitIntoExistingEmptyDir(t *testing.T, r fixtureRepo) {
 	dir := t.TempDir()
-	got, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "feature"}, dir)
+	got, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "feature"}, dir, CloneOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +274,7 @@ func testCloneGitErrors(t *testing.T, r fixtureRepo) {
 						t.Fatal(err)
 					}
 				}
-				commit, err := CloneGit(context.Background(), tc.src, dir)
+				commit, err := CloneGit(context.Background(), tc.src, dir, CloneOptions{})
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("CloneGit(%v) = %q, %v; want %v", tc.src, commit, err, tc.want)
 				}
@@ -298,11 +303,11 @@ func testCloneGitErrors(t *testing.T, r fixtureRepo) {
 // The reason says which of the two was missing.
 func testCloneGitNotFoundReasons(t *testing.T, r fixtureRepo) {
 	var ge *GitError
-	_, err := CloneGit(context.Background(), GitSource{URL: filepath.Join(t.TempDir(), "nope")}, filepath.Join(t.TempDir(), "a"))
+	_, err := CloneGit(context.Background(), GitSource{URL: filepath.Join(t.TempDir(), "nope")}, filepath.Join(t.TempDir(), "a"), CloneOptions{})
 	if !errors.As(err, &ge) || !strings.Contains(ge.Reason, "repository") {
 		t.Errorf("missing repository: %v", err)
 	}
-	_, err = CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "nope"}, filepath.Join(t.TempDir(), "b"))
+	_, err = CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "nope"}, filepath.Join(t.TempDir(), "b"), CloneOptions{})
 	if !errors.As(err, &ge) || !strings.Contains(ge.Reason, "ref not found") {
 		t.Errorf("missing ref: %v", err)
 	}
@@ -312,7 +317,7 @@ func testCloneGitNonEmptyTarget(t *testing.T, r fixtureRepo) {
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "keep.txt")
 	writeTestFile(t, keep, []byte("mine"), 0o644)
-	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir)
+	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{})
 	if !errors.Is(err, ErrExists) {
 		t.Fatalf("err = %v, want ErrExists", err)
 	}
@@ -361,7 +366,7 @@ func testCloneGitRunsNoHooks(t *testing.T, r fixtureRepo) {
 
 	for _, ref := range []string{"", "feature", r.c1, r.c3[:8]} {
 		dir := filepath.Join(t.TempDir(), "clone")
-		if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: ref}, dir); err != nil {
+		if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: ref}, dir, CloneOptions{}); err != nil {
 			t.Fatalf("ref %q: %v", ref, err)
 		}
 		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
@@ -390,7 +395,7 @@ func testCloneGitOverridesHooksPath(t *testing.T, r fixtureRepo) {
 	}
 	os.Remove(marker)
 
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "feature"}, filepath.Join(t.TempDir(), "clone")); err != nil {
+	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "feature"}, filepath.Join(t.TempDir(), "clone"), CloneOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
@@ -422,7 +427,7 @@ func TestCloneGitSendsNoCredentials(t *testing.T) {
 	authSeen.Store(0)
 
 	dir := filepath.Join(t.TempDir(), "clone")
-	_, err := CloneGit(context.Background(), GitSource{URL: repoURL}, dir)
+	_, err := CloneGit(context.Background(), GitSource{URL: repoURL}, dir, CloneOptions{})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
@@ -437,7 +442,7 @@ func TestCloneGitSendsNoCredentials(t *testing.T) {
 
 	// Credentials written into the URL are never echoed back.
 	secretURL := strings.Replace(srv.URL, "http://", "http://someone:hunter2-secret@", 1) + "/private/repo.git"
-	_, err = CloneGit(context.Background(), GitSource{URL: secretURL, Ref: "main"}, dir)
+	_, err = CloneGit(context.Background(), GitSource{URL: secretURL, Ref: "main"}, dir, CloneOptions{})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
@@ -478,7 +483,7 @@ func TestCloneGitCancel(t *testing.T) {
 	}()
 	dir := filepath.Join(t.TempDir(), "clone")
 	begin := time.Now()
-	_, err := CloneGit(ctx, GitSource{URL: srv.URL + "/slow/repo.git"}, dir)
+	_, err := CloneGit(ctx, GitSource{URL: srv.URL + "/slow/repo.git"}, dir, CloneOptions{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -509,7 +514,7 @@ func TestCloneGitSkipsSubmodules(t *testing.T) {
 	testGit(t, r.dir, "commit", "--quiet", "-m", "add submodule")
 
 	dir := filepath.Join(t.TempDir(), "clone")
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir); err != nil {
+	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err != nil {
@@ -701,6 +706,749 @@ func FuzzParseGitSource(f *testing.F) {
 		d := gitDetail(s, nil)
 		if len(d) > gitDetailMax+len("…") {
 			t.Fatalf("detail of %d bytes", len(d))
+		}
+	})
+}
+
+// testGitInput is testGit with standard input.
+func testGitInput(tb testing.TB, dir string, stdin io.Reader, args ...string) string {
+	tb.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), fixtureGitEnv...)
+	cmd.Stdin = stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr.Bytes())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// noise returns n incompressible bytes, the same on every run.
+func noise(n int) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{'s', 'k', 'i', 'l', 'l', 'f', 's'}).Read(b)
+	return b
+}
+
+// zeroReader reads zeros forever.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// craftRepo is a repository whose trees are written object by object, so
+// that it can hold what no working tree could: millions of paths, names git
+// itself would refuse to check out, files far larger than the repository.
+type craftRepo struct {
+	tb  testing.TB
+	dir string
+}
+
+func newCraftRepo(tb testing.TB) *craftRepo {
+	tb.Helper()
+	requireGit(tb)
+	dir := filepath.Join(tb.TempDir(), "craft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	testGit(tb, dir, "init", "--quiet", "--initial-branch=main")
+	return &craftRepo{tb: tb, dir: dir}
+}
+
+// blob stores the bytes of r and returns their hash.
+func (r *craftRepo) blob(rd io.Reader) string {
+	r.tb.Helper()
+	return testGitInput(r.tb, r.dir, rd, "hash-object", "-w", "--stdin")
+}
+
+// craftEntry is one entry of a crafted tree.
+type craftEntry struct{ mode, hash, name string }
+
+func file(hash, name string) craftEntry { return craftEntry{"100644", hash, name} }
+func tree(hash, name string) craftEntry { return craftEntry{"040000", hash, name} }
+
+// tree stores a tree of entries, with names taken byte for byte.
+func (r *craftRepo) tree(entries ...craftEntry) string {
+	r.tb.Helper()
+	var in bytes.Buffer
+	for _, e := range entries {
+		typ := "blob"
+		if e.mode == "040000" {
+			typ = "tree"
+		}
+		in.WriteString(e.mode + " " + typ + " " + e.hash + "\t" + e.name + "\x00")
+	}
+	return testGitInput(r.tb, r.dir, &in, "mktree", "-z")
+}
+
+// commit commits tree on branch (created or moved) and returns the commit.
+func (r *craftRepo) commit(branch, tree string) string {
+	r.tb.Helper()
+	c := testGit(r.tb, r.dir, "commit-tree", "-m", branch, tree)
+	testGit(r.tb, r.dir, "update-ref", "refs/heads/"+branch, c)
+	return c
+}
+
+// manifest is the hash of a SKILL.md for crafted trees.
+func (r *craftRepo) manifest() string {
+	return r.blob(strings.NewReader("---\nname: crafted\ndescription: crafted tree\n---\n"))
+}
+
+// logGitCommands puts a git in front of PATH that records every command
+// line it runs, one a line, and returns a function reading them back.
+func logGitCommands(t *testing.T) func() []string {
+	t.Helper()
+	gitBin := requireGit(t)
+	root := t.TempDir()
+	logPath := filepath.Join(root, "commands")
+	wrapper := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + logPath + "'\nexec '" + gitBin + "' \"$@\"\n"
+	writeTestFile(t, filepath.Join(root, "bin", "git"), []byte(wrapper), 0o755)
+	t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return func() []string {
+		b, err := os.ReadFile(logPath)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+}
+
+// ranSubcommand reports whether one of the logged git command lines ran sub.
+func ranSubcommand(lines []string, sub string) bool {
+	for _, l := range lines {
+		for _, f := range strings.Fields(l) {
+			if f == sub {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkedOut reports whether any logged git command could have written a
+// work tree.
+func checkedOut(lines []string) bool {
+	return ranSubcommand(lines, "read-tree") || ranSubcommand(lines, "checkout") || ranSubcommand(lines, "checkout-index")
+}
+
+// peakSize measures the bytes below dir every few milliseconds until the
+// returned function is called, which returns the largest size seen.
+func peakSize(dir string) func() int64 {
+	var peak atomic.Int64
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if n := diskBytes(dir, ""); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(quit)
+		<-done
+		return peak.Load()
+	}
+}
+
+// wantRefused checks that a CloneGit error is a refusal that left nothing
+// behind and does not name the temporary clone directory.
+func wantRefused(t *testing.T, err error, target error, dir string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("err = %v, want %v", err, target)
+	}
+	var ge *GitError
+	if !errors.As(err, &ge) {
+		t.Errorf("error %v is not a *GitError", err)
+	}
+	if strings.Contains(err.Error(), dir) {
+		t.Errorf("error %q names the clone directory", err)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("clone directory left behind: %v", serr)
+	}
+}
+
+func wantLimit(t *testing.T, err error, limit, path string) *LimitError {
+	t.Helper()
+	var le *LimitError
+	if !errors.As(err, &le) {
+		t.Fatalf("err = %v, want a *LimitError", err)
+	}
+	if le.Limit != limit || le.Path != path {
+		t.Fatalf("limit %q at %q (%v), want %q at %q", le.Limit, le.Path, err, limit, path)
+	}
+	return le
+}
+
+// A file far larger than its repository is refused from the objects, before
+// any of it is written out; the clone on disk stays the size of the pack.
+func TestCloneGitRefusesLargeFileBeforeCheckout(t *testing.T) {
+	r := newCraftRepo(t)
+	const size = 100 << 20
+	big := r.blob(io.LimitReader(zeroReader{}, size))
+	r.commit("main", r.tree(file(r.manifest(), "SKILL.md"), tree(r.tree(file(big, "zeros.bin")), "assets")))
+
+	tests := []struct {
+		name  string
+		lim   Limits
+		limit string
+		path  string
+		value int64
+	}{
+		{"file bytes", Limits{MaxFileBytes: 1 << 20}, LimitFileBytes, "assets/zeros.bin", size},
+		{"total bytes", Limits{MaxFileBytes: 1 << 30, MaxTotalBytes: 8 << 20}, LimitTotalBytes, "assets/zeros.bin", -1},
+		{"compression ratio", Limits{MaxFileBytes: 1 << 30, MaxTotalBytes: 1 << 30}, LimitCompression, "", -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			peak := peakSize(dir)
+			begin := time.Now()
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim})
+			took, most := time.Since(begin), peak()
+			t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
+			wantRefused(t, err, ErrLimit, dir)
+			le := wantLimit(t, err, tc.limit, tc.path)
+			if tc.value >= 0 && le.Value != tc.value {
+				t.Errorf("value %d, want %d", le.Value, tc.value)
+			}
+			if checkedOut(commands()) {
+				t.Errorf("a work tree was written before the refusal:\n%s", strings.Join(commands(), "\n"))
+			}
+			if most > 4<<20 {
+				t.Errorf("the clone grew to %d bytes before the refusal", most)
+			}
+		})
+	}
+}
+
+// A tree bomb: one small tree referenced ten times by each of five levels,
+// 100,000 files in a repository of a few KB. It is refused at the first path
+// over the limit, quickly, without anything checked out.
+func TestCloneGitRefusesTreeBomb(t *testing.T) {
+	r := newCraftRepo(t)
+	h, mode := r.blob(strings.NewReader("bomb\n")), "100644"
+	for level := 0; level < 4; level++ {
+		var es []craftEntry
+		for i := 0; i < 10; i++ {
+			es = append(es, craftEntry{mode, h, "n" + itoa(i)})
+		}
+		h, mode = r.tree(es...), "040000"
+	}
+	var es []craftEntry
+	for i := 0; i < 10; i++ {
+		es = append(es, tree(h, "n"+itoa(i)))
+	}
+	r.commit("main", r.tree(append(es, file(r.manifest(), "SKILL.md"))...))
+
+	tests := []struct {
+		name  string
+		lim   Limits
+		limit string
+		path  string
+		value int64
+	}{
+		// SKILL.md sorts first, then 10,000 files below each of n0 and n1.
+		{"files", Limits{}, LimitFiles, "n1/n9/n9/n9/n9", 20001},
+		// Directories count: SKILL.md, n0, n0/n0, then 111 entries for
+		// each of n0/n0/n0 to n0/n0/n7 and 11 for each directory below.
+		{"entries", Limits{MaxEntries: 1000}, LimitEntries, "n0/n0/n8/n9/n8", 1001},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			peak := peakSize(dir)
+			begin := time.Now()
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim})
+			took, most := time.Since(begin), peak()
+			t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
+			wantRefused(t, err, ErrLimit, dir)
+			le := wantLimit(t, err, tc.limit, tc.path)
+			if le.Value != tc.value {
+				t.Errorf("value %d, want %d", le.Value, tc.value)
+			}
+			if checkedOut(commands()) {
+				t.Errorf("a work tree was written before the refusal")
+			}
+			if took > 10*time.Second {
+				t.Errorf("refusal took %v", took)
+			}
+			if most > 1<<20 {
+				t.Errorf("the clone grew to %d bytes before the refusal", most)
+			}
+		})
+	}
+}
+
+func TestCloneGitRefusesDepthBomb(t *testing.T) {
+	r := newCraftRepo(t)
+	h := r.tree(file(r.blob(strings.NewReader("deep\n")), "f"))
+	for i := 0; i < 40; i++ {
+		h = r.tree(tree(h, "d"))
+	}
+	r.commit("main", r.tree(tree(h, "d"), file(r.manifest(), "SKILL.md")))
+
+	commands := logGitCommands(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{})
+	wantRefused(t, err, ErrLimit, dir)
+	le := wantLimit(t, err, LimitDepth, strings.Repeat("d/", 32)+"d")
+	if le.Value != 33 || le.Max != 32 {
+		t.Errorf("depth %d > %d, want 33 > 32", le.Value, le.Max)
+	}
+	if checkedOut(commands()) {
+		t.Errorf("a work tree was written before the refusal")
+	}
+}
+
+// Paths that could not be imported under their name are refused from the
+// tree, named as they are in the repository, before git could trip over
+// them (or, worse, not) during checkout.
+func TestCloneGitRefusesUnsafePaths(t *testing.T) {
+	r := newCraftRepo(t)
+	m := r.manifest()
+	x := r.blob(strings.NewReader("x\n"))
+	inDir := func(name string) string { return r.tree(tree(r.tree(file(x, "x")), name), file(m, "SKILL.md")) }
+	long := strings.Repeat("n", 300)
+	tests := []struct {
+		name string
+		tree string
+		path string // as quoted in the error
+	}{
+		// Directories are checked before what they hold.
+		{"upper-case .GIT directory", inDir(".GIT"), `".GIT"`},
+		{".git directory", inDir(".git"), `".git"`},
+		{"mixed-case .Git below the root", r.tree(tree(r.tree(tree(r.tree(file(x, "config")), ".Git")), "a"), file(m, "SKILL.md")), `"a/.Git"`},
+		{"parent directory", inDir(".."), `".."`},
+		{"dot", inDir("."), `"."`},
+		{"percent-encoded parent", inDir("%2e%2e"), `"%2e%2e"`},
+		{"backslash", r.tree(file(x, `a\b`), file(m, "SKILL.md")), `"a\\b"`},
+		{"name over 255 bytes", r.tree(file(x, long), file(m, "SKILL.md")), `"` + long + `"`},
+		{"invalid UTF-8", r.tree(file(x, "bad\xffname"), file(m, "SKILL.md")), `"bad\xffname"`},
+		{"control character", r.tree(file(x, "bell\a"), file(m, "SKILL.md")), `"bell\a"`},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			branch := "case" + itoa(i)
+			r.commit(branch, tc.tree)
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: branch}, dir, CloneOptions{})
+			wantRefused(t, err, ErrUnsafePath, dir)
+			if !strings.Contains(err.Error(), tc.path) {
+				t.Errorf("error %q does not name %s", err, tc.path)
+			}
+			if checkedOut(commands()) {
+				t.Errorf("a work tree was written before the refusal")
+			}
+		})
+	}
+}
+
+// A tree far larger than the objects fetched for it (one blob, named many
+// times) is refused past the ratio floor; the same blob named fewer times is
+// not.
+func TestCloneGitCompressionRatio(t *testing.T) {
+	r := newCraftRepo(t)
+	copied := noise(64 << 10)
+	h := r.blob(bytes.NewReader(copied))
+	named := func(n int) string {
+		es := []craftEntry{file(r.manifest(), "SKILL.md")}
+		for i := 0; i < n; i++ {
+			es = append(es, file(h, "copy"+itoa(i)))
+		}
+		return r.tree(es...)
+	}
+	r.commit("few", named(50))    // 3.2 MiB from about 70 KB: ratio under 100
+	r.commit("many", named(2000)) // 128 MiB from about 100 KB: ratio over 1000
+
+	dir := filepath.Join(t.TempDir(), "clone")
+	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "few"}, dir, CloneOptions{}); err != nil {
+		t.Fatalf("50 copies: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "copy49")); err != nil || fi.Size() != int64(len(copied)) {
+		t.Errorf("copy49: %v %v", fi, err)
+	}
+
+	dir = filepath.Join(t.TempDir(), "clone")
+	_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "many"}, dir, CloneOptions{})
+	wantRefused(t, err, ErrLimit, dir)
+	le := wantLimit(t, err, LimitCompression, "")
+	if le.Value <= 200 || le.Max != 200 {
+		t.Errorf("ratio %d > %d, want over 200", le.Value, le.Max)
+	}
+}
+
+// A pack larger than the whole tree may be is refused as it is fetched,
+// before the tree is even read.
+func TestCloneGitRefusesLargeFetch(t *testing.T) {
+	r := newCraftRepo(t)
+	r.commit("main", r.tree(file(r.manifest(), "SKILL.md"), file(r.blob(bytes.NewReader(noise(4<<20))), "noise.bin")))
+
+	commands := logGitCommands(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: Limits{MaxTotalBytes: 1 << 20}})
+	wantRefused(t, err, ErrLimit, dir)
+	le := wantLimit(t, err, LimitTotalBytes, "") // no path: the fetch, not the tree, was over
+	if le.Value <= 1<<20 {
+		t.Errorf("value %d, want over %d", le.Value, 1<<20)
+	}
+	if ranSubcommand(commands(), "ls-tree") || checkedOut(commands()) {
+		t.Errorf("the tree was read or checked out after an oversized fetch")
+	}
+}
+
+// Checkout can write more than the blobs hold (here end-of-line conversion
+// doubles a file of newlines); the tree on disk is still held to the total.
+func TestCloneGitRefusesGrowthAtCheckout(t *testing.T) {
+	r := newCraftRepo(t)
+	attrs := r.blob(strings.NewReader("* text eol=crlf\n"))
+	lines := r.blob(strings.NewReader(strings.Repeat("\n", 1<<20)))
+	r.commit("main", r.tree(file(attrs, ".gitattributes"), file(r.manifest(), "SKILL.md"), file(lines, "lines.txt")))
+
+	// The blobs add up to just over 1 MiB, within the total; only the
+	// checkout is over.
+	lim := Limits{MaxTotalBytes: 3 << 19, MaxCompression: 1e9}
+	commands := logGitCommands(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: lim})
+	wantRefused(t, err, ErrLimit, dir)
+	le := wantLimit(t, err, LimitTotalBytes, "")
+	if le.Value <= 3<<19 {
+		t.Errorf("value %d, want over %d", le.Value, 3<<19)
+	}
+	if !ranSubcommand(commands(), "read-tree") {
+		t.Errorf("refused before checkout, so this test proves nothing")
+	}
+
+	// Without the conversion the same tree is within the limits.
+	plain := r.blob(strings.NewReader("* -text\n"))
+	r.commit("plain", r.tree(file(plain, ".gitattributes"), file(r.manifest(), "SKILL.md"), file(lines, "lines.txt")))
+	dir = filepath.Join(t.TempDir(), "clone")
+	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "plain"}, dir, CloneOptions{Limits: lim}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchSize cancels while git would still be running, not only at the end.
+func TestWatchSizeCancelsOnGrowth(t *testing.T) {
+	dir := t.TempDir()
+	over := &LimitError{Limit: LimitTotalBytes, Max: 64 << 10}
+	ctx, stop := watchSize(context.Background(), func() int64 { return diskBytes(dir, "") }, 64<<10, func(n int64) error {
+		over.Value = n
+		return over
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil && i < 1000; i++ {
+			os.WriteFile(filepath.Join(dir, "f"+itoa(i)), make([]byte, 4<<10), 0o644)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the watch did not cancel a directory growing past its limit")
+	}
+	<-done
+	if cause := context.Cause(ctx); cause != over {
+		t.Errorf("cause %v, want the limit error", cause)
+	}
+	if err := stop(); err != over || over.Value <= 64<<10 {
+		t.Errorf("stop() = %v (value %d), want the limit error", err, over.Value)
+	}
+
+	// Under the limit nothing is cancelled, and stop measures once more.
+	small := t.TempDir()
+	ctx, stop = watchSize(context.Background(), func() int64 { return diskBytes(small, "") }, 1<<10, func(n int64) error {
+		return &LimitError{Limit: LimitTotalBytes, Value: n, Max: 1 << 10}
+	})
+	if err := stop(); err != nil || ctx.Err() != context.Canceled {
+		t.Errorf("stop() = %v, ctx %v; want nil and a finished context", err, ctx.Err())
+	}
+	writeTestFile(t, filepath.Join(small, "x"), make([]byte, 2<<10), 0o644)
+	_, stop = watchSize(context.Background(), func() int64 { return diskBytes(small, "") }, 1<<10, func(n int64) error {
+		return &LimitError{Limit: LimitTotalBytes, Value: n, Max: 1 << 10}
+	})
+	if err := stop(); !errors.Is(err, ErrLimit) {
+		t.Errorf("stop() on a directory already over = %v, want ErrLimit", err)
+	}
+}
+
+// A repository within the limits, above the ratio floor, clones as before;
+// the tree is listed before it is checked out.
+func TestCloneGitWithinLimits(t *testing.T) {
+	r := newCraftRepo(t)
+	data := noise(2 << 20)
+	r.commit("main", r.tree(file(r.manifest(), "SKILL.md"), tree(r.tree(file(r.blob(bytes.NewReader(data)), "noise.bin")), "assets")))
+	commands := logGitCommands(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "assets", "noise.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("assets/noise.bin: %d bytes, %v", len(got), err)
+	}
+	var list, checkout int
+	for i, l := range commands() {
+		if ranSubcommand([]string{l}, "ls-tree") {
+			list = i + 1
+		}
+		if ranSubcommand([]string{l}, "read-tree") {
+			checkout = i + 1
+		}
+	}
+	if list == 0 || checkout == 0 || list > checkout {
+		t.Errorf("ls-tree at command %d, read-tree at %d; want the listing first", list, checkout)
+	}
+}
+
+// silentGitServer listens on loopback and accepts git:// connections that it
+// never answers. Each connection is reported on accepted and, once the peer
+// closes it, on closed. Everything is closed when the test ends.
+func silentGitServer(t *testing.T) (url string, accepted, closed <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := make(chan struct{}, 16)
+	cls := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			acc <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.Copy(io.Discard, c) // until git is gone or the test ends
+				cls <- struct{}{}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "git://" + ln.Addr().String() + "/skills.git", acc, cls
+}
+
+// processGroupsRunning returns the process groups of live processes whose
+// command line holds s, from /proc.
+func processGroupsRunning(s string) map[int]bool {
+	groups := map[int]bool{}
+	ps, _ := liveProcesses()
+	for _, p := range ps {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+			groups[p.pgrp] = true
+		}
+	}
+	return groups
+}
+
+type procInfo struct{ pid, pgrp int }
+
+// liveProcesses lists the processes in /proc that are not zombies: a zombie
+// has exited and waits only for its parent, which for a killed group's
+// orphans may be an init that never reaps.
+func liveProcesses() ([]procInfo, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var ps []procInfo
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold anything but ends at the last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		pgrp, err := strconv.Atoi(f[2])
+		if err != nil {
+			continue
+		}
+		ps = append(ps, procInfo{pid: pid, pgrp: pgrp})
+	}
+	return ps, nil
+}
+
+// A server that never answers is given up after the clone's timeout, with
+// git's whole process group killed and nothing left behind; a deadline of
+// the caller's context works the same way.
+func TestCloneGitTimeout(t *testing.T) {
+	requireGit(t)
+	if _, err := liveProcesses(); err != nil {
+		t.Skipf("cannot list processes: %v", err)
+	}
+	tests := []struct {
+		name    string
+		ctx     func() (context.Context, context.CancelFunc)
+		timeout time.Duration
+		reason  string
+	}{
+		// The caller's deadline is a backstop here, far beyond the timeout.
+		{"own timeout", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Second)
+		}, 2 * time.Second, "timed out after 2s"},
+		{"caller's deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Second)
+		}, 0, "deadline exceeded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			url, accepted, closed := silentGitServer(t)
+			groups := make(chan map[int]bool, 1)
+			go func() {
+				select {
+				case <-accepted:
+					groups <- processGroupsRunning(url)
+				case <-time.After(10 * time.Second):
+					groups <- nil
+				}
+			}()
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			dir := filepath.Join(t.TempDir(), "clone")
+			begin := time.Now()
+			_, err := CloneGit(ctx, GitSource{URL: url}, dir, CloneOptions{Timeout: tc.timeout})
+			took := time.Since(begin)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+			}
+			if !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("error %q does not say %q", err, tc.reason)
+			}
+			if took > 6*time.Second {
+				t.Errorf("CloneGit returned after %v", took)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("target left behind: %v", err)
+			}
+			select {
+			case <-closed:
+			case <-time.After(3 * time.Second):
+				t.Error("the connection stayed open: git survived the timeout")
+			}
+			seen := <-groups
+			if len(seen) == 0 {
+				t.Fatal("found no git process while it waited on the server, so this test proves nothing")
+			}
+			ps, err := liveProcesses()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				if seen[p.pgrp] {
+					t.Errorf("process %d of git's group %d still runs", p.pid, p.pgrp)
+				}
+			}
+		})
+	}
+}
+
+func TestParseLsTreeRecord(t *testing.T) {
+	const oid = "45b983be36b73c0788dc9cbcb76cbb80fc7bb057"
+	tests := []struct {
+		rec  string
+		want gitTreeEntry
+		ok   bool
+	}{
+		{"100644 blob " + oid + "       3\tSKILL.md", gitTreeEntry{"100644", "blob", 3, "SKILL.md"}, true},
+		{"040000 tree " + oid + "       -\ta/b", gitTreeEntry{"040000", "tree", -1, "a/b"}, true},
+		{"160000 commit " + oid + "       -\tvendor/sub", gitTreeEntry{"160000", "commit", -1, "vendor/sub"}, true},
+		{"100644 blob " + oid + " 1073741824\tname\twith tab", gitTreeEntry{"100644", "blob", 1 << 30, "name\twith tab"}, true},
+		{"100644 blob " + oid + "       3", gitTreeEntry{}, false},
+		{"100644 blob " + oid + "      -3\tx", gitTreeEntry{}, false},
+		{"100644 blob nothex       3\tx", gitTreeEntry{}, false},
+		{"100644 blob " + oid + "\tx", gitTreeEntry{}, false},
+	}
+	for _, tc := range tests {
+		got, err := parseLsTreeRecord([]byte(tc.rec))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseLsTreeRecord(%q) = %+v, %v; want %+v, ok %v", tc.rec, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseLsTreeRecord(f *testing.F) {
+	const oid = "45b983be36b73c0788dc9cbcb76cbb80fc7bb057"
+	for _, s := range []string{
+		"100644 blob " + oid + "       3\tSKILL.md",
+		"040000 tree " + oid + "       -\t.GIT",
+		"120000 blob " + oid + "      12\ta/../b",
+		"160000 commit " + oid + "       -\tvendor/sub",
+		"100755 blob " + oid + " 99999999999\tx",
+		"100644 blob " + oid + "       3\t\xff",
+		"\t", "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, rec []byte) {
+		e, err := parseLsTreeRecord(rec)
+		if err != nil {
+			return
+		}
+		b := newBudget(Limits{})
+		if b.account(e) != nil {
+			return
+		}
+		clean, err := CleanRelPath(e.path)
+		if err != nil || clean != e.path {
+			t.Fatalf("path %q accepted: %q %v", e.path, clean, err)
+		}
+		for _, c := range strings.Split(e.path, "/") {
+			if strings.EqualFold(c, ".git") || len(c) > gitNameMax {
+				t.Fatalf("path %q accepted", e.path)
+			}
+		}
+		if e.typ == "blob" && (e.size < 0 || e.size > b.lim.MaxFileBytes || b.bytes != e.size) {
+			t.Fatalf("blob of %d bytes accepted, %d counted", e.size, b.bytes)
 		}
 	})
 }

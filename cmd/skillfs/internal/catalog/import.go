@@ -281,7 +281,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := skills.CloneGit(ctx, gs, root) // leaves a plain tree, no .git
+	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim}) // a plain tree within the limits, no .git
 	if err != nil {
 		return fail(err)
 	}
