@@ -68,7 +68,11 @@ type Options struct {
 	OwnerOnly bool
 	// Passthrough lets the kernel read backing files directly where it
 	// supports FUSE passthrough. Reads then bypass the daemon, so a handle
-	// opened before a revocation keeps reading until it is closed.
+	// opened before a revocation keeps reading until it is closed. It costs
+	// a descriptor per file with handles open (the kernel registers one
+	// backing file per inode), held until the kernel releases the handle
+	// that registered it; without it, reads share at most one descriptor
+	// per file being read.
 	Passthrough bool
 
 	// kernelWritable leaves the mount writable at the VFS level so tests can
@@ -86,6 +90,7 @@ type Server struct {
 	trees  treeCache
 	nextID atomic.Uint64
 	start  time.Time
+	fds    *fdCache
 
 	update sync.Mutex // serialises view changes with their kernel notifications
 
@@ -171,6 +176,7 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		mnt:      abs,
 		sessions: make(map[string]*session),
 		start:    time.Now(),
+		fds:      newFdCache(defaultMaxFds, defaultFdIdle),
 	}
 	s.root = &rootNode{srv: s}
 
@@ -212,6 +218,10 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
 	}
 	s.fuse = srv
+	go func() {
+		srv.Wait()
+		s.fds.close()
+	}()
 	logger.Info("skill filesystem mounted", "mountpoint", abs, "fsname", opts.FsName)
 	return s, nil
 }
