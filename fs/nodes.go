@@ -329,7 +329,7 @@ const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall
 // fdCache), so the handles the kernel holds cost the daemon no descriptor.
 // Opening the top-level SKILL.md reports an activation to the sink before
 // the open returns; if the sink fails, so does the open.
-func (n *fileNode) Open(_ context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if flags&writeFlags != 0 {
 		return nil, 0, syscall.EROFS
 	}
@@ -337,7 +337,7 @@ func (n *fileNode) Open(_ context.Context, flags uint32) (fusefs.FileHandle, uin
 		return nil, 0, syscall.EACCES
 	}
 	if n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
-		if err := n.srv.opts.Sink.Opened(n.g.session, n.g.skill.Slug); err != nil {
+		if err := n.srv.activate(ctx, n.g.session, n.g.skill.Slug); err != nil {
 			n.srv.log.Warn("record activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
 			return nil, 0, syscall.EIO
 		}

@@ -41,6 +41,10 @@ type Options struct {
 	// revoked skill's already-open handles keep reading; off by default.
 	Passthrough bool
 	UID, GID    uint32 // owner shown for every file (default root)
+	// RequestTimeout makes the kernel abort the mount when a FUSE request
+	// stays unanswered this long (see fs.Options.RequestTimeout); 0 leaves
+	// the kernel's default.
+	RequestTimeout time.Duration
 }
 
 // Daemon is a running skillfs serve.
@@ -57,7 +61,9 @@ type Daemon struct {
 }
 
 // Run serves until ctx is cancelled, then unmounts everything, flushes
-// activations and returns nil.
+// activations and returns nil. If the mount ends first (its connection
+// aborted, or unmounted from outside) it shuts down the same way and
+// returns an error.
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if opts.MountRoot == "" {
 		opts.MountRoot = filepath.Join(cat.Home(), "mnt")
@@ -94,7 +100,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
 		return fmt.Errorf("create mount root: %w", err)
 	}
-	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID})
+	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout})
 	if err != nil {
 		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
@@ -164,7 +170,15 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if opts.Ready != nil {
 		fmt.Fprintf(opts.Ready, "skillfs ready: mount %s socket %s\n", opts.MountRoot, sock)
 	}
-	<-ctx.Done()
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-srv.Done():
+		// Serving a dead mount helps nobody: exit, so a restart mounts
+		// again and re-attaches the binds.
+		lost = fmt.Errorf("skill filesystem mount at %q lost", opts.MountRoot)
+		log.Error("skill filesystem mount lost", "mountpoint", opts.MountRoot)
+	}
 
 	log.Info("shutting down")
 	d.events.closeAll()
@@ -181,7 +195,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	stopFlush()
 	wg.Wait()
 	if err := d.rec.close(); err != nil {
-		return fmt.Errorf("flush activations: %w", err)
+		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
-	return nil
+	return lost
 }
