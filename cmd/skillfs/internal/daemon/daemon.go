@@ -93,6 +93,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	}
 	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
 	d.rec = newRecorder(cat.DB(), d.events, log)
+	if soft, hard, err := skfs.RaiseFileLimit(); err != nil {
+		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
+	} else {
+		log.Info("open file limit", "soft", soft, "hard", hard)
+	}
 
 	if err := skfs.ClearStale(opts.MountRoot); err != nil {
 		return fmt.Errorf("prepare the mount root: %w", err)
