@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -21,14 +22,15 @@ func benchTree(b *testing.B, opts Options) (mount, native string) {
 	dir := writeVersion(b, filepath.Join(b.TempDir(), "bench", "v1"), map[string]file{
 		"SKILL.md":           {data: manifest("bench", "a skill to read over and over")},
 		"assets/large.bin":   {data: string(data)},
+		"references/4k.txt":  {data: strings.Repeat("0123456789abcde\n", 256)},
 		"references/doc.txt": {data: "doc\n"},
 	})
 	srv := mountTest(b, opts)
 	return filepath.Join(setSession(b, srv, "sess", View{{Slug: "bench", Version: "v1", Dir: dir}}), "bench"), dir
 }
 
-func benchSmall(b *testing.B, dir string) {
-	p := filepath.Join(dir, "SKILL.md")
+// benchSmall opens, reads and closes one small file over and over.
+func benchSmall(b *testing.B, p string) {
 	buf := make([]byte, 4096)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -42,6 +44,25 @@ func benchSmall(b *testing.B, dir string) {
 		}
 		f.Close()
 	}
+}
+
+// benchSmallParallel is benchSmall from GOMAXPROCS goroutines at once.
+func benchSmallParallel(b *testing.B, p string) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 4096)
+		for pb.Next() {
+			f, err := os.Open(p)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := f.Read(buf); err != nil {
+				b.Error(err)
+			}
+			f.Close()
+		}
+	})
 }
 
 func benchLargeRead(b *testing.B, dir string, uncached bool) {
@@ -68,23 +89,31 @@ func benchLargeRead(b *testing.B, dir string, uncached bool) {
 	}
 }
 
-// BenchmarkReadMount reads through the mount: open+read+close of SKILL.md
-// (each open goes to the daemon and records an activation in a sink), and a
-// 16 MiB sequential read: with the kernel's page cache (content is
-// immutable), with every byte served by the daemon, and with passthrough.
-func BenchmarkReadMount(b *testing.B) {
+// BenchmarkRead reads the same files through the mount and straight from
+// the store, in one run: open+read+close of SKILL.md (each open through the
+// mount records an activation in a sink) and of a 4 KiB file, serially and
+// from parallel readers, and a 16 MiB sequential read: with the kernel's
+// page cache (content is immutable), with every byte served by the daemon,
+// and with passthrough.
+func BenchmarkRead(b *testing.B) {
 	sink := &fakeSink{}
-	mount, _ := benchTree(b, Options{Sink: sink})
-	b.Run("SKILL.md", func(b *testing.B) { benchSmall(b, mount) })
-	b.Run("16MiB", func(b *testing.B) { benchLargeRead(b, mount, false) })
-	b.Run("16MiB-uncached", func(b *testing.B) { benchLargeRead(b, mount, true) })
+	mount, native := benchTree(b, Options{Sink: sink})
+	sides := []struct{ name, dir string }{{"mount", mount}, {"native", native}}
+	for _, s := range sides {
+		b.Run("SKILL.md/"+s.name, func(b *testing.B) { benchSmall(b, filepath.Join(s.dir, "SKILL.md")) })
+	}
+	for _, s := range sides {
+		b.Run("4KiB/"+s.name, func(b *testing.B) { benchSmall(b, filepath.Join(s.dir, "references", "4k.txt")) })
+	}
+	for _, s := range sides {
+		b.Run("4KiB-parallel/"+s.name, func(b *testing.B) {
+			benchSmallParallel(b, filepath.Join(s.dir, "references", "4k.txt"))
+		})
+	}
+	for _, s := range sides {
+		b.Run("16MiB/"+s.name, func(b *testing.B) { benchLargeRead(b, s.dir, false) })
+	}
+	b.Run("16MiB-uncached/mount", func(b *testing.B) { benchLargeRead(b, mount, true) })
 	pass, _ := benchTree(b, Options{Sink: sink, Passthrough: true})
-	b.Run("16MiB-passthrough", func(b *testing.B) { benchLargeRead(b, pass, false) })
-}
-
-// BenchmarkReadNative reads the same files straight from the store.
-func BenchmarkReadNative(b *testing.B) {
-	_, native := benchTree(b, Options{})
-	b.Run("SKILL.md", func(b *testing.B) { benchSmall(b, native) })
-	b.Run("16MiB", func(b *testing.B) { benchLargeRead(b, native, false) })
+	b.Run("16MiB/passthrough", func(b *testing.B) { benchLargeRead(b, pass, false) })
 }

@@ -325,63 +325,106 @@ func (n *fileNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.Att
 // writeFlags are the open flags that could change a file.
 const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall.O_CREAT | syscall.O_APPEND
 
-// Open opens the backing file read-only. Opening the top-level SKILL.md
-// reports an activation to the sink before the open returns; if the sink
-// fails, so does the open.
-func (n *fileNode) Open(_ context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+// Open opens nothing: reads share one descriptor per backing file (see
+// fdCache), so the handles the kernel holds cost the daemon no descriptor.
+// Opening the top-level SKILL.md reports an activation to the sink before
+// the open returns; if the sink fails, so does the open.
+func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if flags&writeFlags != 0 {
 		return nil, 0, syscall.EROFS
 	}
 	if n.g.revoked() {
 		return nil, 0, syscall.EACCES
 	}
-	fd, err := n.t.open(n.idx)
-	if err != nil {
-		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
-		return nil, 0, ToErrno(err)
-	}
 	if n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
-		if err := n.srv.opts.Sink.Opened(n.g.session, n.g.skill.Slug); err != nil {
-			unix.Close(fd)
+		if err := n.srv.activate(ctx, n.g.session, n.g.skill.Slug); err != nil {
 			n.srv.log.Warn("record activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
 			return nil, 0, syscall.EIO
 		}
 		n.srv.log.Debug("activation", "session", n.g.session, "slug", n.g.skill.Slug)
 	}
-	h := &fileHandle{fd: fd, g: n.g}
 	// Immutable content: keep the page cache across opens, and skip the
 	// FLUSH round trip on every close (nothing is ever written).
 	const openFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
 	if n.srv.opts.Passthrough {
-		return &passthroughHandle{h}, openFlags, 0
+		h := &passthroughHandle{fileHandle: fileHandle{n}}
+		h.fd.Store(-1)
+		return h, openFlags, 0
 	}
-	return h, openFlags, 0
+	return &fileHandle{n}, openFlags, 0
 }
 
 // fileHandle is an open file. Reads fail once its grant is revoked.
-type fileHandle struct {
-	fd int
-	g  *grant
-}
+type fileHandle struct{ n *fileNode }
 
 var (
 	_ = (fusefs.FileReader)((*fileHandle)(nil))
-	_ = (fusefs.FileReleaser)((*fileHandle)(nil))
 	_ = (fusefs.FilePassthroughFder)((*passthroughHandle)(nil))
+	_ = (fusefs.FileReleaser)((*passthroughHandle)(nil))
 )
 
+// Read reads into the request's buffer through the descriptor shared by
+// every read of the file. The data is copied rather than spliced
+// (fuse.ReadResultFd): a splice happens after Read returns, when the shared
+// descriptor may already be closed, or reused for another file.
 func (h *fileHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if h.g.revoked() {
+	n := h.n
+	if n.g.revoked() {
 		return nil, syscall.EACCES
 	}
-	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
+	// Serve no more than the size the kernel was told.
+	size := n.t.entries[n.idx].size
+	if off >= size {
+		return fuse.ReadResultData(nil), 0
+	}
+	if rest := size - off; int64(len(dest)) > rest {
+		dest = dest[:rest]
+	}
+	b, err := n.srv.fds.acquire(n.t, n.idx)
+	if err != nil {
+		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
+		return nil, ToErrno(err)
+	}
+	defer n.srv.fds.release(b)
+	got, err := preadFull(b.fd, dest, off)
+	if err != nil {
+		n.srv.log.Error("read backing file", "session", n.g.session, "slug", n.g.skill.Slug,
+			"path", n.t.entries[n.idx].rel, "err", err)
+		return nil, ToErrno(err)
+	}
+	return fuse.ReadResultData(dest[:got]), 0
 }
 
-func (h *fileHandle) Release(context.Context) syscall.Errno {
-	return ToErrno(unix.Close(h.fd))
+// passthroughHandle lets the kernel read the backing file directly. The
+// kernel registers one backing file per inode and keeps its own reference
+// to it, so go-fuse asks for a descriptor only on an open of an inode that
+// has no registration; that handle then holds the descriptor until it is
+// released. Passthrough thus costs up to one descriptor per file with
+// handles open, held until the kernel's RELEASE of the handle that
+// registered it.
+type passthroughHandle struct {
+	fileHandle
+	fd atomic.Int64 // -1 until PassthroughFd opened it
 }
 
-// passthroughHandle lets the kernel read the backing file directly.
-type passthroughHandle struct{ *fileHandle }
+// PassthroughFd opens the backing file for the kernel to register. If it
+// cannot, the handle reads through the daemon.
+func (h *passthroughHandle) PassthroughFd() (int, bool) {
+	n := h.n
+	fd, err := n.t.open(n.idx)
+	if err != nil {
+		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
+		return -1, false
+	}
+	if old := h.fd.Swap(int64(fd)); old >= 0 {
+		unix.Close(int(old))
+	}
+	return fd, true
+}
 
-func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.fd, true }
+func (h *passthroughHandle) Release(context.Context) syscall.Errno {
+	if fd := h.fd.Swap(-1); fd >= 0 {
+		return ToErrno(unix.Close(int(fd)))
+	}
+	return 0
+}

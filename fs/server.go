@@ -7,6 +7,7 @@
 package fs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	iofs "io/fs"
@@ -31,6 +32,10 @@ import (
 // a skill's top-level SKILL.md, after the open has otherwise succeeded; if it
 // returns an error the open fails with EIO and nothing is activated. An
 // implementation makes the first activation durable before returning.
+//
+// Only if the kernel drops the connection while Opened runs (the daemon was
+// too slow for the request timeout, see Options.RequestTimeout) does the
+// open stop waiting for it; Opened then still completes in the background.
 type Sink interface {
 	Opened(session, slug string) error
 }
@@ -68,8 +73,20 @@ type Options struct {
 	OwnerOnly bool
 	// Passthrough lets the kernel read backing files directly where it
 	// supports FUSE passthrough. Reads then bypass the daemon, so a handle
-	// opened before a revocation keeps reading until it is closed.
+	// opened before a revocation keeps reading until it is closed. It costs
+	// a descriptor per file with handles open (the kernel registers one
+	// backing file per inode), held until the kernel releases the handle
+	// that registered it; without it, reads share at most one descriptor
+	// per file being read.
 	Passthrough bool
+	// RequestTimeout, if positive, asks the kernel (Linux 6.14 or later) to
+	// abort the connection when a request stays unanswered this long, so
+	// a hung daemon fails readers (ECONNABORTED, then ENOTCONN) instead of
+	// hanging them. The kernel rounds it up to whole seconds, to at least
+	// 15 s, checks every 15 s, and caps it at fs.fuse.max_request_timeout.
+	// The mount is then dead until it is made again. Zero leaves the
+	// kernel's default (fs.fuse.default_request_timeout) in force.
+	RequestTimeout time.Duration
 
 	// kernelWritable leaves the mount writable at the VFS level so tests can
 	// prove the daemon itself refuses every mutation.
@@ -86,6 +103,11 @@ type Server struct {
 	trees  treeCache
 	nextID atomic.Uint64
 	start  time.Time
+	fds    *fdCache
+	// timeout is the request timeout the kernel applies; 0 for none.
+	timeout time.Duration
+	// done is closed when the filesystem is no longer served.
+	done chan struct{}
 
 	update sync.Mutex // serialises view changes with their kernel notifications
 
@@ -171,6 +193,8 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		mnt:      abs,
 		sessions: make(map[string]*session),
 		start:    time.Now(),
+		fds:      newFdCache(defaultMaxFds, defaultFdIdle),
+		done:     make(chan struct{}),
 	}
 	s.root = &rootNode{srv: s}
 
@@ -207,13 +231,63 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		RootStableAttr: &fusefs.StableAttr{Ino: fuse.FUSE_ROOT_ID},
 		Logger:         slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	srv, err := fusefs.Mount(abs, s.root, fo)
+	var srv *fuse.Server
+	s.timeout, err = withRequestTimeout(opts.RequestTimeout, logger, func() error {
+		srv, err = fusefs.Mount(abs, s.root, fo)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
 	}
 	s.fuse = srv
+	go func() {
+		srv.Wait()
+		s.fds.close()
+		close(s.done)
+	}()
 	logger.Info("skill filesystem mounted", "mountpoint", abs, "fsname", opts.FsName)
 	return s, nil
+}
+
+// RequestTimeout returns the time after which the kernel aborts the
+// connection if a request is still unanswered, or 0 if it never does.
+func (s *Server) RequestTimeout() time.Duration { return s.timeout }
+
+// activate reports an open of a skill's SKILL.md to the sink. It waits for
+// the sink as long as the request is alive: an interrupted open (the caller
+// got a signal) still waits, since the sink's answer decides the open. Once
+// the kernel has dropped the connection nobody awaits the answer, and a
+// hung sink must not keep the server from ending (see Done).
+func (s *Server) activate(ctx context.Context, session, slug string) error {
+	res := make(chan error, 1)
+	go func() { res <- s.opts.Sink.Opened(session, slug) }()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if s.connectionLost() {
+			return fmt.Errorf("record activation of %q in session %q: %w", slug, session, errConnectionLost)
+		}
+		select {
+		case err := <-res:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// errConnectionLost says the kernel no longer serves the mount.
+var errConnectionLost = errors.New("FUSE connection lost")
+
+// connectionLost reports whether the kernel has dropped the connection:
+// statfs of the mount then fails at once, without reaching the daemon.
+func (s *Server) connectionLost() bool {
+	var st unix.Statfs_t
+	return isDead(unix.Statfs(s.mnt, &st))
 }
 
 // Mountpoint returns the absolute path the filesystem is mounted at.
@@ -501,10 +575,8 @@ func (s *Server) Unmount() error {
 		// Binds of the mount in other mount namespaces (sandboxes) keep the
 		// connection alive after our unmount; don't wait for them forever.
 		// The kernel ends the connection when this process exits.
-		done := make(chan struct{})
-		go func() { s.fuse.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-s.done:
 		case <-time.After(UnmountWait):
 			s.log.Warn("skill filesystem still held by other mount namespaces; it ends when this process exits",
 				"mountpoint", s.mnt)
@@ -525,8 +597,13 @@ func (s *Server) mounted() bool {
 }
 
 // Wait blocks until the filesystem is no longer served: after Unmount, or
-// when the mount was removed from outside.
-func (s *Server) Wait() { s.fuse.Wait() }
+// when the mount was removed from outside or its connection aborted (see
+// Options.RequestTimeout).
+func (s *Server) Wait() { <-s.done }
+
+// Done returns a channel closed when the filesystem is no longer served, as
+// Wait returns. A server whose mount ends without Unmount has lost it.
+func (s *Server) Done() <-chan struct{} { return s.done }
 
 // ViewFS returns the current view of a session as an io/fs.FS, with the same
 // hiding and confinement rules as the mount and sharing its version trees.

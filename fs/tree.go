@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"skillfs/skills"
 )
@@ -144,24 +141,6 @@ func (t *tree) walk(rel string) (int32, bool) {
 		idx = c
 	}
 	return idx, true
-}
-
-// open opens the backing file of a regular entry for reading. No component
-// below the version directory may be a symlink, so a tampered store cannot
-// lead a reader outside it.
-func (t *tree) open(idx int32) (int, error) {
-	p := filepath.Join(t.dir, filepath.FromSlash(t.entries[idx].rel))
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if errors.Is(err, unix.ENOSYS) {
-		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	}
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	return fd, nil
 }
 
 // treeRef is a lazily built tree shared by every grant of one version

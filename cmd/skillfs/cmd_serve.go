@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/cmd/skillfs/internal/daemon"
@@ -29,6 +30,7 @@ func (c *cli) serve(args []string) error {
 	withExamples := fs.Bool("examples", true, "register the bundled example skills as builtins")
 	owner := fs.String("owner", "0:0", "UID:GID shown as the owner of every file in the mount")
 	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation)")
+	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
 	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -94,7 +96,8 @@ func (c *cli) serve(args []string) error {
 	return daemon.Run(ctx, cat, daemon.Options{
 		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
 		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, UID: uid, GID: gid,
-		Setup: setup,
+		Setup:          setup,
+		RequestTimeout: *reqTimeout,
 	})
 }
 

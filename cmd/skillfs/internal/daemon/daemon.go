@@ -45,6 +45,10 @@ type Options struct {
 	// reconciled, before anything is served (serve registers the bundled
 	// skills here).
 	Setup func(context.Context) error
+	// RequestTimeout makes the kernel abort the mount when a FUSE request
+	// stays unanswered this long (see fs.Options.RequestTimeout); 0 leaves
+	// the kernel's default.
+	RequestTimeout time.Duration
 }
 
 // Daemon is a running skillfs serve.
@@ -82,7 +86,9 @@ func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) erro
 }
 
 // Run serves until ctx is cancelled, then unmounts everything, flushes
-// activations and returns nil.
+// activations and returns nil. If the mount ends first (its connection
+// aborted, or unmounted from outside) it shuts down the same way and
+// returns an error.
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if opts.MountRoot == "" {
 		opts.MountRoot = filepath.Join(cat.Home(), "mnt")
@@ -129,6 +135,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		log.Warn("activation spill not reserved: opens the index cannot take at shutdown may be lost on a full disk", "err", reserveErr)
 	}
 	d.rec.useSpill(ctx, spill, spilled)
+	if soft, hard, err := skfs.RaiseFileLimit(); err != nil {
+		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
+	} else {
+		log.Info("open file limit", "soft", soft, "hard", hard)
+	}
 
 	if err := skfs.ClearStale(opts.MountRoot); err != nil {
 		return fmt.Errorf("prepare the mount root: %w", err)
@@ -136,7 +147,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
 		return fmt.Errorf("create mount root: %w", err)
 	}
-	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID})
+	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout})
 	if err != nil {
 		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
@@ -206,7 +217,15 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if opts.Ready != nil {
 		fmt.Fprintf(opts.Ready, "skillfs ready: mount %s socket %s\n", opts.MountRoot, sock)
 	}
-	<-ctx.Done()
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-srv.Done():
+		// Serving a dead mount helps nobody: exit, so a restart mounts
+		// again and re-attaches the binds.
+		lost = fmt.Errorf("skill filesystem mount at %q lost", opts.MountRoot)
+		log.Error("skill filesystem mount lost", "mountpoint", opts.MountRoot)
+	}
 
 	log.Info("shutting down")
 	d.events.closeAll()
@@ -223,7 +242,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	stopFlush()
 	wg.Wait()
 	if err := d.rec.close(); err != nil {
-		return fmt.Errorf("flush activations: %w", err)
+		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
-	return nil
+	return lost
 }

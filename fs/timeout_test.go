@@ -1,0 +1,161 @@
+package fs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// requireRequestTimeout skips a test that needs the kernel's FUSE request
+// timeout (Linux 6.14 or later) where it is missing, except in CI.
+func requireRequestTimeout(tb testing.TB) {
+	tb.Helper()
+	requireFUSE(tb)
+	_, err := os.Stat(filepath.Join(fuseSysctlDir, "default_request_timeout"))
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("FUSE request timeout tests must run in CI: %v", err)
+	}
+	tb.Skipf("the kernel has no FUSE request timeout: %v", err)
+}
+
+// hungSink never answers until released: a daemon stuck while the kernel
+// waits for it.
+type hungSink struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *hungSink) Opened(string, string) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return nil
+}
+
+// TestRequestTimeout mounts with a request timeout and hangs the daemon in
+// an open: the kernel aborts the connection, so the opener gets an error
+// instead of hanging, and the server sees its mount end although the hung
+// call never returns.
+func TestRequestTimeout(t *testing.T) {
+	requireRequestTimeout(t)
+	defPath := filepath.Join(fuseSysctlDir, "default_request_timeout")
+	before, err := readSysctl(defPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, err := readSysctl(filepath.Join(fuseSysctlDir, "max_request_timeout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStore(t)
+	sink := &hungSink{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := mountTest(t, Options{Sink: sink, RequestTimeout: 15 * time.Second})
+	t.Cleanup(func() { close(sink.release) })
+
+	if after, err := readSysctl(defPath); err != nil || after != before {
+		t.Errorf("kernel default request timeout = %d, %v after mounting; want %d restored", after, err, before)
+	}
+	if want := effectiveTimeout(15, limit); srv.RequestTimeout() != want || want == 0 {
+		t.Errorf("request timeout = %v, want %v", srv.RequestTimeout(), want)
+	}
+
+	dir := setSession(t, srv, "sess", View{st.alpha1})
+	res := make(chan error, 1)
+	go func() { res <- openErr(filepath.Join(dir, "alpha", "SKILL.md"), unix.O_RDONLY) }()
+	select {
+	case <-sink.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the open never reached the sink")
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, syscall.ECONNABORTED) && !errors.Is(err, syscall.ENOTCONN) {
+			t.Errorf("open while the daemon hangs: err = %v, want ECONNABORTED or ENOTCONN", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("open still hangs 45s after the daemon did")
+	}
+	select {
+	case <-srv.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server still serves 10s after the kernel aborted its connection")
+	}
+	// statfs always asks the daemon; stat may be answered from the cache.
+	var fsst unix.Statfs_t
+	if err := unix.Statfs(dir, &fsst); !errors.Is(err, syscall.ENOTCONN) {
+		t.Errorf("statfs the aborted mount: err = %v, want ENOTCONN", err)
+	}
+}
+
+// TestRequestTimeoutZero checks that a mount without a timeout leaves the
+// kernel's settings alone and reports what the kernel applies.
+func TestRequestTimeoutZero(t *testing.T) {
+	requireRequestTimeout(t)
+	def, err := readSysctl(filepath.Join(fuseSysctlDir, "default_request_timeout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, err := readSysctl(filepath.Join(fuseSysctlDir, "max_request_timeout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mountTest(t, Options{})
+	if got, want := srv.RequestTimeout(), effectiveTimeout(def, limit); got != want {
+		t.Errorf("request timeout = %v, want the kernel's %v", got, want)
+	}
+	if after, _ := readSysctl(filepath.Join(fuseSysctlDir, "default_request_timeout")); after != def {
+		t.Errorf("kernel default request timeout changed from %d to %d", def, after)
+	}
+}
+
+func TestEffectiveTimeout(t *testing.T) {
+	cases := []struct {
+		def, limit uint64
+		want       time.Duration
+	}{
+		{0, 0, 0},
+		{60, 0, time.Minute},
+		{0, 120, 2 * time.Minute},
+		{60, 30, 30 * time.Second},
+		{30, 60, 30 * time.Second},
+		{5, 0, 15 * time.Second},
+		{0, 1, 15 * time.Second},
+	}
+	for _, tc := range cases {
+		if got := effectiveTimeout(tc.def, tc.limit); got != tc.want {
+			t.Errorf("effectiveTimeout(%d, %d) = %v, want %v", tc.def, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// TestDoneWhenUnmountedOutside removes the mount behind the server's back:
+// Done reports it, and Unmount afterwards still succeeds.
+func TestDoneWhenUnmountedOutside(t *testing.T) {
+	srv := mountTest(t, Options{})
+	select {
+	case <-srv.Done():
+		t.Fatal("done while mounted")
+	default:
+	}
+	if err := unix.Unmount(srv.Mountpoint(), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("still serving 10s after the mount was removed")
+	}
+	if err := srv.Unmount(); err != nil {
+		t.Errorf("unmount after the mount was removed: %v", err)
+	}
+}
