@@ -390,13 +390,22 @@ func (s *Store) ReadMeta(slug, hash string) (*VersionMeta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, err)
 	}
+	m, err := decodeMeta(data, slug, hash)
+	if err != nil {
+		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, err)
+	}
+	return m, nil
+}
+
+// decodeMeta parses a metadata file and checks that it describes the
+// version slug/hash; anything else is ErrInvalid.
+func decodeMeta(data []byte, slug, hash string) (*VersionMeta, error) {
 	var m VersionMeta
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("read metadata of %s/%s: %v: %w", slug, hash, err, ErrInvalid)
+		return nil, fmt.Errorf("%v: %w", err, ErrInvalid)
 	}
 	if m.Format != metaFormat || m.Version.Slug != slug || m.Version.Hash != hash || m.Skill.Slug != slug {
-		return nil, fmt.Errorf("read metadata of %s/%s: it describes %s/%s (format %d): %w",
-			slug, hash, m.Version.Slug, m.Version.Hash, m.Format, ErrInvalid)
+		return nil, fmt.Errorf("it describes %q/%q (format %d): %w", m.Version.Slug, m.Version.Hash, m.Format, ErrInvalid)
 	}
 	return &m, nil
 }

@@ -290,3 +290,32 @@ func TestIsRemoteGitURL(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeMeta: any bytes are refused or describe exactly the version
+// asked about, and what is accepted survives encoding again.
+func FuzzDecodeMeta(f *testing.F) {
+	good, _ := encodeMeta("demo", "abc", testMeta("demo"))
+	f.Add(good, "demo", "abc")
+	f.Add([]byte(`{"format":1,"skill":{"slug":"x"},"version":{"slug":"x","hash":"h"}}`), "x", "h")
+	f.Add([]byte(`{"format":2}`), "x", "h")
+	f.Add([]byte(`[]`), "", "")
+	f.Fuzz(func(t *testing.T, data []byte, slug, hash string) {
+		m, err := decodeMeta(data, slug, hash)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if m.Version.Slug != slug || m.Version.Hash != hash || m.Skill.Slug != slug {
+			t.Fatalf("accepted metadata of %s/%s for %s/%s", m.Version.Slug, m.Version.Hash, slug, hash)
+		}
+		again, err := encodeMeta(slug, hash, m)
+		if err != nil {
+			return // e.g. a time JSON cannot encode
+		}
+		if _, err := decodeMeta(again, slug, hash); err != nil {
+			t.Fatalf("re-encoded metadata refused: %v", err)
+		}
+	})
+}

@@ -75,10 +75,12 @@ func openSpill(path string) (sp *spillFile, batches []spillBatch, reserveErr, er
 }
 
 // readSpill returns the batches of the newest valid slot and its sequence
-// number; a new or empty file holds none.
+// number; a new or empty file holds none. A slot is valid when its checksum
+// matches and its contents decode; sequence numbers compare with wrap-around.
 func readSpill(f *os.File) ([]spillBatch, uint32, error) {
-	var best []byte
+	var best []spillBatch
 	var bestSeq uint32
+	found := false
 	for slot := range 2 {
 		buf := make([]byte, spillSlot)
 		n, err := f.ReadAt(buf, int64(slot)*spillSlot)
@@ -92,25 +94,22 @@ func readSpill(f *os.File) ([]spillBatch, uint32, error) {
 		seq := binary.BigEndian.Uint32(buf[4:])
 		length := binary.BigEndian.Uint32(buf[8:])
 		sum := binary.BigEndian.Uint32(buf[12:])
-		if int(length) > len(buf)-spillHeader {
+		if int64(length) > int64(len(buf)-spillHeader) {
 			continue
 		}
 		body := buf[spillHeader : spillHeader+int(length)]
 		if crc32.ChecksumIEEE(body) != sum {
 			continue // torn write: the other slot holds the previous state
 		}
-		if best == nil || seq > bestSeq {
-			best, bestSeq = body, seq
+		var batches []spillBatch
+		if err := json.Unmarshal(body, &batches); err != nil {
+			continue
+		}
+		if !found || int32(seq-bestSeq) > 0 {
+			best, bestSeq, found = batches, seq, true
 		}
 	}
-	if best == nil {
-		return nil, 0, nil
-	}
-	var batches []spillBatch
-	if err := json.Unmarshal(best, &batches); err != nil {
-		return nil, 0, fmt.Errorf("decode activation spill: %w", err)
-	}
-	return batches, bestSeq, nil
+	return best, bestSeq, nil
 }
 
 // write replaces the file's contents with batches, in the slot the newest
