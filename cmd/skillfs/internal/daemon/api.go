@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -228,11 +229,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// readJSON decodes a request body holding exactly one JSON value (1 MiB at
+// most, no unknown fields) into v, or answers 400 and returns false.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeErr(w, fmt.Errorf("request body: %v: %w", err, skills.ErrInvalid))
+		return false
+	}
+	// Anything after the value but white space is refused: "{…}{…}" is
+	// not one request, and acting on its first half would be a guess.
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); err != io.EOF {
+		writeErr(w, fmt.Errorf("request body: data after the JSON value: %w", skills.ErrInvalid))
 		return false
 	}
 	return true
