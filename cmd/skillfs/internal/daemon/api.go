@@ -124,6 +124,10 @@ func (d *Daemon) routes(token string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("Authorization")
 		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
+			// Close the connection after the answer: one without the
+			// token has nothing more to do here, and kept alive it would
+			// hold a descriptor and one of the listener's slots.
+			w.Header().Set("Connection", "close")
 			writeJSON(w, http.StatusUnauthorized, apiError{Error: "missing or wrong bearer token", Code: "permission"})
 			return
 		}
@@ -132,7 +136,9 @@ func (d *Daemon) routes(token string) http.Handler {
 }
 
 // stream sends events as server-sent events, one JSON object per event, with
-// a comment line every 15 s to keep idle connections alive.
+// a comment line every 15 s to keep idle connections alive. It lives as long
+// as its client reads: the API's read deadline covers request bodies only,
+// and its write deadline each write (withDeadlines).
 func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
