@@ -57,8 +57,8 @@ func (d *Daemon) routes(token string) http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		err := d.Mount(r.Context(), r.PathValue("id"), req.Target, req.PID)
-		reply(w, map[string]any{"session": r.PathValue("id"), "target": req.Target, "pid": req.PID}, err)
+		b, err := d.Mount(r.Context(), r.PathValue("id"), req.Target, req.PID)
+		reply(w, map[string]any{"session": r.PathValue("id"), "target": b.Target, "pid": b.PID}, err)
 	})
 	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
 		target := r.URL.Query().Get("target")
