@@ -43,8 +43,8 @@ type Options struct {
 	UID, GID    uint32 // owner shown for every file (default root)
 
 	// Limits of the API's connections, on the socket and the TCP listener
-	// alike; zero picks the Default… constant. The event streams are bound
-	// by none of the timeouts while their client keeps reading.
+	// alike; zero or less picks the Default… constant. The event streams
+	// are bound by none of the timeouts while their client keeps reading.
 	HeaderTimeout time.Duration // to read a request's header
 	ReadTimeout   time.Duration // to read a request's body, from the end of its header
 	WriteTimeout  time.Duration // for each write of a response to complete
