@@ -35,14 +35,27 @@ func writeTokenFile(t testing.TB, token string, mode os.FileMode) string {
 	return p
 }
 
+// waitLog waits for the daemon's log to match re and returns the match:
+// its stderr is copied in by another goroutine, behind what it printed on
+// stdout.
+func waitLog(t testing.TB, d *daemon, re string) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := regexp.MustCompile(re).FindStringSubmatch(d.logs()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not log %q:\n%s", re, d.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // listenAddr is the TCP address the daemon reported it listens on.
 func listenAddr(t testing.TB, d *daemon) string {
 	t.Helper()
-	m := regexp.MustCompile(`msg=serving .*listen=(\S+)`).FindStringSubmatch(d.logs())
-	if m == nil {
-		t.Fatalf("the daemon did not log its TCP address:\n%s", d.logs())
-	}
-	return m[1]
+	return waitLog(t, d, `msg=serving .*listen=(\S+)`)[1]
 }
 
 // fdCount is the number of descriptors process pid holds.
