@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"os"
 	"os/signal"
@@ -14,6 +15,7 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/cmd/skillfs/internal/daemon"
+	"skillfs/skills"
 )
 
 // examples are the bundled skills `serve` registers as builtins.
@@ -48,13 +50,11 @@ func (c *cli) serve(args []string) error {
 		if *tokenFile == "" {
 			return fmt.Errorf("--listen needs --token-file: %w", errUsage)
 		}
-		b, err := os.ReadFile(*tokenFile)
+		t, err := readTokenFile(*tokenFile)
 		if err != nil {
-			return fmt.Errorf("read token file: %w", err)
+			return err
 		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return fmt.Errorf("token file %q is empty: %w", *tokenFile, errUsage)
-		}
+		token = t
 	}
 	home, err := c.homeDir()
 	if err != nil {
@@ -99,6 +99,39 @@ func (c *cli) serve(args []string) error {
 		Setup:          setup,
 		RequestTimeout: *reqTimeout,
 	})
+}
+
+// readTokenFile reads the bearer token from path, which must be a regular
+// file only its owner can read or write: anyone else who can read it holds
+// the API, and anyone who can write it chooses the token. The checks are
+// made on the open descriptor, so the file checked is the file read; the
+// open does not block on a FIFO.
+func readTokenFile(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", fmt.Errorf("open token file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("token file %q: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("token file %q is not a regular file (%v): %w", path, fi.Mode().Type(), skills.ErrSpecialFile)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("token file %q has mode %04o: group and others must have no access; run chmod 600 %q: %w",
+			path, perm, path, skills.ErrInvalid)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", fmt.Errorf("read token file %q: %w", path, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("token file %q is empty: %w", path, errUsage)
+	}
+	return token, nil
 }
 
 // syncExamples installs (or re-syncs) the bundled skills as builtins. Embedded

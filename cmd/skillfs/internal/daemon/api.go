@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -56,8 +57,8 @@ func (d *Daemon) routes(token string) http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		err := d.Mount(r.Context(), r.PathValue("id"), req.Target, req.PID)
-		reply(w, map[string]any{"session": r.PathValue("id"), "target": req.Target, "pid": req.PID}, err)
+		b, err := d.Mount(r.Context(), r.PathValue("id"), req.Target, req.PID)
+		reply(w, map[string]any{"session": r.PathValue("id"), "target": b.Target, "pid": b.PID}, err)
 	})
 	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
 		target := r.URL.Query().Get("target")
@@ -123,6 +124,10 @@ func (d *Daemon) routes(token string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("Authorization")
 		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
+			// Close the connection after the answer: one without the
+			// token has nothing more to do here, and kept alive it would
+			// hold a descriptor and one of the listener's slots.
+			w.Header().Set("Connection", "close")
 			writeJSON(w, http.StatusUnauthorized, apiError{Error: "missing or wrong bearer token", Code: "permission"})
 			return
 		}
@@ -131,7 +136,9 @@ func (d *Daemon) routes(token string) http.Handler {
 }
 
 // stream sends events as server-sent events, one JSON object per event, with
-// a comment line every 15 s to keep idle connections alive.
+// a comment line every 15 s to keep idle connections alive. It lives as long
+// as its client reads: the API's read deadline covers request bodies only,
+// and its write deadline each write (withDeadlines).
 func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -228,11 +235,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// readJSON decodes a request body holding exactly one JSON value (1 MiB at
+// most, no unknown fields) into v, or answers 400 and returns false.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeErr(w, fmt.Errorf("request body: %v: %w", err, skills.ErrInvalid))
+		return false
+	}
+	// Anything after the value but white space is refused: "{…}{…}" is
+	// not one request, and acting on its first half would be a guess.
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); err != io.EOF {
+		writeErr(w, fmt.Errorf("request body: data after the JSON value: %w", skills.ErrInvalid))
 		return false
 	}
 	return true

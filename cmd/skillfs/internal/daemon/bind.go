@@ -17,33 +17,277 @@ import (
 )
 
 // A session is bound read-only at a target either in the daemon's own mount
-// namespace (PID 0: a plain bind mount) or inside the mount namespace of a
-// sandbox process. The latter uses a detached clone of the session's subtree
-// (open_tree) moved into place from a thread that joined the sandbox's
-// namespace (move_mount): that is also how a restarted daemon replaces the
-// dead mount a crash left inside a running sandbox.
+// namespace (PID 0) or inside the mount namespace of a sandbox process. Both
+// attach a detached, read-only clone of the session's subtree (open_tree)
+// onto a descriptor of the target (move_mount); for a sandbox, from a
+// thread that joined its namespace: that is also how a restarted daemon
+// replaces the dead mount a crash left inside a running sandbox.
+//
+// The target is resolved and opened in the namespace the bind is made in,
+// checked there by identity (device and inode, which a symlink or another
+// bind of the same directory cannot disguise) against the data directory and
+// the daemon's own mount, and the bind goes onto that open descriptor, so a
+// symlink swapped in after the check cannot redirect it. The resolved path is
+// what is recorded.
 
-// bindHere makes a read-only bind of src at target, creating target if missing.
-func bindHere(src, target string) error {
-	if err := os.MkdirAll(target, 0o755); err != nil {
-		return fmt.Errorf("create %q: %w", target, err)
+// fileID identifies a file independently of the paths that reach it.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(st *unix.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: st.Ino} }
+
+// fence is what a bind target must stay out of, identified in the daemon's
+// namespace: the data directory, and every file of the daemon's FUSE mount.
+type fence struct {
+	home    fileID
+	fuseDev uint64
+}
+
+// fence identifies the data directory and the mount now, so that one moved
+// or mounted again since the start is what counts.
+func (d *Daemon) fence() (*fence, error) {
+	var home, mnt unix.Stat_t
+	if err := unix.Stat(d.cat.Home(), &home); err != nil {
+		return nil, fmt.Errorf("stat the data directory: %w", err)
 	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %q at %q: %w", src, target, err)
+	if err := unix.Stat(d.mountRoot, &mnt); err != nil {
+		return nil, fmt.Errorf("stat the mount root: %w", err)
 	}
-	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
-	if err := unix.Mount("", target, "", flags, ""); err != nil {
-		unix.Unmount(target, unix.MNT_DETACH)
-		return fmt.Errorf("make bind at %q read-only: %w", target, err)
+	return &fence{home: idOf(&home), fuseDev: uint64(mnt.Dev)}, nil
+}
+
+// check refuses the directory open at fd (named path in messages) if it or
+// any of its ancestors, up to the root of the calling thread's namespace, is
+// the data directory or lies in the daemon's mount. A target that is itself
+// the root is refused too. The walk up follows "..", which crosses from the
+// root of a mount to where it is mounted, so it sees the ancestors the
+// target has there, whatever names they go by.
+func (f *fence) check(fd int, path string) error {
+	cur := fd
+	defer func() {
+		if cur != fd {
+			unix.Close(cur)
+		}
+	}()
+	for range 4096 {
+		var st unix.Stat_t
+		err := unix.Fstat(cur, &st)
+		switch {
+		case err != nil && cur == fd && isDeadMount(err):
+			// The dead mount of a crashed daemon's bind, to be replaced
+			// or stacked upon; its ancestors still count.
+		case err != nil:
+			return fmt.Errorf("mount target %q: %w", path, err)
+		case uint64(st.Dev) == f.fuseDev:
+			return fmt.Errorf("mount target %q is inside the daemon's own mount: %w", path, skills.ErrInvalid)
+		case idOf(&st) == f.home:
+			return fmt.Errorf("mount target %q is inside the data directory: %w", path, skills.ErrInvalid)
+		}
+		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("mount target %q: open a parent: %w", path, err)
+		}
+		root, err := isRootOf(cur, parent, &st)
+		if err != nil {
+			unix.Close(parent)
+			return fmt.Errorf("mount target %q: %w", path, err)
+		}
+		if root {
+			unix.Close(parent)
+			if cur == fd {
+				return fmt.Errorf("mount target %q is the root directory: %w", path, skills.ErrInvalid)
+			}
+			return nil
+		}
+		if cur != fd {
+			unix.Close(cur)
+		}
+		cur = parent
+	}
+	return fmt.Errorf("mount target %q is nested too deep: %w", path, skills.ErrLimit)
+}
+
+// isRootOf tells whether the directory open at cur (its stat in st, zero if
+// it could not be had) is the root, given its ".." open at parent: ".." of
+// the root is the root itself. The file alone does not tell: a directory
+// bound onto its own subdirectory has itself as "..", in another mount.
+func isRootOf(cur, parent int, st *unix.Stat_t) (bool, error) {
+	var pst unix.Stat_t
+	if err := unix.Fstat(parent, &pst); err != nil {
+		return false, fmt.Errorf("stat a parent: %w", err)
+	}
+	if st.Ino == 0 || idOf(&pst) != idOf(st) {
+		return false, nil
+	}
+	a, err := mountID(cur)
+	if err != nil {
+		return false, err
+	}
+	b, err := mountID(parent)
+	if err != nil {
+		return false, err
+	}
+	return a == b, nil
+}
+
+// mountID is the id of the mount the file open at fd is reached through.
+func mountID(fd int) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, fmt.Errorf("statx: %w", err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, errors.New("the kernel does not report mount ids (STATX_MNT_ID)")
+	}
+	return stx.Mnt_id, nil
+}
+
+// isDeadMount tells the errors of a FUSE mount whose server is gone.
+func isDeadMount(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
+}
+
+// target is a bind target opened in the namespace the bind is made in.
+type target struct {
+	fd   int    // O_PATH descriptor of the directory
+	path string // its path there, with every symlink resolved
+}
+
+// openTarget opens the directory at path (absolute and clean) as an O_PATH
+// descriptor, following symlinks as the calling thread's namespace resolves
+// them. With create, missing directories at its end are made, but only
+// below an existing ancestor that passed the fence (so a refused target
+// leaves nothing behind) and never through a symlink. With a fence, the
+// directory is checked against it. procFD is the daemon's /proc/self/fd,
+// opened in the daemon's namespace: a sandbox's /proc may not show the
+// daemon at all.
+func openTarget(path string, create bool, f *fence, procFD int) (*target, error) {
+	existing := path
+	var missing []string // innermost first
+	fd := -1
+	for {
+		var err error
+		fd, err = unix.Open(existing, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			break
+		}
+		if !create || !errors.Is(err, unix.ENOENT) || existing == "/" {
+			return nil, targetError(path, err)
+		}
+		missing = append(missing, filepath.Base(existing))
+		existing = filepath.Dir(existing)
+	}
+	fail := func(err error) (*target, error) {
+		unix.Close(fd)
+		return nil, err
+	}
+	if f != nil {
+		if err := f.check(fd, path); err != nil {
+			return fail(err)
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := unix.Mkdirat(fd, missing[i], 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fail(fmt.Errorf("create mount target %q: %w", path, err))
+		}
+		// O_NOFOLLOW: a symlink that appeared in the meantime is refused
+		// (ENOTDIR), not followed to wherever it points.
+		next, err := unix.Openat(fd, missing[i], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(targetError(path, err))
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	if f != nil && len(missing) > 0 {
+		if err := f.check(fd, path); err != nil {
+			return fail(err)
+		}
+	}
+	resolved, err := fdPath(procFD, fd)
+	if err != nil {
+		return fail(fmt.Errorf("mount target %q: %w", path, err))
+	}
+	return &target{fd: fd, path: resolved}, nil
+}
+
+// targetError names the target in an error opening it, marking the
+// caller's mistakes (a missing directory, a file in the way) as such.
+func targetError(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("mount target %q does not exist: %w", path, skills.ErrNotFound)
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+		return fmt.Errorf("mount target %q is not a directory (or reached through a symlink made while creating it): %w", path, skills.ErrInvalid)
+	}
+	return fmt.Errorf("mount target %q: %w", path, err)
+}
+
+// fdPath is the path of an open file as the calling thread's root sees it,
+// refused if it does not name the same file any more.
+func fdPath(procFD, fd int) (string, error) {
+	buf := make([]byte, unix.PathMax+1)
+	n, err := unix.Readlinkat(procFD, strconv.Itoa(fd), buf)
+	if err != nil {
+		return "", fmt.Errorf("read its path: %w", err)
+	}
+	p := string(buf[:n])
+	if n > unix.PathMax || !filepath.IsAbs(p) || strings.HasSuffix(p, " (deleted)") {
+		return "", fmt.Errorf("no usable path (%q): %w", p, skills.ErrInvalid)
+	}
+	var want, got unix.Stat_t
+	if err := unix.Fstat(fd, &want); err != nil {
+		if isDeadMount(err) {
+			return p, nil // nothing to compare; the parents were checked
+		}
+		return "", err
+	}
+	if err := unix.Stat(p, &got); err != nil || idOf(&got) != idOf(&want) {
+		return "", fmt.Errorf("its path %q names another file: %w", p, skills.ErrInvalid)
+	}
+	return p, nil
+}
+
+// isMountRoot tells whether the directory open at fd is the root of a mount.
+func isMountRoot(fd int) (bool, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return false, err
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, fmt.Errorf("the kernel does not tell mount roots (STATX_ATTR_MOUNT_ROOT)")
+	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// readOnlyTree clones the mount at src, detached and read-only, ready to be
+// attached anywhere.
+func readOnlyTree(src string) (int, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("clone %q: %w", src, err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("make %q read-only: %w", src, err)
+	}
+	return fd, nil
+}
+
+// attachTo attaches a detached tree onto the target's descriptor.
+func attachTo(tree int, t *target) error {
+	if err := unix.MoveMount(tree, "", t.fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach at %q: %w", t.path, err)
 	}
 	return nil
 }
 
-// unbind removes a bind, lazily if it is busy; not mounted is fine.
+// unbind removes a bind, lazily if it is busy; not mounted is fine. A
+// symlink now at the target is not followed.
 func unbind(target string) error {
-	err := unix.Unmount(target, 0)
+	err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
 	if errors.Is(err, unix.EBUSY) {
-		err = unix.Unmount(target, unix.MNT_DETACH)
+		err = unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 	}
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
 		return nil
@@ -60,15 +304,39 @@ func namespaceOf(pid int) (string, error) {
 	return ns, nil
 }
 
-// inNamespace runs fn on an OS thread that joined the mount namespace of
-// pid. The thread is never given back to the Go scheduler: the runtime ends
-// it when the goroutine returns, so no other goroutine runs in that namespace.
-func inNamespace(pid int, fn func() error) error {
+// openNamespace opens the mount namespace of pid and names it as
+// namespaceOf does, from the descriptor: the name is then that of the
+// namespace joined, even if pid ended and its number was reused meanwhile.
+func openNamespace(pid int) (int, string, error) {
 	nsfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open mount namespace of process %d: %w", pid, skills.ErrNotFound)
+		return -1, "", fmt.Errorf("open mount namespace of process %d: %w", pid, skills.ErrNotFound)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(nsfd, &st); err != nil {
+		unix.Close(nsfd)
+		return -1, "", fmt.Errorf("mount namespace of process %d: %w", pid, err)
+	}
+	return nsfd, fmt.Sprintf("mnt:[%d]", st.Ino), nil
+}
+
+// inNamespace runs fn on an OS thread that joined the mount namespace of
+// pid.
+func inNamespace(pid int, fn func() error) error {
+	nsfd, _, err := openNamespace(pid)
+	if err != nil {
+		return err
 	}
 	defer unix.Close(nsfd)
+	return inNamespaceFD(nsfd, pid, fn)
+}
+
+// inNamespaceFD runs fn on an OS thread that joined the mount namespace open
+// at nsfd (that of pid, named in errors). The thread is never given back to
+// the Go scheduler: the runtime ends it when the goroutine returns, so no
+// other goroutine runs in that namespace. Descriptors are the process's, so
+// those fn opens stay usable after it returns.
+func inNamespaceFD(nsfd, pid int, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // deliberately never unlocked
@@ -85,131 +353,227 @@ func inNamespace(pid int, fn func() error) error {
 	return <-done
 }
 
-// bindInto binds src read-only at target inside the mount namespace of pid,
-// replacing a dead mount left there by a crash. target must exist there.
-func bindInto(src string, pid int, target string) error {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+// attach binds session id read-only at b.Target, in the daemon's namespace
+// (PID 0, creating the target if missing) or in that of process b.PID (the
+// target must exist there; a dead mount left there by a crash is replaced).
+// taken, if not nil, sees the bind with its resolved target before anything
+// is mounted and can refuse it. attach returns the bind as made: resolved
+// target, and the namespace's name for a sandbox.
+func (d *Daemon) attach(id string, b skills.Bind, taken func(skills.Bind) error) (skills.Bind, error) {
+	// The target as given is checked first: a bind there already makes it
+	// resolve into the daemon's mount, which would hide the clearer
+	// conflict. Then again once resolved (and, for a sandbox, its
+	// namespace known).
+	checkTaken := func(b skills.Bind) error {
+		if taken == nil {
+			return nil
+		}
+		return taken(b)
+	}
+	if err := checkTaken(b); err != nil {
+		return b, err
+	}
+	f, err := d.fence()
 	if err != nil {
-		return fmt.Errorf("clone %q: %w", src, err)
+		return b, err
 	}
-	defer unix.Close(fd)
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return fmt.Errorf("make %q read-only: %w", src, err)
+	procFD, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return b, fmt.Errorf("open /proc/self/fd: %w", err)
 	}
-	return inNamespace(pid, func() error {
+	defer unix.Close(procFD)
+	tree, err := readOnlyTree(filepath.Join(d.mountRoot, id))
+	if err != nil {
+		return b, err
+	}
+	defer unix.Close(tree)
+
+	if b.PID == 0 {
+		t, err := openTarget(b.Target, true, f, procFD)
+		if err != nil {
+			return b, err
+		}
+		defer unix.Close(t.fd)
+		// Another bind there would hide this one or be hidden by it, and
+		// unmounting by path would then remove the wrong one. Rebinding
+		// after a crash cleared the dead mount first.
+		if root, err := isMountRoot(t.fd); err != nil {
+			return b, fmt.Errorf("mount target %q: %w", t.path, err)
+		} else if root {
+			return b, fmt.Errorf("mount target %q is already a mount point: %w", t.path, skills.ErrExists)
+		}
+		b.Target = t.path
+		if err := checkTaken(b); err != nil {
+			return b, err
+		}
+		return b, attachTo(tree, t)
+	}
+
+	nsfd, ns, err := openNamespace(b.PID)
+	if err != nil {
+		return b, err
+	}
+	defer unix.Close(nsfd)
+	if b.NS != "" && b.NS != ns {
+		return b, fmt.Errorf("process %d is in another mount namespace than when bound: %w", b.PID, skills.ErrNotFound)
+	}
+	b.NS = ns
+	var t *target
+	err = inNamespaceFD(nsfd, b.PID, func() error {
 		// A dead mount (ENOTCONN) is detached where the namespace allows
 		// it; where it does not (a locked mount), the new one is stacked on
-		// top. The sandbox's /proc may belong to another pid namespace, so
-		// this thread cannot read its own mountinfo: statfs tells instead.
+		// top. statfs reaches the filesystem's server, where stat may be
+		// answered from the kernel's cache.
 		var st unix.Statfs_t
-		err := unix.Statfs(target, &st)
-		if errors.Is(err, unix.ENOTCONN) {
-			unix.Unmount(target, unix.MNT_DETACH)
-		} else if err != nil {
-			return fmt.Errorf("target %q in process %d's namespace: %w", target, pid, err)
-		} else if fi, err := os.Stat(target); err != nil || !fi.IsDir() {
-			return fmt.Errorf("target %q in process %d's namespace is not a directory: %w", target, pid, skills.ErrInvalid)
+		if err := unix.Statfs(b.Target, &st); isDeadMount(err) {
+			unix.Unmount(b.Target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		}
-		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("attach at %q in process %d's namespace: %w", target, pid, err)
-		}
-		return nil
+		var err error
+		t, err = openTarget(b.Target, false, f, procFD)
+		return err
 	})
+	if err != nil {
+		return b, fmt.Errorf("in process %d's namespace: %w", b.PID, err)
+	}
+	defer unix.Close(t.fd)
+	b.Target = t.path
+	if err := checkTaken(b); err != nil {
+		return b, err
+	}
+	// move_mount wants the target in the caller's namespace.
+	if err := inNamespaceFD(nsfd, b.PID, func() error { return attachTo(tree, t) }); err != nil {
+		return b, fmt.Errorf("in process %d's namespace: %w", b.PID, err)
+	}
+	return b, nil
 }
 
-// attach makes one bind.
-func (d *Daemon) attach(id string, b skills.Bind) error {
-	src := filepath.Join(d.mountRoot, id)
-	if b.PID == 0 {
-		return bindHere(src, b.Target)
+// resolveIn resolves an existing path in the namespace a bind of pid is
+// made in, as attach records targets.
+func resolveIn(pid int, path string) (string, error) {
+	procFD, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("open /proc/self/fd: %w", err)
 	}
-	return bindInto(src, b.PID, b.Target)
+	defer unix.Close(procFD)
+	var resolved string
+	resolve := func() error {
+		t, err := openTarget(path, false, nil, procFD)
+		if err != nil {
+			return err
+		}
+		unix.Close(t.fd)
+		resolved = t.path
+		return nil
+	}
+	if pid == 0 {
+		err = resolve()
+	} else {
+		err = inNamespace(pid, resolve)
+	}
+	return resolved, err
 }
 
 // detach removes one bind; a sandbox that is gone took its binds with it.
-func detach(b skills.Bind) error {
-	if b.PID == 0 {
+// Only the daemon's own filesystem is unmounted, or a dead mount: whatever
+// else is now on top at the target (a mount someone made over the bind, or
+// one found there by rebind) is someone else's and stays.
+func (d *Daemon) detach(b skills.Bind) error {
+	f, err := d.fence()
+	if err != nil {
+		return err
+	}
+	remove := func() error {
+		var st unix.Stat_t
+		err := unix.Lstat(b.Target, &st)
+		switch {
+		case isDeadMount(err):
+		case errors.Is(err, unix.ENOENT):
+			return nil
+		case err != nil:
+			return fmt.Errorf("stat bind target %q: %w", b.Target, err)
+		case uint64(st.Dev) != f.fuseDev:
+			d.log.Warn("bind target holds another filesystem: left alone", "target", b.Target, "pid", b.PID)
+			return nil
+		}
 		return unbind(b.Target)
 	}
-	if ns, err := namespaceOf(b.PID); err != nil || ns != b.NS {
+	if b.PID == 0 {
+		return remove()
+	}
+	nsfd, ns, err := openNamespace(b.PID)
+	if err != nil {
 		return nil
 	}
-	return inNamespace(b.PID, func() error { return unbind(b.Target) })
+	defer unix.Close(nsfd)
+	if ns != b.NS {
+		return nil // the number now belongs to another process
+	}
+	return inNamespaceFD(nsfd, b.PID, remove)
 }
 
 // Mount binds a session read-only at target — in the daemon's namespace, or
 // (pid > 0) in the mount namespace of that process — and records it so that
-// a restart re-attaches it.
-func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) error {
+// a restart re-attaches it. It returns the bind as recorded, with the target
+// resolved in that namespace.
+func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) (skills.Bind, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, err := d.Session(ctx, id); err != nil {
-		return err
+		return skills.Bind{}, err
 	}
 	if !filepath.IsAbs(target) || pid < 0 {
-		return fmt.Errorf("mount target %q must be an absolute path (and pid not negative): %w", target, skills.ErrInvalid)
+		return skills.Bind{}, fmt.Errorf("mount target %q must be an absolute path (and pid not negative): %w", target, skills.ErrInvalid)
 	}
-	b := skills.Bind{Target: filepath.Clean(target), PID: pid}
-	if err := d.checkTarget(ctx, b); err != nil {
-		return err
-	}
-	if pid > 0 {
-		ns, err := namespaceOf(pid)
-		if err != nil {
-			return err
-		}
-		b.NS = ns
-	}
-	if err := d.attach(id, b); err != nil {
-		return err
+	b, err := d.attach(id, skills.Bind{Target: filepath.Clean(target), PID: pid}, func(b skills.Bind) error {
+		return d.checkTaken(ctx, b)
+	})
+	if err != nil {
+		return skills.Bind{}, err
 	}
 	if err := d.cat.DB().AddBind(ctx, id, b); err != nil {
-		detach(b)
-		return err
+		if derr := d.detach(b); derr != nil {
+			d.log.Error("remove a bind that could not be recorded", "session", id, "target", b.Target, "pid", b.PID, "err", derr)
+		}
+		return skills.Bind{}, err
 	}
 	d.log.Info("session bound", "session", id, "target", b.Target, "pid", b.PID)
-	return nil
+	return b, nil
 }
 
-// checkTarget refuses a target that is already taken: another bind there
-// would hide the first, and unmounting by path would then expose the wrong
-// session. Targets inside the data directory are refused too.
-func (d *Daemon) checkTarget(ctx context.Context, b skills.Bind) error {
-	if b.PID == 0 {
-		home := d.cat.Home()
-		if b.Target == home || strings.HasPrefix(b.Target, home+"/") || b.Target == "/" {
-			return fmt.Errorf("mount target %q: not inside the data directory or at /: %w", b.Target, skills.ErrInvalid)
+// checkTaken refuses a target that another open session is bound at in the
+// same namespace: another bind there would hide the first, and unmounting by
+// path would then expose the wrong session.
+func (d *Daemon) checkTaken(ctx context.Context, b skills.Bind) error {
+	self, err := namespaceOf(os.Getpid())
+	if err != nil {
+		return err
+	}
+	nsOf := func(b skills.Bind) string {
+		if b.PID == 0 {
+			return self
 		}
+		return b.NS
 	}
 	list, err := d.cat.DB().OpenSessions(ctx)
 	if err != nil {
 		return err
 	}
 	for _, s := range list {
-		binds, _ := d.cat.DB().Binds(ctx, s.ID)
+		binds, err := d.cat.DB().Binds(ctx, s.ID)
+		if err != nil {
+			return err
+		}
 		for _, o := range binds {
-			if o.Target == b.Target && (o.PID == b.PID || (o.PID != 0 && b.PID != 0 && o.NS == b.NS)) {
+			if o.Target == b.Target && (o.PID == b.PID || nsOf(o) == nsOf(b)) {
 				return fmt.Errorf("mount target %q is taken by session %s: %w", b.Target, s.ID, skills.ErrExists)
 			}
 		}
 	}
-	if b.PID == 0 && isMountPoint(b.Target) {
-		return fmt.Errorf("mount target %q is already a mount point: %w", b.Target, skills.ErrExists)
-	}
 	return nil
 }
 
-// isMountPoint tells a mount point by its device differing from its parent's.
-func isMountPoint(path string) bool {
-	var st, parent unix.Stat_t
-	if unix.Lstat(path, &st) != nil || unix.Lstat(filepath.Dir(path), &parent) != nil {
-		return false
-	}
-	return st.Dev != parent.Dev
-}
-
 // Unmount removes a session's bind at target (in pid's namespace if pid > 0).
+// target may be the path given to Mount or the resolved one it recorded.
 func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -221,21 +585,36 @@ func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error 
 		return err
 	}
 	target = filepath.Clean(target)
-	for _, b := range binds {
-		if b.Target != target || b.PID != pid {
-			continue
+	find := func(target string) (skills.Bind, bool) {
+		for _, b := range binds {
+			if b.Target == target && b.PID == pid {
+				return b, true
+			}
 		}
-		if err := detach(b); err != nil {
-			return fmt.Errorf("unmount %q: %w", target, err)
-		}
-		return d.cat.DB().RemoveBind(ctx, id, b)
+		return skills.Bind{}, false
 	}
-	return fmt.Errorf("session %s is not mounted at %q (pid %d): %w", id, target, pid, skills.ErrNotFound)
+	b, ok := find(target)
+	if !ok && filepath.IsAbs(target) && pid >= 0 {
+		// A path that does not resolve is not where anything is bound.
+		if resolved, err := resolveIn(pid, target); err == nil {
+			b, ok = find(resolved)
+		}
+	}
+	if !ok {
+		return fmt.Errorf("session %s is not mounted at %q (pid %d): %w", id, target, pid, skills.ErrNotFound)
+	}
+	if err := d.detach(b); err != nil {
+		return fmt.Errorf("unmount %q: %w", b.Target, err)
+	}
+	return d.cat.DB().RemoveBind(ctx, id, b)
 }
 
 // rebind re-attaches the binds of restored sessions, replacing the dead
 // mounts a crash left. A bind whose sandbox is gone (its process ended or
-// now lives in another namespace) is forgotten.
+// now lives in another namespace) is forgotten. A live mount found at a
+// target is left alone: the previous daemon's binds died with it, so a live
+// one belongs to someone else (another daemon serving a copy of the data
+// directory, an operator's mount).
 func (d *Daemon) rebind(ctx context.Context) {
 	list, err := d.cat.DB().OpenSessions(ctx)
 	if err != nil {
@@ -245,39 +624,57 @@ func (d *Daemon) rebind(ctx context.Context) {
 	for _, s := range list {
 		binds, err := d.cat.DB().Binds(ctx, s.ID)
 		if err != nil {
+			d.log.Error("list binds to rebind", "session", s.ID, "err", err)
 			continue
 		}
 		for _, b := range binds {
 			if b.PID > 0 {
 				if ns, err := namespaceOf(b.PID); err != nil || ns != b.NS {
 					d.log.Info("sandbox gone: bind forgotten", "session", s.ID, "target", b.Target, "pid", b.PID)
-					d.cat.DB().RemoveBind(ctx, s.ID, b)
+					if err := d.cat.DB().RemoveBind(ctx, s.ID, b); err != nil {
+						d.log.Error("forget bind", "session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
+					}
 					continue
 				}
-			} else {
-				skfs.ClearStale(b.Target)
-				unbind(b.Target)
+			} else if err := skfs.ClearStale(b.Target); err != nil {
+				d.log.Warn("bind target holds a live mount or cannot be cleared: session not rebound there",
+					"session", s.ID, "target", b.Target, "err", err)
+				continue
 			}
-			if err := d.attach(s.ID, b); err != nil {
+			got, err := d.attach(s.ID, b, nil)
+			if err != nil {
 				d.log.Error("rebind session", "session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
 				continue
 			}
-			d.log.Info("session rebound", "session", s.ID, "target", b.Target, "pid", b.PID)
+			if got.Target != b.Target { // recorded before targets were resolved
+				if err := d.cat.DB().RemoveBind(ctx, s.ID, b); err != nil {
+					d.log.Error("update bind record", "session", s.ID, "target", b.Target, "err", err)
+				} else if err := d.cat.DB().AddBind(ctx, s.ID, got); err != nil {
+					d.log.Error("update bind record", "session", s.ID, "target", got.Target, "err", err)
+				}
+			}
+			d.log.Info("session rebound", "session", s.ID, "target", got.Target, "pid", got.PID)
 		}
 	}
 }
 
 // unbindAll detaches every bind at shutdown, sandboxes' included, so the
-// filesystem is really released; the records stay for the next start.
+// filesystem is really released; the records stay for the next start. With
+// nothing to return an error to at shutdown, failures are logged.
 func (d *Daemon) unbindAll(ctx context.Context) {
 	list, err := d.cat.DB().OpenSessions(ctx)
 	if err != nil {
+		d.log.Error("list sessions to unbind", "err", err)
 		return
 	}
 	for _, s := range list {
-		binds, _ := d.cat.DB().Binds(ctx, s.ID)
+		binds, err := d.cat.DB().Binds(ctx, s.ID)
+		if err != nil {
+			d.log.Error("list binds to unbind", "session", s.ID, "err", err)
+			continue
+		}
 		for _, b := range binds {
-			if err := detach(b); err != nil {
+			if err := d.detach(b); err != nil {
 				d.log.Warn("unmount bind", "target", b.Target, "pid", b.PID, "err", err)
 			}
 		}

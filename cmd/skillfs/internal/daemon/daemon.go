@@ -49,6 +49,18 @@ type Options struct {
 	// stays unanswered this long (see fs.Options.RequestTimeout); 0 leaves
 	// the kernel's default.
 	RequestTimeout time.Duration
+
+	// Limits of the API's connections, on the socket and the TCP listener
+	// alike; zero or less picks the Default… constant. The event streams
+	// are bound by none of the timeouts while their client keeps reading.
+	HeaderTimeout time.Duration // to read a request's header
+	ReadTimeout   time.Duration // to read a request's body, from the end of its header
+	WriteTimeout  time.Duration // for each write of a response to complete
+	IdleTimeout   time.Duration // a kept-alive connection waiting for its next request
+	// MaxConns caps the open TCP connections; further clients wait in the
+	// kernel's accept queue. The Unix socket is not capped: only root can
+	// reach it.
+	MaxConns int
 }
 
 // Daemon is a running skillfs serve.
@@ -102,6 +114,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.netDefaults()
 	if opts.TCPAddr != "" && opts.Token == "" {
 		return fmt.Errorf("a TCP listener needs a token")
 	}
@@ -182,7 +195,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		return fmt.Errorf("listen on %q: %w", sock, err)
 	}
 	defer os.Remove(sock)
-	httpSrv := &http.Server{Handler: d.routes(""), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := apiServer(d.routes(""), opts)
 	var wg sync.WaitGroup
 	serve := func(s *http.Server, l net.Listener) {
 		defer wg.Done()
@@ -193,6 +206,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	wg.Add(1)
 	go serve(httpSrv, ln)
 	var tcpSrv *http.Server
+	tcpAddr := ""
 	if opts.TCPAddr != "" {
 		tl, err := net.Listen("tcp", opts.TCPAddr)
 		if err != nil {
@@ -204,18 +218,25 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 			httpSrv.Close()
 			return fmt.Errorf("listen on %s: only loopback addresses are allowed", opts.TCPAddr)
 		}
-		tcpSrv = &http.Server{Handler: d.routes(opts.Token), ReadHeaderTimeout: 10 * time.Second}
+		tcpAddr = tl.Addr().String() // the port chosen when asked for port 0
+		tcpSrv = apiServer(d.routes(opts.Token), opts)
 		wg.Add(1)
-		go serve(tcpSrv, tl)
+		go serve(tcpSrv, limitListener(tl, opts.MaxConns))
 	}
 
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	wg.Add(1)
 	go func() { defer wg.Done(); d.rec.run(flushCtx, opts.FlushEvery) }()
 
-	log.Info("serving", "mount", opts.MountRoot, "socket", sock, "sessions", len(srv.Sessions()))
+	attrs := []any{"mount", opts.MountRoot, "socket", sock, "sessions", len(srv.Sessions())}
+	ready := fmt.Sprintf("skillfs ready: mount %s socket %s", opts.MountRoot, sock)
+	if tcpAddr != "" {
+		attrs = append(attrs, "listen", tcpAddr, "max_conns", opts.MaxConns)
+		ready += " listen " + tcpAddr
+	}
+	log.Info("serving", attrs...)
 	if opts.Ready != nil {
-		fmt.Fprintf(opts.Ready, "skillfs ready: mount %s socket %s\n", opts.MountRoot, sock)
+		fmt.Fprintln(opts.Ready, ready)
 	}
 	var lost error
 	select {

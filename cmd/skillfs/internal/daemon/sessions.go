@@ -206,7 +206,10 @@ func (d *Daemon) Sessions(ctx context.Context) ([]*SessionInfo, error) {
 	}
 	out := make([]*SessionInfo, len(list))
 	for i, s := range list {
-		mounts, _ := d.cat.DB().Binds(ctx, s.ID)
+		mounts, err := d.cat.DB().Binds(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
 		out[i] = d.info(s, mounts)
 	}
 	return out, nil
@@ -234,6 +237,11 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 			return nil, err
 		}
 	}
+	// Read before changing anything, so a failure leaves the session as it was.
+	mounts, err := d.cat.DB().Binds(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
 		return nil, err
 	}
@@ -244,7 +252,6 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	skipped = append(skipped, fromSkipped(lost)...)
 	s.Pins = pins
 	d.events.publish(Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
-	mounts, _ := d.cat.DB().Binds(ctx, id)
 	info := d.info(s, mounts)
 	info.Skipped = toSkipped(skipped)
 	return info, nil
@@ -257,9 +264,14 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 	if _, err := d.Session(ctx, id); err != nil {
 		return err
 	}
-	binds, _ := d.cat.DB().Binds(ctx, id)
+	// Without the list the binds would stay mounted, serving a session
+	// recorded as closed: refuse instead.
+	binds, err := d.cat.DB().Binds(ctx, id)
+	if err != nil {
+		return err
+	}
 	for _, b := range binds {
-		if err := detach(b); err != nil {
+		if err := d.detach(b); err != nil {
 			d.log.Warn("unmount session bind", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 		}
 	}

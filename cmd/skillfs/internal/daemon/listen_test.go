@@ -1,0 +1,283 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// short are limits small enough for tests to wait them out.
+var short = Options{
+	HeaderTimeout: 200 * time.Millisecond,
+	ReadTimeout:   200 * time.Millisecond,
+	WriteTimeout:  200 * time.Millisecond,
+	IdleTimeout:   200 * time.Millisecond,
+	MaxConns:      8,
+}
+
+// hang bounds every wait for something that must happen: far above the
+// limits under test, so only a hang reaches it.
+const hang = 10 * time.Second
+
+// serveTCP serves h on a loopback port the way Run serves the TCP listener
+// and returns its address.
+func serveTCP(t *testing.T, h http.Handler, opts Options) string {
+	t.Helper()
+	opts.netDefaults()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := apiServer(h, opts)
+	done := make(chan struct{})
+	go func() { srv.Serve(limitListener(l, opts.MaxConns)); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return l.Addr().String()
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(hang))
+	return c
+}
+
+// TestUnauthorisedConnectionIsClosed: a request without the token gets its
+// 401 and then the connection ends, instead of idling on as a keep-alive.
+func TestUnauthorisedConnectionIsClosed(t *testing.T) {
+	d := &Daemon{events: newHub()}
+	addr := serveTCP(t, d.routes("secret"), Options{}) // default limits: idle 60 s
+	c := dial(t, addr)
+	fmt.Fprint(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("status %d, close %v; want 401 announcing the close", resp.StatusCode, resp.Close)
+	}
+	start := time.Now()
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after the 401 the connection gave %d bytes, %v; want EOF (waited %v)", n, err, time.Since(start))
+	}
+}
+
+// TestSlowBodyIsDropped: a client with the token that sends its body a byte
+// at a time is cut off after the read timeout.
+func TestSlowBodyIsDropped(t *testing.T) {
+	d := &Daemon{events: newHub()}
+	addr := serveTCP(t, d.routes("secret"), short)
+	c := dial(t, addr)
+	fmt.Fprint(c, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a trickled body after %v: %v", time.Since(start), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", resp.StatusCode)
+	}
+	t.Logf("trickled body refused after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestLongHandlerKeepsItsContext: a handler that has read its body may run
+// far longer than the read timeout without its context being cancelled, as
+// an http.Server ReadTimeout would do through its background read.
+func TestLongHandlerKeepsItsContext(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(5 * short.ReadTimeout):
+		}
+		fmt.Fprint(w, "done")
+	})
+	addr := serveTCP(t, h, short)
+	client := &http.Client{Timeout: hang}
+	resp, err := client.Post("http://"+addr+"/", "text/plain", strings.NewReader("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "done" {
+		t.Fatalf("answer %q, %v; want the handler to finish", b, err)
+	}
+}
+
+// TestStalledReaderIsDropped: a response to a client that stops reading
+// fails once a write has stalled for the write timeout.
+func TestStalledReaderIsDropped(t *testing.T) {
+	failed := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range 1 << 14 { // 1 GiB: far beyond any socket buffer
+			if _, err := w.Write(chunk); err != nil {
+				failed <- err
+				return
+			}
+		}
+		failed <- nil
+	})
+	addr := serveTCP(t, h, short)
+	c := dial(t, addr)
+	fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Fatal("a gigabyte went to a client that reads nothing")
+		}
+	case <-time.After(hang):
+		t.Fatal("the write to a client that stopped reading never failed")
+	}
+}
+
+// TestStreamOutlivesTimeouts: an event stream stays open well past every
+// timeout and still delivers, on the TCP listener and the Unix socket.
+func TestStreamOutlivesTimeouts(t *testing.T) {
+	d := &Daemon{events: newHub()}
+	tcp := serveTCP(t, d.routes("secret"), short)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := short
+	opts.netDefaults()
+	usrv := apiServer(d.routes(""), opts)
+	go usrv.Serve(ul)
+	t.Cleanup(func() { usrv.Close() })
+
+	for name, connect := range map[string]func(*testing.T) net.Conn{
+		"tcp":  func(t *testing.T) net.Conn { return dial(t, tcp) },
+		"unix": func(t *testing.T) net.Conn { return dialUnix(t, sock) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t)
+			fmt.Fprint(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n\r\n")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("open the stream: %v, %v", resp, err)
+			}
+			time.Sleep(5 * short.ReadTimeout) // all four timeouts pass
+			d.events.publish(Event{Type: "activated", Session: "s1", Slug: "pdf"})
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("the stream ended after the timeouts: %v", err)
+				}
+				if strings.HasPrefix(line, "data: ") {
+					if !strings.Contains(line, `"pdf"`) {
+						t.Fatalf("event %q", line)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
+func dialUnix(t *testing.T, path string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(hang))
+	return c
+}
+
+// TestCapListener: at the cap, Accept waits until a connection closes;
+// closing one twice frees one slot; Close ends a waiting Accept.
+func TestCapListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := limitListener(l, 2)
+	defer capped.Close()
+	accepted := make(chan net.Conn, 10)
+	acceptErr := make(chan error, 1)
+	go func() {
+		for {
+			c, err := capped.Accept()
+			if err != nil {
+				acceptErr <- err
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 4 {
+		dial(t, l.Addr().String())
+	}
+	first, second := <-accepted, <-accepted
+	// Two more clients are connected (in the kernel's queue); none may be
+	// handed out while two are open. A late handout shows up below too.
+	select {
+	case c := <-accepted:
+		t.Fatalf("a third connection %v was accepted over the cap of 2", c.RemoteAddr())
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	first.Close() // must not free a second slot
+	select {
+	case <-accepted:
+	case <-time.After(hang):
+		t.Fatal("closing a connection did not let the next one in")
+	}
+	select {
+	case c := <-accepted:
+		t.Fatalf("a double close freed two slots: %v accepted", c.RemoteAddr())
+	case <-time.After(200 * time.Millisecond):
+	}
+	second.Close()
+	<-accepted
+	capped.Close() // the accept loop is now waiting for a slot
+	select {
+	case err := <-acceptErr:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Accept after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(hang):
+		t.Fatal("Close did not end an Accept waiting for a slot")
+	}
+}
