@@ -663,7 +663,8 @@ func TestConcurrentActivationsSurviveRestart(t *testing.T) {
 }
 
 // TestOpensDuringShutdownAreCounted: every open that succeeded is counted,
-// also those made while the daemon shuts down. The window is short, so this
+// also those made while the daemon shuts down (and at most the few answered
+// as it exits are counted without reaching their reader). The window is short, so this
 // hammers opens from several goroutines across the SIGTERM.
 func TestOpensDuringShutdownAreCounted(t *testing.T) {
 	e := newEnv(t)
@@ -696,7 +697,11 @@ func TestOpensDuringShutdownAreCounted(t *testing.T) {
 	}
 	wg.Wait()
 	e.serve()
-	if got := e.activationsOf(s.ID).opens("commit-messages"); got != opened {
+	// No open that succeeded goes uncounted. An open the daemon answered in
+	// the instant it exits may be counted although its answer never reached
+	// the reader (the process is gone before the reply is written): at most
+	// one per reader.
+	if got := e.activationsOf(s.ID).opens("commit-messages"); got < opened || got > opened+4 {
 		t.Errorf("%d opens succeeded, %d were recorded", opened, got)
 	}
 }
