@@ -98,12 +98,85 @@ func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) erro
 }
 
 // Run serves until ctx is cancelled, then unmounts everything, flushes
-// activations and returns nil. If the mount ends first (its connection
-// aborted, or unmounted from outside) it shuts down the same way and
-// returns an error.
+// activations and returns nil. It returns an error when the mount is lost
+// from under it (a restart then mounts again and re-attaches the binds).
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
+	opts.defaults(cat.Home())
+	if opts.TCPAddr != "" && opts.Token == "" {
+		return fmt.Errorf("a TCP listener needs a token")
+	}
+	log := opts.Logger
+	release, err := lockHome(cat.Home())
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := reconcile(ctx, cat, log); err != nil {
+		return err
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(ctx); err != nil {
+			return err
+		}
+	}
+	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
+	closeSpill, err := d.startRecorder(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeSpill()
+	if soft, hard, err := skfs.RaiseFileLimit(); err != nil {
+		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
+	} else {
+		log.Info("open file limit", "soft", soft, "hard", hard)
+	}
+	unmount, err := d.mount(opts)
+	if err != nil {
+		return err
+	}
+	defer unmount() // on early errors
+	if err := d.restore(ctx); err != nil {
+		return err
+	}
+	d.rebind(ctx)
+	api, err := d.listen(opts)
+	if err != nil {
+		return err
+	}
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	flushed := make(chan struct{})
+	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
+	api.ready(opts, len(d.fs.Sessions()))
+
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-d.fs.Done():
+		// Serving a dead mount helps nobody: exit, so a restart mounts
+		// again and re-attaches the binds.
+		lost = fmt.Errorf("skill filesystem mount at %q lost", opts.MountRoot)
+		log.Error("skill filesystem mount lost", "mountpoint", opts.MountRoot)
+	}
+
+	log.Info("shutting down")
+	d.events.closeAll()
+	api.shutdown()
+	d.unbindAll(context.Background())
+	// Opens keep arriving until the filesystem stops serving: flush after,
+	// and fail any open still arriving (a sandbox may hold the connection).
+	unmount()
+	stopFlush()
+	<-flushed
+	if err := d.rec.close(); err != nil {
+		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
+	}
+	return lost
+}
+
+// defaults fills unset options.
+func (opts *Options) defaults(home string) {
 	if opts.MountRoot == "" {
-		opts.MountRoot = filepath.Join(cat.Home(), "mnt")
+		opts.MountRoot = filepath.Join(home, "mnt")
 	}
 	if opts.AgentPath == "" {
 		opts.AgentPath = "/home/gem/skills"
@@ -115,155 +188,145 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.netDefaults()
-	if opts.TCPAddr != "" && opts.Token == "" {
-		return fmt.Errorf("a TCP listener needs a token")
-	}
-	log := opts.Logger
-	// One daemon per data directory: a second one would steal the socket
-	// and re-point the binds while the first still serves.
-	lock, err := os.OpenFile(filepath.Join(cat.Home(), "serve.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+}
+
+// lockHome takes the data directory for this daemon. One daemon per data
+// directory: a second one would steal the socket and re-point the binds
+// while the first still serves.
+func lockHome(home string) (release func(), err error) {
+	lock, err := os.OpenFile(filepath.Join(home, "serve.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return fmt.Errorf("open serve lock: %w", err)
+		return nil, fmt.Errorf("open serve lock: %w", err)
 	}
-	defer lock.Close()
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return fmt.Errorf("another skillfs serve is running on %q: %w", cat.Home(), skills.ErrExists)
+		lock.Close()
+		return nil, fmt.Errorf("another skillfs serve is running on %q: %w", home, skills.ErrExists)
 	}
-	if err := reconcile(ctx, cat, log); err != nil {
-		return err
-	}
-	if opts.Setup != nil {
-		if err := opts.Setup(ctx); err != nil {
-			return err
-		}
-	}
-	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
-	d.rec = newRecorder(cat.DB(), d.events, log)
-	spill, spilled, reserveErr, err := openSpill(filepath.Join(cat.Home(), SpillName))
+	return func() { lock.Close() }, nil
+}
+
+// startRecorder makes the activation recorder, with the spill file that
+// keeps what the last shutdown could not store, and applies what it holds.
+func (d *Daemon) startRecorder(ctx context.Context) (closeSpill func(), err error) {
+	d.rec = newRecorder(d.cat.DB(), d.events, d.log)
+	spill, spilled, reserveErr, err := openSpill(filepath.Join(d.cat.Home(), SpillName))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer spill.close()
 	if reserveErr != nil {
-		log.Warn("activation spill not reserved: opens the index cannot take at shutdown may be lost on a full disk", "err", reserveErr)
+		d.log.Warn("activation spill not reserved: opens the index cannot take at shutdown may be lost on a full disk", "err", reserveErr)
 	}
 	d.rec.useSpill(ctx, spill, spilled)
-	if soft, hard, err := skfs.RaiseFileLimit(); err != nil {
-		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
-	} else {
-		log.Info("open file limit", "soft", soft, "hard", hard)
-	}
+	return func() { spill.close() }, nil
+}
 
+// mount mounts the shared filesystem, clearing a dead mount a crash left,
+// and returns the function that unmounts it (once).
+func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 	if err := skfs.ClearStale(opts.MountRoot); err != nil {
-		return fmt.Errorf("prepare the mount root: %w", err)
+		return nil, fmt.Errorf("prepare the mount root: %w", err)
 	}
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
-		return fmt.Errorf("create mount root: %w", err)
+		return nil, fmt.Errorf("create mount root: %w", err)
 	}
-	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: log, Debug: opts.Debug, Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout})
+	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
+		Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout})
 	if err != nil {
-		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
+		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
-	log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
+	d.log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
 		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
 	if opts.Passthrough && !srv.PassthroughSupported() {
-		log.Warn("passthrough asked for, but the kernel does not offer it: reads go through the daemon")
+		d.log.Warn("passthrough asked for, but the kernel does not offer it: reads go through the daemon")
 	}
-	unmounted := false
-	unmount := func() {
-		if unmounted {
-			return
-		}
-		unmounted = true
-		if err := srv.Unmount(); err != nil {
-			log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
-		}
-	}
-	defer unmount() // on early errors
-	if err := d.restore(ctx); err != nil {
-		return err
-	}
-	d.rebind(ctx)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if err := srv.Unmount(); err != nil {
+				d.log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
+			}
+		})
+	}, nil
+}
 
-	sock := filepath.Join(cat.Home(), SocketName)
-	os.Remove(sock)
+// apiServers are the API's listeners: the Unix socket, and optionally a
+// loopback TCP address.
+type apiServers struct {
+	log     *slog.Logger
+	sock    string
+	tcpAddr string
+	unix    *http.Server
+	tcp     *http.Server
+	wg      sync.WaitGroup
+}
+
+// listen serves the API on the socket (created 0600) and, when asked, on
+// loopback TCP behind the token with a connection cap.
+func (d *Daemon) listen(opts Options) (*apiServers, error) {
+	a := &apiServers{log: d.log, sock: filepath.Join(d.cat.Home(), SocketName)}
+	os.Remove(a.sock)
 	old := unix.Umask(0o177) // the socket is created 0600, never wider even for a moment
-	ln, err := net.Listen("unix", sock)
+	ln, err := net.Listen("unix", a.sock)
 	unix.Umask(old)
 	if err != nil {
-		return fmt.Errorf("listen on %q: %w", sock, err)
+		return nil, fmt.Errorf("listen on %q: %w", a.sock, err)
 	}
-	defer os.Remove(sock)
-	httpSrv := apiServer(d.routes(""), opts)
-	var wg sync.WaitGroup
-	serve := func(s *http.Server, l net.Listener) {
-		defer wg.Done()
-		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("api server", "err", err)
-		}
+	a.unix = apiServer(d.routes(""), opts)
+	a.serve(a.unix, ln)
+	if opts.TCPAddr == "" {
+		return a, nil
 	}
-	wg.Add(1)
-	go serve(httpSrv, ln)
-	var tcpSrv *http.Server
-	tcpAddr := ""
-	if opts.TCPAddr != "" {
-		tl, err := net.Listen("tcp", opts.TCPAddr)
-		if err != nil {
-			httpSrv.Close()
-			return fmt.Errorf("listen on %s: %w", opts.TCPAddr, err)
-		}
-		if a, ok := tl.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+	tl, err := net.Listen("tcp", opts.TCPAddr)
+	if err == nil {
+		if addr, ok := tl.Addr().(*net.TCPAddr); !ok || !addr.IP.IsLoopback() {
 			tl.Close()
-			httpSrv.Close()
-			return fmt.Errorf("listen on %s: only loopback addresses are allowed", opts.TCPAddr)
+			err = fmt.Errorf("only loopback addresses are allowed")
 		}
-		tcpAddr = tl.Addr().String() // the port chosen when asked for port 0
-		tcpSrv = apiServer(d.routes(opts.Token), opts)
-		wg.Add(1)
-		go serve(tcpSrv, limitListener(tl, opts.MaxConns))
 	}
-
-	flushCtx, stopFlush := context.WithCancel(context.Background())
-	wg.Add(1)
-	go func() { defer wg.Done(); d.rec.run(flushCtx, opts.FlushEvery) }()
-
-	attrs := []any{"mount", opts.MountRoot, "socket", sock, "sessions", len(srv.Sessions())}
-	ready := fmt.Sprintf("skillfs ready: mount %s socket %s", opts.MountRoot, sock)
-	if tcpAddr != "" {
-		attrs = append(attrs, "listen", tcpAddr, "max_conns", opts.MaxConns)
-		ready += " listen " + tcpAddr
+	if err != nil {
+		a.shutdown()
+		return nil, fmt.Errorf("listen on %s: %w", opts.TCPAddr, err)
 	}
-	log.Info("serving", attrs...)
+	a.tcpAddr = tl.Addr().String() // the port chosen when asked for port 0
+	a.tcp = apiServer(d.routes(opts.Token), opts)
+	a.serve(a.tcp, limitListener(tl, opts.MaxConns))
+	return a, nil
+}
+
+func (a *apiServers) serve(s *http.Server, l net.Listener) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("api server", "err", err)
+		}
+	}()
+}
+
+// ready logs that the daemon serves and prints the readiness line.
+func (a *apiServers) ready(opts Options, sessions int) {
+	attrs := []any{"mount", opts.MountRoot, "socket", a.sock, "sessions", sessions}
+	line := fmt.Sprintf("skillfs ready: mount %s socket %s", opts.MountRoot, a.sock)
+	if a.tcpAddr != "" {
+		attrs = append(attrs, "listen", a.tcpAddr, "max_conns", opts.MaxConns)
+		line += " listen " + a.tcpAddr
+	}
+	a.log.Info("serving", attrs...)
 	if opts.Ready != nil {
-		fmt.Fprintln(opts.Ready, ready)
+		fmt.Fprintln(opts.Ready, line)
 	}
-	var lost error
-	select {
-	case <-ctx.Done():
-	case <-srv.Done():
-		// Serving a dead mount helps nobody: exit, so a restart mounts
-		// again and re-attaches the binds.
-		lost = fmt.Errorf("skill filesystem mount at %q lost", opts.MountRoot)
-		log.Error("skill filesystem mount lost", "mountpoint", opts.MountRoot)
-	}
+}
 
-	log.Info("shutting down")
-	d.events.closeAll()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// shutdown stops both servers, waits for them and removes the socket.
+func (a *apiServers) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	httpSrv.Shutdown(shutCtx)
-	if tcpSrv != nil {
-		tcpSrv.Shutdown(shutCtx)
+	for _, s := range []*http.Server{a.unix, a.tcp} {
+		if s != nil {
+			s.Shutdown(ctx)
+		}
 	}
-	d.unbindAll(context.Background())
-	// Opens keep arriving until the filesystem stops serving: flush after,
-	// and fail any open still arriving (a sandbox may hold the connection).
-	unmount()
-	stopFlush()
-	wg.Wait()
-	if err := d.rec.close(); err != nil {
-		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
-	}
-	return lost
+	a.wg.Wait()
+	os.Remove(a.sock)
 }
