@@ -2,8 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"encoding/json"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -27,34 +25,9 @@ type readerSandbox struct {
 // startReaderSandbox starts the sandbox with an empty /home/gem/skills.
 func startReaderSandbox(t *testing.T, slug string) *readerSandbox {
 	t.Helper()
-	bwrap := requireCommand(t, "bwrap")
-	info, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	script := "while :; do if cat /home/gem/skills/" + slug + "/SKILL.md >/dev/null 2>&1; then echo ok; else echo err; fi; sleep 0.05; done"
-	cmd := exec.Command(bwrap, "--unshare-all", "--die-with-parent",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-		"--tmpfs", "/home", "--dir", "/home/gem/skills", "--info-fd", "3", "--", "/bin/sh", "-c", script)
-	cmd.ExtraFiles = []*os.File{w}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bwrap: %v", err)
-	}
-	w.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var pi struct {
-		ChildPID int `json:"child-pid"`
-	}
-	if err := json.NewDecoder(info).Decode(&pi); err != nil || pi.ChildPID == 0 {
-		t.Fatalf("read sandbox info: %v", err)
-	}
-	info.Close()
-	sb := &readerSandbox{pid: pi.ChildPID, cmd: cmd}
+	pid, cmd, out := startSandboxRunning(t, "/bin/sh", "-c", script)
+	sb := &readerSandbox{pid: pid, cmd: cmd}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {

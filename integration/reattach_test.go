@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,16 +18,30 @@ import (
 // empty /home/gem/skills, and returns the pid of the process inside.
 func startSandbox(t *testing.T) int {
 	t.Helper()
+	pid, _, _ := startSandboxRunning(t, "/bin/sleep", "600")
+	return pid
+}
+
+// startSandboxRunning runs command in such a sandbox and returns the pid of
+// the process inside, the bwrap command and the command's standard output.
+// The sandbox is killed when the test ends.
+func startSandboxRunning(t *testing.T, command ...string) (int, *exec.Cmd, io.Reader) {
+	t.Helper()
 	bwrap := requireCommand(t, "bwrap")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bwrap, "--unshare-all", "--die-with-parent",
+	args := []string{"--unshare-all", "--die-with-parent",
 		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-		"--tmpfs", "/home", "--dir", "/home/gem/skills", "--info-fd", "3", "--", "/bin/sleep", "600")
+		"--tmpfs", "/home", "--dir", "/home/gem/skills", "--info-fd", "3", "--"}
+	cmd := exec.Command(bwrap, append(args, command...)...)
 	cmd.ExtraFiles = []*os.File{w}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start bwrap: %v", err)
 	}
@@ -39,7 +54,17 @@ func startSandbox(t *testing.T) int {
 		t.Fatalf("read sandbox info: %v", err)
 	}
 	r.Close()
-	return info.ChildPID
+	// bwrap reports the pid before the sandbox's mounts are all in place.
+	inside := "/proc/" + strconv.Itoa(info.ChildPID) + "/root/home/gem/skills"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(inside); err == nil && fi.IsDir() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %d: no /home/gem/skills after 10s", info.ChildPID)
+		}
+	}
+	return info.ChildPID, cmd, out
 }
 
 // TestSandboxBindSurvivesDaemonCrash: a session bound inside a running
