@@ -178,7 +178,10 @@ func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) error {
 func (d *Daemon) checkTarget(ctx context.Context, b skills.Bind) error {
 	if b.PID == 0 {
 		home := d.cat.Home()
-		if b.Target == home || strings.HasPrefix(b.Target, home+"/") || b.Target == "/" {
+		inside := func(p string) bool { return p == home || strings.HasPrefix(p, home+"/") || p == "/" }
+		// mount(2) follows symlinks in the target: check where it lands too.
+		real, err := filepath.EvalSymlinks(b.Target)
+		if inside(b.Target) || err == nil && inside(real) {
 			return fmt.Errorf("mount target %q: not inside the data directory or at /: %w", b.Target, skills.ErrInvalid)
 		}
 	}
