@@ -44,6 +44,12 @@ const (
 	MaxCompatibilityLen = 500
 )
 
+// MaxFrontmatterBytes bounds the YAML between the fences. Real frontmatter
+// is a few hundred bytes to a few KB; a YAML parser holds many times its
+// input in memory, so megabytes of it (a SKILL.md may hold up to the
+// single-file limit) would cost the daemon gigabytes.
+const MaxFrontmatterBytes = 64 << 10
+
 // Frontmatter keys that ParseManifest knows.
 const (
 	KeyName              = "name"
@@ -231,6 +237,10 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	fm, err := splitFM(data)
 	if err != "" {
 		p.fail(fieldFrontmatter, "%s", err)
+		return nil
+	}
+	if len(fm.front) > MaxFrontmatterBytes {
+		p.fail(fieldFrontmatter, "%d bytes, over the %d-byte limit", len(fm.front), MaxFrontmatterBytes)
 		return nil
 	}
 	root, err := decodeFM(fm.front)

@@ -1127,3 +1127,23 @@ func FuzzSlugify(f *testing.F) {
 		}
 	})
 }
+
+// Frontmatter is held to MaxFrontmatterBytes before any YAML is parsed, in
+// both modes: megabytes of small keys would cost the parser gigabytes.
+func TestParseManifestFrontmatterLimit(t *testing.T) {
+	front := func(n int) string {
+		head := "name: pdf\ndescription: Read PDFs.\n# "
+		return head + strings.Repeat("x", n-len(head)-1) + "\n"
+	}
+	for _, mode := range []Mode{Strict, Lenient} {
+		if m, _, err := ParseManifest([]byte(skillMD(front(MaxFrontmatterBytes), "body\n")), mode); err != nil || m.Slug != "pdf" {
+			t.Errorf("%v: frontmatter of %d bytes: %v", mode, MaxFrontmatterBytes, err)
+		}
+		_, _, err := ParseManifest([]byte(skillMD(front(MaxFrontmatterBytes+1), "body\n")), mode)
+		var me *ManifestError
+		if !errors.As(err, &me) || len(me.Problems) != 1 || me.Problems[0].Field != fieldFrontmatter ||
+			!strings.Contains(me.Problems[0].Message, "over the 65536-byte limit") {
+			t.Errorf("%v: frontmatter of %d bytes: %v, want one frontmatter problem naming the limit", mode, MaxFrontmatterBytes+1, err)
+		}
+	}
+}

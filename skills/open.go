@@ -29,6 +29,18 @@ func OpenRegular(path, display string, follow bool) (*os.File, iofs.FileInfo, er
 		if !follow && errors.Is(err, syscall.ELOOP) {
 			return nil, nil, &SpecialFileError{Path: display, Kind: "symlink"}
 		}
+		if errors.Is(err, syscall.ENXIO) {
+			// open(2) refuses a unix socket (and a device without a
+			// driver) before there is a descriptor to check: it is a
+			// special file all the same.
+			stat := os.Stat
+			if !follow {
+				stat = os.Lstat
+			}
+			if fi, serr := stat(path); serr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+				return nil, nil, &SpecialFileError{Path: display, Kind: kindOf(fi.Mode())}
+			}
+		}
 		return nil, nil, err
 	}
 	fi, err := f.Stat()

@@ -11,12 +11,19 @@ import (
 // filesystems accept, so a skill that imports can also be stored and served.
 const MaxNameBytes = 255
 
+// MaxPathBytes is the longest relative path a stored skill may hold. Depth
+// and name limits alone allow paths far beyond PATH_MAX (4096 bytes), which
+// no file system call could then take whole; a skill's path stays well
+// within it wherever the data directory lies.
+const MaxPathBytes = 1024
+
 // CleanRelPath confines a relative slash-separated name: it returns the name
 // with empty and "." components removed, or an error wrapping ErrUnsafePath
 // when the name is empty, absolute ("/x", "C:/x"), holds a ".." component
 // (also percent-encoded, once or several times over), a backslash, a NUL or
 // another control character, is not valid UTF-8, or has a component longer
-// than MaxNameBytes. A name that only
+// than MaxNameBytes, or is longer than MaxPathBytes once cleaned. A name
+// that only
 // percent-decodes to something harmless is kept verbatim: "%20.txt" stays.
 func CleanRelPath(name string) (string, error) {
 	if err := checkRelPath(name); err != nil {
@@ -35,7 +42,11 @@ func CleanRelPath(name string) (string, error) {
 	if len(parts) == 0 {
 		return "", fmt.Errorf("path %q: names no file: %w", name, ErrUnsafePath)
 	}
-	return strings.Join(parts, "/"), nil
+	clean := strings.Join(parts, "/")
+	if len(clean) > MaxPathBytes {
+		return "", fmt.Errorf("path %q: %d bytes long, over %d: %w", name, len(clean), MaxPathBytes, ErrUnsafePath)
+	}
+	return clean, nil
 }
 
 // SafeJoin joins a relative slash name under root after CleanRelPath, so the

@@ -58,7 +58,11 @@ func TestCleanRelPath(t *testing.T) {
 		{name: "newline", in: "a\nb"},
 		{name: "invalid UTF-8", in: "a\xffb"},
 		{name: "truncated UTF-8", in: "caf\xc3"},
+		{name: "name over 255 bytes", in: "a/" + strings.Repeat("n", 256)},
+		{name: "path over 1024 bytes", in: strings.Repeat(strings.Repeat("n", 200)+"/", 5) + strings.Repeat("x", 20)},
 	}
+	atLimit := strings.Repeat(strings.Repeat("n", 200)+"/", 5) + strings.Repeat("x", 19)
+	cases = append(cases, struct{ name, in, want string }{"path of 1024 bytes", "./" + atLimit, atLimit})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := CleanRelPath(tc.in)

@@ -2,6 +2,7 @@ package skills
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,7 +180,15 @@ func TestOpenRegularRefusesSpecialFiles(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ path, kind string }{{fifo, "fifo"}, {"/dev/zero", "character device"}, {"/dev/urandom", "character device"}} {
+	// open(2) fails on a unix socket (ENXIO): still a special file, not
+	// an I/O error.
+	sock := filepath.Join(dir, "sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct{ path, kind string }{{fifo, "fifo"}, {"/dev/zero", "character device"}, {"/dev/urandom", "character device"}, {sock, "socket"}} {
 		done := make(chan error, 1)
 		go func() { _, err := ReadRegular(tc.path, "src/x", 1<<20, true); done <- err }()
 		select {

@@ -21,8 +21,10 @@ import (
 // directory of the same name included), symlinks and other non-regular
 // entries are refused, and all limits are checked on the central directory
 // before anything is written, then again on the bytes actually decompressed,
-// since headers can lie. Files keep the owner execute bit of their Unix mode
-// (stored 0644 or 0755) and their modification time. Errors name the entry.
+// since headers can lie. Encrypted entries, and entries whose data lies
+// outside the archive or overlaps another entry's, are refused. Files keep
+// the owner execute bit of their Unix mode (stored 0644 or 0755) and their
+// modification time. Errors name the entry.
 // dst must not exist or be an empty directory; on any error it is removed.
 // Errors do not name zipPath, which may be a temporary copy: the caller names
 // the source.
@@ -49,6 +51,9 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 	}
 	plan, err := planZip(zr.File, fi.Size(), b)
 	if err != nil {
+		return fmt.Errorf("read zip: %w", err)
+	}
+	if err := checkZipData(plan.files, fi.Size()); err != nil {
 		return fmt.Errorf("read zip: %w", err)
 	}
 	if err := prepareDst(dst); err != nil {
@@ -126,6 +131,11 @@ func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) 
 		if t := mode.Type() &^ iofs.ModeDir; t != 0 {
 			return nil, &SpecialFileError{Path: name, Kind: kindOf(mode)}
 		}
+		if zf.Flags&zipEncrypted != 0 {
+			// archive/zip ignores the flag and would read the bytes as
+			// they are: garbage, or plain text that claims otherwise.
+			return nil, fmt.Errorf("entry %q is encrypted, which skillfs does not read: %w", name, ErrInvalid)
+		}
 		if isDir && zf.UncompressedSize64 != 0 {
 			return nil, fmt.Errorf("entry %q: directory with data: %w", name, zip.ErrFormat)
 		}
@@ -187,6 +197,45 @@ func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) 
 	}
 	sort.Strings(plan.dirs) // a parent sorts before anything below it
 	return plan, nil
+}
+
+// zipEncrypted are the general purpose flags of an encrypted entry:
+// traditional (bit 0) and strong (bit 6) encryption.
+const zipEncrypted = 0x1 | 0x40
+
+// checkZipData checks that the data of every file lies inside the archive
+// and that no two files share bytes. archive/zip takes the offsets of the
+// central directory as they are: a negative one fails later with an I/O
+// error, and several entries pointing at one stream (the overlapping-file
+// bomb) expand the same bytes again and again.
+func checkZipData(files []zipItem, archiveSize int64) error {
+	type span struct {
+		name       string
+		start, end int64
+	}
+	spans := make([]span, 0, len(files))
+	for _, it := range files {
+		// The error of DataOffset names the file, perhaps a temporary
+		// copy: it is not passed on.
+		off, err := it.f.DataOffset()
+		if err != nil || off < 0 || off > archiveSize {
+			return fmt.Errorf("entry %q: its local header is damaged or outside the archive: %w", it.f.Name, zip.ErrFormat)
+		}
+		size := it.f.CompressedSize64
+		if size > uint64(archiveSize-off) {
+			return fmt.Errorf("entry %q: its data runs past the end of the archive: %w", it.f.Name, zip.ErrFormat)
+		}
+		if size > 0 {
+			spans = append(spans, span{it.f.Name, off, off + int64(size)})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start < spans[i-1].end {
+			return fmt.Errorf("entry %q: its data overlaps entry %q: %w", spans[i].name, spans[i-1].name, zip.ErrFormat)
+		}
+	}
+	return nil
 }
 
 // extractEntry writes one planned file below dst, counting the decompressed

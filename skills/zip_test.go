@@ -269,6 +269,19 @@ func TestExtractZipRejects(t *testing.T) {
 		}, wantErr: ErrLimit, wantLimit: LimitCompression},
 		{name: "overlapping entries bomb", archive: func(tb testing.TB) []byte { return overlapZip(tb, 200, 1<<20) }, wantErr: ErrLimit, wantLimit: LimitCompression},
 		{name: "overlapping entries over total", archive: func(tb testing.TB) []byte { return overlapZip(tb, 300, 1<<20) }, wantErr: ErrLimit, wantLimit: LimitTotalBytes},
+		// Several entries sharing one stream are refused whatever the
+		// sizes: here too small for any ratio or size limit.
+		{name: "overlapping entries within the limits", archive: func(tb testing.TB) []byte { return overlapZip(tb, 3, 1<<10) }, wantErr: zip.ErrFormat},
+		{name: "encrypted entry", archive: func(tb testing.TB) []byte {
+			b := buildZip(tb, ok, zentry{name: "secret.txt", body: "plain text, flagged encrypted"})
+			b[bytes.LastIndex(b, []byte{'P', 'K', 1, 2})+8] |= 1
+			return b
+		}, wantErr: ErrInvalid},
+		{name: "directory end implying a negative offset", archive: func(tb testing.TB) []byte {
+			b := buildZip(tb, ok)
+			binary.LittleEndian.PutUint32(b[len(b)-22+16:], 1<<30)
+			return b
+		}, wantErr: zip.ErrFormat},
 		{name: "header understates size", archive: func(tb testing.TB) []byte { return lyingZip(tb, 100, 4<<20) }, wantErr: zip.ErrFormat},
 		{name: "truncated", archive: func(tb testing.TB) []byte {
 			b := buildZip(tb, ok, zentry{name: "scripts/run.sh", body: big(5000)})

@@ -119,7 +119,15 @@ func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error
 		ds, err := c.draftOne(ctx, actor, req, d.Key, cand, filepath.Join(dir, strconv.Itoa(i)), sel.mode)
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: cand.Rel, Error: err.Error()})
-			errs = append(errs, fmt.Errorf("%s: %w", cand.Rel, err))
+			// Named as an import names it: the source as the user gave
+			// it, then the skill's folder in it.
+			where := req.display()
+			if req.Agents {
+				where = cand.Dir
+			} else if cand.Rel != "." {
+				where += "//" + cand.Rel
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
 		}
 		d.Skills = append(d.Skills, *ds)
