@@ -634,20 +634,47 @@ func (s *Store) ID() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// SetID records the identity of the store's data directory.
-func (s *Store) SetID(id string) error {
+// EnsureID records id as the identity of the store's data directory unless
+// it has one already, and returns the identity in force: when two processes
+// race to give a new data directory its identity, both end up with the
+// winner's.
+func (s *Store) EnsureID(id string) (string, error) {
+	if id == "" || strings.ContainsAny(id, "\n\x00/") {
+		return "", fmt.Errorf("record data directory identity %q: %w", id, ErrInvalid)
+	}
 	if err := os.MkdirAll(s.Root, 0o755); err != nil {
-		return fmt.Errorf("record data directory identity: %w", err)
+		return "", fmt.Errorf("record data directory identity: %w", err)
 	}
-	tmp := filepath.Join(s.Root, storeIDFile+".tmp")
-	_ = os.Remove(tmp)
-	if err := writeSynced(tmp, []byte(id+"\n"), 0o444); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record data directory identity: %w", err)
+	if cur, err := s.ID(); err != nil || cur != "" {
+		return cur, err
 	}
-	if err := os.Rename(tmp, filepath.Join(s.Root, storeIDFile)); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record data directory identity: %w", err)
+	tmp, err := os.CreateTemp(s.Root, storeIDFile+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("record data directory identity: %w", err)
 	}
-	return syncDir(s.Root)
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(id + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o444)
+	}
+	if err != nil {
+		return "", fmt.Errorf("record data directory identity: %w", err)
+	}
+	err = renameNoReplace(tmp.Name(), filepath.Join(s.Root, storeIDFile))
+	if errors.Is(err, iofs.ErrExist) {
+		return s.ID() // another process was first: its identity holds
+	}
+	if err != nil {
+		return "", fmt.Errorf("record data directory identity: %w", err)
+	}
+	if err := syncDir(s.Root); err != nil {
+		return "", fmt.Errorf("record data directory identity: %w", err)
+	}
+	return id, nil
 }

@@ -2,10 +2,12 @@ package skills
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -165,11 +167,45 @@ func TestStoreID(t *testing.T) {
 	if id, err := s.ID(); err != nil || id != "" {
 		t.Fatalf("ID of a new store = %q, %v", id, err)
 	}
-	if err := s.SetID("abc123"); err != nil {
-		t.Fatal(err)
+	if id, err := s.EnsureID("abc123"); err != nil || id != "abc123" {
+		t.Fatalf("EnsureID = %q, %v", id, err)
+	}
+	// The first identity holds.
+	if id, err := s.EnsureID("other"); err != nil || id != "abc123" {
+		t.Fatalf("EnsureID over an existing identity = %q, %v", id, err)
 	}
 	if id, err := s.ID(); err != nil || id != "abc123" {
 		t.Fatalf("ID = %q, %v", id, err)
+	}
+}
+
+// Processes racing to give a new store its identity all end up with the
+// same one.
+func TestEnsureIDRace(t *testing.T) {
+	for round := range 20 {
+		s := &Store{Root: filepath.Join(t.TempDir(), "store")}
+		got := make([]string, 8)
+		var wg sync.WaitGroup
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id, err := s.EnsureID(fmt.Sprintf("id-%d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = id
+			}()
+		}
+		wg.Wait()
+		for _, id := range got {
+			if id != got[0] {
+				t.Fatalf("round %d: identities %q", round, got)
+			}
+		}
+		if ents, _ := os.ReadDir(s.Root); len(ents) != 1 {
+			t.Fatalf("round %d: the store holds %d entries, want only the identity file", round, len(ents))
+		}
 	}
 }
 

@@ -41,7 +41,7 @@ type Catalog struct {
 	lim   skills.Limits
 	log   *slog.Logger
 	now   func() time.Time
-	lock  *os.File   // import lock: shared while importing, exclusive to sweep
+	imp   *importLock // shared while importing, exclusive to sweep and reconcile
 	pub   *os.File   // publish lock: exclusive from choosing a slug to the index row
 	pubMu sync.Mutex // the same between goroutines (flock does not exclude within a process)
 }
@@ -161,32 +161,52 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		}
 		return nil, err
 	}
-	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, lock: lock, pub: pub,
+	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub,
 		store: &skills.Store{Root: filepath.Join(home, storeDir)}}, nil
 }
 
 // bindIdentity ties index and store to one data directory identity: a new
 // data directory gets one, an index or store from before identities adopts
-// the other's, and an index of another data directory is refused.
+// the other's, and an index of another data directory is refused. When
+// either side has none, it binds them under the exclusive import lock and
+// reads both again, so processes starting together on a new data directory
+// agree on one identity.
 func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 	idxID, err := c.db.DataDirID(ctx)
 	if err != nil {
 		return err
 	}
-	switch {
-	case idxID != "" && st.storeID != "" && idxID != st.storeID:
-		return &DamagedError{Home: c.home, Problem: fmt.Sprintf(
-			"the index belongs to data directory %s, the content store to %s (an index copied from elsewhere?)", idxID, st.storeID)}
-	case idxID != "" && st.storeID == "":
-		return c.store.SetID(idxID)
-	case idxID == "" && st.storeID != "":
-		return c.db.SetDataDirID(ctx, st.storeID)
-	case idxID == "":
-		id := newIdentity()
-		if err := c.store.SetID(id); err != nil {
+	if idxID == "" || st.storeID == "" {
+		release, _, err := c.imp.exclusive(true)
+		if err != nil {
 			return err
 		}
-		return c.db.SetDataDirID(ctx, id)
+		defer release()
+		if idxID, err = c.db.DataDirID(ctx); err != nil {
+			return err
+		}
+		if st.storeID, err = c.store.ID(); err != nil {
+			return err
+		}
+	}
+	storeID := st.storeID
+	switch {
+	case idxID == "" && storeID == "":
+		if storeID, err = c.store.EnsureID(newIdentity()); err != nil {
+			return err
+		}
+		return c.db.SetDataDirID(ctx, storeID)
+	case idxID == "":
+		return c.db.SetDataDirID(ctx, storeID)
+	case storeID == "":
+		storeID, err = c.store.EnsureID(idxID)
+		if err != nil {
+			return err
+		}
+	}
+	if idxID != storeID {
+		return &DamagedError{Home: c.home, Problem: fmt.Sprintf(
+			"the index belongs to data directory %s, the content store to %s (an index copied from elsewhere?)", idxID, storeID)}
 	}
 	return nil
 }
@@ -201,7 +221,7 @@ func newIdentity() string {
 // Close releases the index.
 func (c *Catalog) Close() error {
 	err := c.db.Close()
-	c.lock.Close()
+	c.imp.close()
 	c.pub.Close()
 	return err
 }
@@ -236,10 +256,11 @@ func (c *Catalog) ensureOperator(ctx context.Context) error {
 // process. Published versions are never touched here: comparing them with
 // the index is Reconcile's job, at daemon start.
 func (c *Catalog) sweep() error {
-	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return nil // another process is importing: its staging is not ours to sweep
+	release, ok, err := c.imp.exclusive(false)
+	if err != nil || !ok {
+		return err // someone is importing: their staging is not ours to sweep
 	}
-	defer syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN)
+	defer release()
 	if _, err := skills.OpenStore(c.store.Root); err != nil { // creates the layout, sweeps staging
 		return fmt.Errorf("open content store: %w", err)
 	}
@@ -247,14 +268,9 @@ func (c *Catalog) sweep() error {
 	return os.RemoveAll(filepath.Join(c.home, tmpDir))
 }
 
-// sharedLock marks an import in progress so that no other process sweeps its
+// sharedLock marks an import in progress so that no process sweeps its
 // staging directory or its freshly published version.
-func (c *Catalog) sharedLock() (unlock func(), err error) {
-	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_SH); err != nil {
-		return nil, fmt.Errorf("take import lock: %w", err)
-	}
-	return func() { syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN) }, nil
-}
+func (c *Catalog) sharedLock() (unlock func(), err error) { return c.imp.share() }
 
 // publishLock serialises, across processes, the step from choosing a slug
 // to recording the version: two imports of the same content must not both

@@ -84,6 +84,11 @@ func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error
 		return nil, err
 	}
 	defer unlock()
+	return c.prepare(ctx, actor, req)
+}
+
+// prepare does Prepare's work; the caller holds the import lock shared.
+func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequest) (*Draft, error) {
 	res := &ImportResult{}
 	sel, err := c.selectSkills(ctx, req, res)
 	if err != nil {
@@ -310,9 +315,11 @@ const (
 // skills. req says which skills to take and how, as for Prepare; its
 // Source is ignored.
 func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, name string, body io.Reader) (*Draft, error) {
-	if _, err := c.Actor(ctx, req.As); err != nil {
+	actor, err := c.Actor(ctx, req.As)
+	if err != nil {
 		return nil, err
 	}
+	req.Builtin = false // uploads never register builtins
 	var file string
 	var max int64
 	switch kind {
@@ -329,6 +336,12 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	if err := checkUploadName(name); err != nil {
 		return nil, err
 	}
+	// Held from the first byte received, so no sweep takes the upload away.
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := os.MkdirAll(filepath.Join(c.home, tmpDir), 0o700); err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
@@ -353,7 +366,7 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 		return nil, fmt.Errorf("upload %s: %w", name, &skills.LimitError{Limit: limitFor(kind), Value: n, Max: max, Path: name})
 	}
 	req.Source, req.Display, req.Origin, req.Agents = path, name, "upload:"+name, false
-	return c.Prepare(ctx, req)
+	return c.prepare(ctx, actor, req)
 }
 
 func limitFor(kind string) string {

@@ -268,7 +268,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		return c.resolveFile(spec, req.display(), work, cleanup)
 	}
 	if !local && !skills.IsGitURL(spec) {
-		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", spec, skills.ErrNotFound))
+		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", req.display(), skills.ErrNotFound))
 	}
 	gs := skills.ParseGitSource(spec)
 	if req.Ref != "" {

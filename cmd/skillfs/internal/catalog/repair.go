@@ -28,11 +28,15 @@ func (c *Catalog) Reconcile(ctx context.Context) (*Report, error) {
 		return nil, &DamagedError{Home: c.home, Problem: err.Error()}
 	}
 	r.Index = IndexOK
-	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		r.act("left the content store alone: another process is importing")
+	release, ok, err := c.imp.exclusive(false)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		r.act("left the content store alone: an import is in progress")
 		return r, nil
 	}
-	defer syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN)
+	defer release()
 	unlock, err := c.publishLock()
 	if err != nil {
 		return nil, err
@@ -183,10 +187,11 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer c.Close()
-	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("take import lock: %w", err)
+	releaseImports, _, err := c.imp.exclusive(true)
+	if err != nil {
+		return nil, err
 	}
-	defer syscall.Flock(int(c.lock.Fd()), syscall.LOCK_UN)
+	defer releaseImports()
 	unlock, err := c.publishLock()
 	if err != nil {
 		return nil, err
@@ -357,8 +362,8 @@ func short(h string) string {
 // both locks.
 func (c *Catalog) rebuild(ctx context.Context, storeID string, r *Report) error {
 	if storeID == "" {
-		storeID = newIdentity()
-		if err := c.store.SetID(storeID); err != nil {
+		var err error
+		if storeID, err = c.store.EnsureID(newIdentity()); err != nil {
 			return err
 		}
 	}
