@@ -304,6 +304,9 @@ func (s *Store) Versions() (map[string][]string, error) {
 			continue
 		}
 		hashes, err := os.ReadDir(filepath.Join(s.skillsDir(), sd.Name()))
+		if errors.Is(err, iofs.ErrNotExist) {
+			continue // its last version was removed meanwhile
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list versions in %q: %w", s.Root, err)
 		}
@@ -433,14 +436,19 @@ func (s *Store) WriteMeta(slug, hash string, meta *VersionMeta) (err error) {
 			err = fmt.Errorf("write metadata of %s/%s: %w", slug, hash, cerr)
 		}
 	}()
-	tmp := filepath.Join(dir, MetaFileName+".tmp")
-	_ = os.Remove(tmp)
+	// Written in the staging area and renamed into place: a crash leaves
+	// nothing in the version (where a stray file would change its hash)
+	// and the staging area is swept.
+	stage, err := s.NewStaging()
+	if err != nil {
+		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, err)
+	}
+	defer removeTree(stage)
+	tmp := filepath.Join(stage, MetaFileName)
 	if err := writeSynced(tmp, b, 0o444); err != nil {
-		_ = os.Remove(tmp)
 		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, MetaFileName)); err != nil {
-		_ = os.Remove(tmp)
 		return fmt.Errorf("write metadata of %s/%s: %w", slug, hash, err)
 	}
 	return syncDir(dir)
@@ -529,10 +537,10 @@ func (s *Store) Quarantine(slug, name, reason string) (string, error) {
 		if fi != nil && fi.IsDir() {
 			_ = os.Chmod(target, 0o555)
 		}
+		// The reason is a note for the operator: the move is what matters,
+		// and it is done, so a full disk here fails nothing.
 		note := fmt.Sprintf("%s\nmoved here from %s at %s\n", reason, VersionRelPath(slug, name), time.Now().UTC().Format(time.RFC3339))
-		if err := writeSynced(target+".reason", []byte(note), 0o600); err != nil {
-			return "", fmt.Errorf("quarantine %s/%s: write the reason: %w", slug, name, err)
-		}
+		_ = writeSynced(target+".reason", []byte(note), 0o600)
 		_ = syncDir(parent)
 		_ = os.Remove(filepath.Join(s.skillsDir(), slug)) // fails while other versions remain
 		return path.Join("store", storeQuarantineDir, slug, dst), nil

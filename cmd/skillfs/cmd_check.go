@@ -62,6 +62,7 @@ func printReport(c *cli, r *catalog.Report) {
 	list("not in the index (would be quarantined):", r.Unexplained)
 	list("content missing:", r.Missing)
 	list("content does not match its hash:", r.Mismatched)
+	list("content could not be read (check the disk; nothing was moved):", r.Unreadable)
 	if n := len(r.NoMetadata); n > 0 {
 		fmt.Fprintf(w, "%d versions lack their metadata file (written at the next start or repair)\n", n)
 	}

@@ -45,11 +45,12 @@ const (
 // dirState is what can be learnt of a data directory without opening its
 // index.
 type dirState struct {
-	indexExists bool
-	indexEmpty  bool // zero bytes: SQLite would take it for a new database
-	walExists   bool
-	stored      int // version directories in the store
-	storeID     string
+	indexExists  bool
+	indexEmpty   bool // zero bytes: SQLite would take it for a new database
+	indexNotFile bool // a FIFO, a directory...: never opened
+	walExists    bool
+	stored       int // version directories in the store
+	storeID      string
 }
 
 // inspect looks at a data directory's files.
@@ -57,6 +58,8 @@ func inspect(home string) (*dirState, error) {
 	st := &dirState{}
 	fi, err := os.Lstat(filepath.Join(home, indexFile))
 	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		st.indexExists, st.indexNotFile = true, true
 	case err == nil:
 		st.indexExists = true
 		st.indexEmpty = fi.Size() == 0
@@ -68,8 +71,10 @@ func inspect(home string) (*dirState, error) {
 	}
 	store := &skills.Store{Root: filepath.Join(home, storeDir)}
 	vs, err := store.Versions()
-	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
-		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(store.Root, "skills")); !errors.Is(serr, iofs.ErrNotExist) {
+			return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
+		}
 	}
 	for _, hs := range vs {
 		st.stored += len(hs)
@@ -84,6 +89,8 @@ func inspect(home string) (*dirState, error) {
 // opened, or "".
 func (st *dirState) damage() string {
 	switch {
+	case st.indexNotFile:
+		return fmt.Sprintf("%s is not a regular file", indexFile)
 	case !st.indexExists && st.walExists:
 		return fmt.Sprintf("%s is missing but its write-ahead log %s-wal is there", indexFile, indexFile)
 	case !st.indexExists && (st.stored > 0 || st.storeID != ""):
@@ -115,6 +122,7 @@ type Report struct {
 	Unexplained []VersionRef         `json:"unexplained"`
 	Missing     []VersionRef         `json:"missing"`
 	Mismatched  []VersionRef         `json:"mismatched"`
+	Unreadable  []VersionRef         `json:"unreadable"`
 	NoMetadata  []VersionRef         `json:"no_metadata"`
 	Quarantine  []skills.Quarantined `json:"quarantine"`
 	Actions     []string             `json:"actions"`
@@ -122,7 +130,7 @@ type Report struct {
 }
 
 func newReport(home string) *Report {
-	return &Report{Home: home, Unexplained: []VersionRef{}, Missing: []VersionRef{}, Mismatched: []VersionRef{},
+	return &Report{Home: home, Unexplained: []VersionRef{}, Missing: []VersionRef{}, Mismatched: []VersionRef{}, Unreadable: []VersionRef{},
 		NoMetadata: []VersionRef{}, Quarantine: []skills.Quarantined{}, Actions: []string{}}
 }
 
@@ -132,7 +140,8 @@ func (r *Report) act(format string, a ...any) {
 
 // finish sets OK: the index is sound and explains the store exactly.
 func (r *Report) finish() *Report {
-	r.OK = r.Index == IndexOK && len(r.Unexplained) == 0 && len(r.Missing) == 0 && len(r.Mismatched) == 0
+	r.OK = r.Index == IndexOK && len(r.Unexplained) == 0 && len(r.Missing) == 0 && len(r.Mismatched) == 0 &&
+		len(r.Unreadable) == 0
 	return r
 }
 
@@ -187,6 +196,8 @@ func openForCheck(ctx context.Context, home string, st *dirState) (*index.DB, st
 		return nil, IndexEmpty, errors.New(st.damage())
 	case st.indexEmpty:
 		return nil, IndexNew, nil
+	case st.indexNotFile:
+		return nil, IndexDamaged, errors.New(st.damage())
 	}
 	db, err := index.Open(filepath.Join(home, indexFile))
 	if err != nil {
@@ -245,7 +256,12 @@ func compare(ctx context.Context, db *index.DB, store *skills.Store, r *Report, 
 			r.NoMetadata = append(r.NoMetadata, VersionRef{v.Slug, v.Hash})
 		}
 		if verify {
-			if got, _, _, err := skills.TreeHash(store.VersionPath(v.Slug, v.Hash)); err != nil || got != v.Hash {
+			got, _, _, err := skills.TreeHash(store.VersionPath(v.Slug, v.Hash))
+			switch {
+			case err != nil && !errors.Is(err, skills.ErrSpecialFile):
+				// Not readable now (EIO, EACCES): reported, never acted on.
+				r.Unreadable = append(r.Unreadable, VersionRef{v.Slug, v.Hash})
+			case err != nil || got != v.Hash:
 				r.Mismatched = append(r.Mismatched, VersionRef{v.Slug, v.Hash})
 			}
 		}

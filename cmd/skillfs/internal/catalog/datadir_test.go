@@ -11,7 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"skillfs/skills"
 )
@@ -479,5 +481,100 @@ func TestRepairRefusesWhileServed(t *testing.T) {
 	defer release()
 	if _, err := Repair(context.Background(), home, Options{}); !errors.Is(err, skills.ErrExists) {
 		t.Fatalf("Repair while served = %v, want ErrExists", err)
+	}
+}
+
+// A version that cannot be moved to the quarantine stays where it is,
+// reported: a start never fails over content nobody serves.
+func TestReconcileSurvivesAFailedQuarantine(t *testing.T) {
+	ctx := context.Background()
+	home := populate(t)
+	c, err := Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	staging, _ := c.store.NewStaging()
+	skillDir(t, staging, "name: orphan\ndescription: x")
+	hash, _, _, _ := skills.TreeHash(staging)
+	if _, _, err := c.store.Publish(staging, "orphan", hash, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The quarantine cannot be made: a file is in its way.
+	if err := os.WriteFile(filepath.Join(home, storeDir, "quarantine"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Reconcile(ctx)
+	if err != nil {
+		t.Fatalf("Reconcile with a failing quarantine: %v", err)
+	}
+	if r.OK || len(r.Unexplained) != 1 || r.Unexplained[0].Slug != "orphan" {
+		t.Fatalf("report = %+v, want orphan left unexplained", r)
+	}
+	if _, err := os.Stat(c.store.VersionPath("orphan", hash)); err != nil {
+		t.Fatalf("the version moved anyway: %v", err)
+	}
+}
+
+// Writing a version's metadata leaves nothing else in it, whatever happens
+// midway, so its hash never changes.
+func TestBackfillLeavesOnlyTheMetadata(t *testing.T) {
+	ctx := context.Background()
+	home := populate(t)
+	c, err := Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base, _ := c.db.Skill(ctx, "base")
+	dir := c.store.VersionPath("base", base.Version)
+	before, _ := os.ReadDir(dir)
+	if err := c.backfillMeta(ctx, VersionRef{"base", base.Version}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadDir(dir)
+	if len(after) != len(before) {
+		t.Fatalf("the version held %d entries, now %d", len(before), len(after))
+	}
+	if got, _, _, err := skills.TreeHash(dir); err != nil || got != base.Version {
+		t.Fatalf("hash after backfill %s, %v", got, err)
+	}
+	if l := leftovers(t, c); len(l) != 0 {
+		t.Fatalf("leftovers: %v", l)
+	}
+}
+
+// A FIFO in place of the index is damage, found without opening it.
+func TestIndexThatIsAFIFO(t *testing.T) {
+	home := populate(t)
+	removeIndexFiles(t, home)
+	if err := syscall.Mkfifo(filepath.Join(home, "index.db"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Open(context.Background(), home, Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, skills.ErrDamaged) {
+			t.Fatalf("Open with a FIFO index = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open blocked on a FIFO index")
+	}
+	r, err := Repair(context.Background(), home, Options{})
+	if err != nil || !r.OK {
+		t.Fatalf("Repair = %+v, %v", r, err)
+	}
+}
+
+func removeIndexFiles(t testing.TB, home string) {
+	t.Helper()
+	for _, f := range []string{"index.db", "index.db-wal", "index.db-shm"} {
+		if err := os.Remove(filepath.Join(home, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
 	}
 }

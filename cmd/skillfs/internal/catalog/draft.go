@@ -23,6 +23,9 @@ const DraftTTL = time.Hour
 
 const draftsDir = "drafts"
 
+// maxDraftBytes bounds a draft record read back.
+const maxDraftBytes = 16 << 20
+
 // Draft is a prepared import: the source was read, checked and copied, the
 // skills parsed; nothing is in the catalog until Confirm. Interactive front
 // ends show it, ask for a share scope, then confirm or discard it.
@@ -201,7 +204,7 @@ func (c *Catalog) loadDraft(actor skills.User, id string) (*Draft, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "draft.json"))
+	b, err := skills.ReadRegular(filepath.Join(dir, "draft.json"), "draft.json", maxDraftBytes, false)
 	if err != nil {
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
 	}
@@ -290,7 +293,7 @@ func (c *Catalog) sweepDrafts() {
 	for _, e := range ents {
 		dir := filepath.Join(root, e.Name())
 		var d Draft
-		b, err := os.ReadFile(filepath.Join(dir, "draft.json"))
+		b, err := skills.ReadRegular(filepath.Join(dir, "draft.json"), "draft.json", maxDraftBytes, false)
 		if err == nil {
 			err = json.Unmarshal(b, &d)
 		}

@@ -53,34 +53,41 @@ func (c *Catalog) reconcileStore(ctx context.Context, r *Report) error {
 	if err := compare(ctx, c.db, c.store, r, false); err != nil {
 		return err
 	}
+	var left []VersionRef
 	for _, u := range r.Unexplained {
 		to, err := c.store.Quarantine(u.Slug, u.Hash,
 			"not in the index: left by an interrupted import, or newer than an index restored from a copy")
 		if err != nil {
-			return fmt.Errorf("quarantine %s/%s: %w", u.Slug, u.Hash, err)
+			// Left where it is: unexplained content is invisible to
+			// sessions, and a start must not fail over it.
+			c.log.Warn("version the index does not know could not be moved to the quarantine", "slug", u.Slug, "version", u.Hash, "err", err)
+			left = append(left, u)
+			continue
 		}
 		c.log.Warn("version the index does not know moved to the quarantine", "slug", u.Slug, "version", u.Hash, "to", to)
 		r.act("moved %s/%s, which the index does not know, to %s", u.Slug, u.Hash, to)
 	}
-	r.Unexplained = []VersionRef{}
+	r.Unexplained = nonNilRefs(left)
 	if err := c.restoreMissing(r); err != nil {
 		return err
 	}
+	var noMeta []VersionRef
 	for _, ref := range r.NoMetadata {
 		if err := c.backfillMeta(ctx, ref); err != nil {
-			return err
+			c.log.Warn("write the metadata of a version", "slug", ref.Slug, "version", ref.Hash, "err", err)
+			noMeta = append(noMeta, ref)
 		}
 	}
-	if len(r.NoMetadata) > 0 {
-		r.act("wrote the metadata of %d versions published before versions carried it", len(r.NoMetadata))
+	if n := len(r.NoMetadata) - len(noMeta); n > 0 {
+		r.act("wrote the metadata of %d versions published before versions carried it", n)
 	}
-	r.NoMetadata = []VersionRef{}
+	r.NoMetadata = nonNilRefs(noMeta)
 	for _, m := range r.Missing {
 		c.log.Error("the content of a version is missing; sessions will not see it", "slug", m.Slug, "version", m.Hash)
 	}
 	q, err := c.store.Quarantined()
 	if err != nil {
-		return err
+		c.log.Warn("list the quarantine", "err", err)
 	}
 	r.Quarantine = nonNilQ(q)
 	return nil
@@ -94,7 +101,7 @@ func (c *Catalog) restoreMissing(r *Report) error {
 	}
 	q, err := c.store.Quarantined()
 	if err != nil {
-		return err
+		c.log.Warn("list the quarantine", "err", err)
 	}
 	var still []VersionRef
 	for _, m := range r.Missing {
@@ -210,10 +217,12 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 	if err := c.ensureOperator(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.quarantineMismatched(ctx, r); err != nil {
+	// Metadata first (a version lacking it is no sign of damage), then
+	// content against its hash, then what the index points at.
+	if err := c.reconcileStore(ctx, r); err != nil {
 		return nil, err
 	}
-	if err := c.reconcileStore(ctx, r); err != nil {
+	if err := c.quarantineMismatched(ctx, r); err != nil {
 		return nil, err
 	}
 	if err := c.fixCurrentVersions(ctx, r); err != nil {
@@ -307,8 +316,8 @@ func (c *Catalog) fixCurrentVersions(ctx context.Context, r *Report) error {
 	}
 	for _, s := range all {
 		if dir := c.store.VersionPath(s.Slug, s.Version); dir != "" {
-			if _, err := os.Stat(dir); err == nil {
-				continue
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				continue // there, or unreadable for now: never a reason to move on
 			}
 		}
 		vs, err := c.db.Versions(ctx, s.Slug)
@@ -317,7 +326,7 @@ func (c *Catalog) fixCurrentVersions(ctx context.Context, r *Report) error {
 		}
 		moved := false
 		for _, v := range vs { // newest first
-			if _, err := os.Stat(c.store.VersionPath(s.Slug, v.Hash)); err != nil {
+			if fi, err := os.Stat(c.store.VersionPath(s.Slug, v.Hash)); err != nil || !fi.IsDir() {
 				continue
 			}
 			if err := c.db.SetCurrentVersion(ctx, s.Slug, v.Hash); err != nil {
@@ -338,7 +347,11 @@ func (c *Catalog) fixCurrentVersions(ctx context.Context, r *Report) error {
 // and could not be restored, so the index explains the store again. Current
 // versions without content stay (fixCurrentVersions said what to do).
 func (c *Catalog) forgetLost(ctx context.Context, r *Report) error {
-	for _, m := range r.Missing {
+	now := newReport(c.home)
+	if err := compare(ctx, c.db, c.store, now, false); err != nil {
+		return err
+	}
+	for _, m := range now.Missing {
 		err := c.db.ForgetVersion(ctx, m.Slug, m.Hash)
 		switch {
 		case err == nil:
@@ -419,6 +432,8 @@ func (c *Catalog) restoreRegistries(ctx context.Context, people, tools, mcps map
 		}
 		if _, err := c.db.User(ctx, uid); err == nil {
 			continue
+		} else if !errors.Is(err, skills.ErrNotFound) {
+			return err // never demote someone because a query failed
 		}
 		if err := c.db.PutUser(ctx, skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
 			return err
