@@ -47,6 +47,19 @@ type VersionMeta struct {
 	Format  int     `json:"format"` // metaFormat
 	Skill   Skill   `json:"skill"`
 	Version Version `json:"version"`
+	// CurrentSince is when this version last became its skill's current
+	// one: a rebuild makes current the version that became so last (a
+	// reinstall of older content makes that older version current again).
+	CurrentSince time.Time `json:"current_since,omitzero"`
+}
+
+// Since is when the version became current: CurrentSince, or its install
+// time for metadata written before CurrentSince existed.
+func (m *VersionMeta) Since() time.Time {
+	if !m.CurrentSince.IsZero() {
+		return m.CurrentSince
+	}
+	return m.Version.InstalledAt
 }
 
 // metaFormat versions the VersionMeta encoding.

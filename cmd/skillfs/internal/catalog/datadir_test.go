@@ -578,3 +578,39 @@ func removeIndexFiles(t testing.TB, home string) {
 		}
 	}
 }
+
+// Content reinstalled after newer content (A, B, then A again) is current;
+// a rebuild from the store keeps it so.
+func TestRebuildKeepsARevert(t *testing.T) {
+	ctx := context.Background()
+	home := filepath.Join(t.TempDir(), "home")
+	c, err := Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "notes")
+	write := func(desc string) {
+		skillDir(t, src, "name: notes\ndescription: "+desc)
+		if _, err := c.Import(ctx, ImportRequest{Source: src}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("one")
+	write("two")
+	write("one")
+	want, _ := c.db.Skill(ctx, "notes")
+	c.Close()
+	removeIndexFiles(t, home)
+	if r, err := Repair(ctx, home, Options{}); err != nil || !r.OK {
+		t.Fatalf("Repair = %+v, %v", r, err)
+	}
+	c, err = Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, _ := c.db.Skill(ctx, "notes")
+	if got.Version != want.Version || got.Description != "one" {
+		t.Fatalf("after the rebuild notes is at %s (%q), want %s (%q)", got.Version, got.Description, want.Version, "one")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"skillfs/policy"
 	"skillfs/skills"
@@ -130,7 +131,8 @@ func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills
 		return err
 	}
 	ver.Path = skills.VersionRelPath(sk.Slug, ver.Hash)
-	_, created, err := c.store.Publish(staging, sk.Slug, ver.Hash, &skills.VersionMeta{Skill: *sk, Version: *ver})
+	meta := &skills.VersionMeta{Skill: *sk, Version: *ver, CurrentSince: ver.InstalledAt}
+	_, created, err := c.store.Publish(staging, sk.Slug, ver.Hash, meta)
 	if err != nil {
 		return fmt.Errorf("publish %q: %w", sk.Slug, err)
 	}
@@ -145,7 +147,24 @@ func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills
 		}
 		return fmt.Errorf("record %q in the index: %w", sk.Slug, err)
 	}
+	if !created {
+		c.markCurrent(ctx, sk, ver.Hash, ver.InstalledAt)
+	}
 	return nil
+}
+
+// markCurrent records in the metadata of an existing version that it is its
+// skill's current one again (older content reinstalled), so a rebuild from
+// the store picks it. The version's provenance stays as first recorded, as
+// in the index. A failure only costs a rebuild's accuracy: it is logged.
+func (c *Catalog) markCurrent(ctx context.Context, sk *skills.Skill, hash string, at time.Time) {
+	v, err := c.db.Version(ctx, sk.Slug, hash)
+	if err == nil {
+		err = c.store.WriteMeta(sk.Slug, hash, &skills.VersionMeta{Skill: *sk, Version: *v, CurrentSince: at})
+	}
+	if err != nil {
+		c.log.Warn("record that a version is current again", "slug", sk.Slug, "version", hash, "err", err)
+	}
 }
 
 // sourceKey is the provenance of one skill of a source: same key, same

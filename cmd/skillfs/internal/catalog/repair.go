@@ -468,7 +468,7 @@ func sortedKeys(m map[string]bool) []string {
 // recoverSkill reads the versions of one slug from the store: each version's
 // metadata, or what its SKILL.md says when it has none. Versions whose
 // content does not hash to their name, and folders that are no versions of
-// a valid slug, go to the quarantine. The newest version (by install time)
+// a valid slug, go to the quarantine. The version that became current last
 // is current. A slug with nothing usable returns a nil skill.
 func (c *Catalog) recoverSkill(slug string, hashes []string, r *Report) (*skills.Skill, []*skills.Version, error) {
 	type found struct {
@@ -514,7 +514,7 @@ func (c *Catalog) recoverSkill(slug string, hashes []string, r *Report) (*skills
 		return nil, nil, nil
 	}
 	sort.SliceStable(ok, func(i, j int) bool {
-		a, b := ok[i].meta.Version.InstalledAt, ok[j].meta.Version.InstalledAt
+		a, b := ok[i].meta.Since(), ok[j].meta.Since()
 		if !a.Equal(b) {
 			return a.Before(b)
 		}
