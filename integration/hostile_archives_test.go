@@ -187,7 +187,7 @@ func hostileArchives() []hostileArchive {
 	// a hundred times that in memory.
 	var bigFM strings.Builder
 	bigFM.WriteString("---\nname: big-frontmatter\ndescription: Looks harmless.\nmetadata:\n")
-	for i := 0; bigFM.Len() < 8<<20; i++ {
+	for i := 0; bigFM.Len() < 2<<20; i++ {
 		fmt.Fprintf(&bigFM, "  k%d: v\n", i)
 	}
 	bigFM.WriteString("---\nBody.\n")
@@ -408,7 +408,8 @@ func hostileArchives() []hostileArchive {
 		{name: "slug escaping the store", build: plain(manifestZip("---\nname: x\nslug: ../../x\ndescription: d\n---\n")...), want: []string{"slug", "../../x"}},
 		{name: "SKILL.md over the file limit", build: plain(zipEntry{name: "skill/", mode: os.ModeDir | 0o755},
 			rawEntry("skill/SKILL.md", zip.Deflate, deflated(x), crc32.ChecksumIEEE(x), uint64(len(deflated(x))), 65<<20)), want: []string{"skill/SKILL.md", "file-bytes limit"}},
-		{name: "frontmatter of 8 MiB", build: plain(manifestZip(bigFM.String())...), want: []string{"frontmatter", "limit"}},
+		{name: "frontmatter of 2 MiB", build: plain(manifestZip(bigFM.String())...), want: []string{"frontmatter", "limit"}},
+		{name: "SKILL.md of 5 MiB", build: plain(manifestZip("---\nname: huge\ndescription: a long body\n---\n"+noiseText(5<<20))...), want: []string{"SKILL.md", "manifest-bytes limit"}},
 	}
 }
 
@@ -518,4 +519,18 @@ func TestZipWithStub(t *testing.T) {
 		t.Fatalf("exit %d, want 0 or 5\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	checkNoLeftovers(t, e)
+}
+
+// noiseText is n bytes of text that does not compress well.
+func noiseText(n int) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\n"
+	b := make([]byte, n)
+	x := uint64(88172645463325252)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = letters[x%uint64(len(letters))]
+	}
+	return string(b)
 }

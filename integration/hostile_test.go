@@ -372,8 +372,10 @@ func makeHostileSources(t *testing.T, dir string) []hostileSource {
 		{"SKILL.md is a fifo", fifoSkill, "fifo", true, "is a directory"},
 		{"SKILL.md is a directory", dirSkill, "SKILL.md", true, "is a directory"},
 		// Edits take text: zeros are refused at the first byte.
-		{"sparse file over the file limit", sparse, "file-bytes limit", false, "not UTF-8 text"},
-		{"text file over the file limit", text, "file-bytes limit", false, ""},
+		// As a lone SKILL.md both are over the manifest limit; as the
+		// content of an edit, the text file is over the file limit.
+		{"sparse file over the file limit", sparse, "manifest-bytes limit", false, "not UTF-8 text"},
+		{"text file over the file limit", text, "manifest-bytes limit", false, "file-bytes limit"},
 	}
 }
 
@@ -512,8 +514,8 @@ func TestHostileSources(t *testing.T) {
 		{"skill edit < /dev/urandom", dev("/dev/urandom"), true, "", "", "", []string{"tips.md", "not UTF-8 text"}},
 		{"skill edit < endless text", endlessText, true, "", "", "", []string{"tips.md", "file-bytes limit"}},
 		{"upload endless zeros as a ZIP", endlessZeros, false, "POST", "/v1/drafts?name=zeros.zip", "application/zip", []string{"zeros.zip", "total-bytes limit"}},
-		{"upload endless text as a SKILL.md", endlessText, false, "POST", "/v1/drafts?name=SKILL.md", "text/markdown", []string{"SKILL.md", "file-bytes limit"}},
-		{"upload endless zeros as a SKILL.md", endlessZeros, false, "POST", "/v1/drafts?name=zeros.md", "text/markdown", []string{"zeros.md", "file-bytes limit"}},
+		{"upload endless text as a SKILL.md", endlessText, false, "POST", "/v1/drafts?name=SKILL.md", "text/markdown", []string{"SKILL.md", "manifest-bytes limit"}},
+		{"upload endless zeros as a SKILL.md", endlessZeros, false, "POST", "/v1/drafts?name=zeros.md", "text/markdown", []string{"zeros.md", "manifest-bytes limit"}},
 		{"PUT an endless text file", endlessText, false, "PUT", "/v1/skills/notes/files/tips.md", "text/plain", []string{"tips.md", "file-bytes limit"}},
 		{"PUT endless zeros", endlessZeros, false, "PUT", "/v1/skills/notes/files/tips.md", "text/plain", []string{"tips.md", "not UTF-8 text"}},
 		{"PUT 100 MB of text", func(*testing.T) io.Reader { return &textStream{n: 100e6} }, false, "PUT", "/v1/skills/notes/files/new.md", "text/plain", []string{"new.md", "file-bytes limit"}},

@@ -107,7 +107,7 @@ type FoundSkill struct {
 
 // agentManifestMax bounds the SKILL.md read while scanning: the per-file
 // import limit, so nothing found here is refused later for its manifest size.
-var agentManifestMax = DefaultLimits().MaxFileBytes
+var agentManifestMax = DefaultLimits().MaxManifest
 
 // ScanAgentDirs finds every skill in dirs: each direct subfolder holding
 // SKILL.md (or, failing that, a lower-case skill.md). Hidden entries are
@@ -239,7 +239,7 @@ func loadAgentSkill(d AgentDir, dir, real, manifest, folder string) (FoundSkill,
 // readAgentManifest reads a manifest of at most agentManifestMax bytes. A
 // FIFO or device by that name is refused unread, without blocking.
 func readAgentManifest(path string) ([]byte, error) {
-	return ReadRegular(path, filepath.Base(path), agentManifestMax, true)
+	return ReadManifest(path, filepath.Base(path), agentManifestMax, true)
 }
 
 // parseAgentManifest parses leniently and, when the only fatal problem is the

@@ -323,8 +323,8 @@ func TestScanAgentDirsManifestLimit(t *testing.T) {
 	if len(found) != 1 || found[0].Slug != "small" {
 		t.Errorf("found = %+v, want only small", found)
 	}
-	if len(problems) != 1 || !strings.Contains(problems[0], "big") || !strings.Contains(problems[0], LimitFileBytes) {
-		t.Errorf("problems = %q, want the file-size limit for big", problems)
+	if len(problems) != 1 || !strings.Contains(problems[0], "big") || !strings.Contains(problems[0], LimitManifest) {
+		t.Errorf("problems = %q, want the manifest limit for big", problems)
 	}
 }
 

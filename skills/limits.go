@@ -12,6 +12,7 @@ const (
 	LimitDepth       = "depth"
 	LimitFileBytes   = "file-bytes"
 	LimitCompression = "compression-ratio"
+	LimitManifest    = "manifest-bytes"
 )
 
 // ratioFloor is the uncompressed size below which the compression ratio of an
@@ -30,6 +31,7 @@ type Limits struct {
 	MaxDepth       int     // path components below the source root
 	MaxFileBytes   int64   // one file
 	MaxCompression float64 // archive: uncompressed/compressed ratio, per entry over 1 MiB and in total
+	MaxManifest    int64   // a skill's SKILL.md: it is read whole, parsed, and loaded into agents' context
 }
 
 // DefaultLimits returns limits that accept real public skill repositories
@@ -44,8 +46,12 @@ func DefaultLimits() Limits {
 		MaxDepth:       32,
 		MaxFileBytes:   64 << 20,
 		MaxCompression: 200,
+		MaxManifest:    4 << 20,
 	}
 }
+
+// WithDefaults fills unset fields from DefaultLimits.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
 
 // withDefaults fills unset fields from DefaultLimits.
 func (l Limits) withDefaults() Limits {
@@ -64,6 +70,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxFileBytes <= 0 {
 		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.MaxManifest <= 0 {
+		l.MaxManifest = d.MaxManifest
 	}
 	if l.MaxCompression <= 0 {
 		l.MaxCompression = d.MaxCompression
@@ -173,6 +182,14 @@ func (b *budget) ratio(rel string, uncompressed, compressed uint64) error {
 	r := float64(uncompressed) / float64(compressed)
 	if r > b.lim.MaxCompression {
 		return &LimitError{Limit: LimitCompression, Value: int64(r), Max: int64(b.lim.MaxCompression), Path: rel}
+	}
+	return nil
+}
+
+// manifest checks the size of a skill's SKILL.md.
+func (b *budget) manifest(rel string, n int64) error {
+	if n > b.lim.MaxManifest {
+		return &LimitError{Limit: LimitManifest, Value: n, Max: b.lim.MaxManifest, Path: rel}
 	}
 	return nil
 }

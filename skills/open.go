@@ -26,6 +26,9 @@ func OpenRegular(path, display string, follow bool) (*os.File, iofs.FileInfo, er
 		if pe, ok := err.(*os.PathError); ok {
 			pe.Path = display
 		}
+		if errors.Is(err, iofs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("%w: %w", err, ErrNotFound)
+		}
 		if !follow && errors.Is(err, syscall.ELOOP) {
 			return nil, nil, &SpecialFileError{Path: display, Kind: "symlink"}
 		}
@@ -89,4 +92,15 @@ func readCapped(r io.Reader, display string, max int64) ([]byte, error) {
 // arrive.
 func ReadCapped(r io.Reader, display string, max int64) ([]byte, error) {
 	return readCapped(r, display, max)
+}
+
+// ReadManifest reads a SKILL.md (see ReadRegular) of at most max bytes;
+// more is a *LimitError for the manifest limit.
+func ReadManifest(path, display string, max int64, follow bool) ([]byte, error) {
+	data, err := ReadRegular(path, display, max, follow)
+	var le *LimitError
+	if errors.As(err, &le) {
+		le.Limit = LimitManifest
+	}
+	return data, err
 }

@@ -135,7 +135,7 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 		sp := filepath.Join(srcDir, name)
 		info, err := os.Lstat(sp)
 		if err != nil {
-			return fmt.Errorf("%q: %w", crel, err)
+			return relError(crel, err)
 		}
 		dname := name
 		if rel == "" && name == lowerManifestName && s.renameLower {
@@ -150,19 +150,19 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 			}
 			children, err := os.ReadDir(sp)
 			if err != nil {
-				return fmt.Errorf("%q: %w", crel, err)
+				return relError(crel, err)
 			}
 			if err := os.Mkdir(dp, 0o755); err != nil {
-				return fmt.Errorf("%q: %w", crel, err)
+				return relError(crel, err)
 			}
 			if err := os.Chmod(dp, 0o755); err != nil {
-				return fmt.Errorf("%q: %w", crel, err)
+				return relError(crel, err)
 			}
 			if err := s.copyDir(sp, dp, crel, children); err != nil {
 				return err
 			}
 			if err := os.Chtimes(dp, info.ModTime(), info.ModTime()); err != nil {
-				return fmt.Errorf("%q: %w", crel, err)
+				return relError(crel, err)
 			}
 		case info.Mode().IsRegular():
 			if err := s.b.file(crel); err != nil {
@@ -171,8 +171,21 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 			if err := s.b.size(crel, info.Size()); err != nil {
 				return err
 			}
+			manifest := rel == "" && (name == ManifestName || name == lowerManifestName)
+			if manifest {
+				if err := s.b.manifest(crel, info.Size()); err != nil {
+					return err
+				}
+			}
 			if err := s.copyFile(sp, dp, crel, info); err != nil {
 				return err
+			}
+			if manifest { // it may have grown since it was stat'ed
+				if fi, err := os.Lstat(dp); err != nil {
+					return relError(crel, err)
+				} else if err := s.b.manifest(crel, fi.Size()); err != nil {
+					return err
+				}
 			}
 		default:
 			return &SpecialFileError{Path: crel, Kind: kindOf(info.Mode())}
@@ -189,12 +202,12 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 	// blocking; the Stat below then rejects it.
 	in, err := os.OpenFile(sp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return fmt.Errorf("%q: %w", rel, err)
+		return relError(rel, err)
 	}
 	defer in.Close()
 	fi, err := in.Stat()
 	if err != nil {
-		return fmt.Errorf("%q: %w", rel, err)
+		return relError(rel, err)
 	}
 	if !fi.Mode().IsRegular() || !os.SameFile(fi, info) {
 		return fmt.Errorf("%q changed while being read: %w", rel, ErrSpecialFile)
@@ -202,24 +215,24 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 	mode := storedFileMode(fi.Mode())
 	out, err := os.OpenFile(dp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("%q: %w", rel, err)
+		return relError(rel, err)
 	}
 	_, err = s.b.copyCounted(out, in, rel)
 	var le *LimitError
 	if err != nil && !errors.As(err, &le) {
-		err = fmt.Errorf("%q: %w", rel, err)
+		err = relError(rel, err)
 	}
 	if err == nil {
 		err = out.Chmod(mode) // the umask may have narrowed it
 	}
 	if cerr := out.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("%q: %w", rel, cerr)
+		err = relError(rel, cerr)
 	}
 	if err != nil {
 		return err
 	}
 	if err := os.Chtimes(dp, fi.ModTime(), fi.ModTime()); err != nil {
-		return fmt.Errorf("%q: %w", rel, err)
+		return relError(rel, err)
 	}
 	return nil
 }
@@ -348,4 +361,28 @@ func removeTree(p string) error {
 		return nil
 	})
 	return os.RemoveAll(p)
+}
+
+// RelError names the entry rel in an error about it, without the absolute
+// path an *os.PathError carries (see relError).
+func RelError(rel string, err error) error { return relError(rel, err) }
+
+// relError names the entry rel in an error about it, dropping the absolute
+// path a *PathError or *LinkError carries: that path is a temporary copy or
+// the staging area, which means nothing to whoever named the source. The
+// errno stays wrapped (errors.Is(err, syscall.ENOSPC) still holds).
+func relError(rel string, err error) error {
+	var le0 *LimitError
+	if errors.As(err, &le0) {
+		return err // names its path already
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%q: %s: %w", rel, pe.Op, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%q: %s: %w", rel, le.Op, le.Err)
+	}
+	return fmt.Errorf("%q: %w", rel, err)
 }

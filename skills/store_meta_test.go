@@ -274,6 +274,7 @@ func TestStageDirReservedNames(t *testing.T) {
 		{"reserved dir", []tfile{{name: "SKILL.md", body: testManifest}, {name: ".skillfs/"}}, ErrUnsafePath, ""},
 		{"store metadata skipped", []tfile{{name: "SKILL.md", body: testManifest}, {name: MetaFileName, body: "{}"}}, nil, "skillfs metadata"},
 		{"directory named SKILL.md", []tfile{{name: "SKILL.md/"}}, ErrNoManifest, ""},
+		{"SKILL.md over the manifest limit", []tfile{{name: "SKILL.md", body: testManifest + strings.Repeat("x", 4<<20)}}, ErrLimit, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := t.TempDir()

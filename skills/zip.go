@@ -69,12 +69,12 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 	b = newBudget(lim)
 	for _, d := range plan.dirs {
 		if err := os.MkdirAll(filepath.Join(dst, filepath.FromSlash(d)), 0o755); err != nil {
-			return fmt.Errorf("read zip: entry %q: %w", d, err)
+			return fmt.Errorf("read zip: %w", relError(d, err))
 		}
 	}
 	for _, it := range plan.files {
 		if err := extractEntry(it, dst, fi.Size(), b); err != nil {
-			return fmt.Errorf("read zip: entry %q: %w", it.f.Name, err)
+			return fmt.Errorf("read zip: %w", relError(it.f.Name, err))
 		}
 	}
 	// Directory times last, deepest first, once nothing more is written
@@ -86,7 +86,7 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 			continue
 		}
 		if err := os.Chtimes(filepath.Join(dst, filepath.FromSlash(d)), t, t); err != nil {
-			return fmt.Errorf("read zip: entry %q: %w", d, err)
+			return fmt.Errorf("read zip: %w", relError(d, err))
 		}
 	}
 	return nil

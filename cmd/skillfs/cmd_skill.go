@@ -291,7 +291,7 @@ func validate(path string) validation {
 		r.Warnings = append(r.Warnings, st.Warnings...)
 		file = filepath.Join(tmp, "skill", skills.ManifestName)
 	}
-	data, err := skills.ReadRegular(file, path, skills.DefaultLimits().MaxFileBytes, true)
+	data, err := skills.ReadManifest(file, path, skills.DefaultLimits().MaxManifest, true)
 	if err != nil {
 		return fail(skills.ManifestName, err)
 	}

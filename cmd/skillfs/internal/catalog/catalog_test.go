@@ -340,6 +340,11 @@ func TestEdit(t *testing.T) {
 		{"NUL byte", "a.txt", []byte("text\x00more"), skills.ErrInvalid},
 		{"rune cut at the end", "a.txt", []byte("caf\xc3"), skills.ErrInvalid},
 		{"over the size limit", "big.txt", bytes.Repeat([]byte("a"), 2<<20), skills.ErrLimit},
+		{"through a file", "SKILL.md/notes.md", []byte("x"), skills.ErrInvalid},
+		{"onto a directory", "scripts", []byte("x"), skills.ErrInvalid},
+		{"reserved name", ".skillfs-version.json", []byte("{}"), skills.ErrUnsafePath},
+		{"remove a reserved name", ".skillfs-version.json", nil, skills.ErrUnsafePath},
+		{"remove a directory", "scripts", nil, skills.ErrNotFound},
 	}
 	c.lim.MaxFileBytes = 1 << 20
 	before, _ := c.Show(ctx, "", "notes")
@@ -349,8 +354,12 @@ func TestEdit(t *testing.T) {
 			if tc.content != nil {
 				content = bytes.NewReader(tc.content)
 			}
-			if _, err := c.Edit(ctx, "", "notes", tc.path, content); !errors.Is(err, tc.want) {
+			_, err := c.Edit(ctx, "", "notes", tc.path, content)
+			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if strings.Contains(err.Error(), c.home) {
+				t.Errorf("the message names the data directory: %v", err)
 			}
 			after, _ := c.Show(ctx, "", "notes")
 			if after.Version != before.Version || len(after.Versions) != len(before.Versions) {

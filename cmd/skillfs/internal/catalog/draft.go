@@ -160,7 +160,7 @@ func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportReq
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(dst, skills.ManifestName))
+	data, err := skills.ReadManifest(filepath.Join(dst, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +313,7 @@ const (
 // path the daemon reads: a ZIP archive or a lone SKILL.md, streamed into the
 // data directory's temporary area and cut at the import limits as it
 // arrives (the whole archive at the total-bytes limit, a SKILL.md at the
-// per-file limit). name, a file name, stands for the upload in messages and
+// manifest limit). name, a file name, stands for the upload in messages and
 // provenance: uploading the same name again makes new versions of the same
 // skills. req says which skills to take and how, as for Prepare; its
 // Source is ignored.
@@ -329,7 +329,7 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	case UploadZip:
 		file, max = "upload.zip", c.lim.MaxTotalBytes
 	case UploadManifest:
-		file, max = skills.ManifestName, c.lim.MaxFileBytes
+		file, max = skills.ManifestName, c.lim.MaxManifest
 	default:
 		return nil, fmt.Errorf("upload kind %q: want %s or %s: %w", kind, UploadZip, UploadManifest, skills.ErrInvalid)
 	}
@@ -376,7 +376,7 @@ func limitFor(kind string) string {
 	if kind == UploadZip {
 		return skills.LimitTotalBytes
 	}
-	return skills.LimitFileBytes
+	return skills.LimitManifest
 }
 
 // checkUploadName accepts a plain file name.

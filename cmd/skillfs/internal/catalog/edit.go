@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -77,7 +78,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if _, err := skills.StageDir(tree, staging, c.lim); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(staging, skills.ManifestName))
+	data, err := skills.ReadManifest(filepath.Join(staging, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +127,11 @@ func applyEdit(tree, rel string, content io.Reader, max int64) error {
 		if rel == skills.ManifestName {
 			return fmt.Errorf("SKILL.md cannot be removed: %w", skills.ErrInvalid)
 		}
+		if fi, err := os.Lstat(target); err != nil || fi.IsDir() {
+			return fmt.Errorf("remove %s: no such file: %w", rel, skills.ErrNotFound)
+		}
 		if err := os.Remove(target); err != nil {
-			return fmt.Errorf("remove %s: %w", rel, skills.ErrNotFound)
+			return editPathError(rel, err)
 		}
 		return nil
 	}
@@ -140,11 +144,11 @@ func applyEdit(tree, rel string, content io.Reader, max int64) error {
 		os.Chmod(target, mode|0o200)
 	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return err
+		return editPathError(rel, err)
 	}
 	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
 	if err != nil {
-		return err
+		return editPathError(rel, err)
 	}
 	tw := &textWriter{w: f, rel: rel, max: max}
 	_, err = io.Copy(tw, content)
@@ -157,9 +161,25 @@ func applyEdit(tree, rel string, content io.Reader, max int64) error {
 	return err
 }
 
+// editPathError says what was wrong with a path to edit without naming the
+// work tree it was applied in: a path through a file, or onto a directory,
+// is bad input.
+func editPathError(rel string, err error) error {
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
+		errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s: not a file this skill can hold (a part of the path is a file, or it names a directory): %w", rel, skills.ErrInvalid)
+	}
+	return skills.RelError(rel, err)
+}
+
 // checkEditable enforces which files online editing may write: text files
 // with an allowed extension.
 func checkEditable(rel string, writing bool) error {
+	for _, c := range strings.Split(rel, "/") {
+		if strings.HasPrefix(c, ".skillfs") {
+			return fmt.Errorf("%s: names starting with .skillfs are reserved for skillfs: %w", rel, skills.ErrUnsafePath)
+		}
+	}
 	if !writing {
 		return nil
 	}

@@ -328,7 +328,7 @@ func (c *Catalog) resolveFile(spec, display, work string, cleanup func()) (*sour
 		}
 		return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
 	}
-	data, err := skills.ReadRegular(spec, display, c.lim.MaxFileBytes, true)
+	data, err := skills.ReadManifest(spec, display, c.lim.MaxManifest, true)
 	if err != nil {
 		return fail(fmt.Errorf("source %s: %w", display, err))
 	}
@@ -355,8 +355,8 @@ func isZip(path string, f io.Reader) bool {
 }
 
 // manifestMax bounds a SKILL.md read to list or order a source's skills;
-// staging applies the real limits.
-const manifestMax = 4 << 20
+// staging applies the limits in force.
+var manifestMax = skills.DefaultLimits().MaxManifest
 
 // describe parses candidates leniently for listing.
 func describe(cands []skills.Candidate) []Available {
@@ -377,10 +377,10 @@ func describe(cands []skills.Candidate) []Available {
 // folder: never through a symlink, never from a FIFO or device, never more
 // than a file may hold.
 func readManifest(dir string, max int64) ([]byte, error) {
-	data, err := skills.ReadRegular(filepath.Join(dir, skills.ManifestName), skills.ManifestName, max, false)
+	data, err := skills.ReadManifest(filepath.Join(dir, skills.ManifestName), skills.ManifestName, max, false)
 	if errors.Is(err, os.ErrNotExist) {
 		lower := strings.ToLower(skills.ManifestName)
-		data, err = skills.ReadRegular(filepath.Join(dir, lower), lower, max, false)
+		data, err = skills.ReadManifest(filepath.Join(dir, lower), lower, max, false)
 	}
 	return data, err
 }

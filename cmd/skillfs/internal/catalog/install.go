@@ -29,9 +29,9 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	warnings := append([]string(nil), st.Warnings...)
 	manifestPath := filepath.Join(staging, skills.ManifestName)
-	data, err := os.ReadFile(manifestPath)
+	data, err := skills.ReadManifest(manifestPath, skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
-		return nil, fmt.Errorf("read staged SKILL.md: %w", err)
+		return nil, err
 	}
 	m, mw, err := skills.ParseManifest(data, mode)
 	if err != nil {

@@ -195,6 +195,8 @@ func ErrorCode(err error) (string, int) {
 		errors.Is(err, skills.ErrInvalidManifest), errors.Is(err, skills.ErrDependency),
 		errors.Is(err, skills.ErrLimit), errors.Is(err, skills.ErrSpecialFile), errors.Is(err, skills.ErrNoManifest):
 		return "invalid", http.StatusBadRequest
+	case errors.Is(err, skills.ErrDamaged):
+		return "damaged", http.StatusServiceUnavailable
 	}
 	return "internal", http.StatusInternalServerError
 }
@@ -210,6 +212,8 @@ func CodeError(code string) error {
 		return skills.ErrExists
 	case "invalid":
 		return skills.ErrInvalid
+	case "damaged":
+		return skills.ErrDamaged
 	}
 	return nil
 }

@@ -108,7 +108,10 @@ func TestCreateSessionSeesRevocationsThatLandMeanwhile(t *testing.T) {
 	}
 	d.mu.Unlock()
 	info := <-done
-	if info != nil && slices.Contains(info.Readable, "x") {
+	if info == nil {
+		t.Fatal("no session created")
+	}
+	if slices.Contains(info.Readable, "x") {
 		t.Fatalf("session created after x was disabled can read it: %v", info.Readable)
 	}
 	if _, err := os.Stat(filepath.Join(d.mountRoot, info.ID, "x")); !os.IsNotExist(err) {
@@ -179,9 +182,9 @@ func TestDraftSources(t *testing.T) {
 	if code != http.StatusOK || out["source"] != "SKILL.md" {
 		t.Fatalf("alice uploads a SKILL.md: %d %v", code, out)
 	}
-	big := bytes.Repeat([]byte("a"), int(d.cat.Limits().MaxFileBytes)+10)
+	big := bytes.Repeat([]byte("a"), int(d.cat.Limits().MaxManifest)+10)
 	if code, out := post(t, d, "/v1/drafts?name=big.md", "alice", "text/markdown", big); code != http.StatusBadRequest ||
-		!strings.Contains(fmt.Sprint(out), "file-bytes limit") {
+		!strings.Contains(fmt.Sprint(out), "manifest-bytes limit") {
 		t.Fatalf("an oversized upload: %d %v", code, out)
 	}
 	if code, _ := post(t, d, "/v1/drafts?name=../x.zip", "alice", "application/zip", []byte("PK")); code != http.StatusBadRequest {
