@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -245,30 +246,42 @@ func (r *recorder) flush(ctx context.Context) error {
 }
 
 // spillPending moves what is pending into the spill file, for the next
-// start to apply. The caller holds flushMu.
-func (r *recorder) spillPending() (opens int64, err error) {
+// start to apply. When it does not all fit, the counts of the most opened
+// skills go first and the rest are reported lost. The caller holds flushMu.
+func (r *recorder) spillPending() (kept, lost int64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.pending) == 0 {
-		return 0, nil
+	all := make([]index.OpenDelta, 0, len(r.pending))
+	for _, p := range r.pending {
+		all = append(all, *p)
+	}
+	slices.SortFunc(all, func(a, b index.OpenDelta) int { return cmp.Compare(b.Opens, a.Opens) })
+	sum := func(ds []index.OpenDelta) (n int64) {
+		for _, d := range ds {
+			n += d.Opens
+		}
+		return n
+	}
+	if len(all) == 0 {
+		return 0, 0, nil
 	}
 	if r.spill == nil {
-		for _, p := range r.pending {
-			opens += p.Opens
+		return 0, sum(all), errors.New("no spill file")
+	}
+	for n := len(all); n > 0; n = n * 3 / 4 {
+		b := spillBatch{ID: newSpillID(), Deltas: all[:n]}
+		err = r.spill.write(append(slices.Clone(r.spilled), b))
+		if errors.Is(err, errSpillFull) {
+			continue
 		}
-		return opens, errors.New("no spill file")
+		if err != nil {
+			return 0, sum(all), err
+		}
+		r.spilled = append(r.spilled, b)
+		r.pending = map[actKey]*index.OpenDelta{}
+		return sum(all[:n]), sum(all[n:]), nil
 	}
-	b := spillBatch{ID: newSpillID()}
-	for _, p := range r.pending {
-		b.Deltas = append(b.Deltas, *p)
-		opens += p.Opens
-	}
-	if err := r.spill.write(append(slices.Clone(r.spilled), b)); err != nil {
-		return opens, err
-	}
-	r.spilled = append(r.spilled, b)
-	r.pending = map[actKey]*index.OpenDelta{}
-	return opens, nil
+	return 0, sum(all), err
 }
 
 // run flushes periodically until ctx ends; close does the last flush.
@@ -309,12 +322,17 @@ func (r *recorder) close() error {
 	}
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
-	opens, serr := r.spillPending()
-	if serr != nil {
-		return fmt.Errorf("%d opens could not be stored (%v) nor kept in the spill file: %w", opens, err, serr)
+	kept, lost, serr := r.spillPending()
+	if kept > 0 {
+		r.log.Warn("the index could not take the last activations: kept in the spill file, applied at the next start",
+			"opens", kept, "err", err)
 	}
-	r.log.Warn("the index could not take the last activations: kept in the spill file, applied at the next start",
-		"opens", opens, "err", err)
+	if serr == nil && lost > 0 {
+		serr = errSpillFull
+	}
+	if serr != nil {
+		return fmt.Errorf("%d opens could not be stored (%v) nor kept in the spill file: %w", lost, err, serr)
+	}
 	return nil
 }
 

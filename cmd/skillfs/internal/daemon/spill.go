@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -31,16 +32,55 @@ import (
 const SpillName = "activations.spill"
 
 const (
-	spillSlot   = 512 << 10  // bytes per slot
+	spillSlot   = 2 << 20    // bytes per slot: some 20,000 (session, skill) counts
 	spillHeader = 16         // magic (4) | seq (4) | length (4) | crc32 (4)
 	spillMagic  = 0x534b5350 // "SKSP"
 )
 
 // spillBatch is one batch of opens not yet in the index.
 type spillBatch struct {
-	ID     string            `json:"id"`
-	Deltas []index.OpenDelta `json:"deltas"`
+	ID     string
+	Deltas []index.OpenDelta
 }
+
+// spillRecord is the file's encoding of a batch: short keys, times in unix
+// nanoseconds, so a slot holds as many counts as it can.
+type spillRecord struct {
+	ID     string       `json:"id"`
+	Deltas []spillDelta `json:"d"`
+}
+
+type spillDelta struct {
+	Session string `json:"s"`
+	Slug    string `json:"k"`
+	Opens   int64  `json:"n"`
+	LastAt  int64  `json:"t"`
+}
+
+// MarshalJSON writes the compact encoding.
+func (b spillBatch) MarshalJSON() ([]byte, error) {
+	r := spillRecord{ID: b.ID, Deltas: make([]spillDelta, len(b.Deltas))}
+	for i, d := range b.Deltas {
+		r.Deltas[i] = spillDelta{Session: d.Session, Slug: d.Slug, Opens: d.Opens, LastAt: d.LastAt.UnixNano()}
+	}
+	return json.Marshal(r)
+}
+
+// UnmarshalJSON reads the compact encoding.
+func (b *spillBatch) UnmarshalJSON(data []byte) error {
+	var r spillRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	b.ID, b.Deltas = r.ID, make([]index.OpenDelta, len(r.Deltas))
+	for i, d := range r.Deltas {
+		b.Deltas[i] = index.OpenDelta{Session: d.Session, Slug: d.Slug, Opens: d.Opens, LastAt: time.Unix(0, d.LastAt).UTC()}
+	}
+	return nil
+}
+
+// errSpillFull says a spill does not fit the reserved space.
+var errSpillFull = errors.New("the activation spill file is full")
 
 // spillFile is an open spill file.
 type spillFile struct {
@@ -123,7 +163,7 @@ func (sp *spillFile) write(batches []spillBatch) error {
 		return fmt.Errorf("encode activation spill: %w", err)
 	}
 	if len(body) > spillSlot-spillHeader {
-		return fmt.Errorf("activation spill: %d bytes do not fit the %d reserved", len(body), spillSlot-spillHeader)
+		return fmt.Errorf("%d bytes for %d reserved: %w", len(body), spillSlot-spillHeader, errSpillFull)
 	}
 	next := sp.seq + 1
 	var buf bytes.Buffer

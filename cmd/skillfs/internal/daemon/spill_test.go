@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -173,4 +175,50 @@ func FuzzReadSpill(f *testing.F) {
 			t.Fatalf("written %d batches, read back %d, %v", len(batches), len(again), err)
 		}
 	})
+}
+
+// When more counts wait than the spill file holds, the most opened skills
+// are kept and the loss is reported, never the whole batch dropped.
+func TestSpillKeepsWhatFits(t *testing.T) {
+	old := closeRetries
+	closeRetries = []time.Duration{0}
+	t.Cleanup(func() { closeRetries = old })
+	dir := t.TempDir()
+	db, err := index.Open(filepath.Join(dir, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _, _, err := openSpill(filepath.Join(dir, SpillName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r.useSpill(context.Background(), sp, nil)
+	const pairs = 40000
+	now := time.Now().UTC()
+	for i := range pairs {
+		k := actKey{session: fmt.Sprintf("%032x", i), slug: fmt.Sprintf("skill-%d", i%50)}
+		r.pending[k] = &index.OpenDelta{Session: k.session, Slug: k.slug, Opens: int64(1 + i%7), LastAt: now}
+	}
+	db.Close()
+	err = r.close()
+	if !errors.Is(err, errSpillFull) {
+		t.Fatalf("close with more counts than the spill holds = %v, want errSpillFull", err)
+	}
+	got, _, err := readSpill(sp.f)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("spill after close = %d batches, %v", len(got), err)
+	}
+	kept := got[0].Deltas
+	if len(kept) < 10000 || len(kept) >= pairs {
+		t.Fatalf("kept %d of %d counts", len(kept), pairs)
+	}
+	// Opens run 1..7 evenly: the largest 22,500-odd counts are 4 to 7.
+	for _, d := range kept {
+		if d.Opens < 4 {
+			t.Fatalf("kept a count of %d opens while larger ones were dropped", d.Opens)
+		}
+	}
+	t.Logf("a spill slot kept %d of %d (session, skill) counts", len(kept), pairs)
 }
