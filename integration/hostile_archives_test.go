@@ -409,7 +409,7 @@ func hostileArchives() []hostileArchive {
 		{name: "SKILL.md over the file limit", build: plain(zipEntry{name: "skill/", mode: os.ModeDir | 0o755},
 			rawEntry("skill/SKILL.md", zip.Deflate, deflated(x), crc32.ChecksumIEEE(x), uint64(len(deflated(x))), 65<<20)), want: []string{"skill/SKILL.md", "file-bytes limit"}},
 		{name: "frontmatter of 2 MiB", build: plain(manifestZip(bigFM.String())...), want: []string{"frontmatter", "limit"}},
-		{name: "SKILL.md of 5 MiB", build: plain(manifestZip("---\nname: huge\ndescription: a long body\n---\n"+noiseText(5<<20))...), want: []string{"SKILL.md", "manifest-bytes limit"}},
+		{name: "SKILL.md of 5 MiB", build: plain(manifestZip("---\nname: huge\ndescription: a long body\n---\n" + noiseText(5<<20))...), want: []string{"SKILL.md", "manifest-bytes limit"}},
 	}
 }
 

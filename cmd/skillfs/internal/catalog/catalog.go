@@ -42,8 +42,8 @@ type Catalog struct {
 	log   *slog.Logger
 	now   func() time.Time
 	imp   *importLock // shared while importing, exclusive to sweep and reconcile
-	pub   *os.File   // publish lock: exclusive from choosing a slug to the index row
-	pubMu sync.Mutex // the same between goroutines (flock does not exclude within a process)
+	pub   *os.File    // publish lock: exclusive from choosing a slug to the index row
+	pubMu sync.Mutex  // the same between goroutines (flock does not exclude within a process)
 }
 
 // Layout of a data directory.
