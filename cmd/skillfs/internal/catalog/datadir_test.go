@@ -474,7 +474,7 @@ func TestRepairQuarantinesTamperedContent(t *testing.T) {
 // A repair never runs under a live daemon.
 func TestRepairRefusesWhileServed(t *testing.T) {
 	home := populate(t)
-	release, err := holdServeLock(home)
+	release, err := LockServe(home)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,9 +165,9 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	release, err := holdServeLock(home)
+	release, err := LockServe(home)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (stop it before repairing)", err)
 	}
 	defer release()
 	st, err := inspect(home)
@@ -251,19 +251,21 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// serveLockFile is the daemon's lock on a data directory (see daemon.Run).
+// serveLockFile is the lock a daemon holds on the data directory it serves.
 const serveLockFile = "serve.lock"
 
-// holdServeLock takes the daemon's lock, so no daemon starts during a repair
-// and none is serving.
-func holdServeLock(home string) (func(), error) {
+// LockServe takes the data directory for one daemon: a second daemon would
+// steal the socket and re-point the binds while the first still serves, and
+// a repair must not run under a daemon. It fails with skills.ErrExists when
+// the lock is held.
+func LockServe(home string) (release func(), err error) {
 	f, err := os.OpenFile(filepath.Join(home, serveLockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open serve lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("a skillfs serve is running on %s: stop it before repairing: %w", home, skills.ErrExists)
+		return nil, fmt.Errorf("another skillfs serve is running on %s: %w", home, skills.ErrExists)
 	}
 	return func() { f.Close() }, nil
 }

@@ -20,7 +20,6 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
-	"skillfs/skills"
 )
 
 // SocketName is the API socket inside the data directory.
@@ -106,7 +105,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		return fmt.Errorf("a TCP listener needs a token")
 	}
 	log := opts.Logger
-	release, err := lockHome(cat.Home())
+	release, err := catalog.LockServe(cat.Home())
 	if err != nil {
 		return err
 	}
@@ -188,21 +187,6 @@ func (opts *Options) defaults(home string) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.netDefaults()
-}
-
-// lockHome takes the data directory for this daemon. One daemon per data
-// directory: a second one would steal the socket and re-point the binds
-// while the first still serves.
-func lockHome(home string) (release func(), err error) {
-	lock, err := os.OpenFile(filepath.Join(home, "serve.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open serve lock: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("another skillfs serve is running on %q: %w", home, skills.ErrExists)
-	}
-	return func() { lock.Close() }, nil
 }
 
 // startRecorder makes the activation recorder, with the spill file that
