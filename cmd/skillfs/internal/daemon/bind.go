@@ -28,7 +28,12 @@ import (
 // bind of the same directory cannot disguise) against the data directory and
 // the daemon's own mount, and the bind goes onto that open descriptor, so a
 // symlink swapped in after the check cannot redirect it. The resolved path is
-// what is recorded.
+// what is recorded. A target that holds the data directory or the mount root
+// (one of their parents) is refused too: a bind there would hide them.
+//
+// Everything that touches the target runs on a thread of its own and is
+// waited for at most targetTimeout (see onTarget), so a target on a hung
+// filesystem costs the caller an error, not the daemon's lock.
 
 // fileID identifies a file independently of the paths that reach it.
 type fileID struct{ dev, ino uint64 }
@@ -36,10 +41,14 @@ type fileID struct{ dev, ino uint64 }
 func idOf(st *unix.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: st.Ino} }
 
 // fence is what a bind target must stay out of, identified in the daemon's
-// namespace: the data directory, and every file of the daemon's FUSE mount.
+// namespace: the data directory, and every file of the daemon's FUSE mount;
+// and what it must not cover, found by path where the bind is made: the
+// data directory and the mount root.
 type fence struct {
-	home    fileID
-	fuseDev uint64
+	home     fileID
+	fuseDev  uint64
+	homePath string
+	mntPath  string
 }
 
 // fence identifies the data directory and the mount now, so that one moved
@@ -52,7 +61,7 @@ func (d *Daemon) fence() (*fence, error) {
 	if err := unix.Stat(d.mountRoot, &mnt); err != nil {
 		return nil, fmt.Errorf("stat the mount root: %w", err)
 	}
-	return &fence{home: idOf(&home), fuseDev: uint64(mnt.Dev)}, nil
+	return &fence{home: idOf(&home), fuseDev: uint64(mnt.Dev), homePath: d.cat.Home(), mntPath: d.mountRoot}, nil
 }
 
 // check refuses the directory open at fd (named path in messages) if it or
@@ -106,6 +115,110 @@ func (f *fence) check(fd int, path string) error {
 	return fmt.Errorf("mount target %q is nested too deep: %w", path, skills.ErrLimit)
 }
 
+// place is where a directory is in a namespace: the mount it is reached
+// through and its identity. The same directory bound elsewhere is another
+// place, and a bind over one place hides what is below it only there.
+type place struct {
+	mnt uint64
+	id  fileID
+}
+
+// placeOf is the place of the directory open at fd.
+func placeOf(fd int) (place, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &stx); err != nil {
+		return place{}, fmt.Errorf("statx: %w", err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return place{}, errors.New("the kernel does not report mount ids (STATX_MNT_ID)")
+	}
+	return place{mnt: stx.Mnt_id, id: fileID{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino}}, nil
+}
+
+// covers refuses the directory open at fd (named path in messages) if the
+// data directory or the daemon's mount root lies below it in the calling
+// thread's namespace: a bind there would hide them (the store, the socket,
+// the sessions). Each is looked up there by its path and counts only if
+// that path reaches the very directory; a sandbox's namespace may not show
+// it at all, and then nothing there covers it.
+func (f *fence) covers(fd int, path string) error {
+	want, err := placeOf(fd)
+	if isDeadMount(err) {
+		return nil // a dead mount holds nothing
+	}
+	if err != nil {
+		return fmt.Errorf("mount target %q: %w", path, err)
+	}
+	for _, c := range []struct {
+		path, what string
+		is         func(*unix.Stat_t) bool
+	}{
+		{f.homePath, "the data directory", func(st *unix.Stat_t) bool { return idOf(st) == f.home }},
+		{f.mntPath, "the daemon's mount root", func(st *unix.Stat_t) bool { return uint64(st.Dev) == f.fuseDev }},
+	} {
+		below, err := isBelow(c.path, c.is, want)
+		if err != nil {
+			return fmt.Errorf("mount target %q: look for %s at %q: %w", path, c.what, c.path, err)
+		}
+		if below {
+			return fmt.Errorf("mount target %q contains %s (%s): %w", path, c.what, c.path, skills.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// isBelow tells whether the directory at path lies at or below the place
+// want in the calling thread's namespace: whether want is one of the places
+// the walk up from it passes. If path does not reach a directory here, or
+// reaches one that is not the one meant (is says), it is not below.
+func isBelow(path string, is func(*unix.Stat_t) bool, want place) (bool, error) {
+	if path == "" {
+		return false, nil
+	}
+	cur, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EACCES),
+		errors.Is(err, unix.ELOOP), isDeadMount(err):
+		return false, nil // not there, so nothing here covers it
+	case err != nil:
+		return false, err
+	}
+	defer func() { unix.Close(cur) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); isDeadMount(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !is(&st) {
+		return false, nil // another directory goes by that name here
+	}
+	for range 4096 {
+		p, err := placeOf(cur)
+		if err != nil {
+			return false, err
+		}
+		if p == want {
+			return true, nil
+		}
+		if err := unix.Fstat(cur, &st); err != nil {
+			return false, err
+		}
+		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, fmt.Errorf("open a parent: %w", err)
+		}
+		root, err := isRootOf(cur, parent, &st)
+		if err != nil || root {
+			unix.Close(parent)
+			return false, err
+		}
+		unix.Close(cur)
+		cur = parent
+	}
+	return false, fmt.Errorf("nested too deep: %w", skills.ErrLimit)
+}
+
 // isRootOf tells whether the directory open at cur (its stat in st, zero if
 // it could not be had) is the root, given its ".." open at parent: ".." of
 // the root is the root itself. The file alone does not tell: a directory
@@ -157,9 +270,9 @@ type target struct {
 // them. With create, missing directories at its end are made, but only
 // below an existing ancestor that passed the fence (so a refused target
 // leaves nothing behind) and never through a symlink. With a fence, the
-// directory is checked against it. procFD is the daemon's /proc/self/fd,
-// opened in the daemon's namespace: a sandbox's /proc may not show the
-// daemon at all.
+// directory is checked against it, and refused if it holds what the fence
+// protects. procFD is the daemon's /proc/self/fd, opened in the daemon's
+// namespace: a sandbox's /proc may not show the daemon at all.
 func openTarget(path string, create bool, f *fence, procFD int) (*target, error) {
 	existing := path
 	var missing []string // innermost first
@@ -200,6 +313,11 @@ func openTarget(path string, create bool, f *fence, procFD int) (*target, error)
 	}
 	if f != nil && len(missing) > 0 {
 		if err := f.check(fd, path); err != nil {
+			return fail(err)
+		}
+	}
+	if f != nil {
+		if err := f.covers(fd, path); err != nil {
 			return fail(err)
 		}
 	}
