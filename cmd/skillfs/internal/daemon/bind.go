@@ -413,11 +413,34 @@ func unbind(target string) error {
 	return err
 }
 
+// nsPath is where /proc shows the mount namespace of a process.
+func nsPath(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/ns/mnt" }
+
+// readNamespaceLink and openNamespaceFile look a process's namespace up;
+// tests swap them to inject errors.
+var (
+	readNamespaceLink = os.Readlink
+	openNamespaceFile = func(path string) (int, error) {
+		return unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+)
+
+// namespaceError names an error looking up the mount namespace of pid: only
+// a process that is gone (ENOENT, ESRCH) makes it ErrNotFound. Anything else
+// (EMFILE, ENOMEM, EACCES...) says nothing about the process, which may be
+// alive.
+func namespaceError(pid int, err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("mount namespace of process %d: process gone: %w", pid, skills.ErrNotFound)
+	}
+	return fmt.Errorf("mount namespace of process %d: %w", pid, err)
+}
+
 // namespaceOf identifies the mount namespace of a process.
 func namespaceOf(pid int) (string, error) {
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	ns, err := readNamespaceLink(nsPath(pid))
 	if err != nil {
-		return "", fmt.Errorf("mount namespace of process %d: %w", pid, skills.ErrNotFound)
+		return "", namespaceError(pid, err)
 	}
 	return ns, nil
 }
@@ -426,9 +449,9 @@ func namespaceOf(pid int) (string, error) {
 // namespaceOf does, from the descriptor: the name is then that of the
 // namespace joined, even if pid ended and its number was reused meanwhile.
 func openNamespace(pid int) (int, string, error) {
-	nsfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	nsfd, err := openNamespaceFile(nsPath(pid))
 	if err != nil {
-		return -1, "", fmt.Errorf("open mount namespace of process %d: %w", pid, skills.ErrNotFound)
+		return -1, "", namespaceError(pid, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(nsfd, &st); err != nil {
@@ -619,8 +642,11 @@ func (d *Daemon) detach(b skills.Bind) error {
 		return remove()
 	}
 	nsfd, ns, err := openNamespace(b.PID)
+	if errors.Is(err, skills.ErrNotFound) {
+		return nil // the sandbox is gone
+	}
 	if err != nil {
-		return nil
+		return err
 	}
 	defer unix.Close(nsfd)
 	if ns != b.NS {
@@ -729,10 +755,11 @@ func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error 
 
 // rebind re-attaches the binds of restored sessions, replacing the dead
 // mounts a crash left. A bind whose sandbox is gone (its process ended or
-// now lives in another namespace) is forgotten. A live mount found at a
-// target is left alone: the previous daemon's binds died with it, so a live
-// one belongs to someone else (another daemon serving a copy of the data
-// directory, an operator's mount).
+// now lives in another namespace) is forgotten; one whose sandbox cannot be
+// looked up (any other error) is kept for the next start. A live mount found
+// at a target is left alone: the previous daemon's binds died with it, so a
+// live one belongs to someone else (another daemon serving a copy of the
+// data directory, an operator's mount).
 func (d *Daemon) rebind(ctx context.Context) {
 	list, err := d.cat.DB().OpenSessions(ctx)
 	if err != nil {
@@ -747,7 +774,15 @@ func (d *Daemon) rebind(ctx context.Context) {
 		}
 		for _, b := range binds {
 			if b.PID > 0 {
-				if ns, err := namespaceOf(b.PID); err != nil || ns != b.NS {
+				ns, err := namespaceOf(b.PID)
+				if err != nil && !errors.Is(err, skills.ErrNotFound) {
+					// Nothing known of the sandbox: keep the record for the
+					// next start.
+					d.log.Error("look up a sandbox: session not rebound there, bind kept",
+						"session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
+					continue
+				}
+				if err != nil || ns != b.NS {
 					d.log.Info("sandbox gone: bind forgotten", "session", s.ID, "target", b.Target, "pid", b.PID)
 					if err := d.cat.DB().RemoveBind(ctx, s.ID, b); err != nil {
 						d.log.Error("forget bind", "session", s.ID, "target", b.Target, "pid", b.PID, "err", err)

@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
 
@@ -195,4 +198,71 @@ func TestOpenTargetCoversDataDirectory(t *testing.T) {
 			t.Fatalf("the data directory through another bind of its parent: %v", err)
 		}
 	})
+}
+
+// TestSandboxLookupErrors: only a process that is gone (ENOENT, ESRCH) makes
+// rebind forget a sandbox's bind and detach treat it as gone; any other
+// error looking its namespace up (descriptors exhausted at a restart, say)
+// keeps the record for the next start and is reported by detach.
+func TestSandboxLookupErrors(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := skills.Bind{Target: "/nonexistent/box/skills", PID: os.Getpid(), NS: "mnt:[1]"}
+	readLink, openFile := readNamespaceLink, openNamespaceFile
+	t.Cleanup(func() { readNamespaceLink, openNamespaceFile = readLink, openFile })
+	inject := func(errno unix.Errno) {
+		readNamespaceLink = func(p string) (string, error) {
+			return "", &os.PathError{Op: "readlink", Path: p, Err: errno}
+		}
+		openNamespaceFile = func(string) (int, error) { return -1, errno }
+	}
+	recorded := func() bool {
+		t.Helper()
+		binds, err := d.cat.DB().Binds(ctx, info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(binds, b)
+	}
+
+	for _, errno := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EACCES} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			if err := d.cat.DB().AddBind(ctx, info.ID, b); err != nil {
+				t.Fatal(err)
+			}
+			inject(errno)
+			if err := namespaceError(b.PID, errno); errors.Is(err, skills.ErrNotFound) || !errors.Is(err, errno) {
+				t.Errorf("classified as %v", err)
+			}
+			d.rebind(ctx)
+			if !recorded() {
+				t.Errorf("rebind forgot a live sandbox's bind on %v", errno)
+			}
+			if err := d.detach(b); !errors.Is(err, errno) {
+				t.Errorf("detach: %v, want %v", err, errno)
+			}
+		})
+	}
+	for _, errno := range []unix.Errno{unix.ENOENT, unix.ESRCH} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			if err := d.cat.DB().AddBind(ctx, info.ID, b); err != nil {
+				t.Fatal(err)
+			}
+			inject(errno)
+			if err := namespaceError(b.PID, errno); !errors.Is(err, skills.ErrNotFound) {
+				t.Errorf("classified as %v", err)
+			}
+			if err := d.detach(b); err != nil {
+				t.Errorf("detach of a gone sandbox's bind: %v", err)
+			}
+			d.rebind(ctx)
+			if recorded() {
+				t.Errorf("rebind kept a gone sandbox's bind")
+			}
+		})
+	}
 }
