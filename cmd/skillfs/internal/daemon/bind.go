@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -461,45 +460,14 @@ func openNamespace(pid int) (int, string, error) {
 	return nsfd, fmt.Sprintf("mnt:[%d]", st.Ino), nil
 }
 
-// inNamespace runs fn on an OS thread that joined the mount namespace of
-// pid.
-func inNamespace(pid int, fn func() error) error {
-	nsfd, _, err := openNamespace(pid)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nsfd)
-	return inNamespaceFD(nsfd, pid, fn)
-}
-
-// inNamespaceFD runs fn on an OS thread that joined the mount namespace open
-// at nsfd (that of pid, named in errors). The thread is never given back to
-// the Go scheduler: the runtime ends it when the goroutine returns, so no
-// other goroutine runs in that namespace. Descriptors are the process's, so
-// those fn opens stay usable after it returns.
-func inNamespaceFD(nsfd, pid int, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // deliberately never unlocked
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			done <- fmt.Errorf("unshare filesystem attributes: %w", err)
-			return
-		}
-		if err := unix.Setns(nsfd, unix.CLONE_NEWNS); err != nil {
-			done <- fmt.Errorf("join mount namespace of process %d: %w", pid, err)
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
-}
-
 // attach binds session id read-only at b.Target, in the daemon's namespace
 // (PID 0, creating the target if missing) or in that of process b.PID (the
 // target must exist there; a dead mount left there by a crash is replaced).
 // taken, if not nil, sees the bind with its resolved target before anything
 // is mounted and can refuse it. attach returns the bind as made: resolved
-// target, and the namespace's name for a sandbox.
+// target, and the namespace's name for a sandbox. The work on the target is
+// bounded (onTarget): an attach that completes after attach gave up is
+// undone.
 func (d *Daemon) attach(id string, b skills.Bind, taken func(skills.Bind) error) (skills.Bind, error) {
 	// The target as given is checked first: a bind there already makes it
 	// resolve into the daemon's mount, which would hide the clearer
@@ -522,70 +490,87 @@ func (d *Daemon) attach(id string, b skills.Bind, taken func(skills.Bind) error)
 	if err != nil {
 		return b, fmt.Errorf("open /proc/self/fd: %w", err)
 	}
-	defer unix.Close(procFD)
 	tree, err := readOnlyTree(filepath.Join(d.mountRoot, id))
 	if err != nil {
+		unix.Close(procFD)
 		return b, err
 	}
-	defer unix.Close(tree)
-
-	if b.PID == 0 {
-		t, err := openTarget(b.Target, true, f, procFD)
+	owned := []int{procFD, tree}
+	nsfd := -1
+	if b.PID > 0 {
+		var ns string
+		nsfd, ns, err = openNamespace(b.PID)
 		if err != nil {
+			closeAll(owned)
 			return b, err
+		}
+		owned = append(owned, nsfd)
+		if b.NS != "" && b.NS != ns {
+			closeAll(owned)
+			return b, fmt.Errorf("process %d is in another mount namespace than when bound: %w", b.PID, skills.ErrNotFound)
+		}
+		b.NS = ns
+	}
+	// inNS names errors of the sandbox's namespace as such.
+	inNS := func(err error) error {
+		if b.PID > 0 && err != nil {
+			return fmt.Errorf("in process %d's namespace: %w", b.PID, err)
+		}
+		return err
+	}
+
+	var made skills.Bind
+	err = onTarget(fmt.Sprintf("mount target %q", b.Target), nsfd, b.PID, owned, func(gaveUp func() bool) (func(), error) {
+		if b.PID > 0 {
+			// A dead mount (ENOTCONN) is detached where the namespace
+			// allows it; where it does not (a locked mount), the new one
+			// is stacked on top. statfs reaches the filesystem's server,
+			// where stat may be answered from the kernel's cache.
+			var st unix.Statfs_t
+			if err := unix.Statfs(b.Target, &st); isDeadMount(err) {
+				unix.Unmount(b.Target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+			}
+		}
+		t, err := openTarget(b.Target, b.PID == 0, f, procFD)
+		if err != nil {
+			return nil, inNS(err)
 		}
 		defer unix.Close(t.fd)
-		// Another bind there would hide this one or be hidden by it, and
-		// unmounting by path would then remove the wrong one. Rebinding
-		// after a crash cleared the dead mount first.
-		if root, err := isMountRoot(t.fd); err != nil {
-			return b, fmt.Errorf("mount target %q: %w", t.path, err)
-		} else if root {
-			return b, fmt.Errorf("mount target %q is already a mount point: %w", t.path, skills.ErrExists)
+		if b.PID == 0 {
+			// Another bind there would hide this one or be hidden by it,
+			// and unmounting by path would then remove the wrong one.
+			// Rebinding after a crash cleared the dead mount first.
+			if root, err := isMountRoot(t.fd); err != nil {
+				return nil, fmt.Errorf("mount target %q: %w", t.path, err)
+			} else if root {
+				return nil, fmt.Errorf("mount target %q is already a mount point: %w", t.path, skills.ErrExists)
+			}
 		}
-		b.Target = t.path
-		if err := checkTaken(b); err != nil {
-			return b, err
+		nb := b
+		nb.Target = t.path
+		if gaveUp() {
+			return nil, errGaveUp
 		}
-		return b, attachTo(tree, t)
-	}
-
-	nsfd, ns, err := openNamespace(b.PID)
-	if err != nil {
-		return b, err
-	}
-	defer unix.Close(nsfd)
-	if b.NS != "" && b.NS != ns {
-		return b, fmt.Errorf("process %d is in another mount namespace than when bound: %w", b.PID, skills.ErrNotFound)
-	}
-	b.NS = ns
-	var t *target
-	err = inNamespaceFD(nsfd, b.PID, func() error {
-		// A dead mount (ENOTCONN) is detached where the namespace allows
-		// it; where it does not (a locked mount), the new one is stacked on
-		// top. statfs reaches the filesystem's server, where stat may be
-		// answered from the kernel's cache.
-		var st unix.Statfs_t
-		if err := unix.Statfs(b.Target, &st); isDeadMount(err) {
-			unix.Unmount(b.Target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if err := elsewhere(func() error { return checkTaken(nb) }); err != nil {
+			return nil, err
 		}
-		var err error
-		t, err = openTarget(b.Target, false, f, procFD)
-		return err
+		// move_mount wants the target in the calling thread's namespace:
+		// this one.
+		if err := attachTo(tree, t); err != nil {
+			return nil, inNS(err)
+		}
+		made = nb
+		return func() {
+			d.log.Warn("bind completed after its caller gave up: removed", "target", nb.Target, "pid", nb.PID)
+			if err := d.removeBind(nb, f); err != nil {
+				d.log.Error("remove a bind nobody recorded", "target", nb.Target, "pid", nb.PID, "err", err)
+			}
+		}, nil
 	})
 	if err != nil {
-		return b, fmt.Errorf("in process %d's namespace: %w", b.PID, err)
-	}
-	defer unix.Close(t.fd)
-	b.Target = t.path
-	if err := checkTaken(b); err != nil {
 		return b, err
 	}
-	// move_mount wants the target in the caller's namespace.
-	if err := inNamespaceFD(nsfd, b.PID, func() error { return attachTo(tree, t) }); err != nil {
-		return b, fmt.Errorf("in process %d's namespace: %w", b.PID, err)
-	}
-	return b, nil
+	return made, nil
 }
 
 // resolveIn resolves an existing path in the namespace a bind of pid is
@@ -595,64 +580,79 @@ func resolveIn(pid int, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("open /proc/self/fd: %w", err)
 	}
-	defer unix.Close(procFD)
+	owned := []int{procFD}
+	nsfd := -1
+	if pid > 0 {
+		if nsfd, _, err = openNamespace(pid); err != nil {
+			closeAll(owned)
+			return "", err
+		}
+		owned = append(owned, nsfd)
+	}
 	var resolved string
-	resolve := func() error {
+	err = onTarget(fmt.Sprintf("mount target %q", path), nsfd, pid, owned, func(func() bool) (func(), error) {
 		t, err := openTarget(path, false, nil, procFD)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		unix.Close(t.fd)
 		resolved = t.path
+		return nil, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return resolved, nil
+}
+
+// removeBind removes the bind at b.Target in the calling thread's
+// namespace; see detach.
+func (d *Daemon) removeBind(b skills.Bind, f *fence) error {
+	var st unix.Stat_t
+	err := unix.Lstat(b.Target, &st)
+	switch {
+	case isDeadMount(err):
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stat bind target %q: %w", b.Target, err)
+	case uint64(st.Dev) != f.fuseDev:
+		d.log.Warn("bind target holds another filesystem: left alone", "target", b.Target, "pid", b.PID)
 		return nil
 	}
-	if pid == 0 {
-		err = resolve()
-	} else {
-		err = inNamespace(pid, resolve)
-	}
-	return resolved, err
+	return unbind(b.Target)
 }
 
 // detach removes one bind; a sandbox that is gone took its binds with it.
 // Only the daemon's own filesystem is unmounted, or a dead mount: whatever
 // else is now on top at the target (a mount someone made over the bind, or
-// one found there by rebind) is someone else's and stays.
+// one found there by rebind) is someone else's and stays. The work on the
+// target is bounded (onTarget).
 func (d *Daemon) detach(b skills.Bind) error {
 	f, err := d.fence()
 	if err != nil {
 		return err
 	}
-	remove := func() error {
-		var st unix.Stat_t
-		err := unix.Lstat(b.Target, &st)
-		switch {
-		case isDeadMount(err):
-		case errors.Is(err, unix.ENOENT):
-			return nil
-		case err != nil:
-			return fmt.Errorf("stat bind target %q: %w", b.Target, err)
-		case uint64(st.Dev) != f.fuseDev:
-			d.log.Warn("bind target holds another filesystem: left alone", "target", b.Target, "pid", b.PID)
-			return nil
+	nsfd := -1
+	var owned []int
+	if b.PID > 0 {
+		var ns string
+		nsfd, ns, err = openNamespace(b.PID)
+		if errors.Is(err, skills.ErrNotFound) {
+			return nil // the sandbox is gone
 		}
-		return unbind(b.Target)
+		if err != nil {
+			return err
+		}
+		if ns != b.NS {
+			unix.Close(nsfd)
+			return nil // the number now belongs to another process
+		}
+		owned = []int{nsfd}
 	}
-	if b.PID == 0 {
-		return remove()
-	}
-	nsfd, ns, err := openNamespace(b.PID)
-	if errors.Is(err, skills.ErrNotFound) {
-		return nil // the sandbox is gone
-	}
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nsfd)
-	if ns != b.NS {
-		return nil // the number now belongs to another process
-	}
-	return inNamespaceFD(nsfd, b.PID, remove)
+	return onTarget(fmt.Sprintf("bind target %q", b.Target), nsfd, b.PID, owned, func(func() bool) (func(), error) {
+		return nil, d.removeBind(b, f)
+	})
 }
 
 // Mount binds a session read-only at target — in the daemon's namespace, or
@@ -789,7 +789,9 @@ func (d *Daemon) rebind(ctx context.Context) {
 					}
 					continue
 				}
-			} else if err := skfs.ClearStale(b.Target); err != nil {
+			} else if err := onTarget(fmt.Sprintf("bind target %q", b.Target), -1, 0, nil, func(func() bool) (func(), error) {
+				return nil, skfs.ClearStale(b.Target)
+			}); err != nil {
 				d.log.Warn("bind target holds a live mount or cannot be cleared: session not rebound there",
 					"session", s.ID, "target", b.Target, "err", err)
 				continue
