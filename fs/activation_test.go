@@ -101,6 +101,70 @@ func TestActivationSinkFails(t *testing.T) {
 	}
 }
 
+// TestActivationNeedsReadableBackingFile: an open of a SKILL.md whose file
+// in the store cannot be served (replaced by a FIFO or a file of another
+// size, removed) fails with the errno its reads would get, and the sink sees
+// nothing: no activation is recorded for content the agent cannot read.
+// Once the file is back, the open activates. With passthrough too.
+func TestActivationNeedsReadableBackingFile(t *testing.T) {
+	for _, passthrough := range []bool{false, true} {
+		t.Run(fmt.Sprintf("passthrough %v", passthrough), func(t *testing.T) {
+			testActivationNeedsReadableBackingFile(t, passthrough)
+		})
+	}
+}
+
+func testActivationNeedsReadableBackingFile(t *testing.T, passthrough bool) {
+	sink := &fakeSink{}
+	srv := mountTest(t, Options{Sink: sink, Passthrough: passthrough})
+	cases := []struct {
+		name    string
+		replace func(p string) error
+		want    syscall.Errno
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, syscall.EIO},
+		{"another size", func(p string) error { return os.WriteFile(p, []byte("short"), 0o444) }, syscall.EIO},
+		{"removed", func(string) error { return nil }, syscall.ENOENT},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStore(t)
+			id := fmt.Sprintf("broken-%d", i)
+			file := filepath.Join(setSession(t, srv, id, View{st.alpha1}), "alpha", "SKILL.md")
+			if _, err := os.Stat(file); err != nil { // the kernel knows the file now
+				t.Fatal(err)
+			}
+			backing := filepath.Join(st.alpha1.Dir, "SKILL.md")
+			good, err := os.ReadFile(backing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(backing); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.replace(backing); err != nil {
+				t.Fatal(err)
+			}
+			if err := openErr(file, unix.O_RDONLY); !errors.Is(err, tc.want) {
+				t.Errorf("open: err = %v, want %v", err, tc.want)
+			}
+			if n := sink.attempts(); n != 0 {
+				t.Errorf("the sink saw %d activations", n)
+			}
+			os.Remove(backing)
+			if err := os.WriteFile(backing, good, 0o444); err != nil {
+				t.Fatal(err)
+			}
+			if err := openErr(file, unix.O_RDONLY); err != nil || sink.count(id, "alpha") != 1 {
+				t.Errorf("open once the file is back: %v, activations %d", err, sink.count(id, "alpha"))
+			}
+			sink.mu.Lock()
+			sink.tries = 0
+			sink.mu.Unlock()
+		})
+	}
+}
+
 // TestActivationConcurrent opens SKILL.md files of 20 sessions from 8
 // goroutines and checks the sink saw exactly every open, credited to the
 // right session and skill.

@@ -325,10 +325,13 @@ func (n *fileNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.Att
 // writeFlags are the open flags that could change a file.
 const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall.O_CREAT | syscall.O_APPEND
 
-// Open opens nothing: reads share one descriptor per backing file (see
+// Open keeps nothing open: reads share one descriptor per backing file (see
 // fdCache), so the handles the kernel holds cost the daemon no descriptor.
 // Opening the top-level SKILL.md reports an activation to the sink before
-// the open returns; if the sink fails, so does the open.
+// the open returns; if the sink fails, so does the open. The backing file
+// is acquired through the cache and validated first: a SKILL.md that
+// cannot be read fails its open with the errno its reads would get, and
+// activates nothing.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if flags&writeFlags != 0 {
 		return nil, 0, syscall.EROFS
@@ -337,6 +340,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		return nil, 0, syscall.EACCES
 	}
 	if n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
+		if err := n.checkBacking(); err != nil {
+			n.srv.log.Error("open backing file: no activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
+			return nil, 0, ToErrno(err)
+		}
 		if err := n.srv.activate(ctx, n.g.session, n.g.skill.Slug); err != nil {
 			n.srv.log.Warn("record activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
 			return nil, 0, syscall.EIO
@@ -352,6 +359,27 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		return h, openFlags, 0
 	}
 	return &fileHandle{n}, openFlags, 0
+}
+
+// checkBacking opens and validates the backing file (tree.open) as a read
+// would, through the descriptor cache, where the descriptor then stays for
+// the reads that follow. With passthrough the kernel reads on a descriptor
+// of its own (PassthroughFd), so one opened here is closed at once rather
+// than left idle in the cache.
+func (n *fileNode) checkBacking() error {
+	if n.srv.opts.Passthrough {
+		fd, err := n.t.open(n.idx)
+		if err != nil {
+			return err
+		}
+		return unix.Close(fd)
+	}
+	b, err := n.srv.fds.acquire(n.t, n.idx)
+	if err != nil {
+		return err
+	}
+	n.srv.fds.release(b)
+	return nil
 }
 
 // fileHandle is an open file. Reads fail once its grant is revoked.

@@ -87,6 +87,13 @@ type Options struct {
 	// The mount is then dead until it is made again. Zero leaves the
 	// kernel's default (fs.fuse.default_request_timeout) in force.
 	RequestTimeout time.Duration
+	// RequestTimeoutRecord names a file that, while RequestTimeout is set
+	// as the kernel's default (for the length of Mount), records the
+	// default it replaced. A process killed meanwhile leaves it behind; the
+	// next Mount given the same file puts the previous default back if the
+	// kernel still holds ours. Empty: no record, and a crash at that moment
+	// leaves our timeout to every FUSE mount made afterwards on the host.
+	RequestTimeoutRecord string
 
 	// kernelWritable leaves the mount writable at the VFS level so tests can
 	// prove the daemon itself refuses every mutation.
@@ -232,7 +239,7 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		Logger:         slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	var srv *fuse.Server
-	s.timeout, err = withRequestTimeout(opts.RequestTimeout, logger, func() error {
+	s.timeout, err = withRequestTimeout(opts.RequestTimeout, opts.RequestTimeoutRecord, logger, func() error {
 		srv, err = fusefs.Mount(abs, s.root, fo)
 		return err
 	})

@@ -32,19 +32,26 @@ var sysctlMu sync.Mutex
 // withRequestTimeout runs mount, which must not return before the kernel
 // has processed the connection's INIT, with the kernel's default request
 // timeout set to d (when positive), and puts the previous default back
-// afterwards, even if mount fails. The kernel reads the default when it
-// processes INIT; go-fuse cannot put a timeout in its INIT reply, and the
-// sysctl is the only other way to give our connection one.
+// afterwards, even if mount fails, unless someone else changed it meanwhile.
+// The kernel reads the default when it processes INIT; go-fuse cannot put a
+// timeout in its INIT reply, and the sysctl is the only other way to give
+// our connection one.
 //
 // The default is system-wide: a FUSE mount made by another process in the
-// same instant gets ours too.
+// same instant gets ours too. So that a process killed while ours is set
+// does not leave it to every later FUSE mount on the host, record (if not
+// empty) names a file that holds the previous and our value meanwhile; a
+// record found at the start is first put right (see recoverRequestTimeout).
 //
 // It returns the timeout the kernel applies to the new connection, 0 for
 // none.
-func withRequestTimeout(d time.Duration, log *slog.Logger, mount func() error) (time.Duration, error) {
+func withRequestTimeout(d time.Duration, record string, log *slog.Logger, mount func() error) (time.Duration, error) {
 	sysctlMu.Lock()
 	defer sysctlMu.Unlock()
 	defPath := filepath.Join(fuseSysctlDir, "default_request_timeout")
+	if record != "" {
+		recoverRequestTimeout(defPath, record, log)
+	}
 	prev, err := readSysctl(defPath)
 	if errors.Is(err, iofs.ErrNotExist) {
 		if d > 0 {
@@ -65,15 +72,11 @@ func withRequestTimeout(d time.Duration, log *slog.Logger, mount func() error) (
 	if d > 0 {
 		want := uint64(min((d+time.Second-1)/time.Second, maxRequestTimeoutSecs))
 		if want != prev {
-			if err := writeSysctl(defPath, want); err != nil {
+			if err := setRequestTimeout(defPath, record, prev, want); err != nil {
 				log.Warn("set the kernel's FUSE request timeout; its default applies", "err", err, "default_s", prev)
 			} else {
 				applied = want
-				defer func() {
-					if err := writeSysctl(defPath, prev); err != nil {
-						log.Error("restore the kernel's default FUSE request timeout", "path", defPath, "value", prev, "err", err)
-					}
-				}()
+				defer restoreRequestTimeout(defPath, record, prev, want, log)
 			}
 		}
 	}
@@ -87,6 +90,140 @@ func withRequestTimeout(d time.Duration, log *slog.Logger, mount func() error) (
 		log.Info("no FUSE request timeout: a hung daemon hangs readers until it exits")
 	}
 	return timeout, nil
+}
+
+// setRequestTimeout sets the default at defPath to want, first recording
+// prev and want in record (when not empty) so that a crash before the
+// restore can be put right.
+func setRequestTimeout(defPath, record string, prev, want uint64) error {
+	if record != "" {
+		if err := writeTimeoutRecord(record, prev, want); err != nil {
+			return err
+		}
+	}
+	if err := writeSysctl(defPath, want); err != nil {
+		if record != "" {
+			removeTimeoutRecord(record)
+		}
+		return err
+	}
+	return nil
+}
+
+// restoreRequestTimeout puts prev back at defPath if it still holds want,
+// the value we set: another value is someone else's change, and stays. The
+// record goes once nothing is left to restore; if the restore fails it
+// stays, for the next mount to retry.
+func restoreRequestTimeout(defPath, record string, prev, want uint64, log *slog.Logger) {
+	cur, err := readSysctl(defPath)
+	switch {
+	case err != nil:
+		log.Error("read the kernel's default FUSE request timeout to restore it", "path", defPath, "value", prev, "err", err)
+		return
+	case cur != want:
+		log.Warn("the kernel's default FUSE request timeout was changed by someone else while mounting: left as it is",
+			"path", defPath, "value", cur, "ours", want, "previous", prev)
+	default:
+		if err := writeSysctl(defPath, prev); err != nil {
+			log.Error("restore the kernel's default FUSE request timeout", "path", defPath, "value", prev, "err", err)
+			return
+		}
+	}
+	if record != "" {
+		removeTimeoutRecord(record)
+	}
+}
+
+// recoverRequestTimeout puts right what a process killed while its value
+// was set left: if record exists and the default at defPath still holds the
+// value it recorded as ours, the previous value it recorded is written back.
+// Either way the record then goes, unless the write failed.
+func recoverRequestTimeout(defPath, record string, log *slog.Logger) {
+	prev, ours, err := readTimeoutRecord(record)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		log.Warn("unreadable FUSE request timeout record: removed, the kernel's default left as it is", "path", record, "err", err)
+		removeTimeoutRecord(record)
+		return
+	}
+	cur, err := readSysctl(defPath)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+	case err != nil:
+		log.Error("read the kernel's default FUSE request timeout to restore it", "path", defPath, "record", record, "err", err)
+		return
+	case cur != ours:
+		log.Info("the kernel's default FUSE request timeout a previous run left set was changed since: left as it is",
+			"path", defPath, "value", cur, "ours", ours, "previous", prev)
+	default:
+		if err := writeSysctl(defPath, prev); err != nil {
+			log.Error("restore the kernel's default FUSE request timeout a previous run left set", "path", defPath,
+				"value", prev, "record", record, "err", err)
+			return
+		}
+		log.Warn("restored the kernel's default FUSE request timeout a previous run left set", "path", defPath,
+			"value", prev, "was", ours)
+	}
+	removeTimeoutRecord(record)
+}
+
+// The record holds one line: "previous=P ours=O\n".
+const timeoutRecordFormat = "previous=%d ours=%d\n"
+
+// writeTimeoutRecord writes the record durably: to a temporary file, synced,
+// renamed into place, and the directory synced.
+func writeTimeoutRecord(path string, prev, ours uint64) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write FUSE request timeout record: %w", err)
+	}
+	_, err = fmt.Fprintf(f, timeoutRecordFormat, prev, ours)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write FUSE request timeout record %q: %w", path, err)
+	}
+	return nil
+}
+
+func readTimeoutRecord(path string) (prev, ours uint64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(string(b), timeoutRecordFormat, &prev, &ours); err != nil {
+		return 0, 0, fmt.Errorf("read %s: %q: %w", path, b, err)
+	}
+	return prev, ours, nil
+}
+
+func removeTimeoutRecord(path string) {
+	if err := os.Remove(path); err == nil {
+		syncDir(filepath.Dir(path))
+	}
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // effectiveTimeout is the timeout the kernel derives from its default and

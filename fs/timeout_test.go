@@ -2,6 +2,8 @@ package fs
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -157,5 +159,107 @@ func TestDoneWhenUnmountedOutside(t *testing.T) {
 	}
 	if err := srv.Unmount(); err != nil {
 		t.Errorf("unmount after the mount was removed: %v", err)
+	}
+}
+
+// keepRequestTimeout reads the kernel's default request timeout and puts it
+// back when the test ends, whatever the test did to it.
+func keepRequestTimeout(t *testing.T) (defPath string, before uint64) {
+	t.Helper()
+	requireRequestTimeout(t)
+	defPath = filepath.Join(fuseSysctlDir, "default_request_timeout")
+	before, err := readSysctl(defPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := writeSysctl(defPath, before); err != nil {
+			t.Errorf("restore %s to %d: %v", defPath, before, err)
+		}
+	})
+	return defPath, before
+}
+
+// TestRequestTimeoutRecoversAfterCrash: a daemon killed while its timeout
+// was the kernel's default left the default and its record behind; the
+// next Mount puts the previous default back if the kernel still holds the
+// recorded value, and leaves a value someone set since alone.
+func TestRequestTimeoutRecoversAfterCrash(t *testing.T) {
+	defPath, before := keepRequestTimeout(t)
+	limit, err := readSysctl(filepath.Join(fuseSysctlDir, "max_request_timeout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := before+37, before+38
+	cases := []struct {
+		name      string
+		left      uint64 // the kernel's default at the start
+		wantAfter uint64
+	}{
+		{"still ours", ours, before},
+		{"changed since", theirs, theirs},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			record := filepath.Join(t.TempDir(), "fuse-timeout.restore")
+			if err := writeTimeoutRecord(record, before, ours); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeSysctl(defPath, tc.left); err != nil {
+				t.Fatal(err)
+			}
+			srv := mountTest(t, Options{RequestTimeoutRecord: record})
+			if got, err := readSysctl(defPath); err != nil || got != tc.wantAfter {
+				t.Errorf("kernel default = %d, %v; want %d", got, err, tc.wantAfter)
+			}
+			if want := effectiveTimeout(tc.wantAfter, limit); srv.RequestTimeout() != want {
+				t.Errorf("request timeout of the new mount = %v, want %v", srv.RequestTimeout(), want)
+			}
+			if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("record left behind: %v", err)
+			}
+		})
+	}
+}
+
+// TestRequestTimeoutRecord: while our timeout is the kernel's default, the
+// record holds the previous value and ours; afterwards the previous value is
+// back and the record gone, unless someone changed the default meanwhile:
+// their value then stays.
+func TestRequestTimeoutRecord(t *testing.T) {
+	defPath, before := keepRequestTimeout(t)
+	ours := before + 23
+	log := slog.New(slog.DiscardHandler)
+	for _, changed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("changed meanwhile %v", changed), func(t *testing.T) {
+			record := filepath.Join(t.TempDir(), "fuse-timeout.restore")
+			theirs := before + 24
+			_, err := withRequestTimeout(time.Duration(ours)*time.Second, record, log, func() error {
+				if got, err := readSysctl(defPath); err != nil || got != ours {
+					t.Errorf("kernel default while mounting = %d, %v; want %d", got, err, ours)
+				}
+				prev, o, err := readTimeoutRecord(record)
+				if err != nil || prev != before || o != ours {
+					t.Errorf("record while mounting = %d %d, %v; want %d %d", prev, o, err, before, ours)
+				}
+				if changed {
+					return writeSysctl(defPath, theirs)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := before
+			if changed {
+				want = theirs
+			}
+			if got, err := readSysctl(defPath); err != nil || got != want {
+				t.Errorf("kernel default after = %d, %v; want %d", got, err, want)
+			}
+			if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("record left behind: %v", err)
+			}
+		})
 	}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // TestTokenFileMustBePrivate: serve refuses a token file others can read or
-// write, or that is not a regular file, saying how to fix it; exit 5.
+// write, that another user owns (and so can rewrite), that is not a regular
+// file or that is larger than 4 KiB, saying how to fix it; exit 5.
 func TestTokenFileMustBePrivate(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
@@ -35,6 +36,14 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 		{"symlink to a world-readable file", link, "chmod 600"},
 		{"fifo", fifo, "not a regular file"},
 		{"directory", dir, "not a regular file"},
+		{"larger than 4 KiB", writeTokenFile(t, strings.Repeat("x", 4096), 0o600), "larger than 4096 bytes"},
+	}
+	if os.Geteuid() == 0 {
+		theirs := writeTokenFile(t, "x", 0o600)
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct{ name, file, says string }{"owned by another user", theirs, "owned by uid 65534, not by uid 0"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -101,11 +101,15 @@ func (c *cli) serve(args []string) error {
 	})
 }
 
+// maxTokenFileBytes bounds the token file; a token is a line, not a file.
+const maxTokenFileBytes = 4 << 10
+
 // readTokenFile reads the bearer token from path, which must be a regular
-// file only its owner can read or write: anyone else who can read it holds
-// the API, and anyone who can write it chooses the token. The checks are
-// made on the open descriptor, so the file checked is the file read; the
-// open does not block on a FIFO.
+// file of the user serve runs as that only they can read or write: anyone
+// else who can read it holds the API, and anyone who can write it (its
+// owner, who can also chmod it) chooses the token. The checks are made on
+// the open descriptor, so the file checked is the file read; the open does
+// not block on a FIFO, and at most maxTokenFileBytes are read.
 func readTokenFile(path string) (string, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -119,13 +123,24 @@ func readTokenFile(path string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("token file %q is not a regular file (%v): %w", path, fi.Mode().Type(), skills.ErrSpecialFile)
 	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", fmt.Errorf("token file %q: no owner to check", path)
+	}
+	if euid := os.Geteuid(); int64(st.Uid) != int64(euid) {
+		return "", fmt.Errorf("token file %q is owned by uid %d, not by uid %d that serve runs as: its owner could choose the token; run chown %d %q: %w",
+			path, st.Uid, euid, euid, path, skills.ErrInvalid)
+	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("token file %q has mode %04o: group and others must have no access; run chmod 600 %q: %w",
 			path, perm, path, skills.ErrInvalid)
 	}
-	b, err := io.ReadAll(f)
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("read token file %q: %w", path, err)
+	}
+	if len(b) > maxTokenFileBytes {
+		return "", fmt.Errorf("token file %q is larger than %d bytes: a token is one line: %w", path, maxTokenFileBytes, skills.ErrLimit)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -28,7 +27,12 @@ import (
 // bind of the same directory cannot disguise) against the data directory and
 // the daemon's own mount, and the bind goes onto that open descriptor, so a
 // symlink swapped in after the check cannot redirect it. The resolved path is
-// what is recorded.
+// what is recorded. A target that holds the data directory or the mount root
+// (one of their parents) is refused too: a bind there would hide them.
+//
+// Everything that touches the target runs on a thread of its own and is
+// waited for at most targetTimeout (see onTarget), so a target on a hung
+// filesystem costs the caller an error, not the daemon's lock.
 
 // fileID identifies a file independently of the paths that reach it.
 type fileID struct{ dev, ino uint64 }
@@ -36,10 +40,14 @@ type fileID struct{ dev, ino uint64 }
 func idOf(st *unix.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: st.Ino} }
 
 // fence is what a bind target must stay out of, identified in the daemon's
-// namespace: the data directory, and every file of the daemon's FUSE mount.
+// namespace: the data directory, and every file of the daemon's FUSE mount;
+// and what it must not cover, found by path where the bind is made: the
+// data directory and the mount root.
 type fence struct {
-	home    fileID
-	fuseDev uint64
+	home     fileID
+	fuseDev  uint64
+	homePath string
+	mntPath  string
 }
 
 // fence identifies the data directory and the mount now, so that one moved
@@ -52,7 +60,7 @@ func (d *Daemon) fence() (*fence, error) {
 	if err := unix.Stat(d.mountRoot, &mnt); err != nil {
 		return nil, fmt.Errorf("stat the mount root: %w", err)
 	}
-	return &fence{home: idOf(&home), fuseDev: uint64(mnt.Dev)}, nil
+	return &fence{home: idOf(&home), fuseDev: uint64(mnt.Dev), homePath: d.cat.Home(), mntPath: d.mountRoot}, nil
 }
 
 // check refuses the directory open at fd (named path in messages) if it or
@@ -106,6 +114,110 @@ func (f *fence) check(fd int, path string) error {
 	return fmt.Errorf("mount target %q is nested too deep: %w", path, skills.ErrLimit)
 }
 
+// place is where a directory is in a namespace: the mount it is reached
+// through and its identity. The same directory bound elsewhere is another
+// place, and a bind over one place hides what is below it only there.
+type place struct {
+	mnt uint64
+	id  fileID
+}
+
+// placeOf is the place of the directory open at fd.
+func placeOf(fd int) (place, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &stx); err != nil {
+		return place{}, fmt.Errorf("statx: %w", err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return place{}, errors.New("the kernel does not report mount ids (STATX_MNT_ID)")
+	}
+	return place{mnt: stx.Mnt_id, id: fileID{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino}}, nil
+}
+
+// covers refuses the directory open at fd (named path in messages) if the
+// data directory or the daemon's mount root lies below it in the calling
+// thread's namespace: a bind there would hide them (the store, the socket,
+// the sessions). Each is looked up there by its path and counts only if
+// that path reaches the very directory; a sandbox's namespace may not show
+// it at all, and then nothing there covers it.
+func (f *fence) covers(fd int, path string) error {
+	want, err := placeOf(fd)
+	if isDeadMount(err) {
+		return nil // a dead mount holds nothing
+	}
+	if err != nil {
+		return fmt.Errorf("mount target %q: %w", path, err)
+	}
+	for _, c := range []struct {
+		path, what string
+		is         func(*unix.Stat_t) bool
+	}{
+		{f.homePath, "the data directory", func(st *unix.Stat_t) bool { return idOf(st) == f.home }},
+		{f.mntPath, "the daemon's mount root", func(st *unix.Stat_t) bool { return uint64(st.Dev) == f.fuseDev }},
+	} {
+		below, err := isBelow(c.path, c.is, want)
+		if err != nil {
+			return fmt.Errorf("mount target %q: look for %s at %q: %w", path, c.what, c.path, err)
+		}
+		if below {
+			return fmt.Errorf("mount target %q contains %s (%s): %w", path, c.what, c.path, skills.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// isBelow tells whether the directory at path lies at or below the place
+// want in the calling thread's namespace: whether want is one of the places
+// the walk up from it passes. If path does not reach a directory here, or
+// reaches one that is not the one meant (is says), it is not below.
+func isBelow(path string, is func(*unix.Stat_t) bool, want place) (bool, error) {
+	if path == "" {
+		return false, nil
+	}
+	cur, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EACCES),
+		errors.Is(err, unix.ELOOP), isDeadMount(err):
+		return false, nil // not there, so nothing here covers it
+	case err != nil:
+		return false, err
+	}
+	defer func() { unix.Close(cur) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); isDeadMount(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !is(&st) {
+		return false, nil // another directory goes by that name here
+	}
+	for range 4096 {
+		p, err := placeOf(cur)
+		if err != nil {
+			return false, err
+		}
+		if p == want {
+			return true, nil
+		}
+		if err := unix.Fstat(cur, &st); err != nil {
+			return false, err
+		}
+		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, fmt.Errorf("open a parent: %w", err)
+		}
+		root, err := isRootOf(cur, parent, &st)
+		if err != nil || root {
+			unix.Close(parent)
+			return false, err
+		}
+		unix.Close(cur)
+		cur = parent
+	}
+	return false, fmt.Errorf("nested too deep: %w", skills.ErrLimit)
+}
+
 // isRootOf tells whether the directory open at cur (its stat in st, zero if
 // it could not be had) is the root, given its ".." open at parent: ".." of
 // the root is the root itself. The file alone does not tell: a directory
@@ -157,9 +269,9 @@ type target struct {
 // them. With create, missing directories at its end are made, but only
 // below an existing ancestor that passed the fence (so a refused target
 // leaves nothing behind) and never through a symlink. With a fence, the
-// directory is checked against it. procFD is the daemon's /proc/self/fd,
-// opened in the daemon's namespace: a sandbox's /proc may not show the
-// daemon at all.
+// directory is checked against it, and refused if it holds what the fence
+// protects. procFD is the daemon's /proc/self/fd, opened in the daemon's
+// namespace: a sandbox's /proc may not show the daemon at all.
 func openTarget(path string, create bool, f *fence, procFD int) (*target, error) {
 	existing := path
 	var missing []string // innermost first
@@ -200,6 +312,11 @@ func openTarget(path string, create bool, f *fence, procFD int) (*target, error)
 	}
 	if f != nil && len(missing) > 0 {
 		if err := f.check(fd, path); err != nil {
+			return fail(err)
+		}
+	}
+	if f != nil {
+		if err := f.covers(fd, path); err != nil {
 			return fail(err)
 		}
 	}
@@ -295,11 +412,34 @@ func unbind(target string) error {
 	return err
 }
 
+// nsPath is where /proc shows the mount namespace of a process.
+func nsPath(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/ns/mnt" }
+
+// readNamespaceLink and openNamespaceFile look a process's namespace up;
+// tests swap them to inject errors.
+var (
+	readNamespaceLink = os.Readlink
+	openNamespaceFile = func(path string) (int, error) {
+		return unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+)
+
+// namespaceError names an error looking up the mount namespace of pid: only
+// a process that is gone (ENOENT, ESRCH) makes it ErrNotFound. Anything else
+// (EMFILE, ENOMEM, EACCES...) says nothing about the process, which may be
+// alive.
+func namespaceError(pid int, err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("mount namespace of process %d: process gone: %w", pid, skills.ErrNotFound)
+	}
+	return fmt.Errorf("mount namespace of process %d: %w", pid, err)
+}
+
 // namespaceOf identifies the mount namespace of a process.
 func namespaceOf(pid int) (string, error) {
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	ns, err := readNamespaceLink(nsPath(pid))
 	if err != nil {
-		return "", fmt.Errorf("mount namespace of process %d: %w", pid, skills.ErrNotFound)
+		return "", namespaceError(pid, err)
 	}
 	return ns, nil
 }
@@ -308,9 +448,9 @@ func namespaceOf(pid int) (string, error) {
 // namespaceOf does, from the descriptor: the name is then that of the
 // namespace joined, even if pid ended and its number was reused meanwhile.
 func openNamespace(pid int) (int, string, error) {
-	nsfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	nsfd, err := openNamespaceFile(nsPath(pid))
 	if err != nil {
-		return -1, "", fmt.Errorf("open mount namespace of process %d: %w", pid, skills.ErrNotFound)
+		return -1, "", namespaceError(pid, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(nsfd, &st); err != nil {
@@ -320,45 +460,14 @@ func openNamespace(pid int) (int, string, error) {
 	return nsfd, fmt.Sprintf("mnt:[%d]", st.Ino), nil
 }
 
-// inNamespace runs fn on an OS thread that joined the mount namespace of
-// pid.
-func inNamespace(pid int, fn func() error) error {
-	nsfd, _, err := openNamespace(pid)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nsfd)
-	return inNamespaceFD(nsfd, pid, fn)
-}
-
-// inNamespaceFD runs fn on an OS thread that joined the mount namespace open
-// at nsfd (that of pid, named in errors). The thread is never given back to
-// the Go scheduler: the runtime ends it when the goroutine returns, so no
-// other goroutine runs in that namespace. Descriptors are the process's, so
-// those fn opens stay usable after it returns.
-func inNamespaceFD(nsfd, pid int, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // deliberately never unlocked
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			done <- fmt.Errorf("unshare filesystem attributes: %w", err)
-			return
-		}
-		if err := unix.Setns(nsfd, unix.CLONE_NEWNS); err != nil {
-			done <- fmt.Errorf("join mount namespace of process %d: %w", pid, err)
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
-}
-
 // attach binds session id read-only at b.Target, in the daemon's namespace
 // (PID 0, creating the target if missing) or in that of process b.PID (the
 // target must exist there; a dead mount left there by a crash is replaced).
 // taken, if not nil, sees the bind with its resolved target before anything
 // is mounted and can refuse it. attach returns the bind as made: resolved
-// target, and the namespace's name for a sandbox.
+// target, and the namespace's name for a sandbox. The work on the target is
+// bounded (onTarget): an attach that completes after attach gave up is
+// undone.
 func (d *Daemon) attach(id string, b skills.Bind, taken func(skills.Bind) error) (skills.Bind, error) {
 	// The target as given is checked first: a bind there already makes it
 	// resolve into the daemon's mount, which would hide the clearer
@@ -381,70 +490,87 @@ func (d *Daemon) attach(id string, b skills.Bind, taken func(skills.Bind) error)
 	if err != nil {
 		return b, fmt.Errorf("open /proc/self/fd: %w", err)
 	}
-	defer unix.Close(procFD)
 	tree, err := readOnlyTree(filepath.Join(d.mountRoot, id))
 	if err != nil {
+		unix.Close(procFD)
 		return b, err
 	}
-	defer unix.Close(tree)
-
-	if b.PID == 0 {
-		t, err := openTarget(b.Target, true, f, procFD)
+	owned := []int{procFD, tree}
+	nsfd := -1
+	if b.PID > 0 {
+		var ns string
+		nsfd, ns, err = openNamespace(b.PID)
 		if err != nil {
+			closeAll(owned)
 			return b, err
+		}
+		owned = append(owned, nsfd)
+		if b.NS != "" && b.NS != ns {
+			closeAll(owned)
+			return b, fmt.Errorf("process %d is in another mount namespace than when bound: %w", b.PID, skills.ErrNotFound)
+		}
+		b.NS = ns
+	}
+	// inNS names errors of the sandbox's namespace as such.
+	inNS := func(err error) error {
+		if b.PID > 0 && err != nil {
+			return fmt.Errorf("in process %d's namespace: %w", b.PID, err)
+		}
+		return err
+	}
+
+	var made skills.Bind
+	err = onTarget(fmt.Sprintf("mount target %q", b.Target), nsfd, b.PID, owned, func(gaveUp func() bool) (func(), error) {
+		if b.PID > 0 {
+			// A dead mount (ENOTCONN) is detached where the namespace
+			// allows it; where it does not (a locked mount), the new one
+			// is stacked on top. statfs reaches the filesystem's server,
+			// where stat may be answered from the kernel's cache.
+			var st unix.Statfs_t
+			if err := unix.Statfs(b.Target, &st); isDeadMount(err) {
+				unix.Unmount(b.Target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+			}
+		}
+		t, err := openTarget(b.Target, b.PID == 0, f, procFD)
+		if err != nil {
+			return nil, inNS(err)
 		}
 		defer unix.Close(t.fd)
-		// Another bind there would hide this one or be hidden by it, and
-		// unmounting by path would then remove the wrong one. Rebinding
-		// after a crash cleared the dead mount first.
-		if root, err := isMountRoot(t.fd); err != nil {
-			return b, fmt.Errorf("mount target %q: %w", t.path, err)
-		} else if root {
-			return b, fmt.Errorf("mount target %q is already a mount point: %w", t.path, skills.ErrExists)
+		if b.PID == 0 {
+			// Another bind there would hide this one or be hidden by it,
+			// and unmounting by path would then remove the wrong one.
+			// Rebinding after a crash cleared the dead mount first.
+			if root, err := isMountRoot(t.fd); err != nil {
+				return nil, fmt.Errorf("mount target %q: %w", t.path, err)
+			} else if root {
+				return nil, fmt.Errorf("mount target %q is already a mount point: %w", t.path, skills.ErrExists)
+			}
 		}
-		b.Target = t.path
-		if err := checkTaken(b); err != nil {
-			return b, err
+		nb := b
+		nb.Target = t.path
+		if gaveUp() {
+			return nil, errGaveUp
 		}
-		return b, attachTo(tree, t)
-	}
-
-	nsfd, ns, err := openNamespace(b.PID)
-	if err != nil {
-		return b, err
-	}
-	defer unix.Close(nsfd)
-	if b.NS != "" && b.NS != ns {
-		return b, fmt.Errorf("process %d is in another mount namespace than when bound: %w", b.PID, skills.ErrNotFound)
-	}
-	b.NS = ns
-	var t *target
-	err = inNamespaceFD(nsfd, b.PID, func() error {
-		// A dead mount (ENOTCONN) is detached where the namespace allows
-		// it; where it does not (a locked mount), the new one is stacked on
-		// top. statfs reaches the filesystem's server, where stat may be
-		// answered from the kernel's cache.
-		var st unix.Statfs_t
-		if err := unix.Statfs(b.Target, &st); isDeadMount(err) {
-			unix.Unmount(b.Target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if err := elsewhere(func() error { return checkTaken(nb) }); err != nil {
+			return nil, err
 		}
-		var err error
-		t, err = openTarget(b.Target, false, f, procFD)
-		return err
+		// move_mount wants the target in the calling thread's namespace:
+		// this one.
+		if err := attachTo(tree, t); err != nil {
+			return nil, inNS(err)
+		}
+		made = nb
+		return func() {
+			d.log.Warn("bind completed after its caller gave up: removed", "target", nb.Target, "pid", nb.PID)
+			if err := d.removeBind(nb, f); err != nil {
+				d.log.Error("remove a bind nobody recorded", "target", nb.Target, "pid", nb.PID, "err", err)
+			}
+		}, nil
 	})
 	if err != nil {
-		return b, fmt.Errorf("in process %d's namespace: %w", b.PID, err)
-	}
-	defer unix.Close(t.fd)
-	b.Target = t.path
-	if err := checkTaken(b); err != nil {
 		return b, err
 	}
-	// move_mount wants the target in the caller's namespace.
-	if err := inNamespaceFD(nsfd, b.PID, func() error { return attachTo(tree, t) }); err != nil {
-		return b, fmt.Errorf("in process %d's namespace: %w", b.PID, err)
-	}
-	return b, nil
+	return made, nil
 }
 
 // resolveIn resolves an existing path in the namespace a bind of pid is
@@ -454,61 +580,79 @@ func resolveIn(pid int, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("open /proc/self/fd: %w", err)
 	}
-	defer unix.Close(procFD)
+	owned := []int{procFD}
+	nsfd := -1
+	if pid > 0 {
+		if nsfd, _, err = openNamespace(pid); err != nil {
+			closeAll(owned)
+			return "", err
+		}
+		owned = append(owned, nsfd)
+	}
 	var resolved string
-	resolve := func() error {
+	err = onTarget(fmt.Sprintf("mount target %q", path), nsfd, pid, owned, func(func() bool) (func(), error) {
 		t, err := openTarget(path, false, nil, procFD)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		unix.Close(t.fd)
 		resolved = t.path
+		return nil, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return resolved, nil
+}
+
+// removeBind removes the bind at b.Target in the calling thread's
+// namespace; see detach.
+func (d *Daemon) removeBind(b skills.Bind, f *fence) error {
+	var st unix.Stat_t
+	err := unix.Lstat(b.Target, &st)
+	switch {
+	case isDeadMount(err):
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stat bind target %q: %w", b.Target, err)
+	case uint64(st.Dev) != f.fuseDev:
+		d.log.Warn("bind target holds another filesystem: left alone", "target", b.Target, "pid", b.PID)
 		return nil
 	}
-	if pid == 0 {
-		err = resolve()
-	} else {
-		err = inNamespace(pid, resolve)
-	}
-	return resolved, err
+	return unbind(b.Target)
 }
 
 // detach removes one bind; a sandbox that is gone took its binds with it.
 // Only the daemon's own filesystem is unmounted, or a dead mount: whatever
 // else is now on top at the target (a mount someone made over the bind, or
-// one found there by rebind) is someone else's and stays.
+// one found there by rebind) is someone else's and stays. The work on the
+// target is bounded (onTarget).
 func (d *Daemon) detach(b skills.Bind) error {
 	f, err := d.fence()
 	if err != nil {
 		return err
 	}
-	remove := func() error {
-		var st unix.Stat_t
-		err := unix.Lstat(b.Target, &st)
-		switch {
-		case isDeadMount(err):
-		case errors.Is(err, unix.ENOENT):
-			return nil
-		case err != nil:
-			return fmt.Errorf("stat bind target %q: %w", b.Target, err)
-		case uint64(st.Dev) != f.fuseDev:
-			d.log.Warn("bind target holds another filesystem: left alone", "target", b.Target, "pid", b.PID)
-			return nil
+	nsfd := -1
+	var owned []int
+	if b.PID > 0 {
+		var ns string
+		nsfd, ns, err = openNamespace(b.PID)
+		if errors.Is(err, skills.ErrNotFound) {
+			return nil // the sandbox is gone
 		}
-		return unbind(b.Target)
+		if err != nil {
+			return err
+		}
+		if ns != b.NS {
+			unix.Close(nsfd)
+			return nil // the number now belongs to another process
+		}
+		owned = []int{nsfd}
 	}
-	if b.PID == 0 {
-		return remove()
-	}
-	nsfd, ns, err := openNamespace(b.PID)
-	if err != nil {
-		return nil
-	}
-	defer unix.Close(nsfd)
-	if ns != b.NS {
-		return nil // the number now belongs to another process
-	}
-	return inNamespaceFD(nsfd, b.PID, remove)
+	return onTarget(fmt.Sprintf("bind target %q", b.Target), nsfd, b.PID, owned, func(func() bool) (func(), error) {
+		return nil, d.removeBind(b, f)
+	})
 }
 
 // Mount binds a session read-only at target — in the daemon's namespace, or
@@ -611,10 +755,11 @@ func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error 
 
 // rebind re-attaches the binds of restored sessions, replacing the dead
 // mounts a crash left. A bind whose sandbox is gone (its process ended or
-// now lives in another namespace) is forgotten. A live mount found at a
-// target is left alone: the previous daemon's binds died with it, so a live
-// one belongs to someone else (another daemon serving a copy of the data
-// directory, an operator's mount).
+// now lives in another namespace) is forgotten; one whose sandbox cannot be
+// looked up (any other error) is kept for the next start. A live mount found
+// at a target is left alone: the previous daemon's binds died with it, so a
+// live one belongs to someone else (another daemon serving a copy of the
+// data directory, an operator's mount).
 func (d *Daemon) rebind(ctx context.Context) {
 	list, err := d.cat.DB().OpenSessions(ctx)
 	if err != nil {
@@ -629,14 +774,24 @@ func (d *Daemon) rebind(ctx context.Context) {
 		}
 		for _, b := range binds {
 			if b.PID > 0 {
-				if ns, err := namespaceOf(b.PID); err != nil || ns != b.NS {
+				ns, err := namespaceOf(b.PID)
+				if err != nil && !errors.Is(err, skills.ErrNotFound) {
+					// Nothing known of the sandbox: keep the record for the
+					// next start.
+					d.log.Error("look up a sandbox: session not rebound there, bind kept",
+						"session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
+					continue
+				}
+				if err != nil || ns != b.NS {
 					d.log.Info("sandbox gone: bind forgotten", "session", s.ID, "target", b.Target, "pid", b.PID)
 					if err := d.cat.DB().RemoveBind(ctx, s.ID, b); err != nil {
 						d.log.Error("forget bind", "session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
 					}
 					continue
 				}
-			} else if err := skfs.ClearStale(b.Target); err != nil {
+			} else if err := onTarget(fmt.Sprintf("bind target %q", b.Target), -1, 0, nil, func(func() bool) (func(), error) {
+				return nil, skfs.ClearStale(b.Target)
+			}); err != nil {
 				d.log.Warn("bind target holds a live mount or cannot be cleared: session not rebound there",
 					"session", s.ID, "target", b.Target, "err", err)
 				continue

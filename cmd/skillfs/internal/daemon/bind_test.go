@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
 
@@ -41,7 +44,7 @@ func newTargetTree(t *testing.T) *targetTree {
 	if err := unix.Stat(tt.home, &st); err != nil {
 		t.Fatal(err)
 	}
-	tt.fence = &fence{home: idOf(&st), fuseDev: ^uint64(0)}
+	tt.fence = &fence{home: idOf(&st), fuseDev: ^uint64(0), homePath: tt.home}
 	tt.procFD, err = unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -128,5 +131,138 @@ func TestOpenTargetWithoutCreate(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(tt.outside, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the target was created: %v", err)
+	}
+}
+
+// TestOpenTargetCoversDataDirectory: a target that holds the data directory
+// (one of its parents, however reached) is refused, since a bind there would
+// hide it; a directory merely below such a parent, a sibling, or another
+// bind of the parent is not. Where the data directory's path names another
+// directory (a sandbox's namespace), nothing is refused for it.
+func TestOpenTargetCoversDataDirectory(t *testing.T) {
+	tt := newTargetTree(t)
+	if err := os.Symlink(tt.root, filepath.Join(tt.outside, "up")); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{
+		"the parent":             tt.root,
+		"a grandparent":          filepath.Dir(tt.root),
+		"the parent via a link":  filepath.Join(tt.outside, "up"),
+		"the parent via dot-dot": filepath.Join(tt.outside, ".."),
+	} {
+		t.Run(name, func(t *testing.T) {
+			tg, err := openTarget(target, true, tt.fence, tt.procFD)
+			if err == nil {
+				unix.Close(tg.fd)
+				t.Fatalf("%s opened as %q", target, tg.path)
+			}
+			if !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), "contains the data directory") ||
+				!strings.Contains(err.Error(), target) {
+				t.Fatalf("%v; want ErrInvalid naming the target and saying it contains the data directory", err)
+			}
+		})
+	}
+
+	ok := func(t *testing.T, f *fence, target string) {
+		t.Helper()
+		tg, err := openTarget(target, true, f, tt.procFD)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		unix.Close(tg.fd)
+	}
+	t.Run("a sibling", func(t *testing.T) { ok(t, tt.fence, tt.outside) })
+	t.Run("to be created below the parent", func(t *testing.T) { ok(t, tt.fence, filepath.Join(tt.root, "new", "dir")) })
+	t.Run("the data directory not at its path here", func(t *testing.T) {
+		elsewhere := *tt.fence
+		elsewhere.homePath = tt.outside // another directory by that name
+		ok(t, &elsewhere, tt.root)
+		elsewhere.homePath = filepath.Join(tt.root, "missing")
+		ok(t, &elsewhere, tt.root)
+	})
+	t.Run("another bind of the parent", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("bind mounts need root")
+		}
+		b := filepath.Join(tt.outside, "b")
+		if err := os.Mkdir(b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(tt.root, b, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Unmount(b, unix.MNT_DETACH) })
+		ok(t, tt.fence, b)
+		// What is below it is still the data directory.
+		if _, err := openTarget(filepath.Join(b, "home"), false, tt.fence, tt.procFD); !errors.Is(err, skills.ErrInvalid) {
+			t.Fatalf("the data directory through another bind of its parent: %v", err)
+		}
+	})
+}
+
+// TestSandboxLookupErrors: only a process that is gone (ENOENT, ESRCH) makes
+// rebind forget a sandbox's bind and detach treat it as gone; any other
+// error looking its namespace up (descriptors exhausted at a restart, say)
+// keeps the record for the next start and is reported by detach.
+func TestSandboxLookupErrors(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := skills.Bind{Target: "/nonexistent/box/skills", PID: os.Getpid(), NS: "mnt:[1]"}
+	readLink, openFile := readNamespaceLink, openNamespaceFile
+	t.Cleanup(func() { readNamespaceLink, openNamespaceFile = readLink, openFile })
+	inject := func(errno unix.Errno) {
+		readNamespaceLink = func(p string) (string, error) {
+			return "", &os.PathError{Op: "readlink", Path: p, Err: errno}
+		}
+		openNamespaceFile = func(string) (int, error) { return -1, errno }
+	}
+	recorded := func() bool {
+		t.Helper()
+		binds, err := d.cat.DB().Binds(ctx, info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(binds, b)
+	}
+
+	for _, errno := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EACCES} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			if err := d.cat.DB().AddBind(ctx, info.ID, b); err != nil {
+				t.Fatal(err)
+			}
+			inject(errno)
+			if err := namespaceError(b.PID, errno); errors.Is(err, skills.ErrNotFound) || !errors.Is(err, errno) {
+				t.Errorf("classified as %v", err)
+			}
+			d.rebind(ctx)
+			if !recorded() {
+				t.Errorf("rebind forgot a live sandbox's bind on %v", errno)
+			}
+			if err := d.detach(b); !errors.Is(err, errno) {
+				t.Errorf("detach: %v, want %v", err, errno)
+			}
+		})
+	}
+	for _, errno := range []unix.Errno{unix.ENOENT, unix.ESRCH} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			if err := d.cat.DB().AddBind(ctx, info.ID, b); err != nil {
+				t.Fatal(err)
+			}
+			inject(errno)
+			if err := namespaceError(b.PID, errno); !errors.Is(err, skills.ErrNotFound) {
+				t.Errorf("classified as %v", err)
+			}
+			if err := d.detach(b); err != nil {
+				t.Errorf("detach of a gone sandbox's bind: %v", err)
+			}
+			d.rebind(ctx)
+			if recorded() {
+				t.Errorf("rebind kept a gone sandbox's bind")
+			}
+		})
 	}
 }

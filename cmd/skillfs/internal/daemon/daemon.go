@@ -214,7 +214,8 @@ func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 		return nil, fmt.Errorf("create mount root: %w", err)
 	}
 	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
-		Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout})
+		Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
+		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore")})
 	if err != nil {
 		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
