@@ -59,7 +59,7 @@ func populate(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close() // now: tests copy and damage the files it leaves
 	for _, u := range []skills.User{{UID: "alice", Role: "user", Department: "eng"}, {UID: "root2", Role: "admin"}} {
 		if err := c.PutUser(ctx, "", u, true); err != nil {
 			t.Fatal(err)
@@ -352,18 +352,7 @@ func TestReconcileQuarantinesAndRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	staging, err := c.store.NewStaging()
-	if err != nil {
-		t.Fatal(err)
-	}
-	skillDir(t, staging, "name: orphan\ndescription: x")
-	hash, _, _, err := skills.TreeHash(staging)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.store.Publish(staging, "orphan", hash, nil); err != nil {
-		t.Fatal(err)
-	}
+	hash := publishUnindexed(t, c, "orphan")
 	half, _ := c.store.NewStaging()
 	os.WriteFile(filepath.Join(half, "x"), []byte("x"), 0o644)
 	c.Close()
@@ -411,11 +400,7 @@ func TestReconcileQuarantinesAndRestores(t *testing.T) {
 func TestReconcileBackfillsMetadata(t *testing.T) {
 	ctx := context.Background()
 	home := populate(t)
-	c, err := Open(ctx, home, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openHome(t, home)
 	base, _ := c.db.Skill(ctx, "base")
 	dir := c.store.VersionPath("base", base.Version)
 	os.Chmod(dir, 0o755)
@@ -489,17 +474,8 @@ func TestRepairRefusesWhileServed(t *testing.T) {
 func TestReconcileSurvivesAFailedQuarantine(t *testing.T) {
 	ctx := context.Background()
 	home := populate(t)
-	c, err := Open(ctx, home, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	staging, _ := c.store.NewStaging()
-	skillDir(t, staging, "name: orphan\ndescription: x")
-	hash, _, _, _ := skills.TreeHash(staging)
-	if _, _, err := c.store.Publish(staging, "orphan", hash, nil); err != nil {
-		t.Fatal(err)
-	}
+	c := openHome(t, home)
+	hash := publishUnindexed(t, c, "orphan")
 	// The quarantine cannot be made: a file is in its way.
 	if err := os.WriteFile(filepath.Join(home, storeDir, "quarantine"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -521,11 +497,7 @@ func TestReconcileSurvivesAFailedQuarantine(t *testing.T) {
 func TestBackfillLeavesOnlyTheMetadata(t *testing.T) {
 	ctx := context.Background()
 	home := populate(t)
-	c, err := Open(ctx, home, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openHome(t, home)
 	base, _ := c.db.Skill(ctx, "base")
 	dir := c.store.VersionPath("base", base.Version)
 	before, _ := os.ReadDir(dir)
@@ -613,4 +585,34 @@ func TestRebuildKeepsARevert(t *testing.T) {
 	if got.Version != want.Version || got.Description != "one" {
 		t.Fatalf("after the rebuild notes is at %s (%q), want %s (%q)", got.Version, got.Description, want.Version, "one")
 	}
+}
+
+// openHome opens the catalog of a data directory until the test ends.
+func openHome(t testing.TB, home string) *Catalog {
+	t.Helper()
+	c, err := Open(context.Background(), home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// publishUnindexed publishes a version of slug with no index row, as an
+// import killed between publishing and recording leaves it.
+func publishUnindexed(t testing.TB, c *Catalog, slug string) string {
+	t.Helper()
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skillDir(t, staging, "name: "+slug+"\ndescription: x")
+	hash, _, _, err := skills.TreeHash(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.store.Publish(staging, slug, hash, nil); err != nil {
+		t.Fatal(err)
+	}
+	return hash
 }
