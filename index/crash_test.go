@@ -56,7 +56,7 @@ func runChild(mode, path, arg string) error {
 			return err
 		}
 		if _, err := tx.Exec(`INSERT INTO skills (`+skillColumns+`)
-			VALUES ('partial', 'Partial', ?, 'upload', '', '{}', 1, '[]', '[]', '[]', 'h', '', NULL, NULL)`,
+			VALUES ('partial', 'Partial', ?, 'upload', '', '{}', 1, '[]', '[]', '[]', 'h', '', NULL, NULL, '')`,
 			strings.Repeat("x", 4<<20)); err != nil {
 			return err
 		}

@@ -200,3 +200,30 @@ func TestCountAndRestoreSkill(t *testing.T) {
 		t.Fatalf("Count = %+v", n)
 	}
 }
+
+// A skill's plugin and a version's working-tree state round-trip, and a
+// new version may change the plugin.
+func TestPluginAndWorktree(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	s := testSkill("setup")
+	s.Plugin = "deploy"
+	v := testVersion("setup", "h1")
+	v.Worktree = skills.WorktreeModified
+	if err := db.InsertSkill(ctx, s, v); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Skill(ctx, "setup")
+	if err != nil || got.Plugin != "deploy" {
+		t.Fatalf("skill = %+v, %v", got, err)
+	}
+	gv, err := db.Version(ctx, "setup", "h1")
+	if err != nil || gv.Worktree != skills.WorktreeModified {
+		t.Fatalf("version = %+v, %v", gv, err)
+	}
+	bad := testVersion("setup", "h2")
+	bad.Worktree = "dirty"
+	if err := db.AddVersion(ctx, s, bad); err == nil {
+		t.Fatal("a version with an unknown working-tree state was stored")
+	}
+}

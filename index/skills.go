@@ -13,7 +13,7 @@ import (
 type scanner interface{ Scan(dest ...any) error }
 
 const skillColumns = `slug, name, description, source_type, source, share, enabled,
-	skill_deps, tool_deps, mcp_deps, current_version, creator, created_at, updated_at`
+	skill_deps, tool_deps, mcp_deps, current_version, creator, created_at, updated_at, plugin`
 
 func scanSkill(sc scanner) (*skills.Skill, error) {
 	var (
@@ -22,7 +22,7 @@ func scanSkill(sc scanner) (*skills.Skill, error) {
 		created, updated  sql.NullInt64
 	)
 	if err := sc.Scan(&s.Slug, &s.Name, &s.Description, &s.SourceType, &s.Source, &share, &s.Enabled,
-		&sd, &td, &md, &s.Version, &s.Creator, &created, &updated); err != nil {
+		&sd, &td, &md, &s.Version, &s.Creator, &created, &updated, &s.Plugin); err != nil {
 		return nil, err
 	}
 	var err error
@@ -105,20 +105,20 @@ func insertVersion(ctx context.Context, tx *sql.Tx, slug string, v *skills.Versi
 	// The path is derived, and relative: an absolute one would tie the
 	// index to one spelling of the data directory.
 	_, err = tx.ExecContext(ctx, `INSERT INTO versions
-		(slug, hash, path, source_type, source, ref, commit_id, installer, installed_at, previous, files, bytes)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		(slug, hash, path, source_type, source, ref, commit_id, installer, installed_at, previous, files, bytes, worktree)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (slug, hash) DO NOTHING`,
-		slug, v.Hash, skills.VersionRelPath(slug, v.Hash), v.SourceType, v.Source, v.Ref, v.Commit, v.Installer, at, v.Previous, v.Files, v.Bytes)
+		slug, v.Hash, skills.VersionRelPath(slug, v.Hash), v.SourceType, v.Source, v.Ref, v.Commit, v.Installer, at, v.Previous, v.Files, v.Bytes, v.Worktree)
 	return err
 }
 
-const versionColumns = `slug, hash, path, source_type, source, ref, commit_id, installer, installed_at, previous, files, bytes`
+const versionColumns = `slug, hash, path, source_type, source, ref, commit_id, installer, installed_at, previous, files, bytes, worktree`
 
 func scanVersion(sc scanner) (*skills.Version, error) {
 	var v skills.Version
 	var at sql.NullInt64
 	if err := sc.Scan(&v.Slug, &v.Hash, &v.Path, &v.SourceType, &v.Source, &v.Ref, &v.Commit,
-		&v.Installer, &at, &v.Previous, &v.Files, &v.Bytes); err != nil {
+		&v.Installer, &at, &v.Previous, &v.Files, &v.Bytes, &v.Worktree); err != nil {
 		return nil, err
 	}
 	v.InstalledAt = decodeTime(at)
@@ -136,9 +136,9 @@ func skillExists(ctx context.Context, tx *sql.Tx, slug string) (bool, error) {
 // current; a taken slug is skills.ErrExists.
 func insertSkillRow(ctx context.Context, tx *sql.Tx, s *skills.Skill, f skillFields, current string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO skills (`+skillColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.Slug, s.Name, s.Description, s.SourceType, s.Source, f.share, s.Enabled,
-		f.skillDeps, f.toolDeps, f.mcpDeps, current, s.Creator, f.created, f.updated)
+		f.skillDeps, f.toolDeps, f.mcpDeps, current, s.Creator, f.created, f.updated, s.Plugin)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("%w: %w", skills.ErrExists, err)
 	}
@@ -205,9 +205,9 @@ func (db *DB) AddVersion(ctx context.Context, s *skills.Skill, v *skills.Version
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE skills SET name = ?, description = ?, source_type = ?, source = ?,
-			skill_deps = ?, tool_deps = ?, mcp_deps = ?, current_version = ?, updated_at = ?
+			skill_deps = ?, tool_deps = ?, mcp_deps = ?, current_version = ?, updated_at = ?, plugin = ?
 			WHERE slug = ?`,
-			s.Name, s.Description, s.SourceType, s.Source, f.skillDeps, f.toolDeps, f.mcpDeps, v.Hash, f.updated, s.Slug)
+			s.Name, s.Description, s.SourceType, s.Source, f.skillDeps, f.toolDeps, f.mcpDeps, v.Hash, f.updated, s.Plugin, s.Slug)
 		return err
 	})
 	if err != nil {

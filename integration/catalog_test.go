@@ -71,6 +71,7 @@ type versionOut struct {
 	Previous   string `json:"previous"`
 	Files      int    `json:"files"`
 	Bytes      int64  `json:"bytes"`
+	Worktree   string `json:"worktree"`
 }
 
 // showOut is `skill show --json`.

@@ -88,7 +88,14 @@ type Skill struct {
 	Creator           string    `json:"creator"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
+	Plugin            string    `json:"plugin,omitempty"` // the plugin of a marketplace it came from; shown as plugin:name
 }
+
+// Worktree states of a version read from a local git working tree.
+const (
+	WorktreeClean    = "clean"
+	WorktreeModified = "modified"
+)
 
 // Version is one immutable published tree of a skill, with its provenance.
 type Version struct {
@@ -104,6 +111,9 @@ type Version struct {
 	Previous    string    `json:"previous,omitempty"` // hash of the version it replaced
 	Files       int       `json:"files"`
 	Bytes       int64     `json:"bytes"`
+	// Worktree says, for a version read from a local git working tree,
+	// whether its files matched Commit: "clean" or "modified"; "" otherwise.
+	Worktree string `json:"worktree,omitempty"`
 }
 
 // Pin is one skill of a session's readable set, at the version the session saw.

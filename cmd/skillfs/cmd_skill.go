@@ -387,6 +387,9 @@ func (c *cli) skillShow(args []string) error {
 		if v.Commit != "" {
 			fmt.Fprintf(w, " @ %s", short(v.Commit))
 		}
+		if v.Worktree != "" {
+			fmt.Fprintf(w, " (working tree %s)", v.Worktree)
+		}
 		fmt.Fprintln(w)
 	}
 	return nil

@@ -43,6 +43,7 @@ type Draft struct {
 	SourceType string `json:"source_type"`
 	Ref        string `json:"ref,omitempty"`
 	Commit     string `json:"commit,omitempty"`
+	Worktree   string `json:"worktree,omitempty"`
 	Lenient    bool   `json:"lenient,omitempty"`
 	Replace    bool   `json:"replace,omitempty"`
 	Builtin    bool   `json:"builtin,omitempty"`
@@ -107,7 +108,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	now := c.now().UTC()
 	d := &Draft{ID: hex.EncodeToString(b), Source: req.display(), Creator: actor.UID, CreatedAt: now,
 		ExpiresAt: now.Add(DraftTTL), Skills: []DraftSkill{}, Failed: res.Failed,
-		Key: sel.src.key, SourceType: sel.src.sourceType, Ref: sel.src.ref, Commit: sel.src.commit,
+		Key: sel.src.key, SourceType: sel.src.sourceType, Ref: sel.src.ref, Commit: sel.src.commit, Worktree: sel.src.worktree,
 		Lenient: sel.mode == skills.Lenient, Replace: req.Replace, Builtin: req.Builtin}
 	if d.Failed == nil {
 		d.Failed = []Failed{}
@@ -256,7 +257,7 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 		mode = skills.Lenient
 		req.Agents = true
 	}
-	src := &source{key: d.Key, sourceType: d.SourceType, ref: d.Ref, commit: d.Commit, cleanup: func() {}}
+	src := &source{key: d.Key, sourceType: d.SourceType, ref: d.Ref, commit: d.Commit, worktree: d.Worktree, cleanup: func() {}}
 	sel := &selection{src: src, mode: mode}
 	for i, ds := range d.Skills {
 		sel.cands = append(sel.cands, skills.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i))})

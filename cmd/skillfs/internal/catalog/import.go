@@ -82,6 +82,7 @@ type source struct {
 	sourceType string
 	ref        string
 	commit     string
+	worktree   string // a local git working tree: skills.WorktreeClean or WorktreeModified
 	cleanup    func()
 }
 
@@ -238,13 +239,15 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	fail := func(err error) (*source, error) { cleanup(); return nil, err }
 
 	// "PATH#ref" and "file://PATH[#ref]" name a local repository: resolve
-	// them to PATH and the ref, so every spelling has one identity.
+	// them to PATH and the ref, so every spelling has one identity. Both
+	// ask for git (a commit), where a plain PATH asks for the folder.
 	spec := req.Source
+	asGit := false
 	if _, err := os.Stat(spec); err != nil {
 		gs := skills.ParseGitSource(spec)
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := os.Stat(p); err == nil {
-				spec = p
+				spec, asGit = p, true
 				if req.Ref == "" {
 					req.Ref = gs.Ref
 				}
@@ -253,16 +256,22 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	}
 	fi, statErr := os.Stat(spec)
 	local := statErr == nil
-	// A local git repository (working tree or bare) is cloned, so what is
-	// imported is a commit; a plain directory is read as it is on disk.
-	// Either way its identity is its absolute path, so every spelling of it
-	// reinstalls the same skills.
-	if local && fi.IsDir() && !isRepo(spec) {
-		if req.Ref != "" {
-			return fail(fmt.Errorf("source %q: --ref needs a git repository, and this is a plain directory: %w", spec, skills.ErrInvalid))
-		}
+	// A local folder is read as it is on disk, working-tree edits included
+	// (its commit and whether the files match it are recorded); only a ref
+	// (--ref or PATH#ref), a file:// URL, or a bare repository, which has
+	// no files to read, makes it a commit to clone. Either way its identity is its absolute
+	// path, so every spelling of it reinstalls the same skills.
+	if local && fi.IsDir() && !asGit && req.Ref == "" && !isBareRepo(spec) {
 		abs, _ := filepath.Abs(spec)
-		return &source{root: abs, key: "local:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+		commit, state, err := skills.WorktreeState(ctx, abs)
+		if err != nil {
+			c.log.Warn("could not tell which commit a local folder holds", "source", abs, "err", err)
+		}
+		return &source{root: abs, key: "local:" + abs, sourceType: skills.SourceUpload,
+			commit: commit, worktree: state, cleanup: cleanup}, nil
+	}
+	if local && fi.IsDir() && !isRepo(spec) {
+		return fail(fmt.Errorf("source %q: --ref needs a git repository, and this is a plain directory: %w", spec, skills.ErrInvalid))
 	}
 	if local && !fi.IsDir() {
 		return c.resolveFile(spec, req.display(), work, cleanup)

@@ -106,7 +106,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		}
 	}
 	ver := &skills.Version{
-		Slug: slug, Hash: hash, SourceType: sourceType, Source: key, Ref: src.ref, Commit: src.commit,
+		Slug: slug, Hash: hash, SourceType: sourceType, Source: key, Ref: src.ref, Commit: src.commit, Worktree: src.worktree,
 		Installer: actor.UID, InstalledAt: now, Files: files, Bytes: size,
 	}
 	if existing != nil {
