@@ -55,7 +55,9 @@ func (c *cli) skillImport(args []string) error {
 	fs := c.flags("skill import")
 	var picks listFlag
 	var share, ref string
-	fs.Var(&picks, "skill", "import this skill of a multi-skill source (repeatable)")
+	var ignores listFlag
+	fs.Var(&picks, "skill", "import this skill of a multi-skill source: folder name, slug, name or path, or a glob (repeatable)")
+	fs.Var(&ignores, "ignore", "leave out the skills this glob matches (repeatable)")
 	all := fs.Bool("all", false, "import every skill of the source")
 	list := fs.Bool("list", false, "list the skills of the source, install nothing")
 	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
@@ -71,7 +73,7 @@ func (c *cli) skillImport(args []string) error {
 	if (len(pos) == 1) == *agents {
 		return fmt.Errorf("skill import takes SOURCE or --agents: %w", errUsage)
 	}
-	req := catalog.ImportRequest{Ref: ref, Skills: picks, All: *all, List: *list,
+	req := catalog.ImportRequest{Ref: ref, Skills: picks, Ignore: ignores, All: *all, List: *list,
 		As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents}
 	if *agents {
 		req.Source = "agents"

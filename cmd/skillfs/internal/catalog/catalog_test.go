@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -448,4 +449,50 @@ func FuzzTextWriter(f *testing.F) {
 			t.Fatalf("passed %q, wrote %q", data, out.Bytes())
 		}
 	})
+}
+
+// --skill takes globs, --ignore leaves skills out.
+func TestImportGlobsAndIgnore(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	for _, n := range []string{"pdf-read", "pdf-write", "docx", "xlsx"} {
+		skillDir(t, filepath.Join(src, "skills", n), "name: "+n+"\ndescription: "+n)
+	}
+	for _, tc := range []struct {
+		name   string
+		req    ImportRequest
+		want   []string
+		wanted error
+	}{
+		{"glob", ImportRequest{Skills: []string{"pdf-*"}}, []string{"pdf-read", "pdf-write"}, nil},
+		{"glob and a name", ImportRequest{Skills: []string{"pdf-r*", "xlsx"}}, []string{"pdf-read", "xlsx"}, nil},
+		{"all but ignored", ImportRequest{All: true, Ignore: []string{"pdf-*"}}, []string{"docx", "xlsx"}, nil},
+		{"glob by path", ImportRequest{Skills: []string{"skills/d*"}}, []string{"docx"}, nil},
+		{"glob matching nothing", ImportRequest{Skills: []string{"zz*"}}, nil, skills.ErrNotFound},
+		{"everything ignored", ImportRequest{All: true, Ignore: []string{"*"}}, nil, skills.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := open(t)
+			req := tc.req
+			req.Source = src
+			res, err := c.Import(ctx, req)
+			if tc.wanted != nil {
+				if !errors.Is(err, tc.wanted) {
+					t.Fatalf("Import = %v, want %v", err, tc.wanted)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, in := range res.Installed {
+				got = append(got, in.Slug)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("installed %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,7 +21,8 @@ type ImportRequest struct {
 	Source  string        // directory, ZIP, SKILL.md, git URL or local repository
 	Display string        // how messages name the source when Source is a temporary copy (an upload)
 	Ref     string        // git ref; also accepted as Source "URL#ref"
-	Skills  []string      // pick these skills (folder name, slug or name) from a multi-skill source
+	Skills  []string      // pick these skills (folder name, slug, name or path; globs allowed) from a multi-skill source
+	Ignore  []string      // leave out the skills these globs match (folder name, slug, name or path)
 	All     bool          // import every skill the source holds
 	List    bool          // only list what the source holds
 	As      string        // acting uid ("" = Operator)
@@ -155,6 +157,11 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 	}
 	if req.Origin != "" {
 		src.key = req.Origin
+	}
+	cands = ignore(cands, req.Ignore)
+	if len(cands) == 0 {
+		src.cleanup()
+		return nil, fmt.Errorf("every skill of %q is ignored: %w", req.display(), skills.ErrNotFound)
 	}
 	if req.List || (len(cands) > 1 && !req.All && len(req.Skills) == 0) {
 		res.Available = describe(cands) // before cleanup: it reads the files
@@ -394,7 +401,9 @@ func readManifest(dir string, max int64) ([]byte, error) {
 	return data, err
 }
 
-// pick selects candidates by folder name, slug or display name.
+// pick selects candidates by folder name, slug, display name or path in the
+// source; a name with glob characters (*, ?, [) picks every candidate it
+// matches (path.Match), and must match at least one.
 func pick(cands []skills.Candidate, names []string) ([]skills.Candidate, error) {
 	avail := describe(cands)
 	var out []skills.Candidate
@@ -402,11 +411,14 @@ func pick(cands []skills.Candidate, names []string) ([]skills.Candidate, error) 
 	for _, n := range names {
 		found := false
 		for i, a := range avail {
-			if n == cands[i].Name || n == a.Slug || n == a.Name || n == cands[i].Rel {
-				if !slices.ContainsFunc(out, func(c skills.Candidate) bool { return c.Dir == cands[i].Dir }) {
-					out = append(out, cands[i])
-				}
-				found = true
+			if !matchesCandidate(n, cands[i], a) {
+				continue
+			}
+			if !slices.ContainsFunc(out, func(c skills.Candidate) bool { return c.Dir == cands[i].Dir }) {
+				out = append(out, cands[i])
+			}
+			found = true
+			if !isGlob(n) {
 				break
 			}
 		}
@@ -423,6 +435,43 @@ func pick(cands []skills.Candidate, names []string) ([]skills.Candidate, error) 
 			strings.Join(missing, ", "), strings.Join(slugs, ", "), skills.ErrNotFound)
 	}
 	return out, nil
+}
+
+// ignore leaves out the candidates any of the globs matches (by folder
+// name, slug, display name or path in the source).
+func ignore(cands []skills.Candidate, globs []string) []skills.Candidate {
+	if len(globs) == 0 {
+		return cands
+	}
+	avail := describe(cands)
+	var out []skills.Candidate
+	for i, cand := range cands {
+		if !slices.ContainsFunc(globs, func(g string) bool { return matchesCandidate(g, cand, avail[i]) }) {
+			out = append(out, cand)
+		}
+	}
+	return out
+}
+
+func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// matchesCandidate reports whether a name or glob names a candidate.
+func matchesCandidate(pattern string, cand skills.Candidate, a Available) bool {
+	for _, v := range []string{cand.Name, a.Slug, a.Name, cand.Rel} {
+		if v == "" {
+			continue
+		}
+		if !isGlob(pattern) {
+			if pattern == v {
+				return true
+			}
+			continue
+		}
+		if ok, err := path.Match(pattern, v); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // forceRemoveAll removes a tree even when published content made it read-only.
