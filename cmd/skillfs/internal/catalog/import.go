@@ -146,7 +146,11 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 		if err != nil {
 			return nil, err
 		}
-		cands, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
+		var warns []string
+		cands, warns, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
+		for _, w := range warns {
+			c.log.Warn("find skills", "source", req.display(), "warning", w)
+		}
 		if err != nil {
 			src.cleanup()
 			return nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
