@@ -127,3 +127,37 @@ func realRoot(dir string) (string, error) {
 	}
 	return filepath.EvalSymlinks(abs)
 }
+
+// SubRoot returns the real absolute path of the folder rel (a slash path, as
+// in GitSource.Path) inside root, a checkout: the root an import from a
+// sub-folder of a repository searches. An empty rel (or ".") is root itself.
+// rel must pass CleanRelPath (no "..", not absolute: else ErrUnsafePath); a
+// symbolic link on the way may lead elsewhere inside root, but one that
+// leads outside is refused (ErrUnsafePath) without anything outside being
+// read. A folder that does not exist is ErrNotFound, naming rel as a path in
+// the repository; a file is ErrInvalid.
+func SubRoot(root, rel string) (string, error) {
+	base, err := realRoot(root)
+	if err != nil {
+		return "", fmt.Errorf("sub-folder %q: %w", rel, err)
+	}
+	if rel == "" || rel == "." {
+		return base, nil
+	}
+	clean, err := CleanRelPath(rel)
+	if err != nil {
+		return "", fmt.Errorf("sub-folder: %w", err)
+	}
+	real, fi, err := resolveInRoot(base, clean)
+	switch {
+	case errors.Is(err, errOutside):
+		return "", fmt.Errorf("sub-folder %q: %w: %w", clean, err, ErrUnsafePath)
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("sub-folder %q: no such folder in the repository: %w", clean, ErrNotFound)
+	case err != nil:
+		return "", fmt.Errorf("sub-folder %q: %w", clean, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("sub-folder %q: not a folder: %w", clean, ErrInvalid)
+	}
+	return filepath.Join(base, filepath.FromSlash(real)), nil
+}

@@ -246,6 +246,9 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	spec := req.Source
 	if _, err := os.Stat(spec); err != nil {
 		gs := skills.ParseGitSource(spec)
+		if gs.Path != "" {
+			return fail(fmt.Errorf("source %q: importing a sub-folder of a repository is not supported yet: %w", req.display(), skills.ErrInvalid))
+		}
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := os.Stat(p); err == nil {
 				spec = p
