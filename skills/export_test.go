@@ -64,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := ExtractZip(zp, unpacked, DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
-	cands, err := Discover(unpacked, 0)
+	cands, _, err := Discover(unpacked, 0)
 	if err != nil || len(cands) != 1 || cands[0].Rel != "." && cands[0].Rel != "demo" {
 		t.Fatalf("Discover = %+v, %v", cands, err)
 	}

@@ -16,10 +16,17 @@ import (
 	"unicode/utf8"
 )
 
-// GitSource names a repository and an optional ref (branch, tag or commit).
+// GitSource names a repository, an optional ref (branch, tag or commit) and
+// an optional sub-folder to import from.
 type GitSource struct {
 	URL string // what git clones: a URL, an scp-like address (user@host:path) or a local path
 	Ref string // branch, tag (short or refs/heads/, refs/tags/ name) or commit hash; "" for the default branch
+	// Path is the folder inside the repository to import from, a slash path
+	// relative to its root; "" for the whole repository. ParseGitSource
+	// keeps it cleaned when CleanRelPath accepts it and as written
+	// otherwise; SubRoot confines it (and refuses what CleanRelPath
+	// refuses) when the checkout is there.
+	Path string
 }
 
 // String returns the source in the form ParseGitSource reads, with any
@@ -27,6 +34,9 @@ type GitSource struct {
 // and to record as provenance.
 func (s GitSource) String() string {
 	u := redactGitURL(s.URL)
+	if s.Path != "" {
+		return u + "#" + s.Ref + ":" + s.Path
+	}
 	if s.Ref == "" {
 		if strings.Contains(u, "#") {
 			return u + "#"
@@ -36,20 +46,54 @@ func (s GitSource) String() string {
 	return u + "#" + s.Ref
 }
 
-// ParseGitSource splits "URL#ref" at its last '#': the part before is the
-// URL, the part after the ref ("" when there is none or it is empty). Both
-// are trimmed of surrounding space. The ref may be a branch, a tag, a
-// refs/heads/ or refs/tags/ name, or a commit hash, full or abbreviated. A URL
-// or path that itself holds a '#' is written with a trailing '#' (and an
-// empty ref), or with its ref after the last '#'. Git URLs never need a
-// fragment, so '#' is free to mark the ref, as pip and npm do.
+// ParseGitSource splits "URL#ref", "URL#ref:path" and "URL#:path" at the
+// last '#': the part before is the URL, the part after the ref and, after
+// the first ':' in it, the path of a sub-folder of the repository (each ""
+// when there is none or it is empty). All three are trimmed of surrounding
+// space. The ref may be a branch, a tag, a refs/heads/ or refs/tags/ name,
+// or a commit hash, full or abbreviated; git refuses ':' in ref names, so
+// the first ':' is free to start the path. The path is kept cleaned (see
+// CleanRelPath: "./skills//x/" is "skills/x") when it is a safe relative
+// path and as written otherwise, for SubRoot to refuse with ErrUnsafePath.
+// A URL or path that itself holds a '#' is written with a trailing '#' (and
+// an empty ref), or with its ref after the last '#'. Git URLs never need a
+// fragment, so '#' is free to mark the ref, as pip and npm do; a ':' in the
+// URL (an scp-like address, a port) is never read as the path's, since the
+// path is looked for after the '#' only.
 func ParseGitSource(s string) GitSource {
 	s = strings.TrimSpace(s)
 	i := strings.LastIndexByte(s, '#')
 	if i < 0 {
 		return GitSource{URL: s}
 	}
-	return GitSource{URL: strings.TrimSpace(s[:i]), Ref: strings.TrimSpace(s[i+1:])}
+	g := GitSource{URL: strings.TrimSpace(s[:i])}
+	ref, sub, _ := strings.Cut(s[i+1:], ":")
+	g.Ref = strings.TrimSpace(ref)
+	g.Path = cleanSubPath(sub)
+	return g
+}
+
+// cleanSubPath normalises the path of a git source: trimmed, cleaned when
+// CleanRelPath accepts it, "" when it names the repository's root ("." or
+// "./"), as written otherwise. Applied twice, it changes nothing, so a
+// source read back from String is the same.
+func cleanSubPath(p string) string {
+	p = strings.TrimSpace(p)
+	for {
+		if len(splitSlash(p)) == 0 && !strings.HasPrefix(p, "/") {
+			return ""
+		}
+		clean, err := CleanRelPath(p)
+		if err != nil {
+			return p
+		}
+		// Cleaning may bare a space ("x /" is "x "): trim and clean again.
+		next := strings.TrimSpace(clean)
+		if next == p {
+			return p
+		}
+		p = next
+	}
 }
 
 // gitSchemes are the URL schemes IsGitURL accepts; CloneGit lets git use only

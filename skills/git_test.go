@@ -601,6 +601,25 @@ func TestParseGitSource(t *testing.T) {
 		{"path with '#' and a ref", "./a#b#v1", GitSource{URL: "./a#b", Ref: "v1"}},
 		{"spaces trimmed", "  ./repo # v1 ", GitSource{URL: "./repo", Ref: "v1"}},
 		{"empty", "", GitSource{}},
+		{"ref and path", "https://example.com/r.git#v1:skills/x", GitSource{URL: "https://example.com/r.git", Ref: "v1", Path: "skills/x"}},
+		{"default branch and path", "https://example.com/r.git#:skills/x", GitSource{URL: "https://example.com/r.git", Path: "skills/x"}},
+		{"scp-like with ref and path", "git@host:org/repo.git#v1:skills/x", GitSource{URL: "git@host:org/repo.git", Ref: "v1", Path: "skills/x"}},
+		{"scp-like with path only", "git@host:org/repo.git#:x", GitSource{URL: "git@host:org/repo.git", Path: "x"}},
+		{"port in URL", "ssh://git@host:2222/o/r.git#main:a/b", GitSource{URL: "ssh://git@host:2222/o/r.git", Ref: "main", Path: "a/b"}},
+		{"colon in URL without fragment", "git@host:org/repo.git", GitSource{URL: "git@host:org/repo.git"}},
+		{"slashed ref and path", "./repo#feature/x:plugins/p", GitSource{URL: "./repo", Ref: "feature/x", Path: "plugins/p"}},
+		{"path cleaned", "./repo#v1:./skills//x/", GitSource{URL: "./repo", Ref: "v1", Path: "skills/x"}},
+		{"path trimmed", " ./repo # v1 : skills/x ", GitSource{URL: "./repo", Ref: "v1", Path: "skills/x"}},
+		{"path naming the root", "./repo#v1:./", GitSource{URL: "./repo", Ref: "v1"}},
+		{"empty path", "./repo#v1:", GitSource{URL: "./repo", Ref: "v1"}},
+		{"colon in path", "./repo#v1:a:b", GitSource{URL: "./repo", Ref: "v1", Path: "a:b"}},
+		{"path with '#' in URL", "./a#b#v1:x", GitSource{URL: "./a#b", Ref: "v1", Path: "x"}},
+		// Unsafe paths are kept as written, for SubRoot to refuse.
+		{"path with ..", "./repo#:../x", GitSource{URL: "./repo", Path: "../x"}},
+		{"path with inner ..", "./repo#v1:a/../../x", GitSource{URL: "./repo", Ref: "v1", Path: "a/../../x"}},
+		{"absolute path", "./repo#:/etc", GitSource{URL: "./repo", Path: "/etc"}},
+		{"windows path as URL", `C:\repos\r#v1:sub\dir`, GitSource{URL: `C:\repos\r`, Ref: "v1", Path: `sub\dir`}},
+		{"windows drive as path", "./repo#:C:/x", GitSource{URL: "./repo", Path: "C:/x"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -624,6 +643,10 @@ func TestGitSourceString(t *testing.T) {
 		{"ssh password hidden", GitSource{URL: "ssh://git:pw@example.com/r.git"}, "ssh://git:xxxxx@example.com/r.git"},
 		{"scp-like", GitSource{URL: "git@example.com:o/r.git"}, "git@example.com:o/r.git"},
 		{"path with '#'", GitSource{URL: "./a#b"}, "./a#b#"},
+		{"ref and path", GitSource{URL: "https://example.com/r.git", Ref: "v1", Path: "skills/x"}, "https://example.com/r.git#v1:skills/x"},
+		{"path only", GitSource{URL: "git@example.com:o/r.git", Path: "skills/x"}, "git@example.com:o/r.git#:skills/x"},
+		{"path with credentials", GitSource{URL: "https://tok@example.com/r.git", Path: "x"}, "https://xxxxx@example.com/r.git#:x"},
+		{"URL with '#' and a path", GitSource{URL: "./a#b", Path: "x"}, "./a#b#:x"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -668,16 +691,30 @@ func FuzzParseGitSource(f *testing.F) {
 		"https://github.com/o/r.git#main", "git@host:o/r#v1", "./a#b#", "#", "##", " x # y ",
 		"file:///r#0123456789abcdef0123456789abcdef01234567", "https://u:p@h/r#refs/tags/v1",
 		"-oProxyCommand=x", "a\nb#c", "ssh://h/r#a..b", "\xff#\xfe",
+		"git@host:o/r.git#v1:skills/x", "./r#:../x", "./r#v1:./a//b/", "./r#: x /", `C:\r#v1:a\b`, "./r#:.", "u#a:b:c",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		g := ParseGitSource(s)
-		if strings.Contains(g.Ref, "#") {
-			t.Fatalf("ref %q holds '#'", g.Ref)
+		if strings.Contains(g.Ref, "#") || strings.Contains(g.Ref, ":") {
+			t.Fatalf("ref %q holds '#' or ':'", g.Ref)
 		}
-		if g.URL != strings.TrimSpace(g.URL) || g.Ref != strings.TrimSpace(g.Ref) {
+		if strings.Contains(g.Path, "#") {
+			t.Fatalf("path %q holds '#'", g.Path)
+		}
+		if g.URL != strings.TrimSpace(g.URL) || g.Ref != strings.TrimSpace(g.Ref) || g.Path != strings.TrimSpace(g.Path) {
 			t.Fatalf("untrimmed %+v", g)
+		}
+		if g.Path != "" {
+			// A path is clean, or refused where it is used.
+			clean, err := CleanRelPath(g.Path)
+			if err == nil && clean != g.Path {
+				t.Fatalf("path %q kept uncleaned (%q)", g.Path, clean)
+			}
+			if err != nil && !errors.Is(err, ErrUnsafePath) {
+				t.Fatalf("path %q: %v", g.Path, err)
+			}
 		}
 		if redactGitURL(g.URL) == g.URL {
 			if back := ParseGitSource(g.String()); back != g {

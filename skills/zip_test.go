@@ -422,7 +422,7 @@ func TestExtractZipNoManifest(t *testing.T) {
 	if err := ExtractZip(zp, dst, DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Discover(dst, 0); !errors.Is(err, ErrNoManifest) {
+	if _, _, err := Discover(dst, 0); !errors.Is(err, ErrNoManifest) {
 		t.Errorf("Discover: %v, want ErrNoManifest", err)
 	}
 	stage := filepath.Join(base, "stage")

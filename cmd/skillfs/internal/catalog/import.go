@@ -149,7 +149,11 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 		if err != nil {
 			return nil, err
 		}
-		cands, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
+		var warns []string
+		cands, warns, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
+		for _, w := range warns {
+			c.log.Warn("find skills", "source", req.display(), "warning", w)
+		}
 		if err != nil {
 			src.cleanup()
 			return nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
@@ -252,6 +256,9 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	asGit := false
 	if _, err := os.Stat(spec); err != nil {
 		gs := skills.ParseGitSource(spec)
+		if gs.Path != "" {
+			return fail(fmt.Errorf("source %q: importing a sub-folder of a repository is not supported yet: %w", req.display(), skills.ErrInvalid))
+		}
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := os.Stat(p); err == nil {
 				spec, asGit = p, true

@@ -1,0 +1,163 @@
+package skills
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// errOutside marks a path whose symbolic links lead out of the directory it
+// was resolved in.
+var errOutside = errors.New("a symbolic link leads outside the source")
+
+// errLinkLoop marks a path with too many symbolic links to resolve.
+var errLinkLoop = errors.New("too many levels of symbolic links")
+
+// maxLinkHops bounds the symbolic links one resolution follows, as the
+// kernel's own limit (40) does.
+const maxLinkHops = 40
+
+// resolveInRoot resolves rel, a slash path below root, as the kernel would,
+// following symbolic links, but never looks at anything outside root: root
+// must be a real absolute path (no symbolic links in it), and a link whose
+// target leaves root, by ".." or an absolute target elsewhere, is
+// errOutside before anything outside is read. It returns the real path of
+// the target as a clean slash path below root ("." for root itself) and the
+// target's (Lstat) information, which is never a symbolic link.
+//
+// filepath.EvalSymlinks would do the resolving, but it reads every link it
+// meets wherever it points; a source tree is someone else's, and its links
+// may point anywhere.
+func resolveInRoot(root, rel string) (string, os.FileInfo, error) {
+	var done []string
+	todo := splitSlash(rel)
+	hops := 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		if c == ".." {
+			if len(done) == 0 {
+				return "", nil, errOutside
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		next := append(done[:len(done):len(done)], c)
+		p := filepath.Join(root, filepath.FromSlash(strings.Join(next, "/")))
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return "", nil, err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			if len(todo) > 0 && !fi.IsDir() {
+				return "", nil, fmt.Errorf("%s: not a directory: %w", strings.Join(next, "/"), os.ErrNotExist)
+			}
+			done = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", nil, errLinkLoop
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", nil, err
+		}
+		target = filepath.ToSlash(target)
+		if strings.HasPrefix(target, "/") {
+			// An absolute target counts only when it names root itself
+			// component by component: root holds no links, so the kernel
+			// would pass through the same directories.
+			rest, ok := cutRootPrefix(filepath.ToSlash(root), target)
+			if !ok {
+				return "", nil, errOutside
+			}
+			done = nil
+			target = rest
+		}
+		todo = append(splitSlash(target), todo...)
+	}
+	real := "."
+	if len(done) > 0 {
+		real = strings.Join(done, "/")
+	}
+	fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(real)))
+	if err != nil {
+		return "", nil, err
+	}
+	return real, fi, nil
+}
+
+// cutRootPrefix returns the part of the absolute slash path target below
+// root, when target's leading components (empty and "." ones skipped, ".."
+// refused) are exactly root's.
+func cutRootPrefix(root, target string) (string, bool) {
+	want := splitSlash(root)
+	got := splitSlash(target)
+	if len(got) < len(want) {
+		return "", false
+	}
+	for i, c := range want {
+		if got[i] != c {
+			return "", false
+		}
+	}
+	return strings.Join(got[len(want):], "/"), true
+}
+
+// splitSlash splits a slash path into its components, without empty and
+// "." ones.
+func splitSlash(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// realRoot returns the absolute path of dir with every symbolic link in it
+// resolved: the root a search is confined to. dir itself may be a link.
+func realRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// SubRoot returns the real absolute path of the folder rel (a slash path, as
+// in GitSource.Path) inside root, a checkout: the root an import from a
+// sub-folder of a repository searches. An empty rel (or ".") is root itself.
+// rel must pass CleanRelPath (no "..", not absolute: else ErrUnsafePath); a
+// symbolic link on the way may lead elsewhere inside root, but one that
+// leads outside is refused (ErrUnsafePath) without anything outside being
+// read. A folder that does not exist is ErrNotFound, naming rel as a path in
+// the repository; a file is ErrInvalid.
+func SubRoot(root, rel string) (string, error) {
+	base, err := realRoot(root)
+	if err != nil {
+		return "", fmt.Errorf("sub-folder %q: %w", rel, err)
+	}
+	if rel == "" || rel == "." {
+		return base, nil
+	}
+	clean, err := CleanRelPath(rel)
+	if err != nil {
+		return "", fmt.Errorf("sub-folder: %w", err)
+	}
+	real, fi, err := resolveInRoot(base, clean)
+	switch {
+	case errors.Is(err, errOutside):
+		return "", fmt.Errorf("sub-folder %q: %w: %w", clean, err, ErrUnsafePath)
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("sub-folder %q: no such folder in the repository: %w", clean, ErrNotFound)
+	case err != nil:
+		return "", fmt.Errorf("sub-folder %q: %w", clean, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("sub-folder %q: not a folder: %w", clean, ErrInvalid)
+	}
+	return filepath.Join(base, filepath.FromSlash(real)), nil
+}
