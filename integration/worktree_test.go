@@ -38,8 +38,10 @@ func TestImportLocalWorkingTree(t *testing.T) {
 		t.Fatalf("edit imported as %s with %d versions", s.Version, len(s.Versions))
 	}
 
-	// --ref reads the commit; so does a file:// URL.
-	for _, args := range [][]string{{repo.dir, "--ref", "main"}, {"file://" + repo.dir}} {
+	// --ref reads the commit; so does a file:// URL, also narrowed to a
+	// folder of the repository.
+	for _, args := range [][]string{{repo.dir, "--ref", "main"}, {"file://" + repo.dir},
+		{"file://" + repo.dir + "#main:skills"}, {"file://" + repo.dir + "#:skills/notes"}, {"file://" + repo.dir, "--path", "skills"}} {
 		e := newCatalogEnv(t)
 		e.mustImport(append(args, "--all")...)
 		s := checkStored(t, e, "notes")

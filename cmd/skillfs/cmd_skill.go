@@ -64,6 +64,7 @@ func (c *cli) skillImport(args []string) error {
 	builtin := fs.Bool("builtin", false, "register as a builtin skill (admins)")
 	fs.StringVar(&share, "share", "", "read scope: global, department:ID,... or user:UID,...")
 	fs.StringVar(&ref, "ref", "", "git branch, tag or commit")
+	sub := fs.String("path", "", "import only from this folder of the source (also SOURCE#ref:path)")
 	agents := fs.Bool("agents", false, "import from the skill folders of agents on this machine instead of SOURCE")
 	project := fs.String("project", "", "with --agents: also the project folder's .claude/skills, .agents/skills, .codex/skills")
 	pos, err := parse(fs, args, 0, 1, "SOURCE (or --agents)")
@@ -73,7 +74,7 @@ func (c *cli) skillImport(args []string) error {
 	if (len(pos) == 1) == *agents {
 		return fmt.Errorf("skill import takes SOURCE or --agents: %w", errUsage)
 	}
-	req := catalog.ImportRequest{Ref: ref, Skills: picks, Ignore: ignores, All: *all, List: *list,
+	req := catalog.ImportRequest{Ref: ref, Path: *sub, Skills: picks, Ignore: ignores, All: *all, List: *list,
 		As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents}
 	if *agents {
 		req.Source = "agents"
@@ -139,12 +140,13 @@ func (c *cli) skillPrepare(args []string) error {
 	all := fs.Bool("all", false, "prepare every skill of the source")
 	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
 	ref := fs.String("ref", "", "git branch, tag or commit")
+	sub := fs.String("path", "", "prepare only from this folder of the source (also SOURCE#ref:path)")
 	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SOURCE")
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	d, err := cat.Prepare(c.ctx, catalog.ImportRequest{Source: pos[0], Ref: *ref, Skills: picks, All: *all,
+	d, err := cat.Prepare(c.ctx, catalog.ImportRequest{Source: pos[0], Ref: *ref, Path: *sub, Skills: picks, All: *all,
 		As: c.as, Replace: *replace})
 	if err != nil {
 		return err

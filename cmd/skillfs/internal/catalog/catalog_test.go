@@ -496,3 +496,38 @@ func TestImportGlobsAndIgnore(t *testing.T) {
 		})
 	}
 }
+
+// A source may be narrowed to one of its folders (--path, or URL#ref:path
+// for git); a skill keeps its identity whichever way it was reached.
+func TestImportFromAFolderOfTheSource(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	skillDir(t, filepath.Join(src, "team-a", "skills", "alpha"), "name: alpha\ndescription: a")
+	skillDir(t, filepath.Join(src, "team-a", "skills", "beta"), "name: beta\ndescription: b")
+	skillDir(t, filepath.Join(src, "team-b", "skills", "gamma"), "name: gamma\ndescription: g")
+	c := open(t)
+	res, err := c.Import(ctx, ImportRequest{Source: src, Path: "team-a", All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range res.Installed {
+		got = append(got, in.Slug)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"alpha", "beta"}) {
+		t.Fatalf("--path team-a installed %v", got)
+	}
+	// The same skill through the whole source is the same source: no -v2.
+	again, err := c.Import(ctx, ImportRequest{Source: src, Skills: []string{"alpha"}})
+	if err != nil || len(again.Installed) != 1 || again.Installed[0].Slug != "alpha" {
+		t.Fatalf("alpha through the whole source = %+v, %v", again, err)
+	}
+	for _, bad := range []string{"../elsewhere", "/etc", "missing"} {
+		if _, err := c.Import(ctx, ImportRequest{Source: src, Path: bad, All: true}); err == nil {
+			t.Errorf("--path %q was accepted", bad)
+		} else if !errors.Is(err, skills.ErrUnsafePath) && !errors.Is(err, skills.ErrNotFound) {
+			t.Errorf("--path %q: %v", bad, err)
+		}
+	}
+}

@@ -21,6 +21,7 @@ type ImportRequest struct {
 	Source  string        // directory, ZIP, SKILL.md, git URL or local repository
 	Display string        // how messages name the source when Source is a temporary copy (an upload)
 	Ref     string        // git ref; also accepted as Source "URL#ref"
+	Path    string        // import only from this folder of the source; also accepted as Source "URL#ref:path"
 	Skills  []string      // pick these skills (folder name, slug, name or path; globs allowed) from a multi-skill source
 	Ignore  []string      // leave out the skills these globs match (folder name, slug, name or path)
 	All     bool          // import every skill the source holds
@@ -85,6 +86,7 @@ type source struct {
 	ref        string
 	commit     string
 	worktree   string // a local git working tree: skills.WorktreeClean or WorktreeModified
+	sub        string // the folder of the source root is in, when one was named ("" for all of it)
 	cleanup    func()
 }
 
@@ -157,6 +159,13 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 		if err != nil {
 			src.cleanup()
 			return nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
+		}
+		// Paths stay those of the whole source, so a skill imported
+		// through a folder is the same source as through the repository.
+		for i := range cands {
+			if src.sub != "" {
+				cands[i].Rel = path.Join(src.sub, cands[i].Rel)
+			}
 		}
 	}
 	if req.Origin != "" {
@@ -238,6 +247,39 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 
 // resolve turns the request's source into a directory tree.
 func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
+	sub := req.Path
+	if _, err := os.Stat(req.Source); err != nil {
+		if gs := skills.ParseGitSource(req.Source); gs.Path != "" {
+			if sub != "" && sub != gs.Path {
+				return nil, fmt.Errorf("source %q names the folder %q and --path %q: choose one: %w", req.display(), gs.Path, sub, skills.ErrInvalid)
+			}
+			sub, gs.Path = gs.Path, ""
+			req.Source = gs.String()
+		}
+	}
+	if sub != "" {
+		clean, err := skills.CleanRelPath(sub)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: folder %w", req.display(), err)
+		}
+		sub = clean
+	}
+	src, err := c.resolveTree(ctx, req)
+	if err != nil || sub == "" {
+		return src, err
+	}
+	root, err := skills.SubRoot(src.root, sub)
+	if err != nil {
+		src.cleanup()
+		return nil, fmt.Errorf("source %q: %w", req.display(), err)
+	}
+	src.root, src.sub = root, sub
+	return src, nil
+}
+
+// resolveTree turns the request's source into a directory tree: the whole
+// folder, archive or repository.
+func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, error) {
 	tmp := filepath.Join(c.home, tmpDir)
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
@@ -256,9 +298,6 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	asGit := false
 	if _, err := os.Stat(spec); err != nil {
 		gs := skills.ParseGitSource(spec)
-		if gs.Path != "" {
-			return fail(fmt.Errorf("source %q: importing a sub-folder of a repository is not supported yet: %w", req.display(), skills.ErrInvalid))
-		}
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := os.Stat(p); err == nil {
 				spec, asGit = p, true

@@ -129,6 +129,7 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 		var req struct {
 			Source  string   `json:"source"`
 			Ref     string   `json:"ref"`
+			Path    string   `json:"path"`
 			Skills  []string `json:"skills"`
 			All     bool     `json:"all"`
 			Replace bool     `json:"replace"`
@@ -140,7 +141,7 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 			writeErr(w, err)
 			return
 		}
-		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref,
+		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
 			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r)})
 		reply(w, dr, err)
 	})
