@@ -136,13 +136,13 @@ func TestDeletedUserReadsNothing(t *testing.T) {
 // whole folder, and every failure exits 1.
 func TestValidateChecksThePackage(t *testing.T) {
 	e := newEnv(t)
-	dir := filepath.Join(t.TempDir(), "linked")
-	writeSkill(t, dir, "name: linked\ndescription: has a symlink", nil)
-	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "passwd")); err != nil {
+	dir := filepath.Join(t.TempDir(), "piped")
+	writeSkill(t, dir, "name: piped\ndescription: has a fifo", nil)
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for name, path := range map[string]string{
-		"symlink inside":  dir,
+		"fifo inside":     dir,
 		"missing path":    filepath.Join(t.TempDir(), "nope"),
 		"empty directory": t.TempDir(),
 	} {

@@ -228,10 +228,9 @@ func hostileArchives() []hostileArchive {
 		{name: "directory, then a file of the same name", build: with(zipEntry{name: "skill/x/y.txt", data: x}, zipEntry{name: "skill/x", data: x}), want: []string{"skill/x", "duplicate"}},
 		{name: "directory entry, then a file of the same name", build: with(zipEntry{name: "skill/x/", mode: os.ModeDir | 0o755}, zipEntry{name: "skill/x", data: x}), want: []string{"skill/x", "duplicate"}},
 		// Entry types.
-		{name: "symlink inside", build: with(zipEntry{name: "skill/link.md", mode: os.ModeSymlink | 0o777, data: []byte("SKILL.md")}), want: []string{"skill/link.md", "symlink"}},
-		{name: "symlink outside", build: with(zipEntry{name: "skill/up", mode: os.ModeSymlink | 0o777, data: []byte("../../../etc")}), want: []string{"skill/up", "symlink"}},
-		{name: "symlink absolute", build: with(zipEntry{name: "skill/passwd", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")}), want: []string{"skill/passwd", "symlink"}},
-		{name: "SKILL.md is a symlink", build: plain(zipEntry{name: "skill/", mode: os.ModeDir | 0o755}, zipEntry{name: "skill/SKILL.md", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")}), want: []string{"skill/SKILL.md", "symlink"}},
+		// Symlink entries inside the archive are unpacked (TestImportSymlinksFromZip);
+		// one that leaves it is skipped, and a SKILL.md skipped is none.
+		{name: "SKILL.md is a symlink out of the archive", build: plain(zipEntry{name: "skill/", mode: os.ModeDir | 0o755}, zipEntry{name: "skill/SKILL.md", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")}), want: []string{"skill/SKILL.md", "symlink", "no SKILL.md"}},
 		{name: "character device", build: with(zipEntry{name: "skill/null", mode: os.ModeDevice | os.ModeCharDevice | 0o666}), want: []string{"skill/null", "character device"}},
 		{name: "block device", build: with(zipEntry{name: "skill/sda", mode: os.ModeDevice | 0o660}), want: []string{"skill/sda", "block device"}},
 		{name: "fifo", build: with(zipEntry{name: "skill/pipe", mode: os.ModeNamedPipe | 0o644}), want: []string{"skill/pipe", "fifo"}},

@@ -87,10 +87,11 @@ func dirBytes(dir string) int64 {
 
 // TestHostileGitRepos imports crafted repositories through the real binary:
 // a file far larger than its repository, a tree bomb of 100,000 paths, a
-// .GIT directory, a depth bomb, one blob named many times, a symlink and a
-// ref that is an option. Each is refused quickly with exit 5 naming the
-// limit or rule and the path in the repository, while the data directory's
-// temporary area stays small, and nothing is left behind.
+// .GIT directory, a depth bomb, one blob named many times and a ref that is
+// an option. Each is refused quickly with exit 5 naming the limit or rule
+// and the path in the repository, while the data directory's temporary area
+// stays small, and nothing is left behind. (A symlink out of the repository
+// is not refused but left out: TestImportSymlinksFromGitRepository.)
 func TestHostileGitRepos(t *testing.T) {
 	e := newCatalogEnv(t)
 	e.ok("skill", "list")
@@ -132,8 +133,6 @@ func TestHostileGitRepos(t *testing.T) {
 		copies = append(copies, file(mib, "copy"+strconv.Itoa(1000+i)+".bin"))
 	}
 	g.branch("ratio", g.tree(file(manifest, "SKILL.md"), dir(g.tree(copies...), "assets")))
-	link := g.blob(strings.NewReader("/etc/passwd"))
-	g.branch("symlink", g.tree(file(manifest, "SKILL.md"), treeEntryOf{"120000", link, "passwd"}))
 	g.git("symbolic-ref", "HEAD", "refs/heads/huge-blob")
 
 	cases := []struct {
@@ -147,7 +146,6 @@ func TestHostileGitRepos(t *testing.T) {
 		{"a .. directory", "parent", []string{`".."`, "parent directory"}},
 		{"a depth bomb", "depth-bomb", []string{"depth limit", "33 > 32"}},
 		{"one blob named 200 times", "ratio", []string{"compression-ratio limit"}},
-		{"a symlink to /etc/passwd", "symlink", []string{"passwd", "symlink"}},
 		{"a ref that is an option", "--upload-pack=touch${IFS}pwned", []string{"invalid ref"}},
 	}
 	tmp := filepath.Join(e.home, "tmp")

@@ -61,7 +61,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	unpacked := filepath.Join(st2, "unpacked")
-	if err := ExtractZip(zp, unpacked, DefaultLimits()); err != nil {
+	if _, err := ExtractZip(zp, unpacked, DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
 	cands, _, err := Discover(unpacked, 0)

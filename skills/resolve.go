@@ -30,7 +30,7 @@ const maxLinkHops = 40
 // filepath.EvalSymlinks would do the resolving, but it reads every link it
 // meets wherever it points; a source tree is someone else's, and its links
 // may point anywhere.
-func resolveInRoot(root, rel string) (string, os.FileInfo, error) {
+func resolveInRoot(root, rel string, aliases ...string) (string, os.FileInfo, error) {
 	var done []string
 	todo := splitSlash(rel)
 	hops := 0
@@ -70,6 +70,11 @@ func resolveInRoot(root, rel string) (string, os.FileInfo, error) {
 			// component by component: root holds no links, so the kernel
 			// would pass through the same directories.
 			rest, ok := cutRootPrefix(filepath.ToSlash(root), target)
+			for _, a := range aliases {
+				if !ok && a != "" {
+					rest, ok = cutRootPrefix(filepath.ToSlash(a), target)
+				}
+			}
 			if !ok {
 				return "", nil, errOutside
 			}

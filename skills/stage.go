@@ -8,6 +8,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -27,23 +29,52 @@ type StageResult struct {
 	Warnings []string // entries skipped or renamed, one line each
 }
 
-// StageDir copies the skill rooted at src into dst, enforcing lim and the
-// package rules: only regular files and directories (a symlink, device, socket
-// or fifo is an error wrapping ErrSpecialFile naming its relative path), names
+// StageOptions tunes StageDirOpts.
+type StageOptions struct {
+	// Root is the root of the source src lies in: the repository, the
+	// unpacked archive or the uploaded folder. Symlinks are confined to it:
+	// one whose target resolves inside Root is staged as a copy of that
+	// target; one that leads outside Root, dangles or loops is left out
+	// with a warning. "" means src itself.
+	Root string
+}
+
+// StageDir is StageDirOpts with src as its own root: a symlink is staged
+// only when its target lies inside the skill folder.
+func StageDir(src, dst string, lim Limits) (*StageResult, error) {
+	return StageDirOpts(src, dst, lim, StageOptions{})
+}
+
+// StageDirOpts copies the skill rooted at src into dst, enforcing lim and
+// the package rules: regular files and directories are copied, names
 // confined by CleanRelPath, no .git, .DS_Store or __MACOSX (skipped with a
 // warning), files stored 0644 or 0755 by the owner execute bit, directories
 // 0755, mtimes kept. A root skill.md with no SKILL.md beside it becomes
 // SKILL.md. A src without either (or with a directory by that name) is
 // ErrNoManifest. Names starting with ".skillfs" are reserved (ErrUnsafePath),
-// except a MetaFileName at the root, which is skipped with a warning. Errors
-// name paths relative to src, never src itself, which is often a temporary
-// copy: the caller names the source.
+// except a MetaFileName at the root, which is skipped with a warning.
 //
-// src itself may be a symlink to a directory (the caller named it); nothing
-// below it is followed. dst must not exist or be an empty directory; on any
-// error it is removed entirely.
-func StageDir(src, dst string, lim Limits) (res *StageResult, err error) {
-	root, err := filepath.EvalSymlinks(src)
+// A symlink anywhere below src (SKILL.md and folders included) is resolved
+// one component at a time without ever looking outside opts.Root. When its
+// target lies inside Root it is stored as a copy of the target, under the
+// link's name: a file, or a folder copied recursively, every entry counted
+// against lim like any other. A link that leads outside Root (by "..", by
+// an absolute path, or through other links), dangles, loops, or names a
+// folder that contains it is left out with one warning naming its path
+// below src and its target as written. The staged tree never holds a
+// symlink.
+//
+// Devices, sockets and fifos (or links to them) are errors wrapping
+// ErrSpecialFile: a *SpecialFileError for one, a *SpecialFilesError naming
+// every one when there are several, all found in one pass. Errors name
+// paths relative to src, never src itself, which is often a temporary copy:
+// the caller names the source.
+//
+// src itself may be a symlink to a directory (the caller named it); it must
+// lie inside Root. dst must not exist or be an empty directory; on any error
+// it is removed entirely.
+func StageDirOpts(src, dst string, lim Limits, opts StageOptions) (res *StageResult, err error) {
+	root, err := realPath(src)
 	if err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
 	}
@@ -54,27 +85,57 @@ func StageDir(src, dst string, lim Limits) (res *StageResult, err error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("stage: not a directory: %w", ErrInvalid)
 	}
+	s := &stager{b: newBudget(lim), res: &StageResult{}, root: root}
+	if opts.Root != "" {
+		if s.root, err = realPath(opts.Root); err != nil {
+			return nil, fmt.Errorf("stage: source root: %w", err)
+		}
+		if s.rootAsGiven, err = filepath.Abs(opts.Root); err != nil {
+			return nil, fmt.Errorf("stage: source root: %w", err)
+		}
+		if !within(s.root, root) {
+			return nil, fmt.Errorf("stage: the skill folder is not inside its source: %w", ErrUnsafePath)
+		}
+	}
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
 	}
 	var hasUpper, hasLower bool
+	var skipped []string // why a manifest that is a link does not count
 	for _, e := range ents {
-		switch e.Name() {
-		case ManifestName:
-			hasUpper = true
-		case lowerManifestName:
-			hasLower = true
-		default:
+		name := e.Name()
+		if name != ManifestName && name != lowerManifestName {
 			continue
 		}
-		if e.IsDir() {
-			return nil, fmt.Errorf("stage: %s is a directory, not a file: %w", e.Name(), ErrNoManifest)
+		isDir := e.IsDir()
+		if e.Type()&iofs.ModeSymlink != 0 {
+			lt, err := s.resolve(filepath.Join(root, name))
+			if err != nil {
+				return nil, fmt.Errorf("stage: %w", relError(name, err))
+			}
+			if lt.skip != "" {
+				skipped = append(skipped, linkSkipped(name, lt))
+				continue
+			}
+			isDir = lt.info.IsDir()
+		}
+		if isDir {
+			return nil, fmt.Errorf("stage: %s is a directory, not a file: %w", name, ErrNoManifest)
+		}
+		if name == ManifestName {
+			hasUpper = true
+		} else {
+			hasLower = true
 		}
 	}
 	if !hasUpper && !hasLower {
+		if len(skipped) > 0 {
+			return nil, fmt.Errorf("stage: %s: %w", strings.Join(skipped, "; "), ErrNoManifest)
+		}
 		return nil, fmt.Errorf("stage: %w", ErrNoManifest)
 	}
+	s.renameLower = hasLower && !hasUpper
 	if err := prepareDst(dst); err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
 	}
@@ -84,8 +145,11 @@ func StageDir(src, dst string, lim Limits) (res *StageResult, err error) {
 			res = nil
 		}
 	}()
-	s := &stager{b: newBudget(lim), res: &StageResult{}, renameLower: hasLower && !hasUpper}
+	s.stack = []string{root}
 	if err := s.copyDir(root, dst, "", ents); err != nil {
+		return nil, err
+	}
+	if err := specialFilesError(s.specials); err != nil {
 		return nil, err
 	}
 	if err := os.Chtimes(dst, fi.ModTime(), fi.ModTime()); err != nil {
@@ -100,6 +164,10 @@ type stager struct {
 	b           *budget
 	res         *StageResult
 	renameLower bool
+	root        string              // real path of the source's root: nothing outside it is read
+	rootAsGiven string              // the root as the caller spelled it, absolute: absolute links may use it
+	stack       []string            // real paths of the folders being copied, outermost first
+	specials    []*SpecialFileError // devices, sockets and fifos found so far
 }
 
 // junkName reports whether an entry is bookkeeping of another tool that a
@@ -109,7 +177,8 @@ func junkName(name string) bool {
 }
 
 // copyDir copies the entries of srcDir (already read as ents) into dstDir,
-// which exists; rel is srcDir's slash path below the source root.
+// which exists; rel is srcDir's slash path below the skill folder. srcDir is
+// a real path (no symlink in it) inside the source's root.
 func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 	for _, e := range ents {
 		name := e.Name()
@@ -137,6 +206,23 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 		if err != nil {
 			return relError(crel, err)
 		}
+		link := ""
+		if info.Mode()&iofs.ModeSymlink != 0 {
+			lt, err := s.resolve(sp)
+			if err != nil {
+				return relError(crel, err)
+			}
+			if lt.skip == "" && lt.info.IsDir() && s.contains(lt.real) {
+				lt.skip = "it leads to a folder that contains it"
+			}
+			if lt.skip != "" {
+				s.res.Warnings = append(s.res.Warnings, linkSkipped(crel, lt))
+				continue
+			}
+			// From here on the entry is its target, read from where it
+			// really lies.
+			sp, info, link = lt.real, lt.info, lt.target
+		}
 		dname := name
 		if rel == "" && name == lowerManifestName && s.renameLower {
 			dname = ManifestName
@@ -148,9 +234,9 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 			if err := s.b.dir(crel); err != nil {
 				return err
 			}
-			children, err := os.ReadDir(sp)
+			children, err := s.readDir(sp, crel)
 			if err != nil {
-				return relError(crel, err)
+				return err
 			}
 			if err := os.Mkdir(dp, 0o755); err != nil {
 				return relError(crel, err)
@@ -158,7 +244,10 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 			if err := os.Chmod(dp, 0o755); err != nil {
 				return relError(crel, err)
 			}
-			if err := s.copyDir(sp, dp, crel, children); err != nil {
+			s.stack = append(s.stack, sp)
+			err = s.copyDir(sp, dp, crel, children)
+			s.stack = s.stack[:len(s.stack)-1]
+			if err != nil {
 				return err
 			}
 			if err := os.Chtimes(dp, info.ModTime(), info.ModTime()); err != nil {
@@ -188,10 +277,83 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 				}
 			}
 		default:
-			return &SpecialFileError{Path: crel, Kind: kindOf(info.Mode())}
+			// Noted, not fatal yet: one attempt names every such entry.
+			s.specials = append(s.specials, &SpecialFileError{Path: crel, Kind: kindOf(info.Mode()), Link: link})
 		}
 	}
 	return nil
+}
+
+// linkTarget is what a symlink of the source resolves to.
+type linkTarget struct {
+	target string        // as written in the link
+	real   string        // the target's real path, inside the root
+	info   iofs.FileInfo // the target, not followed
+	skip   string        // when set, why the link is left out
+}
+
+// linkSkipped is the warning for a link left out.
+func linkSkipped(rel string, lt linkTarget) string {
+	return fmt.Sprintf("skipped symlink %q -> %q: %s", rel, lt.target, lt.skip)
+}
+
+// resolve follows the symlink at p (whose directory is a real path inside
+// s.root) as the kernel would, but never looks at anything outside s.root
+// (see resolveInRoot). A link leading outside, dangling (or going through
+// a file as if it were a folder) or looping is left out: skip says why. An
+// error is an I/O failure inside the root.
+func (s *stager) resolve(p string) (linkTarget, error) {
+	lt := linkTarget{}
+	t, err := os.Readlink(p)
+	if err != nil {
+		return lt, err
+	}
+	lt.target = t
+	rel, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return lt, err
+	}
+	real, fi, err := resolveInRoot(s.root, filepath.ToSlash(rel), s.rootAsGiven)
+	switch {
+	case errors.Is(err, errOutside):
+		lt.skip = "it leads outside the source"
+	case errors.Is(err, errLinkLoop):
+		lt.skip = "it is a loop of symlinks"
+	case errors.Is(err, iofs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		lt.skip = "its target does not exist"
+	case err != nil:
+		return lt, err
+	default:
+		lt.real, lt.info = filepath.Join(s.root, filepath.FromSlash(real)), fi
+	}
+	return lt, nil
+}
+
+// contains reports whether the folder at real path dir holds (or is) one of
+// the folders being copied: copying it would reach the link again, for ever.
+func (s *stager) contains(dir string) bool {
+	for _, d := range s.stack {
+		if within(dir, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is dir or lies below it; both are clean
+// absolute paths.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// realPath is p made absolute with every symlink resolved.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
 }
 
 // copyFile copies one regular file, counting the bytes actually read: the
@@ -211,6 +373,9 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 	}
 	if !fi.Mode().IsRegular() || !os.SameFile(fi, info) {
 		return fmt.Errorf("%q changed while being read: %w", rel, ErrSpecialFile)
+	}
+	if err := s.confined(in, rel); err != nil {
+		return err
 	}
 	mode := storedFileMode(fi.Mode())
 	out, err := os.OpenFile(dp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
@@ -233,6 +398,48 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 	}
 	if err := os.Chtimes(dp, fi.ModTime(), fi.ModTime()); err != nil {
 		return relError(rel, err)
+	}
+	return nil
+}
+
+// readDir lists the folder at p (a real path) sorted by name, like
+// os.ReadDir, but not through a symlink and only inside the root.
+func (s *stager) readDir(p, rel string) ([]os.DirEntry, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, relError(rel, err)
+	}
+	defer f.Close()
+	if err := s.confined(f, rel); err != nil {
+		return nil, err
+	}
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, relError(rel, err)
+	}
+	slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, nil
+}
+
+// confined checks that the open file f really lies inside the source's
+// root, by the path the kernel holds for the descriptor: a folder on the way
+// swapped for a symlink after it was checked cannot lead a read outside.
+// Where /proc is not mounted the check is skipped; the resolution already
+// confined the path.
+func (s *stager) confined(f *os.File, rel string) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var p string
+	var perr error
+	if err := rc.Control(func(fd uintptr) {
+		p, perr = os.Readlink("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
+	}); err != nil || perr != nil || !filepath.IsAbs(p) {
+		return nil
+	}
+	if !within(s.root, p) {
+		return fmt.Errorf("%q: moved outside the source while being read: %w", rel, ErrUnsafePath)
 	}
 	return nil
 }
@@ -288,19 +495,69 @@ func storedFileMode(m iofs.FileMode) iofs.FileMode {
 }
 
 // SpecialFileError reports an entry of a source that is neither a regular
-// file nor a directory: a symlink, device, socket or fifo.
+// file nor a directory: a device, socket or fifo, a symlink to one, or a
+// symlink where none may be.
 type SpecialFileError struct {
 	Path string // slash path below the source root, or the archive entry name
 	Kind string // "symlink", "fifo", "socket", "character device", ...
+	Link string // when Path is a symlink to the special file: its target as written
 }
 
 // Error implements error.
 func (e *SpecialFileError) Error() string {
+	if e.Link != "" {
+		return fmt.Sprintf("%q is a symlink to %q, a %s: only regular files and directories are allowed", e.Path, e.Link, e.Kind)
+	}
 	return fmt.Sprintf("%q is a %s: only regular files and directories are allowed", e.Path, e.Kind)
 }
 
 // Unwrap lets errors.Is(err, ErrSpecialFile) match.
 func (e *SpecialFileError) Unwrap() error { return ErrSpecialFile }
+
+// SpecialFilesError reports several special files of one source at once.
+// errors.Is(err, ErrSpecialFile) matches, and errors.As to a
+// *SpecialFileError finds the first.
+type SpecialFilesError struct {
+	Files []*SpecialFileError // in the order found, at least two
+}
+
+// Error implements error.
+func (e *SpecialFilesError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d entries are not regular files or directories, the only kinds allowed: ", len(e.Files))
+	for i, f := range e.Files {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if f.Link != "" {
+			fmt.Fprintf(&b, "%q is a symlink to %q, a %s", f.Path, f.Link, f.Kind)
+		} else {
+			fmt.Fprintf(&b, "%q is a %s", f.Path, f.Kind)
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns every *SpecialFileError.
+func (e *SpecialFilesError) Unwrap() []error {
+	out := make([]error, len(e.Files))
+	for i, f := range e.Files {
+		out[i] = f
+	}
+	return out
+}
+
+// specialFilesError is nil for none, the *SpecialFileError for one, and a
+// *SpecialFilesError for more.
+func specialFilesError(files []*SpecialFileError) error {
+	switch len(files) {
+	case 0:
+		return nil
+	case 1:
+		return files[0]
+	}
+	return &SpecialFilesError{Files: files}
+}
 
 // kindOf names a non-regular file type for error messages.
 func kindOf(m iofs.FileMode) string {

@@ -8,7 +8,9 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -16,48 +18,66 @@ import (
 	"unicode/utf8"
 )
 
-// ExtractZip unpacks the ZIP archive at zipPath into dst under lim. Every
-// entry name must pass CleanRelPath; duplicates (after cleaning, a file and a
-// directory of the same name included), symlinks and other non-regular
-// entries are refused, and all limits are checked on the central directory
-// before anything is written, then again on the bytes actually decompressed,
-// since headers can lie. Encrypted entries, and entries whose data lies
-// outside the archive or overlaps another entry's, are refused. Files keep
-// the owner execute bit of their Unix mode (stored 0644 or 0755) and their
-// modification time. Errors name the entry.
+// ExtractZip unpacks the ZIP archive at zipPath into dst under lim and
+// returns warnings about entries it left out. Every entry name must pass
+// CleanRelPath; duplicates (after cleaning, a file and a directory of the
+// same name included) and devices, fifos and sockets are refused, and all
+// limits are checked on the central directory before anything is written,
+// then again on the bytes actually decompressed, since headers can lie.
+// Encrypted entries, and entries whose data lies outside the archive or
+// overlaps another entry's, are refused. Files keep the owner execute bit of
+// their Unix mode (stored 0644 or 0755) and their modification time. Errors
+// name the entry.
+//
+// A symlink entry (Unix mode 0120000) whose target, its data of at most
+// maxZipLinkTarget bytes, is a relative path that stays inside the archive
+// once cleaned lexically is unpacked as a symlink, so that staging with the
+// unpacked tree as its root copies what it names; links are made last, once
+// every file and directory is written, so no entry is ever written through
+// one. A link whose target is absolute, leads outside the archive, is empty
+// or too long, or holds a NUL, a backslash or a control character is left
+// out with a warning naming the entry.
+//
 // dst must not exist or be an empty directory; on any error it is removed.
 // Errors do not name zipPath, which may be a temporary copy: the caller names
 // the source.
-func ExtractZip(zipPath, dst string, lim Limits) (err error) {
+func ExtractZip(zipPath, dst string, lim Limits) (warnings []string, err error) {
 	defer func() {
 		if err != nil && isCorrupt(err) {
 			err = fmt.Errorf("%w: corrupt or truncated archive: %w", err, ErrInvalid)
+		}
+		if err != nil {
+			warnings = nil
 		}
 	}()
 	// The type is checked on the open descriptor, and the open cannot
 	// block: a FIFO or a device named as an archive is refused unread.
 	f, fi, err := OpenRegular(zipPath, filepath.Base(zipPath), true)
 	if err != nil {
-		return fmt.Errorf("read zip: %w", err)
+		return nil, fmt.Errorf("read zip: %w", err)
 	}
 	defer f.Close()
 	zr, err := zip.NewReader(f, fi.Size())
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // names are checked below
-		return fmt.Errorf("read zip: %w", err)
+		return nil, fmt.Errorf("read zip: %w", err)
 	}
 	b := newBudget(lim)
 	if n := len(zr.File); n > b.lim.MaxEntries {
-		return fmt.Errorf("read zip: %w", &LimitError{Limit: LimitEntries, Value: int64(n), Max: int64(b.lim.MaxEntries)})
+		return nil, fmt.Errorf("read zip: %w", &LimitError{Limit: LimitEntries, Value: int64(n), Max: int64(b.lim.MaxEntries)})
 	}
 	plan, err := planZip(zr.File, fi.Size(), b)
 	if err != nil {
-		return fmt.Errorf("read zip: %w", err)
+		return nil, fmt.Errorf("read zip: %w", err)
 	}
-	if err := checkZipData(plan.files, fi.Size()); err != nil {
-		return fmt.Errorf("read zip: %w", err)
+	if err := checkZipData(append(slices.Clip(plan.files), plan.links...), fi.Size()); err != nil {
+		return nil, fmt.Errorf("read zip: %w", err)
+	}
+	links, err := readZipLinks(plan)
+	if err != nil {
+		return nil, fmt.Errorf("read zip: %w", err)
 	}
 	if err := prepareDst(dst); err != nil {
-		return fmt.Errorf("read zip: %w", err)
+		return nil, fmt.Errorf("read zip: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -69,12 +89,23 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 	b = newBudget(lim)
 	for _, d := range plan.dirs {
 		if err := os.MkdirAll(filepath.Join(dst, filepath.FromSlash(d)), 0o755); err != nil {
-			return fmt.Errorf("read zip: %w", relError(d, err))
+			return nil, fmt.Errorf("read zip: %w", relError(d, err))
 		}
 	}
 	for _, it := range plan.files {
 		if err := extractEntry(it, dst, fi.Size(), b); err != nil {
-			return fmt.Errorf("read zip: %w", relError(it.f.Name, err))
+			return nil, fmt.Errorf("read zip: %w", relError(it.f.Name, err))
+		}
+	}
+	// Links last: every file and directory is written, and no link's name
+	// is a parent of another entry (planZip refused that), so nothing is
+	// ever written through one.
+	for _, l := range links {
+		if l.skip != "" {
+			continue
+		}
+		if err := os.Symlink(l.target, filepath.Join(dst, filepath.FromSlash(l.rel))); err != nil {
+			return nil, fmt.Errorf("read zip: %w", relError(l.name, err))
 		}
 	}
 	// Directory times last, deepest first, once nothing more is written
@@ -86,10 +117,72 @@ func ExtractZip(zipPath, dst string, lim Limits) (err error) {
 			continue
 		}
 		if err := os.Chtimes(filepath.Join(dst, filepath.FromSlash(d)), t, t); err != nil {
-			return fmt.Errorf("read zip: %w", relError(d, err))
+			return nil, fmt.Errorf("read zip: %w", relError(d, err))
 		}
 	}
-	return nil
+	return append(plan.warnings, linkWarnings(links)...), nil
+}
+
+// maxZipLinkTarget bounds the target of a symlink entry, as PATH_MAX does.
+const maxZipLinkTarget = 4096
+
+// zipLink is a symlink entry with its target read.
+type zipLink struct {
+	name   string // the entry name, for messages
+	rel    string // cleaned
+	target string
+	skip   string // when set, why it is left out
+}
+
+// linkWarnings are the warnings for the links left out.
+func linkWarnings(links []zipLink) []string {
+	var out []string
+	for _, l := range links {
+		if l.skip != "" {
+			out = append(out, fmt.Sprintf("skipped symlink entry %q -> %q: %s", l.name, l.target, l.skip))
+		}
+	}
+	return out
+}
+
+// readZipLinks reads the target of every planned symlink entry, in archive
+// order, and decides whether it is unpacked.
+func readZipLinks(plan *zipPlan) ([]zipLink, error) {
+	var links []zipLink
+	for _, it := range plan.links {
+		rc, err := it.f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", it.f.Name, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, maxZipLinkTarget+1))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", it.f.Name, err)
+		}
+		l := zipLink{name: it.f.Name, rel: it.rel, target: string(data)}
+		l.skip = zipLinkProblem(it.rel, l.target)
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// zipLinkProblem says why the link at rel (clean) to target cannot be
+// unpacked, or "".
+func zipLinkProblem(rel, target string) string {
+	switch {
+	case target == "":
+		return "its target is empty"
+	case len(target) > maxZipLinkTarget:
+		return fmt.Sprintf("its target is longer than %d bytes", maxZipLinkTarget)
+	case !utf8.ValidString(target) || strings.ContainsFunc(target, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
+		return "its target holds a NUL, a backslash or a control character"
+	case target[0] == '/':
+		return "its target is absolute"
+	}
+	if p := path.Join(path.Dir(rel), target); p == ".." || strings.HasPrefix(p, "../") {
+		return "it leads outside the archive"
+	}
+	return ""
 }
 
 type zipItem struct {
@@ -101,6 +194,8 @@ type zipPlan struct {
 	dirs     []string             // every directory, explicit or implied, sorted so parents come first
 	dirTimes map[string]time.Time // modification times of explicit directory entries
 	files    []zipItem            // regular files in archive order
+	links    []zipItem            // symlinks in archive order, their targets not read yet
+	warnings []string             // entries left out unread
 }
 
 // planZip validates every entry of the central directory and accounts for it
@@ -110,6 +205,7 @@ func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) 
 		kindFile = iota + 1
 		kindDir
 		kindImplied
+		kindLink
 	)
 	kinds := make(map[string]int, len(files))
 	plan := &zipPlan{dirTimes: map[string]time.Time{}}
@@ -128,7 +224,8 @@ func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) 
 		if err != nil {
 			return nil, fmt.Errorf("entry %q: %w", name, err)
 		}
-		if t := mode.Type() &^ iofs.ModeDir; t != 0 {
+		isLink := mode.Type() == iofs.ModeSymlink // a symlink named like a directory is refused
+		if t := mode.Type() &^ iofs.ModeDir; t != 0 && !isLink {
 			return nil, &SpecialFileError{Path: name, Kind: kindOf(mode)}
 		}
 		if zf.Flags&zipEncrypted != 0 {
@@ -149,6 +246,8 @@ func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) 
 			switch kinds[p] {
 			case kindFile:
 				return nil, fmt.Errorf("entry %q: %q is both a file and a directory: %w", name, p, ErrUnsafePath)
+			case kindLink:
+				return nil, fmt.Errorf("entry %q: %q is both a symlink and a directory: %w", name, p, ErrUnsafePath)
 			case 0:
 				if err := b.dir(p); err != nil {
 					return nil, err
@@ -168,6 +267,17 @@ func planZip(files []*zip.File, archiveSize int64, b *budget) (*zipPlan, error) 
 			}
 			kinds[rel] = kindDir
 			plan.dirs = append(plan.dirs, rel)
+		case isLink:
+			// Counted as the file staging may make of it.
+			if err := b.file(rel); err != nil {
+				return nil, err
+			}
+			kinds[rel] = kindLink
+			if zf.UncompressedSize64 > maxZipLinkTarget {
+				plan.warnings = append(plan.warnings, fmt.Sprintf("skipped symlink entry %q: its target is longer than %d bytes", name, maxZipLinkTarget))
+				break
+			}
+			plan.links = append(plan.links, zipItem{rel: rel, f: zf})
 		default:
 			if err := b.file(rel); err != nil {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +126,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	}()
 	var errs []error
 	for i, cand := range sel.cands {
-		ds, err := c.draftOne(ctx, actor, req, d.Key, cand, filepath.Join(dir, strconv.Itoa(i)), sel.mode)
+		ds, err := c.draftOne(ctx, actor, req, d.Key, stageRoot(req, sel.src), cand, filepath.Join(dir, strconv.Itoa(i)), sel.mode)
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: cand.Rel, Error: err.Error()})
 			// Named as an import names it: the source as the user gave
@@ -139,6 +140,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
 		}
+		ds.Warnings = append(slices.Clone(sel.src.warnings), ds.Warnings...)
 		d.Skills = append(d.Skills, *ds)
 	}
 	if len(d.Skills) == 0 {
@@ -155,9 +157,10 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	return d, nil
 }
 
-// draftOne stages one skill into dst and says where it would go.
-func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, key string, cand skills.Candidate, dst string, mode skills.Mode) (*DraftSkill, error) {
-	st, err := skills.StageDir(cand.Dir, dst, c.lim)
+// draftOne stages one skill into dst, its links confined to root, and says
+// where it would go.
+func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, key, root string, cand skills.Candidate, dst string, mode skills.Mode) (*DraftSkill, error) {
+	st, err := skills.StageDirOpts(cand.Dir, dst, c.lim, skills.StageOptions{Root: root})
 	if err != nil {
 		return nil, err
 	}

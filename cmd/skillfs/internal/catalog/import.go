@@ -85,8 +85,9 @@ type source struct {
 	sourceType string
 	ref        string
 	commit     string
-	worktree   string // a local git working tree: skills.WorktreeClean or WorktreeModified
-	sub        string // the folder of the source root is in, when one was named ("" for all of it)
+	worktree   string   // a local git working tree: skills.WorktreeClean or WorktreeModified
+	sub        string   // the folder of the source root is in, when one was named ("" for all of it)
+	warnings   []string // about the source as a whole (archive entries left out), given with every skill
 	cleanup    func()
 }
 
@@ -158,6 +159,9 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 		}
 		if err != nil {
 			src.cleanup()
+			if len(src.warnings) > 0 { // e.g. a SKILL.md that was a link left out
+				return nil, fmt.Errorf("find skills in %q: %w (%s)", req.display(), err, strings.Join(src.warnings, "; "))
+			}
 			return nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
 		}
 		// Paths stay those of the whole source, so a skill imported
@@ -220,6 +224,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 			c.log.Info("import failed", "source", where, "err", err)
 			continue
 		}
+		inst.Warnings = append(slices.Clone(src.warnings), inst.Warnings...)
 		res.Installed = append(res.Installed, *inst)
 	}
 	if len(res.Installed) == 0 && len(res.Failed) > 0 {
@@ -385,10 +390,11 @@ func (c *Catalog) resolveFile(spec, display, work string, cleanup func()) (*sour
 	f.Close()
 	if zipped {
 		root := filepath.Join(work, "unpacked")
-		if err := skills.ExtractZip(spec, root, c.lim); err != nil {
+		warnings, err := skills.ExtractZip(spec, root, c.lim)
+		if err != nil {
 			return fail(fmt.Errorf("source %s: %w", display, err))
 		}
-		return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, cleanup: cleanup}, nil
+		return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, warnings: warnings, cleanup: cleanup}, nil
 	}
 	data, err := skills.ReadManifest(spec, display, c.lim.MaxManifest, true)
 	if err != nil {

@@ -23,7 +23,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	defer forceRemoveAll(staging) // a no-op once published (renamed away)
-	st, err := skills.StageDir(cand.Dir, staging, c.lim)
+	st, err := skills.StageDirOpts(cand.Dir, staging, c.lim, skills.StageOptions{Root: stageRoot(req, src)})
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +165,16 @@ func (c *Catalog) markCurrent(ctx context.Context, sk *skills.Skill, hash string
 	if err != nil {
 		c.log.Warn("record that a version is current again", "slug", sk.Slug, "version", hash, "err", err)
 	}
+}
+
+// stageRoot is what the symlinks of a source's skills are confined to: the
+// clone, the unpacked archive or the local folder; "" (each skill folder
+// itself) for agents' folders, which share no root, and for a draft.
+func stageRoot(req ImportRequest, src *source) string {
+	if req.Agents {
+		return ""
+	}
+	return src.root
 }
 
 // sourceKey is the provenance of one skill of a source: same key, same
