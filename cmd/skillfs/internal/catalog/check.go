@@ -55,21 +55,16 @@ type dirState struct {
 
 // inspect looks at a data directory's files.
 func inspect(home string) (*dirState, error) {
+	// The order matters when another process is creating this data
+	// directory at the same time: it writes the index, then its write-ahead
+	// log, then the store's identity. Reading them in the reverse order
+	// never sees a later one without the earlier ones.
 	st := &dirState{}
-	fi, err := os.Lstat(filepath.Join(home, indexFile))
-	switch {
-	case err == nil && !fi.Mode().IsRegular():
-		st.indexExists, st.indexNotFile = true, true
-	case err == nil:
-		st.indexExists = true
-		st.indexEmpty = fi.Size() == 0
-	case !errors.Is(err, iofs.ErrNotExist):
+	store := &skills.Store{Root: filepath.Join(home, storeDir)}
+	var err error
+	if st.storeID, err = store.ID(); err != nil {
 		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
 	}
-	if _, err := os.Lstat(filepath.Join(home, indexFile+"-wal")); err == nil {
-		st.walExists = true
-	}
-	store := &skills.Store{Root: filepath.Join(home, storeDir)}
 	vs, err := store.Versions()
 	if err != nil {
 		if _, serr := os.Stat(filepath.Join(store.Root, "skills")); !errors.Is(serr, iofs.ErrNotExist) {
@@ -79,7 +74,17 @@ func inspect(home string) (*dirState, error) {
 	for _, hs := range vs {
 		st.stored += len(hs)
 	}
-	if st.storeID, err = store.ID(); err != nil {
+	if _, err := os.Lstat(filepath.Join(home, indexFile+"-wal")); err == nil {
+		st.walExists = true
+	}
+	fi, err := os.Lstat(filepath.Join(home, indexFile))
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		st.indexExists, st.indexNotFile = true, true
+	case err == nil:
+		st.indexExists = true
+		st.indexEmpty = fi.Size() == 0
+	case !errors.Is(err, iofs.ErrNotExist):
 		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
 	}
 	return st, nil
