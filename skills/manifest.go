@@ -16,12 +16,15 @@ import (
 type Mode int
 
 const (
-	// Strict applies every rule and reports every problem at once; install
-	// and edit use it.
+	// Strict applies every rule (those of the Agent Skills specification and
+	// skillfs's own) and reports every problem at once: the authoring check,
+	// `skill validate`.
 	Strict Mode = iota
-	// Lenient loads skills already on disk: everything but missing or
-	// unparseable frontmatter, a missing description or an unusable name
-	// becomes a warning.
+	// Lenient loads what the agents themselves load, as every import does:
+	// only what makes a skill unusable is refused (frontmatter that is there
+	// but does not parse, a limit, no name from which a slug can be derived,
+	// even with the folder name); everything else is a warning, with a
+	// derived value where one is needed.
 	Lenient
 )
 
@@ -50,43 +53,29 @@ const (
 // single-file limit) would cost the daemon gigabytes.
 const MaxFrontmatterBytes = 64 << 10
 
-// Frontmatter keys that ParseManifest knows.
-const (
-	KeyName              = "name"
-	KeySlug              = "slug"
-	KeyDescription       = "description"
-	KeyLicense           = "license"
-	KeyCompatibility     = "compatibility"
-	KeyMetadata          = "metadata"
-	KeyAllowedTools      = "allowed-tools"
-	KeySkillDependencies = "skill_dependencies"
-	KeyToolDependencies  = "tool_dependencies"
-	KeyMCPDependencies   = "mcp_dependencies"
-)
-
 // fieldFrontmatter is the Problem field of structural problems.
 const fieldFrontmatter = "frontmatter"
 
-var manifestKeys = map[string]bool{
-	KeyName: true, KeySlug: true, KeyDescription: true, KeyLicense: true,
-	KeyCompatibility: true, KeyMetadata: true, KeyAllowedTools: true,
-	KeySkillDependencies: true, KeyToolDependencies: true, KeyMCPDependencies: true,
-}
-
 // Manifest is the parsed frontmatter (and body) of a SKILL.md.
 type Manifest struct {
-	Name              string            `json:"name"`                         // display name, trimmed
-	Slug              string            `json:"slug"`                         // identity: frontmatter `slug`, else `name`; derived from the name in lenient mode
-	Description       string            `json:"description"`                  // trimmed
+	Name              string            `json:"name"`                         // display name, trimmed; in lenient mode the folder name (or the slug) when the frontmatter has none
+	Slug              string            `json:"slug"`                         // identity: frontmatter `slug`, else `name`; derived from the name (or the folder name) in lenient mode
+	Description       string            `json:"description"`                  // trimmed; in lenient mode the first paragraph of the body when the frontmatter has none, and possibly ""
 	License           string            `json:"license,omitempty"`            // trimmed
 	Compatibility     string            `json:"compatibility,omitempty"`      // trimmed
-	Metadata          map[string]string `json:"metadata,omitempty"`           // values kept as their literal YAML text: `version: 1.0` -> "1.0"; nil when empty
+	Metadata          map[string]string `json:"metadata,omitempty"`           // scalars as their literal YAML text (`version: 1.0` -> "1.0"); in lenient mode a list or mapping as compact JSON text of its YAML value (`tags: [a, b]` -> `["a","b"]`); nil when empty
 	AllowedTools      string            `json:"allowed_tools,omitempty"`      // space-separated string as given (a YAML list is joined with spaces)
 	SkillDependencies []string          `json:"skill_dependencies,omitempty"` // trimmed, de-duplicated, order kept, empty items dropped; nil when empty
 	ToolDependencies  []string          `json:"tool_dependencies,omitempty"`  // as SkillDependencies
 	MCPDependencies   []string          `json:"mcp_dependencies,omitempty"`   // as SkillDependencies
-	Unknown           []string          `json:"unknown,omitempty"`            // unknown top-level keys, sorted; each also produces a warning
-	Body              string            `json:"body,omitempty"`               // Markdown after the closing --- line, byte for byte
+	// DisableModelInvocation is `disable-model-invocation: true`: only a
+	// user may invoke the skill; the model is not offered it.
+	DisableModelInvocation bool `json:"disable_model_invocation,omitempty"`
+	// UserInvocable is false only for `user-invocable: false`: the skill is
+	// background knowledge for the model, not a command for the user.
+	UserInvocable bool     `json:"user_invocable"`
+	Unknown       []string `json:"unknown,omitempty"` // unknown top-level keys, sorted; each also produces a warning
+	Body          string   `json:"body,omitempty"`    // Markdown after the closing --- line, byte for byte; the whole file (after a BOM) when it has no frontmatter
 }
 
 // Problem is one thing wrong with a SKILL.md.
@@ -136,28 +125,42 @@ func ValidSlug(s string) bool {
 }
 
 // Slugify derives a slug from a display name on a best-effort basis: ASCII
-// letters are lower-cased, every run of other characters becomes one '-',
-// and the result is trimmed of hyphens and cut to MaxSlugLen. It returns ""
-// when nothing usable is left. A non-empty result always satisfies ValidSlug.
+// letters are lower-cased, Latin letters with diacritics are spelled in ASCII
+// ("é" as "e", "ß" as "ss") and combining accents dropped, every run of other
+// characters becomes one '-', and the result is trimmed of hyphens and cut to
+// MaxSlugLen. It returns "" when nothing usable is left. A non-empty result
+// always satisfies ValidSlug. It is deterministic: the catalog relies on the
+// same name giving the same slug.
 func Slugify(s string) string {
 	var b strings.Builder
 	dash := false
-	for i := 0; i < len(s) && b.Len() < MaxSlugLen; i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
+	emit := func(c byte) {
+		if dash && b.Len() > 0 {
+			b.WriteByte('-')
 		}
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			if b.Len() < MaxSlugLen {
-				b.WriteByte(c)
-			}
-			continue
+		dash = false
+		if b.Len() < MaxSlugLen {
+			b.WriteByte(c)
 		}
-		dash = true
+	}
+	for _, r := range s {
+		if b.Len() >= MaxSlugLen {
+			break
+		}
+		if r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			emit(byte(r))
+		case isCombiningMark(r):
+		case latinFold[r] != "":
+			for _, c := range []byte(latinFold[r]) {
+				emit(c)
+			}
+		default:
+			dash = true
+		}
 	}
 	return strings.TrimRight(b.String(), "-")
 }
@@ -190,17 +193,41 @@ func slugProblems(s string) []string {
 	return out
 }
 
-// ParseManifest parses and validates a SKILL.md. In Strict mode every
-// problem is collected into one *ManifestError. In Lenient mode only missing
-// or unparseable frontmatter, a missing description, or a name from which no
-// slug can be derived fail; everything else becomes a warning, and an invalid
-// or missing slug is derived from the name. Warnings (unknown keys among them)
-// are returned even when err is not nil.
+// ParseOptions says how ParseManifestWith reads a SKILL.md.
+type ParseOptions struct {
+	Mode Mode
+	// Folder is the name (not the path) of the folder that holds the
+	// SKILL.md, or "" when there is none, as for a lone uploaded file. In
+	// Lenient mode a skill whose frontmatter has no usable name takes its
+	// display name and its slug from it, the way the agents name such
+	// skills. Strict mode does not use it.
+	Folder string
+}
+
+// ParseManifest is ParseManifestWith without a folder name.
 func ParseManifest(data []byte, mode Mode) (m *Manifest, warnings []string, err error) {
-	if mode != Strict && mode != Lenient {
-		return nil, nil, fmt.Errorf("parse %s: unknown mode %d: %w", ManifestName, int(mode), ErrInvalid)
+	return ParseManifestWith(data, ParseOptions{Mode: mode})
+}
+
+// ParseManifestWith parses and validates a SKILL.md. In Strict mode every
+// problem is collected into one *ManifestError. In Lenient mode a skill is
+// refused only when it cannot be served: frontmatter that is there but does
+// not parse (after the repair the agents apply), frontmatter over
+// MaxFrontmatterBytes, or no name from which a slug can be derived, even with
+// opts.Folder. Everything else is a warning: a file without frontmatter is
+// all body; a missing name comes from the folder; an invalid or missing slug
+// is derived from the name; a missing description comes from the body;
+// invalid fields are dropped or kept as described on Manifest. Warnings
+// (unknown keys among them) are returned even when err is not nil.
+//
+// Lenient parsing is deterministic, and the folder is used only when the
+// frontmatter itself yields no slug: whenever parsing without a folder
+// succeeds, parsing with one gives the same slug.
+func ParseManifestWith(data []byte, opts ParseOptions) (m *Manifest, warnings []string, err error) {
+	if opts.Mode != Strict && opts.Mode != Lenient {
+		return nil, nil, fmt.Errorf("parse %s: unknown mode %d: %w", ManifestName, int(opts.Mode), ErrInvalid)
 	}
-	p := &manifestParser{mode: mode}
+	p := &manifestParser{mode: opts.Mode, folder: strings.TrimSpace(opts.Folder)}
 	m = p.parse(data)
 	if len(p.problems) > 0 {
 		return nil, p.warnings, &ManifestError{Problems: p.problems}
@@ -210,6 +237,7 @@ func ParseManifest(data []byte, mode Mode) (m *Manifest, warnings []string, err 
 
 type manifestParser struct {
 	mode     Mode
+	folder   string // ParseOptions.Folder, trimmed; used in Lenient mode only
 	problems []Problem
 	warnings []string
 }
@@ -234,21 +262,11 @@ func (p *manifestParser) warn(field, format string, args ...any) {
 }
 
 func (p *manifestParser) parse(data []byte) *Manifest {
-	fm, err := splitFM(data)
-	if err != "" {
-		p.fail(fieldFrontmatter, "%s", err)
+	fm, root, ok := p.frontmatter(data)
+	if !ok {
 		return nil
 	}
-	if len(fm.front) > MaxFrontmatterBytes {
-		p.fail(fieldFrontmatter, "%d bytes, over the %d-byte limit", len(fm.front), MaxFrontmatterBytes)
-		return nil
-	}
-	root, err := decodeFM(fm.front)
-	if err != "" {
-		p.fail(fieldFrontmatter, "%s", err)
-		return nil
-	}
-	m := &Manifest{Body: string(fm.body)}
+	m := &Manifest{Body: string(fm.body), UserInvocable: true}
 
 	// Collect the top-level pairs; the last of duplicated keys wins, as in
 	// most YAML loaders that tolerate them.
@@ -282,20 +300,7 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	}
 
 	p.nameAndSlug(m, fields[KeyName], fields[KeySlug])
-
-	switch desc, st := yamlString(fields[KeyDescription]); st {
-	case fieldAbsent:
-		p.fail(KeyDescription, "is required")
-	case fieldInvalid:
-		p.fail(KeyDescription, "must be a string")
-	default:
-		m.Description = strings.TrimSpace(desc)
-		if m.Description == "" {
-			p.fail(KeyDescription, "must not be empty")
-		} else if n := utf8.RuneCountInString(m.Description); n > MaxDescriptionLen {
-			p.bad(KeyDescription, "exceeds %d characters (%d)", MaxDescriptionLen, n)
-		}
-	}
+	p.description(m, fields[KeyDescription])
 
 	if s, st := yamlString(fields[KeyLicense]); st == fieldOK {
 		m.License = strings.TrimSpace(s)
@@ -314,6 +319,8 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 
 	m.Metadata = p.metadata(fields[KeyMetadata])
 	m.AllowedTools = p.allowedTools(fields[KeyAllowedTools])
+	m.DisableModelInvocation = p.flag(KeyDisableModelInvocation, fields[KeyDisableModelInvocation], false)
+	m.UserInvocable = p.flag(KeyUserInvocable, fields[KeyUserInvocable], true)
 
 	m.SkillDependencies = p.list(KeySkillDependencies, fields[KeySkillDependencies])
 	m.ToolDependencies = p.list(KeyToolDependencies, fields[KeyToolDependencies])
@@ -335,8 +342,44 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	return m
 }
 
+// frontmatter cuts data into frontmatter and body and decodes the YAML: the
+// root mapping, or nil for an empty frontmatter. ok is false after a fatal
+// problem. In Lenient mode a file that does not start with a --- line is all
+// body, as the agents read it, and YAML that does not parse gets the repair
+// Claude Code applies (see repairFM).
+func (p *manifestParser) frontmatter(data []byte) (fm fmParts, root *yaml.Node, ok bool) {
+	fm, msg := splitFM(data)
+	if msg == msgNoOpening && p.mode == Lenient {
+		p.warn(fieldFrontmatter, "none (the file does not start with a --- line); the whole file is the body")
+		return fmParts{body: bytes.TrimPrefix(data, manifestBOM)}, nil, true
+	}
+	if msg != "" {
+		p.fail(fieldFrontmatter, "%s", msg)
+		return fmParts{}, nil, false
+	}
+	if len(fm.front) > MaxFrontmatterBytes {
+		p.fail(fieldFrontmatter, "%d bytes, over the %d-byte limit", len(fm.front), MaxFrontmatterBytes)
+		return fmParts{}, nil, false
+	}
+	root, msg = decodeFM(fm.front)
+	if msg != "" && p.mode == Lenient {
+		if r, keys := repairFM(fm.front); r != nil {
+			p.warn(fieldFrontmatter, "%s; read after quoting the values of %s, as Claude Code does", msg, quoteList(keys))
+			return fm, r, true
+		}
+	}
+	if msg != "" {
+		p.fail(fieldFrontmatter, "%s", msg)
+		return fmParts{}, nil, false
+	}
+	return fm, root, true
+}
+
 // nameAndSlug settles the display name and the identity. An explicit slug
 // makes the name a free display name; without one the name is the slug.
+// In Lenient mode the identity is derived instead, from the name, the slug
+// text, then the folder name, in that order, so that the folder matters only
+// when the frontmatter yields nothing.
 func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node) {
 	name, nst := yamlString(nameNode)
 	name = strings.TrimSpace(name)
@@ -382,24 +425,85 @@ func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node)
 
 	// Lenient: derive a usable identity rather than skip the skill.
 	if m.Slug == "" {
-		derived := Slugify(m.Name)
+		derived, from := Slugify(m.Name), "the name"
 		if derived == "" {
-			derived = Slugify(slug)
+			derived, from = Slugify(slug), "the slug"
+		}
+		if derived == "" && p.folder != "" {
+			derived, from = Slugify(p.folder), "the folder name"
 		}
 		if derived == "" {
-			if nameMsg == "" {
-				nameMsg = fmt.Sprintf("no usable slug can be derived from %q", m.Name)
-			}
-			p.fail(KeyName, "%s", nameMsg)
+			p.fail(KeyName, "%s", p.noSlugMessage(m.Name, nameMsg))
 			return
 		}
-		p.warn(KeySlug, "using slug %q derived from the name", derived)
+		p.warn(KeySlug, "using slug %q derived from %s", derived, from)
 		m.Slug = derived
 	}
-	if nameMsg != "" {
+	switch {
+	case nameMsg == "":
+	case p.folder != "":
+		p.warn(KeyName, "%s; using the folder name %q", nameMsg, p.folder)
+		m.Name = p.folder
+		if n := utf8.RuneCountInString(m.Name); n > MaxNameLen {
+			p.warn(KeyName, "exceeds %d characters (%d)", MaxNameLen, n)
+		}
+	default:
 		p.warn(KeyName, "%s; using the slug %q as the name", nameMsg, m.Slug)
 		m.Name = m.Slug
 	}
+}
+
+// noSlugMessage says why no slug could be derived.
+func (p *manifestParser) noSlugMessage(name, nameMsg string) string {
+	switch {
+	case nameMsg != "" && p.folder != "":
+		return fmt.Sprintf("%s, and no usable slug can be derived from the folder name %q", nameMsg, p.folder)
+	case nameMsg != "":
+		return nameMsg
+	case p.folder != "":
+		return fmt.Sprintf("no usable slug can be derived from %q or from the folder name %q", name, p.folder)
+	}
+	return fmt.Sprintf("no usable slug can be derived from %q", name)
+}
+
+// description reads the description. Strict mode requires a non-empty
+// string of at most MaxDescriptionLen characters. Lenient mode keeps a
+// longer one with a warning and, where there is none (absent, empty, or not
+// a string), takes the first paragraph of the body, as Claude Code does; with
+// no paragraph either, the description is empty, which still serves.
+func (p *manifestParser) description(m *Manifest, n *yaml.Node) {
+	var why string // why the frontmatter gives no description
+	switch desc, st := yamlString(n); st {
+	case fieldAbsent:
+		why = "is required"
+	case fieldInvalid:
+		why = "must be a string"
+	default:
+		m.Description = strings.TrimSpace(desc)
+		if m.Description == "" {
+			why = "must not be empty"
+		} else if n := utf8.RuneCountInString(m.Description); n > MaxDescriptionLen {
+			p.bad(KeyDescription, "exceeds %d characters (%d)", MaxDescriptionLen, n)
+		}
+	}
+	if why == "" {
+		return
+	}
+	if p.mode == Strict {
+		p.fail(KeyDescription, "%s", why)
+		return
+	}
+	text, from := bodyDescription(m.Body)
+	if text == "" {
+		p.warn(KeyDescription, "%s, and the body has no paragraph to take it from; it is empty", why)
+		return
+	}
+	p.warn(KeyDescription, "%s; using the %s of the body", why, from)
+	if n := utf8.RuneCountInString(text); n > MaxDescriptionLen {
+		text = cutRunes(text, MaxDescriptionLen)
+		p.warn(KeyDescription, "the %s of the body is %d characters long; cut to %d", from, n, MaxDescriptionLen)
+	}
+	m.Description = text
 }
 
 type fmFieldState int
@@ -443,15 +547,27 @@ func (p *manifestParser) metadata(n *yaml.Node) map[string]string {
 			p.bad(KeyMetadata, "key at line %d is not a string", n.Content[i].Line)
 			continue
 		}
+		value := v.Value
 		if v.Kind != yaml.ScalarNode {
-			p.bad(KeyMetadata, "value of %q must be a string", k.Value)
-			continue
+			if p.mode == Strict {
+				p.fail(KeyMetadata, "value of %q must be a string", k.Value)
+				continue
+			}
+			// Agents read metadata as free-form YAML; keep the value, as
+			// text, rather than lose what the author wrote.
+			text, ok := yamlJSON(v)
+			if !ok {
+				p.warn(KeyMetadata, "value of %q is not a string, and too large or deep to keep as JSON text; dropped", k.Value)
+				continue
+			}
+			p.warn(KeyMetadata, "value of %q is not a string; kept as JSON text", k.Value)
+			value = text
 		}
 		if _, dup := md[k.Value]; dup && !dups[k.Value] {
 			dups[k.Value] = true
 			p.bad(KeyMetadata, "duplicate key %q", k.Value)
 		}
-		md[k.Value] = v.Value
+		md[k.Value] = value
 	}
 	if len(md) == 0 {
 		return nil
@@ -555,6 +671,10 @@ func isFMFence(line []byte) bool {
 	return string(bytes.TrimRight(line, " \t\r")) == "---"
 }
 
+// msgNoOpening is the message of splitFM for a file without frontmatter,
+// which Lenient mode reads as all body.
+const msgNoOpening = "must start with a --- line"
+
 // splitFM finds the --- lines. The returned message is empty on
 // success.
 func splitFM(data []byte) (fmParts, string) {
@@ -567,11 +687,11 @@ func splitFM(data []byte) (fmParts, string) {
 		if isFMFence(data[start:]) {
 			return fmParts{}, "not closed with a --- line"
 		}
-		return fmParts{}, "must start with a --- line"
+		return fmParts{}, msgNoOpening
 	}
 	first := data[start : start+nl]
 	if !isFMFence(first) {
-		return fmParts{}, "must start with a --- line"
+		return fmParts{}, msgNoOpening
 	}
 	fm := fmParts{open: start + nl + 1, eol: "\n"}
 	if bytes.HasSuffix(first, []byte("\r")) {

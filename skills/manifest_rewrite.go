@@ -13,26 +13,77 @@ import (
 // RewriteSlug returns data with the frontmatter key `slug` set to slug and
 // every other byte unchanged: an existing top-level slug value (or its line)
 // is replaced, otherwise a `slug:` line is inserted after the opening ---
-// line, with the file's line ending. The display name is kept. The result is
-// parsed again and checked to hold the same frontmatter apart from the slug;
-// a layout that cannot be edited in place (a flow mapping with an escaped
-// slug, say) is refused with ErrInvalidManifest rather than rewritten.
+// line, with the file's line ending. A file without frontmatter, which
+// Lenient mode reads as all body, gets a frontmatter holding only the slug
+// in front of it (after a BOM); frontmatter that parses only after the
+// repair of Lenient mode is edited the same way, as text. The display name is
+// kept. The result is parsed again and checked to hold the same frontmatter
+// apart from the slug; a layout that cannot be edited in place (a flow
+// mapping with an escaped slug, say) is refused with ErrInvalidManifest
+// rather than rewritten.
 func RewriteSlug(data []byte, slug string) ([]byte, error) {
 	if !ValidSlug(slug) {
 		return nil, fmt.Errorf("rewrite slug of %s: %q is not a valid slug: %w", ManifestName, slug, ErrInvalid)
 	}
 	fm, msg := splitFM(data)
+	if msg == msgNoOpening {
+		return insertFrontmatter(data, slug)
+	}
 	if msg == "" {
 		var root *yaml.Node
 		if root, msg = decodeFM(fm.front); msg == "" {
-			return rewriteSlug(data, fm, root, slug)
+			return rewriteSlug(data, fm, root, slug, decodeFM)
+		}
+		// The edit is checked with the same repair, so that the rest of the
+		// frontmatter still reads as it did.
+		if r, _ := repairFM(fm.front); r != nil {
+			return rewriteSlug(data, fm, r, slug, decodeOrRepairFM)
 		}
 	}
 	return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
 		&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: msg}}})
 }
 
-func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string) ([]byte, error) {
+// fmDecoder decodes the YAML of a frontmatter, as decodeFM does.
+type fmDecoder func(front []byte) (root *yaml.Node, msg string)
+
+// decodeOrRepairFM is decodeFM, then repairFM when the YAML does not parse.
+func decodeOrRepairFM(front []byte) (*yaml.Node, string) {
+	root, msg := decodeFM(front)
+	if msg == "" {
+		return root, ""
+	}
+	if r, _ := repairFM(front); r != nil {
+		return r, ""
+	}
+	return nil, msg
+}
+
+// insertFrontmatter puts a frontmatter holding only the slug in front of a
+// file that has none, after a BOM, with the line ending of the file's first
+// line.
+func insertFrontmatter(data []byte, slug string) ([]byte, error) {
+	start := 0
+	if bytes.HasPrefix(data, manifestBOM) {
+		start = len(manifestBOM)
+	}
+	eol := "\n"
+	if i := bytes.IndexByte(data[start:], '\n'); i > 0 && data[start+i-1] == '\r' {
+		eol = "\r\n"
+	}
+	block := "---" + eol + KeySlug + ": " + slug + eol + "---" + eol
+	out := make([]byte, 0, len(data)+len(block))
+	out = append(out, data[:start]...)
+	out = append(out, block...)
+	out = append(out, data[start:]...)
+	if !sameApartFromSlug(nil, fmParts{body: data[start:]}, out, slug, decodeFM) {
+		return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
+			&ManifestError{Problems: []Problem{{Field: KeySlug, Message: "cannot be added to this file"}}})
+	}
+	return out, nil
+}
+
+func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode fmDecoder) ([]byte, error) {
 	var slugKey, slugVal *yaml.Node
 	if root != nil {
 		for i := 0; i+1 < len(root.Content); i += 2 {
@@ -85,7 +136,7 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string) ([]byte,
 		out = append(out, data[:fm.open+e.from]...)
 		out = append(out, e.text...)
 		out = append(out, data[fm.open+e.to:]...)
-		if sameApartFromSlug(root, fm, out, slug) {
+		if sameApartFromSlug(root, fm, out, slug, decode) {
 			return out, nil
 		}
 	}
@@ -211,15 +262,15 @@ func fmLineEdit(front []byte, k, v *yaml.Node, slug, eol string) (fmEdit, bool) 
 	return fmEdit{start, last, strings.Repeat(" ", indent) + KeySlug + ": " + slug + eol}, true
 }
 
-// sameApartFromSlug parses the rewritten file and checks that its
-// frontmatter holds exactly one slug, equal to slug, and otherwise the same
-// keys and values as root, and that the body is untouched.
-func sameApartFromSlug(root *yaml.Node, fm fmParts, out []byte, slug string) bool {
+// sameApartFromSlug parses the rewritten file, with decode, and checks that
+// its frontmatter holds exactly one slug, equal to slug, and otherwise the
+// same keys and values as root, and that the body is untouched.
+func sameApartFromSlug(root *yaml.Node, fm fmParts, out []byte, slug string, decode fmDecoder) bool {
 	nfm, msg := splitFM(out)
 	if msg != "" || !bytes.Equal(nfm.body, fm.body) {
 		return false
 	}
-	nroot, msg := decodeFM(nfm.front)
+	nroot, msg := decode(nfm.front)
 	if msg != "" || nroot == nil {
 		return false
 	}
