@@ -1,7 +1,6 @@
 package skills
 
 import (
-	"errors"
 	"fmt"
 	iofs "io/fs"
 	"os"
@@ -100,7 +99,7 @@ type FoundSkill struct {
 	Manifest    string   // ManifestName, or "skill.md" when only the lower-case name exists
 	Slug        string   // identity, valid by ValidSlug
 	Name        string   // display name
-	Description string   // non-empty
+	Description string   // may be empty when neither the frontmatter nor the body has one (a warning says so)
 	From        AgentDir // where it was found
 	Warnings    []string // what lenient parsing let pass, collisions it won, naming notes
 }
@@ -116,10 +115,11 @@ var agentManifestMax = DefaultLimits().MaxManifest
 // folders are followed, since that is how users share skills between
 // agents; the import step still rejects symlinks inside a skill.
 //
-// Manifests are parsed in Lenient mode. A skill that cannot be loaded (no
-// description, unparseable frontmatter, unreadable) is skipped with its
-// reason in problems and never hides the others. A skill with no usable name
-// takes a slug derived from its folder name. The same real folder reached
+// Manifests are parsed in Lenient mode, as the agents load them. A skill
+// that cannot be loaded (unparseable frontmatter, no usable name even from
+// its folder, unreadable) is skipped with its reason in problems and never
+// hides the others. A skill with no usable name takes its name and a slug
+// derived from its folder name. The same real folder reached
 // twice (a folder listed twice, a symlink to a skill found elsewhere) is
 // counted once, at its first place. When two different folders claim the
 // same slug, the first in dirs order (and by folder name within a dir)
@@ -242,34 +242,8 @@ func readAgentManifest(path string) ([]byte, error) {
 	return ReadManifest(path, filepath.Base(path), agentManifestMax, true)
 }
 
-// parseAgentManifest parses leniently and, when the only fatal problem is the
-// name (missing, or nothing to derive a slug from), retries with a slug
-// derived from the folder name: agents name such skills after their folder.
+// parseAgentManifest parses leniently, with the folder name for a skill whose
+// frontmatter has no usable name: agents name such skills after their folder.
 func parseAgentManifest(data []byte, folder string) (*Manifest, []string, error) {
-	m, warnings, err := ParseManifest(data, Lenient)
-	if err == nil {
-		return m, warnings, nil
-	}
-	var me *ManifestError
-	if !errors.As(err, &me) || len(me.Problems) == 0 {
-		return nil, warnings, err
-	}
-	for _, p := range me.Problems {
-		if p.Field != KeyName {
-			return nil, warnings, err
-		}
-	}
-	slug := Slugify(folder)
-	if slug == "" {
-		return nil, warnings, err
-	}
-	fixed, rerr := RewriteSlug(data, slug)
-	if rerr != nil {
-		return nil, warnings, err
-	}
-	m, warnings2, err2 := ParseManifest(fixed, Lenient)
-	if err2 != nil {
-		return nil, warnings, err
-	}
-	return m, append(warnings2, fmt.Sprintf("%s: using slug %q derived from the folder name", KeySlug, slug)), nil
+	return ParseManifestWith(data, ParseOptions{Mode: Lenient, Folder: folder})
 }

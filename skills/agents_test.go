@@ -147,10 +147,14 @@ func makeAgentFixture(tb testing.TB) agentFixture {
 	agentSymlink(tb, filepath.Join(root, "library", "linked"), filepath.Join(uCodex, "linked"))
 
 	// Broken skills are skipped with a reason.
-	writeAgentSkill(tb, filepath.Join(uClaude, "no-desc"), ManifestName, "---\nname: no-desc\n---\nbody\n")
-	writeAgentSkill(tb, filepath.Join(uClaude, "bad-yaml"), ManifestName, "---\nname: [unclosed\ndescription: x\n---\n")
-	writeAgentSkill(tb, filepath.Join(uClaude, "no-frontmatter"), ManifestName, "# just markdown\n")
+	writeAgentSkill(tb, filepath.Join(uClaude, "bad-yaml"), ManifestName, "---\nname: bad-yaml\n  description: x\n---\n")
+	writeAgentSkill(tb, filepath.Join(uClaude, "unclosed"), ManifestName, "---\nname: unclosed\ndescription: x\n")
 	agentSymlink(tb, filepath.Join(root, "gone"), filepath.Join(uClaude, "dangling"))
+
+	// What the agents load anyway loads: no description (the body stands
+	// in), no frontmatter at all (the folder names it).
+	writeAgentSkill(tb, filepath.Join(uClaude, "no-desc"), ManifestName, "---\nname: no-desc\n---\nbody\n")
+	writeAgentSkill(tb, filepath.Join(uClaude, "no-frontmatter"), ManifestName, "# Just Markdown\n\nPlain notes.\n")
 
 	// Names that are not slugs.
 	writeAgentSkill(tb, filepath.Join(uClaude, "data-tool"), ManifestName, skillDoc("Data Tool", "display name only"))
@@ -189,6 +193,8 @@ func TestScanAgentDirs(t *testing.T) {
 		{"data-tool", "Data Tool", "display name only", filepath.Join(uClaude, "data-tool"), AgentClaude, AgentScopeUser},
 		{"lower", "lower", "lower-case manifest", filepath.Join(uClaude, "lower"), AgentClaude, AgentScopeUser},
 		{"nameless", "nameless", "no name at all", filepath.Join(uClaude, "nameless"), AgentClaude, AgentScopeUser},
+		{"no-desc", "no-desc", "body", filepath.Join(uClaude, "no-desc"), AgentClaude, AgentScopeUser},
+		{"no-frontmatter", "no-frontmatter", "Plain notes.", filepath.Join(uClaude, "no-frontmatter"), AgentClaude, AgentScopeUser},
 		{"renamed", "renamed", "folder differs", filepath.Join(uClaude, "odd-folder"), AgentClaude, AgentScopeUser},
 		{"writer", "writer", "first by folder name", filepath.Join(uAgents, "a-writer"), AgentAgents, AgentScopeUser},
 		{"shared", "shared", "from agents", filepath.Join(uAgents, "shared"), AgentAgents, AgentScopeUser},
@@ -202,8 +208,7 @@ func TestScanAgentDirs(t *testing.T) {
 	wantProblems := []struct{ dir, reason string }{
 		{filepath.Join(uClaude, "bad-yaml"), "frontmatter"},
 		{filepath.Join(uClaude, "dangling"), "broken symlink"},
-		{filepath.Join(uClaude, "no-desc"), "description"},
-		{filepath.Join(uClaude, "no-frontmatter"), "frontmatter"},
+		{filepath.Join(uClaude, "unclosed"), "not closed"},
 		{filepath.Join(uClaude, "pdf"), filepath.Join(pClaude, "pdf")},
 		{filepath.Join(uAgents, "writer"), filepath.Join(uAgents, "a-writer")},
 		{filepath.Join(uCodex, "shared"), filepath.Join(uAgents, "shared")},
@@ -241,6 +246,8 @@ func TestScanAgentDirs(t *testing.T) {
 		{filepath.Join(uClaude, "nameless"), []string{"folder name"}},
 		{filepath.Join(uClaude, "odd-folder"), []string{`folder "odd-folder"`}},
 		{filepath.Join(uClaude, "lower"), []string{"skill.md"}},
+		{filepath.Join(uClaude, "no-desc"), []string{"first paragraph"}},
+		{filepath.Join(uClaude, "no-frontmatter"), []string{"frontmatter: none", "folder name"}},
 	}
 	for _, w := range warnings {
 		s, ok := byDir[w.dir]
@@ -361,11 +368,12 @@ func FuzzParseAgentManifest(f *testing.F) {
 		if !ValidSlug(m.Slug) {
 			t.Fatalf("slug %q is not valid", m.Slug)
 		}
-		if m.Description == "" {
-			t.Fatal("loaded with an empty description")
-		}
 		if m.Name == "" {
 			t.Fatal("loaded with an empty name")
+		}
+		// The folder only stands in for what the frontmatter lacks.
+		if plain, _, err := ParseManifest(data, Lenient); err == nil && plain.Slug != m.Slug {
+			t.Fatalf("slug %q with the folder, %q without", m.Slug, plain.Slug)
 		}
 	})
 }

@@ -16,12 +16,15 @@ import (
 type Mode int
 
 const (
-	// Strict applies every rule and reports every problem at once; install
-	// and edit use it.
+	// Strict applies every rule (those of the Agent Skills specification and
+	// skillfs's own) and reports every problem at once: the authoring check,
+	// `skill validate`.
 	Strict Mode = iota
-	// Lenient loads skills already on disk: everything but missing or
-	// unparseable frontmatter, a missing description or an unusable name
-	// becomes a warning.
+	// Lenient loads what the agents themselves load, as every import does:
+	// only what makes a skill unusable is refused (frontmatter that is there
+	// but does not parse, a limit, no name from which a slug can be derived,
+	// even with the folder name); everything else is a warning, with a
+	// derived value where one is needed.
 	Lenient
 )
 
@@ -50,43 +53,29 @@ const (
 // single-file limit) would cost the daemon gigabytes.
 const MaxFrontmatterBytes = 64 << 10
 
-// Frontmatter keys that ParseManifest knows.
-const (
-	KeyName              = "name"
-	KeySlug              = "slug"
-	KeyDescription       = "description"
-	KeyLicense           = "license"
-	KeyCompatibility     = "compatibility"
-	KeyMetadata          = "metadata"
-	KeyAllowedTools      = "allowed-tools"
-	KeySkillDependencies = "skill_dependencies"
-	KeyToolDependencies  = "tool_dependencies"
-	KeyMCPDependencies   = "mcp_dependencies"
-)
-
 // fieldFrontmatter is the Problem field of structural problems.
 const fieldFrontmatter = "frontmatter"
 
-var manifestKeys = map[string]bool{
-	KeyName: true, KeySlug: true, KeyDescription: true, KeyLicense: true,
-	KeyCompatibility: true, KeyMetadata: true, KeyAllowedTools: true,
-	KeySkillDependencies: true, KeyToolDependencies: true, KeyMCPDependencies: true,
-}
-
 // Manifest is the parsed frontmatter (and body) of a SKILL.md.
 type Manifest struct {
-	Name              string            `json:"name"`                         // display name, trimmed
-	Slug              string            `json:"slug"`                         // identity: frontmatter `slug`, else `name`; derived from the name in lenient mode
-	Description       string            `json:"description"`                  // trimmed
+	Name              string            `json:"name"`                         // display name, trimmed; in lenient mode the folder name (or the slug) when the frontmatter has none
+	Slug              string            `json:"slug"`                         // identity: frontmatter `slug`, else `name`; derived from the name (or the folder name) in lenient mode
+	Description       string            `json:"description"`                  // trimmed; in lenient mode the first paragraph of the body when the frontmatter has none, and possibly ""
 	License           string            `json:"license,omitempty"`            // trimmed
 	Compatibility     string            `json:"compatibility,omitempty"`      // trimmed
-	Metadata          map[string]string `json:"metadata,omitempty"`           // values kept as their literal YAML text: `version: 1.0` -> "1.0"; nil when empty
+	Metadata          map[string]string `json:"metadata,omitempty"`           // scalars as their literal YAML text (`version: 1.0` -> "1.0"); in lenient mode a list or mapping as compact JSON text of its YAML value (`tags: [a, b]` -> `["a","b"]`); nil when empty
 	AllowedTools      string            `json:"allowed_tools,omitempty"`      // space-separated string as given (a YAML list is joined with spaces)
 	SkillDependencies []string          `json:"skill_dependencies,omitempty"` // trimmed, de-duplicated, order kept, empty items dropped; nil when empty
 	ToolDependencies  []string          `json:"tool_dependencies,omitempty"`  // as SkillDependencies
 	MCPDependencies   []string          `json:"mcp_dependencies,omitempty"`   // as SkillDependencies
-	Unknown           []string          `json:"unknown,omitempty"`            // unknown top-level keys, sorted; each also produces a warning
-	Body              string            `json:"body,omitempty"`               // Markdown after the closing --- line, byte for byte
+	// DisableModelInvocation is `disable-model-invocation: true`: only a
+	// user may invoke the skill; the model is not offered it.
+	DisableModelInvocation bool `json:"disable_model_invocation,omitempty"`
+	// UserInvocable is false only for `user-invocable: false`: the skill is
+	// background knowledge for the model, not a command for the user.
+	UserInvocable bool     `json:"user_invocable"`
+	Unknown       []string `json:"unknown,omitempty"` // unknown top-level keys, sorted; each also produces a warning
+	Body          string   `json:"body,omitempty"`    // Markdown after the closing --- line, byte for byte; the whole file (after a BOM) when it has no frontmatter
 }
 
 // Problem is one thing wrong with a SKILL.md.
@@ -136,28 +125,42 @@ func ValidSlug(s string) bool {
 }
 
 // Slugify derives a slug from a display name on a best-effort basis: ASCII
-// letters are lower-cased, every run of other characters becomes one '-',
-// and the result is trimmed of hyphens and cut to MaxSlugLen. It returns ""
-// when nothing usable is left. A non-empty result always satisfies ValidSlug.
+// letters are lower-cased, Latin letters with diacritics are spelled in ASCII
+// ("é" as "e", "ß" as "ss") and combining accents dropped, every run of other
+// characters becomes one '-', and the result is trimmed of hyphens and cut to
+// MaxSlugLen. It returns "" when nothing usable is left. A non-empty result
+// always satisfies ValidSlug. It is deterministic: the catalog relies on the
+// same name giving the same slug.
 func Slugify(s string) string {
 	var b strings.Builder
 	dash := false
-	for i := 0; i < len(s) && b.Len() < MaxSlugLen; i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
+	emit := func(c byte) {
+		if dash && b.Len() > 0 {
+			b.WriteByte('-')
 		}
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			if b.Len() < MaxSlugLen {
-				b.WriteByte(c)
-			}
-			continue
+		dash = false
+		if b.Len() < MaxSlugLen {
+			b.WriteByte(c)
 		}
-		dash = true
+	}
+	for _, r := range s {
+		if b.Len() >= MaxSlugLen {
+			break
+		}
+		if r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			emit(byte(r))
+		case isCombiningMark(r):
+		case latinFold[r] != "":
+			for _, c := range []byte(latinFold[r]) {
+				emit(c)
+			}
+		default:
+			dash = true
+		}
 	}
 	return strings.TrimRight(b.String(), "-")
 }
@@ -190,17 +193,41 @@ func slugProblems(s string) []string {
 	return out
 }
 
-// ParseManifest parses and validates a SKILL.md. In Strict mode every
-// problem is collected into one *ManifestError. In Lenient mode only missing
-// or unparseable frontmatter, a missing description, or a name from which no
-// slug can be derived fail; everything else becomes a warning, and an invalid
-// or missing slug is derived from the name. Warnings (unknown keys among them)
-// are returned even when err is not nil.
+// ParseOptions says how ParseManifestWith reads a SKILL.md.
+type ParseOptions struct {
+	Mode Mode
+	// Folder is the name (not the path) of the folder that holds the
+	// SKILL.md, or "" when there is none, as for a lone uploaded file. In
+	// Lenient mode a skill whose frontmatter has no usable name takes its
+	// display name and its slug from it, the way the agents name such
+	// skills. Strict mode does not use it.
+	Folder string
+}
+
+// ParseManifest is ParseManifestWith without a folder name.
 func ParseManifest(data []byte, mode Mode) (m *Manifest, warnings []string, err error) {
-	if mode != Strict && mode != Lenient {
-		return nil, nil, fmt.Errorf("parse %s: unknown mode %d: %w", ManifestName, int(mode), ErrInvalid)
+	return ParseManifestWith(data, ParseOptions{Mode: mode})
+}
+
+// ParseManifestWith parses and validates a SKILL.md. In Strict mode every
+// problem is collected into one *ManifestError. In Lenient mode a skill is
+// refused only when it cannot be served: frontmatter that is there but does
+// not parse (after the repair the agents apply), frontmatter over
+// MaxFrontmatterBytes, or no name from which a slug can be derived, even with
+// opts.Folder. Everything else is a warning: a file without frontmatter is
+// all body; a missing name comes from the folder; an invalid or missing slug
+// is derived from the name; a missing description comes from the body;
+// invalid fields are dropped or kept as described on Manifest. Warnings
+// (unknown keys among them) are returned even when err is not nil.
+//
+// Lenient parsing is deterministic, and the folder is used only when the
+// frontmatter itself yields no slug: whenever parsing without a folder
+// succeeds, parsing with one gives the same slug.
+func ParseManifestWith(data []byte, opts ParseOptions) (m *Manifest, warnings []string, err error) {
+	if opts.Mode != Strict && opts.Mode != Lenient {
+		return nil, nil, fmt.Errorf("parse %s: unknown mode %d: %w", ManifestName, int(opts.Mode), ErrInvalid)
 	}
-	p := &manifestParser{mode: mode}
+	p := &manifestParser{mode: opts.Mode, folder: strings.TrimSpace(opts.Folder)}
 	m = p.parse(data)
 	if len(p.problems) > 0 {
 		return nil, p.warnings, &ManifestError{Problems: p.problems}
@@ -210,6 +237,7 @@ func ParseManifest(data []byte, mode Mode) (m *Manifest, warnings []string, err 
 
 type manifestParser struct {
 	mode     Mode
+	folder   string // ParseOptions.Folder, trimmed; used in Lenient mode only
 	problems []Problem
 	warnings []string
 }
@@ -234,21 +262,11 @@ func (p *manifestParser) warn(field, format string, args ...any) {
 }
 
 func (p *manifestParser) parse(data []byte) *Manifest {
-	fm, err := splitFM(data)
-	if err != "" {
-		p.fail(fieldFrontmatter, "%s", err)
+	fm, root, ok := p.frontmatter(data)
+	if !ok {
 		return nil
 	}
-	if len(fm.front) > MaxFrontmatterBytes {
-		p.fail(fieldFrontmatter, "%d bytes, over the %d-byte limit", len(fm.front), MaxFrontmatterBytes)
-		return nil
-	}
-	root, err := decodeFM(fm.front)
-	if err != "" {
-		p.fail(fieldFrontmatter, "%s", err)
-		return nil
-	}
-	m := &Manifest{Body: string(fm.body)}
+	m := &Manifest{Body: string(fm.body), UserInvocable: true}
 
 	// Collect the top-level pairs; the last of duplicated keys wins, as in
 	// most YAML loaders that tolerate them.
@@ -282,20 +300,7 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	}
 
 	p.nameAndSlug(m, fields[KeyName], fields[KeySlug])
-
-	switch desc, st := yamlString(fields[KeyDescription]); st {
-	case fieldAbsent:
-		p.fail(KeyDescription, "is required")
-	case fieldInvalid:
-		p.fail(KeyDescription, "must be a string")
-	default:
-		m.Description = strings.TrimSpace(desc)
-		if m.Description == "" {
-			p.fail(KeyDescription, "must not be empty")
-		} else if n := utf8.RuneCountInString(m.Description); n > MaxDescriptionLen {
-			p.bad(KeyDescription, "exceeds %d characters (%d)", MaxDescriptionLen, n)
-		}
-	}
+	p.description(m, fields[KeyDescription])
 
 	if s, st := yamlString(fields[KeyLicense]); st == fieldOK {
 		m.License = strings.TrimSpace(s)
@@ -314,6 +319,8 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 
 	m.Metadata = p.metadata(fields[KeyMetadata])
 	m.AllowedTools = p.allowedTools(fields[KeyAllowedTools])
+	m.DisableModelInvocation = p.flag(KeyDisableModelInvocation, fields[KeyDisableModelInvocation], false)
+	m.UserInvocable = p.flag(KeyUserInvocable, fields[KeyUserInvocable], true)
 
 	m.SkillDependencies = p.list(KeySkillDependencies, fields[KeySkillDependencies])
 	m.ToolDependencies = p.list(KeyToolDependencies, fields[KeyToolDependencies])
@@ -335,8 +342,44 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	return m
 }
 
+// frontmatter cuts data into frontmatter and body and decodes the YAML: the
+// root mapping, or nil for an empty frontmatter. ok is false after a fatal
+// problem. In Lenient mode a file that does not start with a --- line is all
+// body, as the agents read it, and YAML that does not parse gets the repair
+// Claude Code applies (see repairFM).
+func (p *manifestParser) frontmatter(data []byte) (fm fmParts, root *yaml.Node, ok bool) {
+	fm, msg := splitFM(data)
+	if msg == msgNoOpening && p.mode == Lenient {
+		p.warn(fieldFrontmatter, "none (the file does not start with a --- line); the whole file is the body")
+		return fmParts{body: bytes.TrimPrefix(data, manifestBOM)}, nil, true
+	}
+	if msg != "" {
+		p.fail(fieldFrontmatter, "%s", msg)
+		return fmParts{}, nil, false
+	}
+	if len(fm.front) > MaxFrontmatterBytes {
+		p.fail(fieldFrontmatter, "%d bytes, over the %d-byte limit", len(fm.front), MaxFrontmatterBytes)
+		return fmParts{}, nil, false
+	}
+	root, msg = decodeFM(fm.front)
+	if msg != "" && p.mode == Lenient {
+		if r, keys := repairFM(fm.front); r != nil {
+			p.warn(fieldFrontmatter, "%s; read after quoting the values of %s, as Claude Code does", msg, quoteList(keys))
+			return fm, r, true
+		}
+	}
+	if msg != "" {
+		p.fail(fieldFrontmatter, "%s", msg)
+		return fmParts{}, nil, false
+	}
+	return fm, root, true
+}
+
 // nameAndSlug settles the display name and the identity. An explicit slug
 // makes the name a free display name; without one the name is the slug.
+// In Lenient mode the identity is derived instead, from the name, the slug
+// text, then the folder name, in that order, so that the folder matters only
+// when the frontmatter yields nothing.
 func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node) {
 	name, nst := yamlString(nameNode)
 	name = strings.TrimSpace(name)
@@ -382,24 +425,85 @@ func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node)
 
 	// Lenient: derive a usable identity rather than skip the skill.
 	if m.Slug == "" {
-		derived := Slugify(m.Name)
+		derived, from := Slugify(m.Name), "the name"
 		if derived == "" {
-			derived = Slugify(slug)
+			derived, from = Slugify(slug), "the slug"
+		}
+		if derived == "" && p.folder != "" {
+			derived, from = Slugify(p.folder), "the folder name"
 		}
 		if derived == "" {
-			if nameMsg == "" {
-				nameMsg = fmt.Sprintf("no usable slug can be derived from %q", m.Name)
-			}
-			p.fail(KeyName, "%s", nameMsg)
+			p.fail(KeyName, "%s", p.noSlugMessage(m.Name, nameMsg))
 			return
 		}
-		p.warn(KeySlug, "using slug %q derived from the name", derived)
+		p.warn(KeySlug, "using slug %q derived from %s", derived, from)
 		m.Slug = derived
 	}
-	if nameMsg != "" {
+	switch {
+	case nameMsg == "":
+	case p.folder != "":
+		p.warn(KeyName, "%s; using the folder name %q", nameMsg, p.folder)
+		m.Name = p.folder
+		if n := utf8.RuneCountInString(m.Name); n > MaxNameLen {
+			p.warn(KeyName, "exceeds %d characters (%d)", MaxNameLen, n)
+		}
+	default:
 		p.warn(KeyName, "%s; using the slug %q as the name", nameMsg, m.Slug)
 		m.Name = m.Slug
 	}
+}
+
+// noSlugMessage says why no slug could be derived.
+func (p *manifestParser) noSlugMessage(name, nameMsg string) string {
+	switch {
+	case nameMsg != "" && p.folder != "":
+		return fmt.Sprintf("%s, and no usable slug can be derived from the folder name %q", nameMsg, p.folder)
+	case nameMsg != "":
+		return nameMsg
+	case p.folder != "":
+		return fmt.Sprintf("no usable slug can be derived from %q or from the folder name %q", name, p.folder)
+	}
+	return fmt.Sprintf("no usable slug can be derived from %q", name)
+}
+
+// description reads the description. Strict mode requires a non-empty
+// string of at most MaxDescriptionLen characters. Lenient mode keeps a
+// longer one with a warning and, where there is none (absent, empty, or not
+// a string), takes the first paragraph of the body, as Claude Code does; with
+// no paragraph either, the description is empty, which still serves.
+func (p *manifestParser) description(m *Manifest, n *yaml.Node) {
+	var why string // why the frontmatter gives no description
+	switch desc, st := yamlString(n); st {
+	case fieldAbsent:
+		why = "is required"
+	case fieldInvalid:
+		why = "must be a string"
+	default:
+		m.Description = strings.TrimSpace(desc)
+		if m.Description == "" {
+			why = "must not be empty"
+		} else if n := utf8.RuneCountInString(m.Description); n > MaxDescriptionLen {
+			p.bad(KeyDescription, "exceeds %d characters (%d)", MaxDescriptionLen, n)
+		}
+	}
+	if why == "" {
+		return
+	}
+	if p.mode == Strict {
+		p.fail(KeyDescription, "%s", why)
+		return
+	}
+	text, from := bodyDescription(m.Body)
+	if text == "" {
+		p.warn(KeyDescription, "%s, and the body has no paragraph to take it from; it is empty", why)
+		return
+	}
+	p.warn(KeyDescription, "%s; using the %s of the body", why, from)
+	if n := utf8.RuneCountInString(text); n > MaxDescriptionLen {
+		text = cutRunes(text, MaxDescriptionLen)
+		p.warn(KeyDescription, "the %s of the body is %d characters long; cut to %d", from, n, MaxDescriptionLen)
+	}
+	m.Description = text
 }
 
 type fmFieldState int
@@ -443,15 +547,27 @@ func (p *manifestParser) metadata(n *yaml.Node) map[string]string {
 			p.bad(KeyMetadata, "key at line %d is not a string", n.Content[i].Line)
 			continue
 		}
+		value := v.Value
 		if v.Kind != yaml.ScalarNode {
-			p.bad(KeyMetadata, "value of %q must be a string", k.Value)
-			continue
+			if p.mode == Strict {
+				p.fail(KeyMetadata, "value of %q must be a string", k.Value)
+				continue
+			}
+			// Agents read metadata as free-form YAML; keep the value, as
+			// text, rather than lose what the author wrote.
+			text, ok := yamlJSON(v)
+			if !ok {
+				p.warn(KeyMetadata, "value of %q is not a string, and too large or deep to keep as JSON text; dropped", k.Value)
+				continue
+			}
+			p.warn(KeyMetadata, "value of %q is not a string; kept as JSON text", k.Value)
+			value = text
 		}
 		if _, dup := md[k.Value]; dup && !dups[k.Value] {
 			dups[k.Value] = true
 			p.bad(KeyMetadata, "duplicate key %q", k.Value)
 		}
-		md[k.Value] = v.Value
+		md[k.Value] = value
 	}
 	if len(md) == 0 {
 		return nil
@@ -555,6 +671,10 @@ func isFMFence(line []byte) bool {
 	return string(bytes.TrimRight(line, " \t\r")) == "---"
 }
 
+// msgNoOpening is the message of splitFM for a file without frontmatter,
+// which Lenient mode reads as all body.
+const msgNoOpening = "must start with a --- line"
+
 // splitFM finds the --- lines. The returned message is empty on
 // success.
 func splitFM(data []byte) (fmParts, string) {
@@ -567,11 +687,11 @@ func splitFM(data []byte) (fmParts, string) {
 		if isFMFence(data[start:]) {
 			return fmParts{}, "not closed with a --- line"
 		}
-		return fmParts{}, "must start with a --- line"
+		return fmParts{}, msgNoOpening
 	}
 	first := data[start : start+nl]
 	if !isFMFence(first) {
-		return fmParts{}, "must start with a --- line"
+		return fmParts{}, msgNoOpening
 	}
 	fm := fmParts{open: start + nl + 1, eol: "\n"}
 	if bytes.HasSuffix(first, []byte("\r")) {
@@ -637,303 +757,4 @@ func decodeFM(front []byte) (root *yaml.Node, msg string) {
 		return nil, ""
 	}
 	return nil, "must be a YAML mapping"
-}
-
-// RewriteSlug returns data with the frontmatter key `slug` set to slug and
-// every other byte unchanged: an existing top-level slug value (or its line)
-// is replaced, otherwise a `slug:` line is inserted after the opening ---
-// line, with the file's line ending. The display name is kept. The result is
-// parsed again and checked to hold the same frontmatter apart from the slug;
-// a layout that cannot be edited in place (a flow mapping with an escaped
-// slug, say) is refused with ErrInvalidManifest rather than rewritten.
-func RewriteSlug(data []byte, slug string) ([]byte, error) {
-	if !ValidSlug(slug) {
-		return nil, fmt.Errorf("rewrite slug of %s: %q is not a valid slug: %w", ManifestName, slug, ErrInvalid)
-	}
-	fm, msg := splitFM(data)
-	if msg == "" {
-		var root *yaml.Node
-		if root, msg = decodeFM(fm.front); msg == "" {
-			return rewriteSlug(data, fm, root, slug)
-		}
-	}
-	return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
-		&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: msg}}})
-}
-
-func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string) ([]byte, error) {
-	var slugKey, slugVal *yaml.Node
-	if root != nil {
-		for i := 0; i+1 < len(root.Content); i += 2 {
-			if k := yamlDeref(root.Content[i]); k.Kind == yaml.ScalarNode && k.Value == KeySlug {
-				if slugKey != nil {
-					return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
-						&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: `duplicate key "slug"`}}})
-				}
-				slugKey, slugVal = root.Content[i], root.Content[i+1]
-			}
-		}
-	}
-	front := fm.front
-	// Each candidate edits the frontmatter text; the first one that parses
-	// back to the intended frontmatter wins.
-	var edits []fmEdit
-	if slugKey != nil {
-		if e, found := fmValueEdit(front, slugVal, slug, root.Style&yaml.FlowStyle != 0); found {
-			edits = append(edits, e)
-		}
-		if e, found := fmLineEdit(front, slugKey, slugVal, slug, fm.eol); found {
-			edits = append(edits, e)
-		}
-	} else {
-		indent := ""
-		if root != nil && len(root.Content) > 0 && root.Style&yaml.FlowStyle == 0 {
-			if col := root.Content[0].Column - 1; col > 0 {
-				indent = strings.Repeat(" ", col)
-			}
-		}
-		line := indent + KeySlug + ": " + slug + fm.eol
-		edits = append(edits, fmEdit{0, 0, line})
-		if root != nil && len(root.Content) > 0 {
-			if off, found := yamlOffset(front, root.Content[0].Line-1, 1); found && off > 0 {
-				edits = append(edits, fmEdit{off, off, line})
-			}
-		}
-		if root != nil && root.Style&yaml.FlowStyle != 0 {
-			if off, found := yamlOffset(front, root.Line-1, root.Column); found && off < len(front) && front[off] == '{' {
-				text := KeySlug + ": " + slug
-				if len(root.Content) > 0 {
-					text += ", "
-				}
-				edits = append(edits, fmEdit{off + 1, off + 1, text})
-			}
-		}
-	}
-	for _, e := range edits {
-		out := make([]byte, 0, len(data)+len(e.text))
-		out = append(out, data[:fm.open+e.from]...)
-		out = append(out, e.text...)
-		out = append(out, data[fm.open+e.to:]...)
-		if sameApartFromSlug(root, fm, out, slug) {
-			return out, nil
-		}
-	}
-	return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
-		&ManifestError{Problems: []Problem{{Field: KeySlug, Message: "cannot be rewritten in place in this frontmatter layout"}}})
-}
-
-// fmEdit replaces front[from:to] with text.
-type fmEdit struct {
-	from, to int
-	text     string
-}
-
-// fmValueEdit replaces just the scalar text of the slug value, keeping its
-// tag, anchor, quotes, comments and everything around it. The end of the
-// scalar is found by scanning its source text; the caller checks the result.
-func fmValueEdit(front []byte, v *yaml.Node, slug string, flow bool) (fmEdit, bool) {
-	// An anchored value may be aliased elsewhere, and those copies must not
-	// change with it: fmLineEdit drops the anchor, and the check refuses the
-	// result when an alias still needs it.
-	if v.Kind != yaml.ScalarNode || v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 || v.Anchor != "" {
-		return fmEdit{}, false
-	}
-	off, found := yamlOffset(front, v.Line-1, v.Column)
-	if !found {
-		return fmEdit{}, false
-	}
-	// Skip the node's tag; it stays.
-	for off < len(front) && (front[off] == '!' || front[off] == '&') {
-		for off < len(front) && !isYAMLSpace(front[off]) {
-			off++
-		}
-		for off < len(front) && (front[off] == ' ' || front[off] == '\t') {
-			off++
-		}
-	}
-	end := off
-	switch {
-	case v.Style&yaml.DoubleQuotedStyle != 0:
-		if end >= len(front) || front[end] != '"' {
-			return fmEdit{}, false
-		}
-		for end++; end < len(front) && front[end] != '"'; end++ {
-			if front[end] == '\\' {
-				end++
-			}
-		}
-		if end >= len(front) {
-			return fmEdit{}, false
-		}
-		return fmEdit{off, end + 1, `"` + slug + `"`}, true
-	case v.Style&yaml.SingleQuotedStyle != 0:
-		if end >= len(front) || front[end] != '\'' {
-			return fmEdit{}, false
-		}
-		for end++; end < len(front); end++ {
-			if front[end] == '\'' {
-				if end+1 < len(front) && front[end+1] == '\'' {
-					end++
-					continue
-				}
-				return fmEdit{off, end + 1, "'" + slug + "'"}, true
-			}
-		}
-		return fmEdit{}, false
-	}
-	// A plain scalar ends at a line break, a comment, or in a flow
-	// collection at a flow indicator. Multi-line plain values are left to
-	// fmLineEdit.
-	for end < len(front) && yamlLineBreak(front, end) == 0 {
-		c := front[end]
-		if c == '#' && end > off && isYAMLSpace(front[end-1]) {
-			break
-		}
-		if flow && (c == ',' || c == '}' || c == ']') {
-			break
-		}
-		end++
-	}
-	for end > off && isYAMLSpace(front[end-1]) {
-		end--
-	}
-	if end == off {
-		return fmEdit{}, false
-	}
-	return fmEdit{off, end, slug}, true
-}
-
-func isYAMLSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n'
-}
-
-// fmLineEdit replaces the whole `slug:` line of a block mapping, with the
-// lines its value v starts or continues on, by `slug: <slug>`.
-func fmLineEdit(front []byte, k, v *yaml.Node, slug, eol string) (fmEdit, bool) {
-	start, found := yamlOffset(front, k.Line-1, 1)
-	if !found {
-		return fmEdit{}, false
-	}
-	indent := k.Column - 1
-	if start+indent > len(front) || strings.Trim(string(front[start:start+indent]), " ") != "" {
-		return fmEdit{}, false
-	}
-	end := yamlNextLine(front, start)
-	// The value may start on a later line, even at the key's indentation
-	// (a block scalar indicator, say).
-	if vstart, found := yamlOffset(front, v.Line-1, 1); found && vstart >= end {
-		end = yamlNextLine(front, vstart)
-	}
-	last := end // end of the last non-blank line of the value
-	for end < len(front) {
-		next := yamlNextLine(front, end)
-		line := front[end:next]
-		if len(bytes.TrimLeft(line, " \t\r\n")) == 0 {
-			end = next
-			continue
-		}
-		if len(line) <= indent || strings.Trim(string(line[:indent+1]), " \t") != "" {
-			break
-		}
-		end, last = next, next
-	}
-	return fmEdit{start, last, strings.Repeat(" ", indent) + KeySlug + ": " + slug + eol}, true
-}
-
-// sameApartFromSlug parses the rewritten file and checks that its
-// frontmatter holds exactly one slug, equal to slug, and otherwise the same
-// keys and values as root, and that the body is untouched.
-func sameApartFromSlug(root *yaml.Node, fm fmParts, out []byte, slug string) bool {
-	nfm, msg := splitFM(out)
-	if msg != "" || !bytes.Equal(nfm.body, fm.body) {
-		return false
-	}
-	nroot, msg := decodeFM(nfm.front)
-	if msg != "" || nroot == nil {
-		return false
-	}
-	var want []*yaml.Node
-	if root != nil {
-		for i := 0; i+1 < len(root.Content); i += 2 {
-			if k := yamlDeref(root.Content[i]); !(k.Kind == yaml.ScalarNode && k.Value == KeySlug) {
-				want = append(want, k, root.Content[i+1])
-			}
-		}
-	}
-	slugs := 0
-	var got []*yaml.Node
-	for i := 0; i+1 < len(nroot.Content); i += 2 {
-		k, v := nroot.Content[i], nroot.Content[i+1]
-		if dk := yamlDeref(k); dk.Kind == yaml.ScalarNode && dk.Value == KeySlug {
-			slugs++
-			if v = yamlDeref(v); v.Kind != yaml.ScalarNode || v.Value != slug {
-				return false
-			}
-			continue
-		}
-		got = append(got, k, v)
-	}
-	return slugs == 1 && slices.EqualFunc(want, got, yamlSameNode)
-}
-
-// yamlSameNode compares two YAML trees by content, ignoring positions and
-// comments. Aliases are compared by name, never followed, so cyclic or
-// exponential alias graphs cost nothing.
-func yamlSameNode(a, b *yaml.Node) bool {
-	if a.Kind != b.Kind || a.Tag != b.Tag || a.Value != b.Value || a.Anchor != b.Anchor ||
-		a.Style != b.Style || len(a.Content) != len(b.Content) {
-		return false
-	}
-	return slices.EqualFunc(a.Content, b.Content, yamlSameNode)
-}
-
-// yamlLineBreak returns the length of the YAML line break at data[i], or 0.
-// YAML (as parsed by yaml.v3) breaks lines at \r\n, \r, \n, NEL, LS and PS.
-func yamlLineBreak(data []byte, i int) int {
-	switch {
-	case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
-		return 2
-	case data[i] == '\r' || data[i] == '\n':
-		return 1
-	case bytes.HasPrefix(data[i:], []byte("\u0085")):
-		return 2
-	case bytes.HasPrefix(data[i:], []byte("\u2028")), bytes.HasPrefix(data[i:], []byte("\u2029")):
-		return 3
-	}
-	return 0
-}
-
-// yamlNextLine returns the offset of the line after the one holding data[i].
-func yamlNextLine(data []byte, i int) int {
-	for i < len(data) {
-		if n := yamlLineBreak(data, i); n > 0 {
-			return i + n
-		}
-		_, size := utf8.DecodeRune(data[i:])
-		i += size
-	}
-	return len(data)
-}
-
-// yamlOffset converts a 1-based YAML line and column (counted in characters)
-// into a byte offset of data.
-func yamlOffset(data []byte, line, col int) (int, bool) {
-	if line < 1 || col < 1 {
-		return 0, false
-	}
-	off := 0
-	for l := 1; l < line; l++ {
-		if off >= len(data) {
-			return 0, false
-		}
-		off = yamlNextLine(data, off)
-	}
-	for c := 1; c < col; c++ {
-		if off >= len(data) || yamlLineBreak(data, off) > 0 {
-			return 0, false
-		}
-		_, size := utf8.DecodeRune(data[off:])
-		off += size
-	}
-	return off, true
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 var updateManifestGolden = flag.Bool("update-manifest", false, "rewrite testdata/manifest/*.golden.json")
@@ -34,7 +36,8 @@ const anyMessage = "*"
 type manifestCase struct {
 	name     string
 	data     string
-	want     *Manifest // nil when problems are expected
+	folder   string    // ParseOptions.Folder
+	want     *Manifest // nil when problems are expected; UserInvocable is set by checkManifestCase
 	warnings []string
 	problems []Problem
 }
@@ -334,12 +337,12 @@ mcp_dependencies:
 	},
 	{
 		name: "unknown keys are warnings",
-		data: skillMD("name: pdf\ndescription: d\nversion: 2\ntags: [a]\nallowed_tools: x\n", ""),
-		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Unknown: []string{"allowed_tools", "tags", "version"}},
+		data: skillMD("name: pdf\ndescription: d\ncategory: 2\ntags: [a]\nallowed_tools: x\n", ""),
+		want: &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Unknown: []string{"allowed_tools", "category", "tags"}},
 		warnings: []string{
 			`frontmatter: unknown key "allowed_tools" kept`,
+			`frontmatter: unknown key "category" kept`,
 			`frontmatter: unknown key "tags" kept`,
-			`frontmatter: unknown key "version" kept`,
 		},
 	},
 	{
@@ -404,7 +407,7 @@ var lenientCases = []manifestCase{
 		want: &Manifest{Name: "!!!", Slug: "my-tool", Description: "d"},
 		warnings: []string{
 			`slug: "My-Tool" must be lowercase`,
-			`slug: using slug "my-tool" derived from the name`,
+			`slug: using slug "my-tool" derived from the slug`,
 		},
 	},
 	{
@@ -427,24 +430,30 @@ var lenientCases = []manifestCase{
 		warnings: []string{`name: is required; using the slug "pdf" as the name`},
 	},
 	{
-		name:     "missing description",
+		name:     "missing description and no body",
 		data:     skillMD("name: pdf\n", ""),
-		problems: []Problem{{"description", "is required"}},
+		want:     &Manifest{Name: "pdf", Slug: "pdf"},
+		warnings: []string{"description: is required, and the body has no paragraph to take it from; it is empty"},
 	},
 	{
 		name:     "description is a mapping",
-		data:     skillMD("name: pdf\ndescription: {a: b}\n", ""),
-		problems: []Problem{{"description", "must be a string"}},
+		data:     skillMD("name: pdf\ndescription: {a: b}\n", "Reads PDFs.\n"),
+		want:     &Manifest{Name: "pdf", Slug: "pdf", Description: "Reads PDFs.", Body: "Reads PDFs.\n"},
+		warnings: []string{"description: must be a string; using the first paragraph of the body"},
 	},
 	{
-		name:     "bad YAML",
-		data:     skillMD("name: [invalid\ndescription: d\n", ""),
+		name:     "bad YAML the repair cannot fix",
+		data:     skillMD("name: pdf\n  description: d\n", ""),
 		problems: []Problem{{"frontmatter", anyMessage}},
 	},
 	{
-		name:     "no frontmatter",
-		data:     "# Title\n",
-		problems: []Problem{{"frontmatter", "must start with a --- line"}},
+		name: "no frontmatter and no folder",
+		data: "# Title\n",
+		warnings: []string{
+			"frontmatter: none (the file does not start with a --- line); the whole file is the body",
+			"description: is required; using the first heading of the body",
+		},
+		problems: []Problem{{"name", "is required"}},
 	},
 	{
 		name: "length limits become warnings",
@@ -472,9 +481,9 @@ var lenientCases = []manifestCase{
 	},
 	{
 		name:     "unknown keys",
-		data:     skillMD("name: pdf\ndescription: d\nwhen_to_use: always\n", ""),
-		want:     &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Unknown: []string{"when_to_use"}},
-		warnings: []string{`frontmatter: unknown key "when_to_use" kept`},
+		data:     skillMD("name: pdf\ndescription: d\nwhen_to_use: always\nWhen_To_Use: x\n", ""),
+		want:     &Manifest{Name: "pdf", Slug: "pdf", Description: "d", Unknown: []string{"When_To_Use"}},
+		warnings: []string{`frontmatter: unknown key "When_To_Use" kept`},
 	},
 }
 
@@ -503,7 +512,7 @@ func TestLenientAcceptsStrictValid(t *testing.T) {
 
 func checkManifestCase(t testing.TB, tc manifestCase, mode Mode) {
 	t.Helper()
-	m, warnings, err := ParseManifest([]byte(tc.data), mode)
+	m, warnings, err := ParseManifestWith([]byte(tc.data), ParseOptions{Mode: mode, Folder: tc.folder})
 	if !slices.Equal(warnings, tc.warnings) {
 		t.Errorf("warnings:\n got %q\nwant %q", warnings, tc.warnings)
 	}
@@ -511,8 +520,12 @@ func checkManifestCase(t testing.TB, tc manifestCase, mode Mode) {
 		if err != nil {
 			t.Fatalf("ParseManifest: %v", err)
 		}
-		if !reflect.DeepEqual(m, tc.want) {
-			t.Errorf("manifest:\n got %#v\nwant %#v", m, tc.want)
+		// The tables list what a case sets; a skill is user-invocable unless
+		// its frontmatter says otherwise, which TestParseManifestFlags covers.
+		want := *tc.want
+		want.UserInvocable = true
+		if !reflect.DeepEqual(m, &want) {
+			t.Errorf("manifest:\n got %#v\nwant %#v", m, &want)
 		}
 		if !ValidSlug(m.Slug) {
 			t.Errorf("slug %q of an accepted manifest is not valid", m.Slug)
@@ -613,7 +626,11 @@ func TestSlugify(t *testing.T) {
 		{"--x--", "x"},
 		{"a--b", "a-b"},
 		{"../../etc/passwd", "etc-passwd"},
-		{"Café Münü", "caf-m-n"},
+		{"Café Münü", "cafe-munu"},
+		{"Ünïcödé", "unicode"},
+		{"Straße Œuvre", "strasse-oeuvre"},
+		{"Cafe\u0301 au lait", "cafe-au-lait"},
+		{"naïve×2", "naive-2"},
 		{"", ""},
 		{"!!!", ""},
 		{"日本語", ""},
@@ -739,10 +756,34 @@ var rewriteCases = []rewriteCase{
 	{name: "invalid slug argument", in: "---\nname: pdf\ndescription: d\n---\n", slug: "../../x", wantErr: ErrInvalid},
 	{name: "uppercase slug argument", in: "---\nname: pdf\ndescription: d\n---\n", slug: "Pdf", wantErr: ErrInvalid},
 	{name: "empty slug argument", in: "---\nname: pdf\ndescription: d\n---\n", slug: "", wantErr: ErrInvalid},
-	{name: "no frontmatter", in: "# PDF\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{
+		name: "no frontmatter",
+		in:   "# PDF\n\nRead PDFs.\n",
+		slug: "pdf",
+		want: "---\nslug: pdf\n---\n# PDF\n\nRead PDFs.\n",
+	},
+	{
+		name: "no frontmatter with BOM and CRLF",
+		in:   "\uFEFF# PDF\r\nRead PDFs.\r\n",
+		slug: "pdf",
+		want: "\uFEFF---\r\nslug: pdf\r\n---\r\n# PDF\r\nRead PDFs.\r\n",
+	},
+	{name: "empty file", in: "", slug: "pdf", want: "---\nslug: pdf\n---\n"},
+	{
+		name: "frontmatter that parses after the repair",
+		in:   "---\nname: PDF\ndescription: Use when: PDFs come up\n---\nbody\n",
+		slug: "pdf-v2",
+		want: "---\nslug: pdf-v2\nname: PDF\ndescription: Use when: PDFs come up\n---\nbody\n",
+	},
+	{
+		name: "replace a slug in frontmatter that parses after the repair",
+		in:   "---\nname: PDF\nslug: pdf\ndescription: Use when: PDFs come up\n---\n",
+		slug: "pdf-v2",
+		want: "---\nname: PDF\nslug: pdf-v2\ndescription: Use when: PDFs come up\n---\n",
+	},
 	{name: "unclosed frontmatter", in: "---\nname: pdf\n", slug: "pdf", wantErr: ErrInvalidManifest},
 	{name: "list frontmatter", in: "---\n- a\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
-	{name: "bad YAML", in: "---\nname: [pdf\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
+	{name: "bad YAML", in: "---\nname: pdf\n  description: d\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
 	{name: "duplicate slug keys", in: "---\nslug: a\nslug: b\n---\n", slug: "pdf", wantErr: ErrInvalidManifest},
 	{
 		name: "escaped slug in a flow mapping",
@@ -811,6 +852,18 @@ func TestRewriteSlug(t *testing.T) {
 // the slug line, inserted or replacing the lines of the old slug entry.
 func checkOneLineChanged(t testing.TB, in, out []byte, slug string) {
 	t.Helper()
+	if _, msg := splitFM(in); msg == msgNoOpening {
+		// A file without frontmatter gets one, of three lines, in front.
+		start := len(in) - len(bytes.TrimPrefix(in, manifestBOM))
+		for _, eol := range []string{"\n", "\r\n"} {
+			block := "---" + eol + "slug: " + slug + eol + "---" + eol
+			if string(out) == string(in[:start])+block+string(in[start:]) {
+				return
+			}
+		}
+		t.Errorf("rewrite of a file without frontmatter gave %q, want a slug block in front of it", out)
+		return
+	}
 	a, b := bytes.SplitAfter(in, []byte("\n")), bytes.SplitAfter(out, []byte("\n"))
 	for len(a) > 0 && len(b) > 0 && bytes.Equal(a[0], b[0]) {
 		a, b = a[1:], b[1:]
@@ -871,7 +924,8 @@ type goldenResult struct {
 }
 
 // TestParseManifestFixtures parses the SKILL.md fixtures from disk in both
-// modes and compares with golden files; -update-manifest rewrites them.
+// modes, leniently also with the fixture's name as the folder name, and
+// compares with golden files; -update-manifest rewrites them.
 func TestParseManifestFixtures(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "manifest", "*.md"))
 	if err != nil {
@@ -886,17 +940,24 @@ func TestParseManifestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Lenient mode runs twice: as for a lone file, and as for the
+			// folder named after the fixture, as imports read it.
+			folder := strings.TrimSuffix(filepath.Base(file), ".md")
 			results := map[string]goldenResult{}
-			for _, mode := range []Mode{Strict, Lenient} {
-				m, w, err := ParseManifest(data, mode)
+			for key, opts := range map[string]ParseOptions{
+				"strict":         {Mode: Strict},
+				"lenient":        {Mode: Lenient},
+				"lenient_folder": {Mode: Lenient, Folder: folder},
+			} {
+				m, w, err := ParseManifestWith(data, opts)
 				r := goldenResult{Manifest: m, Warnings: w}
 				var me *ManifestError
 				if errors.As(err, &me) {
 					r.Problems = me.Problems
 				} else if err != nil {
-					t.Fatalf("%s: %v", mode, err)
+					t.Fatalf("%s: %v", key, err)
 				}
-				results[mode.String()] = r
+				results[key] = r
 			}
 			got, err := json.MarshalIndent(results, "", "  ")
 			if err != nil {
@@ -979,9 +1040,12 @@ func FuzzManifestFields(f *testing.F) {
 func checkManifestProperties(t *testing.T, data []byte) {
 	t.Helper()
 	lm, lw, lerr := ParseManifest(data, Lenient)
-	checkParseResult(t, lm, lerr)
+	checkParseResult(t, Lenient, lm, lerr)
+	for _, folder := range fuzzFolders {
+		checkLenientWithFolder(t, data, folder, lm, lerr)
+	}
 	m, w, err := ParseManifest(data, Strict)
-	checkParseResult(t, m, err)
+	checkParseResult(t, Strict, m, err)
 	if err != nil {
 		return
 	}
@@ -1025,6 +1089,66 @@ func checkManifestProperties(t *testing.T, data []byte) {
 	}
 }
 
+// fuzzFolders are the folder names every fuzzed input is also parsed with:
+// a slug, a display name, one that yields no slug, and none.
+var fuzzFolders = []string{"pdf-tools", "My Folder", "数据", ""}
+
+// checkLenientWithFolder checks a lenient parse with a folder name: it is a
+// proper result; it agrees on the slug with the parse without folder (plain,
+// perr) whenever that succeeds; and the slug it settles can be written into
+// the file, which then gives that slug, and the same description, without
+// the folder, as the catalog relies on.
+func checkLenientWithFolder(t *testing.T, data []byte, folder string, plain *Manifest, perr error) {
+	t.Helper()
+	m, _, err := ParseManifestWith(data, ParseOptions{Mode: Lenient, Folder: folder})
+	checkParseResult(t, Lenient, m, err)
+	if err != nil {
+		if perr == nil {
+			t.Fatalf("refused with folder %q, accepted without: %v", folder, err)
+		}
+		return
+	}
+	if perr == nil && plain.Slug != m.Slug {
+		t.Fatalf("slug %q with folder %q, %q without", m.Slug, folder, plain.Slug)
+	}
+	out, err := RewriteSlug(data, m.Slug)
+	if err != nil {
+		if aliasedSlug(t, data) || duplicateSlugKey(data) {
+			return // refused by design
+		}
+		t.Fatalf("RewriteSlug(%q) of a file lenient parsing accepts: %v\n in %q", m.Slug, err, data)
+	}
+	back, _, err := ParseManifest(out, Lenient)
+	if err != nil && len(out) > len(data) && strings.Contains(err.Error(), "byte limit") {
+		return // the slug line took the frontmatter over the limit
+	}
+	if err != nil || back.Slug != m.Slug || back.Description != m.Description {
+		t.Fatalf("rewritten file reads back as %+v, %v; want slug %q, description %q\n in  %q\n out %q",
+			back, err, m.Slug, m.Description, data, out)
+	}
+}
+
+// duplicateSlugKey reports whether the frontmatter of data, as lenient
+// parsing reads it, has the key slug more than once: lenient parsing takes
+// the last, RewriteSlug refuses to guess.
+func duplicateSlugKey(data []byte) bool {
+	fm, msg := splitFM(data)
+	if msg != "" {
+		return false
+	}
+	root, msg := decodeOrRepairFM(fm.front)
+	if msg != "" || root == nil {
+		return false
+	}
+	n := 0
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if k := yamlDeref(root.Content[i]); k.Kind == yaml.ScalarNode && k.Value == KeySlug {
+			n++
+		}
+	}
+	return n > 1
+}
+
 // aliasedSlug reports whether the slug value of data carries an anchor,
 // the one layout RewriteSlug may refuse in a valid file.
 func aliasedSlug(t testing.TB, data []byte) bool {
@@ -1045,7 +1169,10 @@ func aliasedSlug(t testing.TB, data []byte) bool {
 	return false
 }
 
-func checkParseResult(t testing.TB, m *Manifest, err error) {
+// checkParseResult checks one parse: a failure is a *ManifestError and no
+// manifest; an accepted manifest has a valid slug and a name, and in Strict
+// mode a description (Lenient mode serves a skill without one).
+func checkParseResult(t testing.TB, mode Mode, m *Manifest, err error) {
 	t.Helper()
 	if err != nil {
 		var me *ManifestError
@@ -1057,7 +1184,7 @@ func checkParseResult(t testing.TB, m *Manifest, err error) {
 	if !ValidSlug(m.Slug) {
 		t.Fatalf("accepted slug %q is not valid", m.Slug)
 	}
-	if m.Description == "" || m.Name == "" {
+	if m.Name == "" || mode == Strict && m.Description == "" {
 		t.Fatalf("accepted manifest without name or description: %#v", m)
 	}
 }

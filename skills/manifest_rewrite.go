@@ -1,0 +1,361 @@
+package skills
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// RewriteSlug returns data with the frontmatter key `slug` set to slug and
+// every other byte unchanged: an existing top-level slug value (or its line)
+// is replaced, otherwise a `slug:` line is inserted after the opening ---
+// line, with the file's line ending. A file without frontmatter, which
+// Lenient mode reads as all body, gets a frontmatter holding only the slug
+// in front of it (after a BOM); frontmatter that parses only after the
+// repair of Lenient mode is edited the same way, as text. The display name is
+// kept. The result is parsed again and checked to hold the same frontmatter
+// apart from the slug; a layout that cannot be edited in place (a flow
+// mapping with an escaped slug, say) is refused with ErrInvalidManifest
+// rather than rewritten.
+func RewriteSlug(data []byte, slug string) ([]byte, error) {
+	if !ValidSlug(slug) {
+		return nil, fmt.Errorf("rewrite slug of %s: %q is not a valid slug: %w", ManifestName, slug, ErrInvalid)
+	}
+	fm, msg := splitFM(data)
+	if msg == msgNoOpening {
+		return insertFrontmatter(data, slug)
+	}
+	if msg == "" {
+		var root *yaml.Node
+		if root, msg = decodeFM(fm.front); msg == "" {
+			return rewriteSlug(data, fm, root, slug, decodeFM)
+		}
+		// The edit is checked with the same repair, so that the rest of the
+		// frontmatter still reads as it did.
+		if r, _ := repairFM(fm.front); r != nil {
+			return rewriteSlug(data, fm, r, slug, decodeOrRepairFM)
+		}
+	}
+	return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
+		&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: msg}}})
+}
+
+// fmDecoder decodes the YAML of a frontmatter, as decodeFM does.
+type fmDecoder func(front []byte) (root *yaml.Node, msg string)
+
+// decodeOrRepairFM is decodeFM, then repairFM when the YAML does not parse.
+func decodeOrRepairFM(front []byte) (*yaml.Node, string) {
+	root, msg := decodeFM(front)
+	if msg == "" {
+		return root, ""
+	}
+	if r, _ := repairFM(front); r != nil {
+		return r, ""
+	}
+	return nil, msg
+}
+
+// insertFrontmatter puts a frontmatter holding only the slug in front of a
+// file that has none, after a BOM, with the line ending of the file's first
+// line.
+func insertFrontmatter(data []byte, slug string) ([]byte, error) {
+	start := 0
+	if bytes.HasPrefix(data, manifestBOM) {
+		start = len(manifestBOM)
+	}
+	eol := "\n"
+	if i := bytes.IndexByte(data[start:], '\n'); i > 0 && data[start+i-1] == '\r' {
+		eol = "\r\n"
+	}
+	block := "---" + eol + KeySlug + ": " + slug + eol + "---" + eol
+	out := make([]byte, 0, len(data)+len(block))
+	out = append(out, data[:start]...)
+	out = append(out, block...)
+	out = append(out, data[start:]...)
+	if !sameApartFromSlug(nil, fmParts{body: data[start:]}, out, slug, decodeFM) {
+		return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
+			&ManifestError{Problems: []Problem{{Field: KeySlug, Message: "cannot be added to this file"}}})
+	}
+	return out, nil
+}
+
+func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode fmDecoder) ([]byte, error) {
+	var slugKey, slugVal *yaml.Node
+	if root != nil {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if k := yamlDeref(root.Content[i]); k.Kind == yaml.ScalarNode && k.Value == KeySlug {
+				if slugKey != nil {
+					return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
+						&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: `duplicate key "slug"`}}})
+				}
+				slugKey, slugVal = root.Content[i], root.Content[i+1]
+			}
+		}
+	}
+	front := fm.front
+	// Each candidate edits the frontmatter text; the first one that parses
+	// back to the intended frontmatter wins.
+	var edits []fmEdit
+	if slugKey != nil {
+		if e, found := fmValueEdit(front, slugVal, slug, root.Style&yaml.FlowStyle != 0); found {
+			edits = append(edits, e)
+		}
+		if e, found := fmLineEdit(front, slugKey, slugVal, slug, fm.eol); found {
+			edits = append(edits, e)
+		}
+	} else {
+		indent := ""
+		if root != nil && len(root.Content) > 0 && root.Style&yaml.FlowStyle == 0 {
+			if col := root.Content[0].Column - 1; col > 0 {
+				indent = strings.Repeat(" ", col)
+			}
+		}
+		line := indent + KeySlug + ": " + slug + fm.eol
+		edits = append(edits, fmEdit{0, 0, line})
+		if root != nil && len(root.Content) > 0 {
+			if off, found := yamlOffset(front, root.Content[0].Line-1, 1); found && off > 0 {
+				edits = append(edits, fmEdit{off, off, line})
+			}
+		}
+		if root != nil && root.Style&yaml.FlowStyle != 0 {
+			if off, found := yamlOffset(front, root.Line-1, root.Column); found && off < len(front) && front[off] == '{' {
+				text := KeySlug + ": " + slug
+				if len(root.Content) > 0 {
+					text += ", "
+				}
+				edits = append(edits, fmEdit{off + 1, off + 1, text})
+			}
+		}
+	}
+	for _, e := range edits {
+		out := make([]byte, 0, len(data)+len(e.text))
+		out = append(out, data[:fm.open+e.from]...)
+		out = append(out, e.text...)
+		out = append(out, data[fm.open+e.to:]...)
+		if sameApartFromSlug(root, fm, out, slug, decode) {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
+		&ManifestError{Problems: []Problem{{Field: KeySlug, Message: "cannot be rewritten in place in this frontmatter layout"}}})
+}
+
+// fmEdit replaces front[from:to] with text.
+type fmEdit struct {
+	from, to int
+	text     string
+}
+
+// fmValueEdit replaces just the scalar text of the slug value, keeping its
+// tag, anchor, quotes, comments and everything around it. The end of the
+// scalar is found by scanning its source text; the caller checks the result.
+func fmValueEdit(front []byte, v *yaml.Node, slug string, flow bool) (fmEdit, bool) {
+	// An anchored value may be aliased elsewhere, and those copies must not
+	// change with it: fmLineEdit drops the anchor, and the check refuses the
+	// result when an alias still needs it.
+	if v.Kind != yaml.ScalarNode || v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 || v.Anchor != "" {
+		return fmEdit{}, false
+	}
+	off, found := yamlOffset(front, v.Line-1, v.Column)
+	if !found {
+		return fmEdit{}, false
+	}
+	// Skip the node's tag; it stays.
+	for off < len(front) && (front[off] == '!' || front[off] == '&') {
+		for off < len(front) && !isYAMLSpace(front[off]) {
+			off++
+		}
+		for off < len(front) && (front[off] == ' ' || front[off] == '\t') {
+			off++
+		}
+	}
+	end := off
+	switch {
+	case v.Style&yaml.DoubleQuotedStyle != 0:
+		if end >= len(front) || front[end] != '"' {
+			return fmEdit{}, false
+		}
+		for end++; end < len(front) && front[end] != '"'; end++ {
+			if front[end] == '\\' {
+				end++
+			}
+		}
+		if end >= len(front) {
+			return fmEdit{}, false
+		}
+		return fmEdit{off, end + 1, `"` + slug + `"`}, true
+	case v.Style&yaml.SingleQuotedStyle != 0:
+		if end >= len(front) || front[end] != '\'' {
+			return fmEdit{}, false
+		}
+		for end++; end < len(front); end++ {
+			if front[end] == '\'' {
+				if end+1 < len(front) && front[end+1] == '\'' {
+					end++
+					continue
+				}
+				return fmEdit{off, end + 1, "'" + slug + "'"}, true
+			}
+		}
+		return fmEdit{}, false
+	}
+	// A plain scalar ends at a line break, a comment, or in a flow
+	// collection at a flow indicator. Multi-line plain values are left to
+	// fmLineEdit.
+	for end < len(front) && yamlLineBreak(front, end) == 0 {
+		c := front[end]
+		if c == '#' && end > off && isYAMLSpace(front[end-1]) {
+			break
+		}
+		if flow && (c == ',' || c == '}' || c == ']') {
+			break
+		}
+		end++
+	}
+	for end > off && isYAMLSpace(front[end-1]) {
+		end--
+	}
+	if end == off {
+		return fmEdit{}, false
+	}
+	return fmEdit{off, end, slug}, true
+}
+
+func isYAMLSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n'
+}
+
+// fmLineEdit replaces the whole `slug:` line of a block mapping, with the
+// lines its value v starts or continues on, by `slug: <slug>`.
+func fmLineEdit(front []byte, k, v *yaml.Node, slug, eol string) (fmEdit, bool) {
+	start, found := yamlOffset(front, k.Line-1, 1)
+	if !found {
+		return fmEdit{}, false
+	}
+	indent := k.Column - 1
+	if start+indent > len(front) || strings.Trim(string(front[start:start+indent]), " ") != "" {
+		return fmEdit{}, false
+	}
+	end := yamlNextLine(front, start)
+	// The value may start on a later line, even at the key's indentation
+	// (a block scalar indicator, say).
+	if vstart, found := yamlOffset(front, v.Line-1, 1); found && vstart >= end {
+		end = yamlNextLine(front, vstart)
+	}
+	last := end // end of the last non-blank line of the value
+	for end < len(front) {
+		next := yamlNextLine(front, end)
+		line := front[end:next]
+		if len(bytes.TrimLeft(line, " \t\r\n")) == 0 {
+			end = next
+			continue
+		}
+		if len(line) <= indent || strings.Trim(string(line[:indent+1]), " \t") != "" {
+			break
+		}
+		end, last = next, next
+	}
+	return fmEdit{start, last, strings.Repeat(" ", indent) + KeySlug + ": " + slug + eol}, true
+}
+
+// sameApartFromSlug parses the rewritten file, with decode, and checks that
+// its frontmatter holds exactly one slug, equal to slug, and otherwise the
+// same keys and values as root, and that the body is untouched.
+func sameApartFromSlug(root *yaml.Node, fm fmParts, out []byte, slug string, decode fmDecoder) bool {
+	nfm, msg := splitFM(out)
+	if msg != "" || !bytes.Equal(nfm.body, fm.body) {
+		return false
+	}
+	nroot, msg := decode(nfm.front)
+	if msg != "" || nroot == nil {
+		return false
+	}
+	var want []*yaml.Node
+	if root != nil {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if k := yamlDeref(root.Content[i]); !(k.Kind == yaml.ScalarNode && k.Value == KeySlug) {
+				want = append(want, k, root.Content[i+1])
+			}
+		}
+	}
+	slugs := 0
+	var got []*yaml.Node
+	for i := 0; i+1 < len(nroot.Content); i += 2 {
+		k, v := nroot.Content[i], nroot.Content[i+1]
+		if dk := yamlDeref(k); dk.Kind == yaml.ScalarNode && dk.Value == KeySlug {
+			slugs++
+			if v = yamlDeref(v); v.Kind != yaml.ScalarNode || v.Value != slug {
+				return false
+			}
+			continue
+		}
+		got = append(got, k, v)
+	}
+	return slugs == 1 && slices.EqualFunc(want, got, yamlSameNode)
+}
+
+// yamlSameNode compares two YAML trees by content, ignoring positions and
+// comments. Aliases are compared by name, never followed, so cyclic or
+// exponential alias graphs cost nothing.
+func yamlSameNode(a, b *yaml.Node) bool {
+	if a.Kind != b.Kind || a.Tag != b.Tag || a.Value != b.Value || a.Anchor != b.Anchor ||
+		a.Style != b.Style || len(a.Content) != len(b.Content) {
+		return false
+	}
+	return slices.EqualFunc(a.Content, b.Content, yamlSameNode)
+}
+
+// yamlLineBreak returns the length of the YAML line break at data[i], or 0.
+// YAML (as parsed by yaml.v3) breaks lines at \r\n, \r, \n, NEL, LS and PS.
+func yamlLineBreak(data []byte, i int) int {
+	switch {
+	case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+		return 2
+	case data[i] == '\r' || data[i] == '\n':
+		return 1
+	case bytes.HasPrefix(data[i:], []byte("\u0085")):
+		return 2
+	case bytes.HasPrefix(data[i:], []byte("\u2028")), bytes.HasPrefix(data[i:], []byte("\u2029")):
+		return 3
+	}
+	return 0
+}
+
+// yamlNextLine returns the offset of the line after the one holding data[i].
+func yamlNextLine(data []byte, i int) int {
+	for i < len(data) {
+		if n := yamlLineBreak(data, i); n > 0 {
+			return i + n
+		}
+		_, size := utf8.DecodeRune(data[i:])
+		i += size
+	}
+	return len(data)
+}
+
+// yamlOffset converts a 1-based YAML line and column (counted in characters)
+// into a byte offset of data.
+func yamlOffset(data []byte, line, col int) (int, bool) {
+	if line < 1 || col < 1 {
+		return 0, false
+	}
+	off := 0
+	for l := 1; l < line; l++ {
+		if off >= len(data) {
+			return 0, false
+		}
+		off = yamlNextLine(data, off)
+	}
+	for c := 1; c < col; c++ {
+		if off >= len(data) || yamlLineBreak(data, off) > 0 {
+			return 0, false
+		}
+		_, size := utf8.DecodeRune(data[off:])
+		off += size
+	}
+	return off, true
+}
