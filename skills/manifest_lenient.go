@@ -161,7 +161,7 @@ func writeYAMLJSON(b *strings.Builder, n *yaml.Node, depth int) bool {
 				}
 				key = kb.String()
 			}
-			b.WriteString(jsonString(key))
+			b.WriteString(jsonQuote(key))
 			b.WriteByte(':')
 			if !writeYAMLJSON(b, n.Content[i+1], depth+1) {
 				return false
@@ -208,11 +208,11 @@ func scalarJSON(n *yaml.Node) string {
 			return strconv.FormatFloat(v, 'g', -1, 64)
 		}
 	}
-	return jsonString(n.Value)
+	return jsonQuote(n.Value)
 }
 
-// jsonString quotes s as a JSON string, leaving <, > and & as they are.
-func jsonString(s string) string {
+// jsonQuote quotes s as a JSON string, leaving <, > and & as they are.
+func jsonQuote(s string) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -166,3 +166,39 @@ func SubRoot(root, rel string) (string, error) {
 	}
 	return filepath.Join(base, filepath.FromSlash(real)), nil
 }
+
+// ReadSkillManifest reads the SKILL.md (or, failing that, the skill.md) of
+// the skill folder dir, which lies inside root ("" means dir itself): a
+// manifest that is a symbolic link is followed only while it stays inside
+// root, and read as ReadManifest reads (regular files only, at most max
+// bytes). A folder without either is an error wrapping ErrNoManifest.
+func ReadSkillManifest(root, dir string, max int64) ([]byte, error) {
+	if root == "" {
+		root = dir
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{ManifestName, lowerManifestName} {
+		rel, err := filepath.Rel(realRoot, filepath.Join(realDir, name))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, fmt.Errorf("%s: the skill folder is outside the source: %w", name, ErrUnsafePath)
+		}
+		real, _, err := resolveInRoot(realRoot, filepath.ToSlash(rel))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case errors.Is(err, errOutside), errors.Is(err, errLinkLoop):
+			return nil, fmt.Errorf("%s: %v: %w", name, err, ErrNoManifest)
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return ReadManifest(filepath.Join(realRoot, filepath.FromSlash(real)), name, max, false)
+	}
+	return nil, fmt.Errorf("no %s: %w", ManifestName, ErrNoManifest)
+}

@@ -45,7 +45,7 @@ type Draft struct {
 	Ref        string `json:"ref,omitempty"`
 	Commit     string `json:"commit,omitempty"`
 	Worktree   string `json:"worktree,omitempty"`
-	Lenient    bool   `json:"lenient,omitempty"`
+	Agents     bool   `json:"agents,omitempty"` // from the agents' skill folders
 	Replace    bool   `json:"replace,omitempty"`
 	Builtin    bool   `json:"builtin,omitempty"`
 }
@@ -60,6 +60,8 @@ type DraftSkill struct {
 	Folder      string   `json:"folder"`
 	Rel         string   `json:"path"`
 	Version     string   `json:"version"` // tree hash before any slug rewrite
+	Plugin      string   `json:"plugin,omitempty"`
+	Want        string   `json:"want,omitempty"` // the slug it asks for (a plugin namespace when one applies)
 }
 
 func (c *Catalog) draftPath(id string) (string, error) {
@@ -95,7 +97,7 @@ func (c *Catalog) Prepare(ctx context.Context, req ImportRequest) (*Draft, error
 // prepare does Prepare's work; the caller holds the import lock shared.
 func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequest) (*Draft, error) {
 	res := &ImportResult{}
-	sel, err := c.selectSkills(ctx, req, res)
+	sel, err := c.selectSkills(ctx, actor, req, res)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	d := &Draft{ID: hex.EncodeToString(b), Source: req.display(), Creator: actor.UID, CreatedAt: now,
 		ExpiresAt: now.Add(DraftTTL), Skills: []DraftSkill{}, Failed: res.Failed,
 		Key: sel.src.key, SourceType: sel.src.sourceType, Ref: sel.src.ref, Commit: sel.src.commit, Worktree: sel.src.worktree,
-		Lenient: sel.mode == skills.Lenient, Replace: req.Replace, Builtin: req.Builtin}
+		Agents: req.Agents, Replace: req.Replace, Builtin: req.Builtin}
 	if d.Failed == nil {
 		d.Failed = []Failed{}
 	}
@@ -125,17 +127,17 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 		}
 	}()
 	var errs []error
-	for i, cand := range sel.cands {
-		ds, err := c.draftOne(ctx, actor, req, d.Key, stageRoot(req, sel.src), cand, filepath.Join(dir, strconv.Itoa(i)), sel.mode)
+	for i, f := range sel.found {
+		ds, err := c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)))
 		if err != nil {
-			d.Failed = append(d.Failed, Failed{Source: cand.Rel, Error: err.Error()})
+			d.Failed = append(d.Failed, Failed{Source: f.Rel, Error: err.Error()})
 			// Named as an import names it: the source as the user gave
 			// it, then the skill's folder in it.
 			where := req.display()
 			if req.Agents {
-				where = cand.Dir
-			} else if cand.Rel != "." {
-				where += "//" + cand.Rel
+				where = f.Dir
+			} else if f.Rel != "." {
+				where += "//" + f.Rel
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
@@ -157,18 +159,9 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	return d, nil
 }
 
-// draftOne stages one skill into dst, its links confined to root, and says
-// where it would go.
-func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, key, root string, cand skills.Candidate, dst string, mode skills.Mode) (*DraftSkill, error) {
-	st, err := skills.StageDirOpts(cand.Dir, dst, c.lim, skills.StageOptions{Root: root})
-	if err != nil {
-		return nil, err
-	}
-	data, err := skills.ReadManifest(filepath.Join(dst, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
-	if err != nil {
-		return nil, err
-	}
-	m, warnings, err := skills.ParseManifest(data, mode)
+// draftOne stages one skill into dst and says where it would go.
+func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, dst string) (*DraftSkill, error) {
+	st, err := c.stageSkill(req, src, f, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -176,19 +169,13 @@ func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportReq
 	if err != nil {
 		return nil, err
 	}
-	slug, _, err := c.chooseSlug(ctx, actor, req, sourceKey(key, cand, req.Agents), m.Slug)
+	slug, _, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st)
 	if err != nil {
 		return nil, err
 	}
-	warnings = append(st.Warnings, warnings...)
-	if slug != m.Slug {
-		warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: would install as %q", m.Slug, slug))
-	}
-	if warnings == nil {
-		warnings = []string{}
-	}
-	return &DraftSkill{Slug: slug, Name: m.Name, Description: m.Description, Warnings: warnings,
-		Folder: cand.Name, Rel: cand.Rel, Version: hash}, nil
+	return &DraftSkill{Slug: slug, Name: displayName(f.Plugin, st.m.Name), Description: st.m.Description,
+		Warnings: nonNilStrings(append(st.warnings, sw...)), Folder: f.Name, Rel: f.Rel, Version: hash,
+		Plugin: f.Plugin, Want: f.want}, nil
 }
 
 func writeDraft(dir string, d *Draft) error {
@@ -254,16 +241,13 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 	if err != nil {
 		return res, err
 	}
-	req := ImportRequest{Source: d.Source, As: d.Creator, Share: share, Replace: d.Replace, Builtin: d.Builtin}
-	mode := skills.Strict
-	if d.Lenient {
-		mode = skills.Lenient
-		req.Agents = true
-	}
+	req := ImportRequest{Source: d.Source, As: d.Creator, Share: share, Replace: d.Replace, Builtin: d.Builtin, Agents: d.Agents}
 	src := &source{key: d.Key, sourceType: d.SourceType, ref: d.Ref, commit: d.Commit, worktree: d.Worktree, cleanup: func() {}}
-	sel := &selection{src: src, mode: mode}
+	sel := &selection{src: src}
 	for i, ds := range d.Skills {
-		sel.cands = append(sel.cands, skills.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i))})
+		sel.found = append(sel.found, found{
+			Candidate: skills.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i)), Plugin: ds.Plugin},
+			want:      ds.Want})
 	}
 	err = c.install(ctx, installer, req, sel, res)
 	if err == nil {

@@ -63,13 +63,28 @@ type Failed struct {
 	Error  string `json:"error"`
 }
 
-// Available is a skill a source holds (for --list).
+// Available is a skill a source holds: what --list shows, and what a
+// source holding several skills offers when none was chosen.
 type Available struct {
 	Name        string `json:"name"`
 	Slug        string `json:"slug"`
 	Description string `json:"description"`
 	Path        string `json:"path"`
+	Plugin      string `json:"plugin,omitempty"`
+	// With --list: what importing it would do (Status*), the warnings it
+	// would get, or why it would be refused.
+	Status   string   `json:"status,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
+
+// What importing a skill would do, as --list reports it.
+const (
+	StatusInstall   = "install"   // a new skill
+	StatusUpdate    = "update"    // a new version of a skill installed from this source
+	StatusUnchanged = "unchanged" // the same content is installed already
+	StatusRefused   = "refused"   // it cannot be installed: Error says why
+)
 
 // ImportResult is what an import did. Its JSON form is part of the CLI contract.
 type ImportResult struct {
@@ -117,7 +132,7 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 		return res, err
 	}
 	defer unlock()
-	sel, err := c.selectSkills(ctx, req, res)
+	sel, err := c.selectSkills(ctx, actor, req, res)
 	if err != nil || sel == nil {
 		return res, err
 	}
@@ -129,80 +144,136 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 // up src.
 type selection struct {
 	src   *source
-	cands []skills.Candidate
-	mode  skills.Mode
+	found []found
 }
 
 // selectSkills resolves the request's source and picks its skills. With
-// --list it fills res.Available and returns no selection; a source holding
-// several skills needs --skill or --all.
-func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *ImportResult) (*selection, error) {
-	var src *source
-	var cands []skills.Candidate
-	var err error
-	mode := skills.Strict
-	if req.Agents {
-		mode = skills.Lenient
-		src, cands = c.agentSource(req, res)
-		if len(cands) == 0 {
-			return nil, fmt.Errorf("no skills found in the agent folders of %q and %q: %w", req.AgentHome, req.Project, skills.ErrNoManifest)
-		}
-	} else {
-		src, err = c.resolve(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		var warns []string
-		cands, warns, err = skills.Discover(src.root, skills.DefaultDiscoverDepth)
-		for _, w := range warns {
-			c.log.Warn("find skills", "source", req.display(), "warning", w)
-		}
-		if err != nil {
-			src.cleanup()
-			if len(src.warnings) > 0 { // e.g. a SKILL.md that was a link left out
-				return nil, fmt.Errorf("find skills in %q: %w (%s)", req.display(), err, strings.Join(src.warnings, "; "))
-			}
-			return nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
-		}
-		// Paths stay those of the whole source, so a skill imported
-		// through a folder is the same source as through the repository.
-		for i := range cands {
-			if src.sub != "" {
-				cands[i].Rel = path.Join(src.sub, cands[i].Rel)
-			}
-		}
+// --list it fills res.Available with what importing each would do and
+// returns no selection; a source holding several skills needs --skill or
+// --all.
+func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req ImportRequest, res *ImportResult) (*selection, error) {
+	src, cands, err := c.discover(ctx, req, res)
+	if err != nil {
+		return nil, err
 	}
 	if req.Origin != "" {
 		src.key = req.Origin
 	}
-	cands = ignore(cands, req.Ignore)
-	if len(cands) == 0 {
+	fs := ignore(readFound(stageRoot(req, src), cands), req.Ignore)
+	if len(fs) == 0 {
 		src.cleanup()
 		return nil, fmt.Errorf("every skill of %q is ignored: %w", req.display(), skills.ErrNotFound)
 	}
-	if req.List || (len(cands) > 1 && !req.All && len(req.Skills) == 0) {
-		res.Available = describe(cands) // before cleanup: it reads the files
+	if req.List {
+		res.Available = c.plan(ctx, actor, req, src, fs)
 		src.cleanup()
-		if req.List {
-			return nil, nil
-		}
+		return nil, nil
+	}
+	if len(fs) > 1 && !req.All && len(req.Skills) == 0 {
+		res.Available = describe(fs)
+		src.cleanup()
 		names := make([]string, len(res.Available))
 		for i, a := range res.Available {
 			names[i] = a.Slug
 		}
 		return nil, fmt.Errorf("%q holds %d skills (%s): choose with --skill NAME or --all: %w",
-			req.display(), len(cands), strings.Join(names, ", "), skills.ErrAmbiguous)
+			req.display(), len(fs), strings.Join(names, ", "), skills.ErrAmbiguous)
 	}
 	if len(req.Skills) > 0 {
-		picked, err := pick(cands, req.Skills)
+		picked, err := pick(fs, req.Skills)
 		if err != nil {
-			res.Available = describe(cands)
+			res.Available = describe(fs)
 			src.cleanup()
 			return nil, fmt.Errorf("in %q: %w", req.display(), err)
 		}
-		cands = picked
+		fs = picked
 	}
-	return &selection{src: src, cands: dependencyOrder(cands), mode: mode}, nil
+	return &selection{src: src, found: dependencyOrder(fs)}, nil
+}
+
+// discover resolves the request's source and finds the skills it holds.
+func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportResult) (*source, []skills.Candidate, error) {
+	if req.Agents {
+		src, cands := c.agentSource(req, res)
+		if len(cands) == 0 {
+			return nil, nil, fmt.Errorf("no skills found in the agent folders of %q and %q: %w", req.AgentHome, req.Project, skills.ErrNoManifest)
+		}
+		return src, cands, nil
+	}
+	src, err := c.resolve(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	cands, warns, err := skills.Discover(src.root, skills.DefaultDiscoverDepth)
+	for _, w := range warns {
+		c.log.Warn("find skills", "source", req.display(), "warning", w)
+	}
+	if err != nil {
+		src.cleanup()
+		if len(src.warnings) > 0 { // e.g. a SKILL.md that was a link left out
+			return nil, nil, fmt.Errorf("find skills in %q: %w (%s)", req.display(), err, strings.Join(src.warnings, "; "))
+		}
+		return nil, nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
+	}
+	// Paths stay those of the whole source, so a skill imported through
+	// a folder is the same source as through the repository.
+	for i := range cands {
+		if src.sub != "" {
+			cands[i].Rel = path.Join(src.sub, cands[i].Rel)
+		}
+	}
+	return src, cands, nil
+}
+
+// plan says what importing each skill would do, staging each as an import
+// would (every check and limit) and keeping nothing.
+func (c *Catalog) plan(ctx context.Context, actor skills.User, req ImportRequest, src *source, fs []found) []Available {
+	out := make([]Available, len(fs))
+	for i, f := range fs {
+		a := f.available()
+		if f.err == nil {
+			if err := c.planOne(ctx, actor, req, src, f, &a); err != nil {
+				a.Status, a.Error = StatusRefused, err.Error()
+			}
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// planOne fills a with what importing f would do.
+func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, a *Available) error {
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		return err
+	}
+	defer forceRemoveAll(staging)
+	st, err := c.stageSkill(req, src, f, filepath.Join(staging, "skill"))
+	if err != nil {
+		return err
+	}
+	slug, existing, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st)
+	if err != nil {
+		return err
+	}
+	if err := rewriteSlugIfNeeded(st, slug); err != nil {
+		return err
+	}
+	hash, _, _, err := skills.TreeHash(st.dir)
+	if err != nil {
+		return err
+	}
+	a.Slug, a.Name, a.Description = slug, displayName(f.Plugin, st.m.Name), st.m.Description
+	a.Warnings = nonNilStrings(append(append(slices.Clone(src.warnings), st.warnings...), sw...))
+	switch {
+	case existing == nil:
+		a.Status = StatusInstall
+	case existing.Version == hash:
+		a.Status = StatusUnchanged
+	default:
+		a.Status = StatusUpdate
+	}
+	return nil
 }
 
 // install imports every selected skill; per-skill failures go to
@@ -210,14 +281,14 @@ func (c *Catalog) selectSkills(ctx context.Context, req ImportRequest, res *Impo
 func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequest, sel *selection, res *ImportResult) error {
 	src := sel.src
 	var errs []error
-	for _, cand := range sel.cands {
-		inst, err := c.importOne(ctx, actor, req, src, cand, sel.mode)
+	for _, f := range sel.found {
+		inst, err := c.importOne(ctx, actor, req, src, f)
 		if err != nil {
 			where := req.display()
 			if req.Agents {
-				where = cand.Dir
-			} else if cand.Rel != "." {
-				where += "//" + cand.Rel
+				where = f.Dir
+			} else if f.Rel != "." {
+				where += "//" + f.Rel
 			}
 			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
@@ -239,15 +310,11 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 // agentSource lists the skills of the agents' folders as candidates; those
 // that cannot be loaded at all are reported as failed.
 func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skills.Candidate) {
-	found, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project))
+	list, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project))
 	for _, p := range problems {
 		res.Failed = append(res.Failed, Failed{Source: "agents", Error: p})
 	}
-	cands := make([]skills.Candidate, len(found))
-	for i, f := range found {
-		cands[i] = skills.Candidate{Name: filepath.Base(f.Dir), Rel: f.RealDir, Dir: f.RealDir}
-	}
-	return &source{key: "agent:", sourceType: skills.SourceUpload, cleanup: func() {}}, cands
+	return &source{key: "agent:", sourceType: skills.SourceUpload, cleanup: func() {}}, agentFound(list)
 }
 
 // resolve turns the request's source into a directory tree.
@@ -426,105 +493,10 @@ func isZip(path string, f io.Reader) bool {
 // staging applies the limits in force.
 var manifestMax = skills.DefaultLimits().MaxManifest
 
-// describe parses candidates leniently for listing.
-func describe(cands []skills.Candidate) []Available {
-	out := make([]Available, 0, len(cands))
-	for _, cand := range cands {
-		a := Available{Name: cand.Name, Slug: cand.Name, Path: cand.Rel}
-		if data, err := readManifest(cand.Dir, manifestMax); err == nil {
-			if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil {
-				a.Name, a.Slug, a.Description = m.Name, m.Slug, m.Description
-			}
-		}
-		out = append(out, a)
-	}
-	return out
-}
 
-// readManifest reads the SKILL.md (or skill.md) of a candidate skill
-// folder: never through a symlink, never from a FIFO or device, never more
-// than a file may hold.
-func readManifest(dir string, max int64) ([]byte, error) {
-	data, err := skills.ReadManifest(filepath.Join(dir, skills.ManifestName), skills.ManifestName, max, false)
-	if errors.Is(err, os.ErrNotExist) {
-		lower := strings.ToLower(skills.ManifestName)
-		data, err = skills.ReadManifest(filepath.Join(dir, lower), lower, max, false)
-	}
-	return data, err
-}
 
-// pick selects candidates by folder name, slug, display name or path in the
-// source; a name with glob characters (*, ?, [) picks every candidate it
-// matches (path.Match), and must match at least one.
-func pick(cands []skills.Candidate, names []string) ([]skills.Candidate, error) {
-	avail := describe(cands)
-	var out []skills.Candidate
-	var missing []string
-	for _, n := range names {
-		found := false
-		for i, a := range avail {
-			if !matchesCandidate(n, cands[i], a) {
-				continue
-			}
-			if !slices.ContainsFunc(out, func(c skills.Candidate) bool { return c.Dir == cands[i].Dir }) {
-				out = append(out, cands[i])
-			}
-			found = true
-			if !isGlob(n) {
-				break
-			}
-		}
-		if !found {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		slugs := make([]string, len(avail))
-		for i, a := range avail {
-			slugs[i] = a.Slug
-		}
-		return cands, fmt.Errorf("no skill named %s (available: %s): %w",
-			strings.Join(missing, ", "), strings.Join(slugs, ", "), skills.ErrNotFound)
-	}
-	return out, nil
-}
 
-// ignore leaves out the candidates any of the globs matches (by folder
-// name, slug, display name or path in the source).
-func ignore(cands []skills.Candidate, globs []string) []skills.Candidate {
-	if len(globs) == 0 {
-		return cands
-	}
-	avail := describe(cands)
-	var out []skills.Candidate
-	for i, cand := range cands {
-		if !slices.ContainsFunc(globs, func(g string) bool { return matchesCandidate(g, cand, avail[i]) }) {
-			out = append(out, cand)
-		}
-	}
-	return out
-}
 
-func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
-
-// matchesCandidate reports whether a name or glob names a candidate.
-func matchesCandidate(pattern string, cand skills.Candidate, a Available) bool {
-	for _, v := range []string{cand.Name, a.Slug, a.Name, cand.Rel} {
-		if v == "" {
-			continue
-		}
-		if !isGlob(pattern) {
-			if pattern == v {
-				return true
-			}
-			continue
-		}
-		if ok, err := path.Match(pattern, v); err == nil && ok {
-			return true
-		}
-	}
-	return false
-}
 
 // forceRemoveAll removes a tree even when published content made it read-only.
 func forceRemoveAll(path string) {
@@ -537,45 +509,3 @@ func forceRemoveAll(path string) {
 	os.RemoveAll(path)
 }
 
-// dependencyOrder sorts the skills of one source so that a skill comes after
-// the skills of the same source it depends on (dependency validation needs
-// them installed first); otherwise the discovery order is kept.
-func dependencyOrder(cands []skills.Candidate) []skills.Candidate {
-	type node struct {
-		cand skills.Candidate
-		deps []string
-	}
-	bySlug := map[string]int{}
-	nodes := make([]node, len(cands))
-	for i, cand := range cands {
-		nodes[i].cand = cand
-		if data, err := readManifest(cand.Dir, manifestMax); err == nil {
-			if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil {
-				nodes[i].deps = m.SkillDependencies
-				if _, dup := bySlug[m.Slug]; !dup {
-					bySlug[m.Slug] = i
-				}
-			}
-		}
-	}
-	out := make([]skills.Candidate, 0, len(cands))
-	state := make([]int, len(cands)) // 0 new, 1 visiting, 2 done
-	var visit func(i int)
-	visit = func(i int) {
-		if state[i] != 0 {
-			return // done, or a cycle: validation will name it
-		}
-		state[i] = 1
-		for _, d := range nodes[i].deps {
-			if j, ok := bySlug[d]; ok {
-				visit(j)
-			}
-		}
-		state[i] = 2
-		out = append(out, nodes[i].cand)
-	}
-	for i := range nodes {
-		visit(i)
-	}
-	return out
-}

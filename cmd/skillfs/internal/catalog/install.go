@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"skillfs/policy"
@@ -15,42 +16,74 @@ import (
 // maxSuffix bounds the -vN search for a free slug.
 const maxSuffix = 100
 
+// stagedSkill is one skill of a source copied into a staging folder and
+// parsed as import parses it: what it would install as, before its slug is
+// settled.
+type stagedSkill struct {
+	dir      string           // the staged tree
+	data     []byte           // its SKILL.md
+	m        *skills.Manifest // parsed from data
+	warnings []string
+}
+
+// stageSkill copies the skill f of src into dst with every package rule and
+// limit, and parses the staged SKILL.md leniently, with the skill's folder
+// for a skill without a usable name.
+func (c *Catalog) stageSkill(req ImportRequest, src *source, f found, dst string) (*stagedSkill, error) {
+	st, err := skills.StageDirOpts(f.Dir, dst, c.lim, skills.StageOptions{Root: stageRoot(req, src)})
+	if err != nil {
+		return nil, err
+	}
+	data, err := skills.ReadManifest(filepath.Join(dst, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
+	if err != nil {
+		return nil, err
+	}
+	m, mw, err := parseImported(data, f.Name)
+	if err != nil {
+		return nil, err
+	}
+	warnings := append(slices.Clone(st.Warnings), mw...)
+	if f.Name != "" && f.Rel != "." && f.Name != m.Slug && !req.Agents {
+		warnings = append(warnings, fmt.Sprintf("folder %q differs from slug %q: the slug is the identity", f.Name, m.Slug))
+	}
+	return &stagedSkill{dir: dst, data: data, m: m, warnings: warnings}, nil
+}
+
+// settle decides the slug of a staged skill: the slug it asks for (its own,
+// or its plugin-namespaced one), or the next free -vN when another source's
+// skill holds it; existing is the skill it becomes a new version of. The
+// caller that publishes holds the publish lock.
+func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportRequest, key string, f found, st *stagedSkill) (slug string, existing *skills.Skill, warnings []string, err error) {
+	want := st.m.Slug
+	if f.want != "" && f.Plugin != "" && f.want != st.m.Slug {
+		want = f.want
+		warnings = append(warnings, fmt.Sprintf("another skill of this source is also %q: installed as %q, the slug of plugin %q", st.m.Slug, want, f.Plugin))
+	}
+	slug, existing, err = c.chooseSlug(ctx, actor, req, key, want)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if slug != want {
+		warnings = append(warnings, fmt.Sprintf("slug %q is taken by a skill from elsewhere: installed as %q "+
+			"(whoever manages %q can import with --replace to make this a new version of it instead)", want, slug, want))
+	}
+	return slug, existing, warnings, nil
+}
+
 // importOne stages one skill of a source, validates it, settles its slug and
 // publishes it. On any error nothing is left: no staging, no content, no row.
-func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, cand skills.Candidate, mode skills.Mode) (*Installed, error) {
+func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found) (*Installed, error) {
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	defer forceRemoveAll(staging) // a no-op once published (renamed away)
-	st, err := skills.StageDirOpts(cand.Dir, staging, c.lim, skills.StageOptions{Root: stageRoot(req, src)})
+	st, err := c.stageSkill(req, src, f, staging)
 	if err != nil {
 		return nil, err
 	}
-	warnings := append([]string(nil), st.Warnings...)
-	manifestPath := filepath.Join(staging, skills.ManifestName)
-	data, err := skills.ReadManifest(manifestPath, skills.ManifestName, c.lim.MaxManifest, false)
-	if err != nil {
-		return nil, err
-	}
-	m, mw, err := skills.ParseManifest(data, mode)
-	if err != nil {
-		return nil, err
-	}
-	// The stored SKILL.md must name its slug in a way strict parsing accepts:
-	// a slug derived by lenient parsing is written into it.
-	storedSlug := m.Slug
-	if mode == skills.Lenient {
-		if sm, _, err := skills.ParseManifest(data, skills.Strict); err != nil || sm.Slug != m.Slug {
-			storedSlug = ""
-		}
-	}
-	warnings = append(warnings, mw...)
-	if cand.Name != "" && cand.Rel != "." && cand.Name != m.Slug {
-		warnings = append(warnings, fmt.Sprintf("folder %q differs from slug %q: the slug is the identity", cand.Name, m.Slug))
-	}
-
-	key := sourceKey(src.key, cand, req.Agents)
+	m, warnings := st.m, st.warnings
+	key := sourceKey(src.key, f.Candidate, req.Agents)
 	sourceType := src.sourceType
 	if req.Builtin {
 		sourceType = skills.SourceBuiltin
@@ -63,21 +96,13 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	defer unlock()
-	slug, existing, err := c.chooseSlug(ctx, actor, req, key, m.Slug)
+	slug, existing, sw, err := c.settle(ctx, actor, req, key, f, st)
 	if err != nil {
 		return nil, err
 	}
-	if slug != storedSlug {
-		if slug != m.Slug {
-			warnings = append(warnings, fmt.Sprintf("slug %q is taken by another skill: installed as %q", m.Slug, slug))
-		}
-		rewritten, err := skills.RewriteSlug(data, slug)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(manifestPath, rewritten, 0o644); err != nil {
-			return nil, fmt.Errorf("rewrite slug: %w", err)
-		}
+	warnings = append(warnings, sw...)
+	if err := rewriteSlugIfNeeded(st, slug); err != nil {
+		return nil, err
 	}
 	hash, files, size, err := skills.TreeHash(staging)
 	if err != nil {
@@ -89,7 +114,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	now := c.now().UTC()
 	sk := &skills.Skill{
-		Slug: slug, Name: m.Name, Description: m.Description,
+		Slug: slug, Name: m.Name, Description: m.Description, Plugin: f.Plugin,
 		SourceType: sourceType, Source: key, Enabled: true,
 		SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,
 		Version: hash, Creator: actor.UID, CreatedAt: now, UpdatedAt: now,
@@ -116,7 +141,26 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
-	return &Installed{Slug: slug, Name: sk.Name, Version: hash, Warnings: nonNilStrings(warnings)}, nil
+	return &Installed{Slug: slug, Name: displayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
+}
+
+// rewriteSlugIfNeeded writes slug into the staged SKILL.md when reading the
+// stored file back (as the daemon does, without its folder) would not give
+// that slug: a -vN or plugin slug, or a slug derived from the folder. Only
+// the slug line changes.
+func rewriteSlugIfNeeded(st *stagedSkill, slug string) error {
+	if back, _, err := skills.ParseManifest(st.data, skills.Lenient); err == nil && back.Slug == slug {
+		return nil
+	}
+	rewritten, err := skills.RewriteSlug(st.data, slug)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(st.dir, skills.ManifestName), rewritten, 0o644); err != nil {
+		return fmt.Errorf("rewrite slug: %w", err)
+	}
+	st.data = rewritten
+	return nil
 }
 
 // publishVersion validates sk's dependencies, moves the staged tree into the
