@@ -363,7 +363,7 @@ func (p *manifestParser) frontmatter(data []byte) (fm fmParts, root *yaml.Node, 
 	}
 	root, msg = decodeFM(fm.front)
 	if msg != "" && p.mode == Lenient {
-		if r, keys := repairFM(fm.front); r != nil {
+		if _, r, keys := repairFM(fm.front); r != nil {
 			p.warn(fieldFrontmatter, "%s; read after quoting the values of %s, as Claude Code does", msg, quoteList(keys))
 			return fm, r, true
 		}

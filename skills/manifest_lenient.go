@@ -56,8 +56,8 @@ func bodyDescription(body string) (text, from string) {
 				heading = strings.TrimSpace(strings.TrimRight(strings.TrimLeft(t, "#"), "# \t"))
 			}
 			isBreak = true
-		case isThematicBreak(t):
-			isBreak = true
+		case isThematicBreak(t), stripBlockquote(t) == "":
+			isBreak = true // a lone > separates paragraphs of a quote
 		}
 		if isBreak {
 			if len(para) > 0 {
@@ -237,14 +237,15 @@ var fmBlockHeader = regexp.MustCompile(`^[|>][-+0-9]*[ \t]*(#.*)?$`)
 // repairFM retries YAML that does not parse the way Claude Code does: every
 // top-level `key: value` line whose unquoted value holds a YAML special
 // character is double-quoted, so that `description: Use when: X` reads as the
-// author meant. It returns the root mapping and the keys it quoted, or nil
-// when the repaired text is still no single YAML mapping. Only quoting within
+// author meant. It returns the repaired text, its root mapping and the keys
+// it quoted, or a nil root when the repaired text is still no single YAML
+// mapping. Only quoting within
 // lines happens, so line numbers stay those of the file. Unlike Claude Code,
 // the repair leaves alone block scalar headers (`description: >-`) and
 // values that are valid flow collections on their own (`tags: [a, b]`), so
 // that one bad line elsewhere does not turn a folded description into ">-"
 // or a list into a string.
-func repairFM(front []byte) (root *yaml.Node, keys []string) {
+func repairFM(front []byte) (text []byte, root *yaml.Node, keys []string) {
 	lines := strings.Split(string(front), "\n")
 	for i, line := range lines {
 		m := fmRepairLine.FindStringSubmatch(line)
@@ -263,13 +264,14 @@ func repairFM(front []byte) (root *yaml.Node, keys []string) {
 		keys = append(keys, key)
 	}
 	if len(keys) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	root, msg := decodeFM([]byte(strings.Join(lines, "\n")))
+	text = []byte(strings.Join(lines, "\n"))
+	root, msg := decodeFM(text)
 	if msg != "" || root == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return root, keys
+	return text, root, keys
 }
 
 // isFlowCollection reports whether value is, on its own, a valid YAML flow

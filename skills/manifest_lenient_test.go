@@ -485,6 +485,7 @@ func TestBodyDescription(t *testing.T) {
 		{"ends at a heading", "Reads PDFs.\n## Usage\nmore", "Reads PDFs.", "first paragraph"},
 		{"CRLF and indentation", "\r\n  Reads\r\n  PDFs.  \r\n", "Reads PDFs.", "first paragraph"},
 		{"blockquote", "# X\n\n> Reads\n> > PDFs.\n", "Reads PDFs.", "first paragraph"},
+		{"paragraphs of a blockquote", "> Reads PDFs.\n>\n> Not this.\n", "Reads PDFs.", "first paragraph"},
 		{"skips fenced code", "```\nnot this\n\nnor this\n```\nThis.\n", "This.", "first paragraph"},
 		{"skips tilde fences", "~~~~sh\n~~~ still code\n~~~~\nThis.", "This.", "first paragraph"},
 		{"skips comments", "<!-- one -->\n<!--\nmany\n\nlines -->\nThis.", "This.", "first paragraph"},
@@ -577,14 +578,17 @@ func TestRepairFM(t *testing.T) {
 		{"quoting does not help", "a: b: c\n  d: e\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root, keys := repairFM([]byte(tc.front))
+			_, root, keys := repairFM([]byte(tc.front))
 			if !slices.Equal(keys, tc.keys) || (root != nil) != (tc.keys != nil) {
 				t.Errorf("repairFM(%q) = %v, %q; want keys %q", tc.front, root != nil, keys, tc.keys)
 			}
 		})
 	}
-	root, _ := repairFM([]byte("description: say \"hi\": \\o/\n"))
+	text, root, _ := repairFM([]byte("description: say \"hi\": \\o/\r\nname: x\n"))
 	if got := root.Content[1].Value; got != `say "hi": \o/` {
 		t.Errorf("repaired value = %q", got)
+	}
+	if want := "description: \"say \\\"hi\\\": \\\\o/\"\r\nname: x\n"; string(text) != want {
+		t.Errorf("repaired text = %q, want %q", text, want)
 	}
 }

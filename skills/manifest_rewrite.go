@@ -15,9 +15,11 @@ import (
 // is replaced, otherwise a `slug:` line is inserted after the opening ---
 // line, with the file's line ending. A file without frontmatter, which
 // Lenient mode reads as all body, gets a frontmatter holding only the slug
-// in front of it (after a BOM); frontmatter that parses only after the
-// repair of Lenient mode is edited the same way, as text. The display name is
-// kept. The result is parsed again and checked to hold the same frontmatter
+// in front of it (after a BOM). Frontmatter that parses only after the
+// repair of Lenient mode is written repaired, its quoted values in quotes,
+// so that every agent reads it as Lenient mode did, and then edited.
+// Frontmatter that holds only a null value (`~`) is replaced by the slug
+// line. The display name is kept. The result is parsed again and checked to hold the same frontmatter
 // apart from the slug; a layout that cannot be edited in place (a flow
 // mapping with an escaped slug, say) is refused with ErrInvalidManifest
 // rather than rewritten.
@@ -32,31 +34,21 @@ func RewriteSlug(data []byte, slug string) ([]byte, error) {
 	if msg == "" {
 		var root *yaml.Node
 		if root, msg = decodeFM(fm.front); msg == "" {
-			return rewriteSlug(data, fm, root, slug, decodeFM)
+			return rewriteSlug(data, fm, root, slug)
 		}
-		// The edit is checked with the same repair, so that the rest of the
-		// frontmatter still reads as it did.
-		if r, _ := repairFM(fm.front); r != nil {
-			return rewriteSlug(data, fm, r, slug, decodeOrRepairFM)
+		// Store the repaired text: it reads the same in every YAML parser,
+		// where the original needs Claude Code's retry, and the edit below
+		// can be checked against it.
+		if text, r, _ := repairFM(fm.front); r != nil {
+			repaired := make([]byte, 0, len(data)+len(text)-len(fm.front))
+			repaired = append(append(append(repaired, data[:fm.open]...), text...), data[fm.close:]...)
+			if rfm, msg := splitFM(repaired); msg == "" {
+				return rewriteSlug(repaired, rfm, r, slug)
+			}
 		}
 	}
 	return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
 		&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: msg}}})
-}
-
-// fmDecoder decodes the YAML of a frontmatter, as decodeFM does.
-type fmDecoder func(front []byte) (root *yaml.Node, msg string)
-
-// decodeOrRepairFM is decodeFM, then repairFM when the YAML does not parse.
-func decodeOrRepairFM(front []byte) (*yaml.Node, string) {
-	root, msg := decodeFM(front)
-	if msg == "" {
-		return root, ""
-	}
-	if r, _ := repairFM(front); r != nil {
-		return r, ""
-	}
-	return nil, msg
 }
 
 // insertFrontmatter puts a frontmatter holding only the slug in front of a
@@ -76,15 +68,15 @@ func insertFrontmatter(data []byte, slug string) ([]byte, error) {
 	out = append(out, data[:start]...)
 	out = append(out, block...)
 	out = append(out, data[start:]...)
-	if !sameApartFromSlug(nil, fmParts{body: data[start:]}, out, slug, decodeFM) {
+	if !sameApartFromSlug(nil, fmParts{body: data[start:]}, out, slug) {
 		return nil, fmt.Errorf("rewrite slug of %s: %w", ManifestName,
 			&ManifestError{Problems: []Problem{{Field: KeySlug, Message: "cannot be added to this file"}}})
 	}
 	return out, nil
 }
 
-func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode fmDecoder) ([]byte, error) {
-	var slugKey, slugVal *yaml.Node
+func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string) ([]byte, error) {
+	var slugKey, slugVal, nextKey *yaml.Node // nextKey follows the slug entry
 	if root != nil {
 		for i := 0; i+1 < len(root.Content); i += 2 {
 			if k := yamlDeref(root.Content[i]); k.Kind == yaml.ScalarNode && k.Value == KeySlug {
@@ -93,6 +85,9 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode f
 						&ManifestError{Problems: []Problem{{Field: fieldFrontmatter, Message: `duplicate key "slug"`}}})
 				}
 				slugKey, slugVal = root.Content[i], root.Content[i+1]
+				if i+2 < len(root.Content) {
+					nextKey = root.Content[i+2]
+				}
 			}
 		}
 	}
@@ -105,6 +100,9 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode f
 			edits = append(edits, e)
 		}
 		if e, found := fmLineEdit(front, slugKey, slugVal, slug, fm.eol); found {
+			edits = append(edits, e)
+		}
+		if e, found := fmSpanEdit(front, slugKey, nextKey, slug, fm.eol); found && root.Style&yaml.FlowStyle == 0 {
 			edits = append(edits, e)
 		}
 	} else {
@@ -121,6 +119,12 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode f
 				edits = append(edits, fmEdit{off, off, line})
 			}
 		}
+		if root == nil && len(front) > 0 {
+			// Frontmatter that decodes to nothing but is no blank text
+			// (`~`, a bare tag) takes no line next to it: the slug line
+			// replaces it, which loses no key.
+			edits = append(edits, fmEdit{0, len(front), line})
+		}
 		if root != nil && root.Style&yaml.FlowStyle != 0 {
 			if off, found := yamlOffset(front, root.Line-1, root.Column); found && off < len(front) && front[off] == '{' {
 				text := KeySlug + ": " + slug
@@ -136,7 +140,7 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string, decode f
 		out = append(out, data[:fm.open+e.from]...)
 		out = append(out, e.text...)
 		out = append(out, data[fm.open+e.to:]...)
-		if sameApartFromSlug(root, fm, out, slug, decode) {
+		if sameApartFromSlug(root, fm, out, slug) {
 			return out, nil
 		}
 	}
@@ -262,15 +266,43 @@ func fmLineEdit(front []byte, k, v *yaml.Node, slug, eol string) (fmEdit, bool) 
 	return fmEdit{start, last, strings.Repeat(" ", indent) + KeySlug + ": " + slug + eol}, true
 }
 
-// sameApartFromSlug parses the rewritten file, with decode, and checks that
-// its frontmatter holds exactly one slug, equal to slug, and otherwise the
-// same keys and values as root, and that the body is untouched.
-func sameApartFromSlug(root *yaml.Node, fm fmParts, out []byte, slug string, decode fmDecoder) bool {
+// fmSpanEdit replaces the lines from the `slug:` key of a block mapping to
+// the line of the next key (next, or nil for the end), trailing blank and
+// comment lines excepted, by `slug: <slug>`. It covers values whose extent
+// indentation does not show, such as a flow collection spread over lines at
+// the key's own indentation.
+func fmSpanEdit(front []byte, k, next *yaml.Node, slug, eol string) (fmEdit, bool) {
+	start, found := yamlOffset(front, k.Line-1, 1)
+	if !found || strings.Trim(string(front[start:min(start+k.Column-1, len(front))]), " ") != "" {
+		return fmEdit{}, false
+	}
+	end := len(front)
+	if next != nil {
+		if end, found = yamlOffset(front, next.Line-1, 1); !found || end <= start {
+			return fmEdit{}, false
+		}
+	}
+	// Keep the blank and comment lines just above the next key.
+	last := yamlNextLine(front, start)
+	for pos := last; pos < end; {
+		next := yamlNextLine(front, pos)
+		if t := bytes.TrimLeft(front[pos:next], " \t"); len(bytes.TrimSpace(t)) != 0 && t[0] != '#' {
+			last = next
+		}
+		pos = next
+	}
+	return fmEdit{start, last, strings.Repeat(" ", k.Column-1) + KeySlug + ": " + slug + eol}, true
+}
+
+// sameApartFromSlug parses the rewritten file and checks that its
+// frontmatter holds exactly one slug, equal to slug, and otherwise the same
+// keys and values as root, and that the body is untouched.
+func sameApartFromSlug(root *yaml.Node, fm fmParts, out []byte, slug string) bool {
 	nfm, msg := splitFM(out)
 	if msg != "" || !bytes.Equal(nfm.body, fm.body) {
 		return false
 	}
-	nroot, msg := decode(nfm.front)
+	nroot, msg := decodeFM(nfm.front)
 	if msg != "" || nroot == nil {
 		return false
 	}
