@@ -10,54 +10,77 @@ import (
 
 // Agents whose skill folders AgentDirs knows.
 const (
-	AgentClaude = "claude" // Claude Code: .claude/skills
-	AgentAgents = "agents" // the cross-agent convention: .agents/skills
-	AgentCodex  = "codex"  // Codex: .codex/skills
+	AgentClaude   = "claude"   // Claude Code: .claude/skills
+	AgentAgents   = "agents"   // the cross-agent convention: .agents/skills
+	AgentCodex    = "codex"    // Codex: .codex/skills
+	AgentOpenCode = "opencode" // OpenCode: .opencode/skills, ~/.config/opencode/skills
 )
 
 // Scopes of an AgentDir.
 const (
-	AgentScopeProject = "project"
 	AgentScopeUser    = "user"
+	AgentScopeProject = "project"
+)
+
+// How deep the folders of agents that search recursively are searched, and
+// how many folders one search looks at before it stops (with a problem
+// saying so): the depth is that of Codex's skill loader, so a skill Codex
+// finds is found here.
+const (
+	AgentScanDepth   = 6
+	AgentScanMaxDirs = 2000
 )
 
 // AgentDir is a place where an agent on this machine keeps skills, with its
 // precedence (lower wins).
 type AgentDir struct {
 	Path  string // the skills folder, e.g. <home>/.claude/skills
-	Agent string // AgentClaude, AgentAgents or AgentCodex
-	Scope string // AgentScopeProject or AgentScopeUser
+	Agent string // AgentClaude, AgentAgents, AgentCodex or AgentOpenCode
+	Scope string // AgentScopeUser or AgentScopeProject
 	Rank  int    // position in the fixed order of AgentDirs; lower wins
+	Depth int    // how deep skills are looked for: 1 = its direct subfolders
 }
 
 // agentDirOrder is the fixed precedence of AgentDirs.
-var agentDirOrder = []struct{ scope, agent, rel string }{
-	{AgentScopeProject, AgentClaude, ".claude/skills"},
-	{AgentScopeProject, AgentAgents, ".agents/skills"},
-	{AgentScopeProject, AgentCodex, ".codex/skills"},
-	{AgentScopeUser, AgentClaude, ".claude/skills"},
-	{AgentScopeUser, AgentAgents, ".agents/skills"},
-	{AgentScopeUser, AgentCodex, ".codex/skills"},
+var agentDirOrder = []struct {
+	scope, agent, rel string
+	depth             int
+}{
+	{AgentScopeUser, AgentClaude, ".claude/skills", 1},
+	{AgentScopeUser, AgentAgents, ".agents/skills", AgentScanDepth},
+	{AgentScopeUser, AgentCodex, ".codex/skills", AgentScanDepth},
+	{AgentScopeUser, AgentOpenCode, ".config/opencode/skills", AgentScanDepth},
+	{AgentScopeUser, AgentOpenCode, ".config/opencode/skill", AgentScanDepth},
+	{AgentScopeProject, AgentClaude, ".claude/skills", 1},
+	{AgentScopeProject, AgentAgents, ".agents/skills", AgentScanDepth},
+	{AgentScopeProject, AgentCodex, ".codex/skills", AgentScanDepth},
+	{AgentScopeProject, AgentOpenCode, ".opencode/skills", AgentScanDepth},
+	{AgentScopeProject, AgentOpenCode, ".opencode/skill", AgentScanDepth},
 }
 
 // AgentDirs lists the skill folders of existing agents for a home directory
 // and a project directory (either may be "" to leave its scope out), in this
 // fixed precedence order, first wins:
 //
-//	0  <project>/.claude/skills
-//	1  <project>/.agents/skills
-//	2  <project>/.codex/skills
-//	3  <home>/.claude/skills
-//	4  <home>/.agents/skills
-//	5  <home>/.codex/skills
+//	0  <home>/.claude/skills              direct subfolders
+//	1  <home>/.agents/skills              searched to AgentScanDepth
+//	2  <home>/.codex/skills               searched to AgentScanDepth
+//	3  <home>/.config/opencode/skills     searched to AgentScanDepth
+//	4  <home>/.config/opencode/skill      searched to AgentScanDepth
+//	5  <project>/.claude/skills           direct subfolders
+//	6  <project>/.agents/skills           searched to AgentScanDepth
+//	7  <project>/.codex/skills            searched to AgentScanDepth
+//	8  <project>/.opencode/skills         searched to AgentScanDepth
+//	9  <project>/.opencode/skill          searched to AgentScanDepth
 //
-// A project's skills win over the user's, as in the agents themselves; within
-// a scope Claude Code's folder comes first, then the shared .agents
-// convention, then Codex. Rank is the number above, so it does not change
-// with which folders exist. Only folders that exist (symlinks to directories
-// count) are returned, and a folder whose real path was already listed (home
-// and project the same, or one folder linked to another) is listed once, at
-// its first place.
+// Personal skills win over a project's, as Claude Code documents its
+// precedence; within a scope Claude Code's folder comes first, then the
+// shared .agents convention, Codex and OpenCode. Claude Code looks only at
+// the direct subfolders of its folder; Codex and OpenCode search theirs.
+// Rank is the number above, so it does not change with which folders exist.
+// Only folders that exist (symlinks to directories count) are returned, and
+// a folder whose real path was already listed (home and project the same,
+// or one folder linked to another) is listed once, at its first place.
 func AgentDirs(home, project string) []AgentDir {
 	var dirs []AgentDir
 	seen := make(map[string]bool)
@@ -82,7 +105,7 @@ func AgentDirs(home, project string) []AgentDir {
 			continue
 		}
 		seen[real] = true
-		dirs = append(dirs, AgentDir{Path: p, Agent: o.agent, Scope: o.scope, Rank: rank})
+		dirs = append(dirs, AgentDir{Path: p, Agent: o.agent, Scope: o.scope, Rank: rank, Depth: o.depth})
 	}
 	return dirs
 }
@@ -101,115 +124,170 @@ type FoundSkill struct {
 	Name        string   // display name
 	Description string   // may be empty when neither the frontmatter nor the body has one (a warning says so)
 	From        AgentDir // where it was found
-	Warnings    []string // what lenient parsing let pass, collisions it won, naming notes
+	Warnings    []string // what lenient parsing let pass, naming notes
+}
+
+// ShadowedSkill is a skill of an agent folder that another skill with the
+// same slug, found earlier in precedence order, hides: the agents
+// themselves load only the winner.
+type ShadowedSkill struct {
+	Dir    string   // the hidden skill's folder
+	Slug   string   // the slug both claim
+	From   AgentDir // where the hidden one is
+	By     string   // the winner's folder
+	ByFrom AgentDir // where the winner is
+}
+
+func (s ShadowedSkill) String() string {
+	return fmt.Sprintf("%s (%s) is shadowed by %s (%s), which takes precedence for slug %q",
+		s.Dir, s.From, s.By, s.ByFrom, s.Slug)
 }
 
 // agentManifestMax bounds the SKILL.md read while scanning: the per-file
 // import limit, so nothing found here is refused later for its manifest size.
 var agentManifestMax = DefaultLimits().MaxManifest
 
-// ScanAgentDirs finds every skill in dirs: each direct subfolder holding
-// SKILL.md (or, failing that, a lower-case skill.md). Hidden entries are
-// skipped (Codex keeps its own built-in skills in .system), as are plain
-// files and folders without a manifest. Symlinked skill folders and skills
-// folders are followed, since that is how users share skills between
-// agents; the import step still rejects symlinks inside a skill.
+// ScanAgentDirs finds every skill in dirs: each folder holding SKILL.md
+// (or, failing that, a lower-case skill.md), among the direct subfolders of
+// a folder of Depth 1 and down to Depth levels otherwise; a skill's own
+// subfolders are part of it and not searched. Hidden entries are skipped
+// (Codex keeps its own built-in skills in .system), as are plain files and
+// folders without a manifest. Symlinked skill folders and skills folders
+// are followed, since that is how users share skills between agents; one
+// search looks at no more than AgentScanMaxDirs folders.
 //
 // Manifests are parsed in Lenient mode, as the agents load them. A skill
 // that cannot be loaded (unparseable frontmatter, no usable name even from
 // its folder, unreadable) is skipped with its reason in problems and never
-// hides the others. A skill with no usable name takes its name and a slug
-// derived from its folder name. The same real folder reached
-// twice (a folder listed twice, a symlink to a skill found elsewhere) is
-// counted once, at its first place. When two different folders claim the
-// same slug, the first in dirs order (and by folder name within a dir)
-// wins: the loser is reported in problems and the winner gets a warning,
-// each naming both paths. found is in that same order.
-func ScanAgentDirs(dirs []AgentDir) (found []FoundSkill, problems []string) {
+// hides the others. The same real folder reached twice (a folder listed
+// twice, a symlink to a skill found elsewhere) is counted once, at its
+// first place. When two different folders claim the same slug, the first in
+// dirs order (and in name order within a folder) wins and the other is
+// listed in shadowed. found is in that same order.
+func ScanAgentDirs(dirs []AgentDir) (found []FoundSkill, shadowed []ShadowedSkill, problems []string) {
+	s := agentScan{seenSkills: map[string]bool{}, bySlug: map[string]int{}}
 	seenDirs := make(map[string]bool)
-	seenSkills := make(map[string]bool)
-	bySlug := make(map[string]int)
 	for _, d := range dirs {
 		realDir, err := filepath.EvalSymlinks(d.Path)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("skip %s: %v", d, err))
+			s.problems = append(s.problems, fmt.Sprintf("skip %s: %v", d, err))
 			continue
 		}
 		if seenDirs[realDir] {
 			continue
 		}
 		seenDirs[realDir] = true
-		entries, err := os.ReadDir(d.Path)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("skip %s: %v", d, err))
+		depth := max(d.Depth, 1)
+		budget := AgentScanMaxDirs
+		s.walk(d, d.Path, depth, &budget, map[string]bool{realDir: true})
+	}
+	return s.found, s.shadowed, s.problems
+}
+
+// agentScan is the state of one ScanAgentDirs.
+type agentScan struct {
+	found      []FoundSkill
+	shadowed   []ShadowedSkill
+	problems   []string
+	seenSkills map[string]bool // real paths of skill folders looked at
+	bySlug     map[string]int  // slug → index in found
+}
+
+// walk looks for skills among the entries of dir, descending depth-1 more
+// levels into folders that are not skills. onPath holds the real paths of
+// the folders being walked, so a link back up is not followed.
+func (s *agentScan) walk(d AgentDir, dir string, depth int, budget *int, onPath map[string]bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if dir == d.Path {
+			s.problems = append(s.problems, fmt.Sprintf("skip %s: %v", d, err))
+		} else {
+			s.problems = append(s.problems, fmt.Sprintf("skip %s: %v", dir, err))
+		}
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") {
-				continue
-			}
-			dir := filepath.Join(d.Path, e.Name())
-			real, manifest, problem := locateAgentSkill(dir, e)
-			if problem != "" {
-				problems = append(problems, problem)
-			}
-			if manifest == "" || seenSkills[real] {
-				continue
-			}
-			seenSkills[real] = true
-			fs, err := loadAgentSkill(d, dir, real, manifest, e.Name())
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("skip %s: %v", dir, err))
-				continue
-			}
-			if i, taken := bySlug[fs.Slug]; taken {
-				w := &found[i]
-				problems = append(problems, fmt.Sprintf("skip %s: slug %q is already taken by %s (%s), which takes precedence",
-					dir, fs.Slug, w.Dir, w.From))
-				w.Warnings = append(w.Warnings, fmt.Sprintf("slug %q is also claimed by %s (%s), which was skipped",
-					fs.Slug, dir, d))
-				continue
-			}
-			bySlug[fs.Slug] = len(found)
-			found = append(found, fs)
+		sub := filepath.Join(dir, e.Name())
+		real, manifest, isDir, problem := locateAgentSkill(sub, e)
+		if problem != "" {
+			s.problems = append(s.problems, problem)
+			continue
 		}
+		if manifest != "" {
+			s.add(d, sub, real, manifest, e.Name())
+			continue
+		}
+		if !isDir || depth <= 1 || onPath[real] {
+			continue
+		}
+		if *budget <= 0 {
+			if *budget == 0 { // said once; -1 marks it said
+				s.problems = append(s.problems, fmt.Sprintf("stopped searching %s after %d folders; skills further in were not looked for", d, AgentScanMaxDirs))
+				*budget = -1
+			}
+			continue
+		}
+		*budget--
+		onPath[real] = true
+		s.walk(d, sub, depth-1, budget, onPath)
+		delete(onPath, real)
 	}
-	return found, problems
+}
+
+// add loads the skill in dir, unless its real folder was seen already, and
+// settles who has its slug.
+func (s *agentScan) add(d AgentDir, dir, real, manifest, folder string) {
+	if s.seenSkills[real] {
+		return
+	}
+	s.seenSkills[real] = true
+	fs, err := loadAgentSkill(d, dir, real, manifest, folder)
+	if err != nil {
+		s.problems = append(s.problems, fmt.Sprintf("skip %s: %v", dir, err))
+		return
+	}
+	if i, taken := s.bySlug[fs.Slug]; taken {
+		w := s.found[i]
+		s.shadowed = append(s.shadowed, ShadowedSkill{Dir: dir, Slug: fs.Slug, From: d, By: w.Dir, ByFrom: w.From})
+		return
+	}
+	s.bySlug[fs.Slug] = len(s.found)
+	s.found = append(s.found, fs)
 }
 
 // agentManifestNames are the manifest names a skill folder may use, in
 // order of preference.
 var agentManifestNames = []string{ManifestName, "skill.md"}
 
-// locateAgentSkill reports whether dir, an entry of a skills folder, is a
-// skill: its real path and manifest name, or manifest "" when it is not one.
-// problem says why an entry that may have been a skill cannot be looked at.
-func locateAgentSkill(dir string, e iofs.DirEntry) (real, manifest, problem string) {
-	fi, err := os.Stat(dir) // follows a symlinked skill folder
+// locateAgentSkill reports what sub, an entry of a folder being searched,
+// is: a skill (its real path and manifest name), a folder that is not one
+// (isDir), or something else. problem says why an entry that may have been
+// a skill cannot be looked at.
+func locateAgentSkill(sub string, e iofs.DirEntry) (real, manifest string, isDir bool, problem string) {
+	fi, err := os.Stat(sub) // follows a symlinked folder
 	if err != nil {
 		if e.Type()&iofs.ModeSymlink != 0 {
-			target, _ := os.Readlink(dir)
-			return "", "", fmt.Sprintf("skip %s: broken symlink to %q", dir, target)
+			target, _ := os.Readlink(sub)
+			return "", "", false, fmt.Sprintf("skip %s: broken symlink to %q", sub, target)
 		}
-		return "", "", fmt.Sprintf("skip %s: %v", dir, err)
+		return "", "", false, fmt.Sprintf("skip %s: %v", sub, err)
 	}
 	if !fi.IsDir() {
-		return "", "", ""
+		return "", "", false, ""
+	}
+	real, err = filepath.EvalSymlinks(sub)
+	if err != nil {
+		return "", "", false, fmt.Sprintf("skip %s: %v", sub, err)
 	}
 	for _, name := range agentManifestNames {
-		if mfi, err := os.Stat(filepath.Join(dir, name)); err == nil && mfi.Mode().IsRegular() {
-			manifest = name
-			break
+		if mfi, err := os.Stat(filepath.Join(sub, name)); err == nil && mfi.Mode().IsRegular() {
+			return real, name, true, ""
 		}
 	}
-	if manifest == "" {
-		return "", "", ""
-	}
-	real, err = filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", "", fmt.Sprintf("skip %s: %v", dir, err)
-	}
-	return real, manifest, ""
+	return real, "", true, ""
 }
 
 // loadAgentSkill reads and leniently parses the manifest of the skill in dir.

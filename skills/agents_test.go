@@ -43,6 +43,7 @@ type dirKey struct {
 	Agent string
 	Scope string
 	Rank  int
+	Depth int
 }
 
 func dirKeys(dirs []AgentDir) []dirKey {
@@ -61,7 +62,9 @@ func TestAgentDirs(t *testing.T) {
 	agentMkdirs(t,
 		filepath.Join(project, ".claude", "skills"),
 		filepath.Join(project, ".codex", "skills"),
+		filepath.Join(project, ".opencode", "skills"),
 		filepath.Join(home, ".claude", "skills"),
+		filepath.Join(home, ".config", "opencode", "skills"),
 		elsewhere,
 	)
 	agentSymlink(t, elsewhere, filepath.Join(home, ".agents", "skills"))
@@ -79,26 +82,30 @@ func TestAgentDirs(t *testing.T) {
 		home, project string
 		want          []dirKey
 	}{
-		{"project before user, fixed order, only existing folders", home, project, []dirKey{
-			{filepath.Join(project, ".claude", "skills"), AgentClaude, AgentScopeProject, 0},
-			{filepath.Join(project, ".codex", "skills"), AgentCodex, AgentScopeProject, 2},
-			{filepath.Join(home, ".claude", "skills"), AgentClaude, AgentScopeUser, 3},
-			{filepath.Join(home, ".agents", "skills"), AgentAgents, AgentScopeUser, 4},
+		{"user before project, fixed order, only existing folders", home, project, []dirKey{
+			{filepath.Join(home, ".claude", "skills"), AgentClaude, AgentScopeUser, 0, 1},
+			{filepath.Join(home, ".agents", "skills"), AgentAgents, AgentScopeUser, 1, AgentScanDepth},
+			{filepath.Join(home, ".config", "opencode", "skills"), AgentOpenCode, AgentScopeUser, 3, AgentScanDepth},
+			{filepath.Join(project, ".claude", "skills"), AgentClaude, AgentScopeProject, 5, 1},
+			{filepath.Join(project, ".codex", "skills"), AgentCodex, AgentScopeProject, 7, AgentScanDepth},
+			{filepath.Join(project, ".opencode", "skills"), AgentOpenCode, AgentScopeProject, 8, AgentScanDepth},
 		}},
 		{"home only", home, "", []dirKey{
-			{filepath.Join(home, ".claude", "skills"), AgentClaude, AgentScopeUser, 3},
-			{filepath.Join(home, ".agents", "skills"), AgentAgents, AgentScopeUser, 4},
+			{filepath.Join(home, ".claude", "skills"), AgentClaude, AgentScopeUser, 0, 1},
+			{filepath.Join(home, ".agents", "skills"), AgentAgents, AgentScopeUser, 1, AgentScanDepth},
+			{filepath.Join(home, ".config", "opencode", "skills"), AgentOpenCode, AgentScopeUser, 3, AgentScanDepth},
 		}},
 		{"project only", "", project, []dirKey{
-			{filepath.Join(project, ".claude", "skills"), AgentClaude, AgentScopeProject, 0},
-			{filepath.Join(project, ".codex", "skills"), AgentCodex, AgentScopeProject, 2},
+			{filepath.Join(project, ".claude", "skills"), AgentClaude, AgentScopeProject, 5, 1},
+			{filepath.Join(project, ".codex", "skills"), AgentCodex, AgentScopeProject, 7, AgentScanDepth},
+			{filepath.Join(project, ".opencode", "skills"), AgentOpenCode, AgentScopeProject, 8, AgentScanDepth},
 		}},
 		{"project is home", sameHome, sameHome, []dirKey{
-			{filepath.Join(sameHome, ".claude", "skills"), AgentClaude, AgentScopeProject, 0},
-			{filepath.Join(sameHome, ".codex", "skills"), AgentCodex, AgentScopeProject, 2},
+			{filepath.Join(sameHome, ".claude", "skills"), AgentClaude, AgentScopeUser, 0, 1},
+			{filepath.Join(sameHome, ".codex", "skills"), AgentCodex, AgentScopeUser, 2, AgentScanDepth},
 		}},
 		{"folder linked to another", linkedHome, "", []dirKey{
-			{filepath.Join(linkedHome, ".claude", "skills"), AgentClaude, AgentScopeUser, 3},
+			{filepath.Join(linkedHome, ".claude", "skills"), AgentClaude, AgentScopeUser, 0, 1},
 		}},
 		{"neither", "", "", nil},
 		{"missing home", filepath.Join(root, "nobody"), "", nil},
@@ -127,7 +134,7 @@ func makeAgentFixture(tb testing.TB) agentFixture {
 	uAgents := filepath.Join(f.home, ".agents", "skills")
 	uCodex := filepath.Join(f.home, ".codex", "skills")
 
-	// Project wins over user for the same slug.
+	// The user's skill wins over the project's for the same slug.
 	writeAgentSkill(tb, filepath.Join(pClaude, "pdf"), ManifestName, skillDoc("pdf", "project pdf"))
 	writeAgentSkill(tb, filepath.Join(uClaude, "pdf"), ManifestName, skillDoc("pdf", "user pdf"))
 
@@ -139,7 +146,8 @@ func makeAgentFixture(tb testing.TB) agentFixture {
 	writeAgentSkill(tb, filepath.Join(uAgents, "a-writer"), ManifestName, skillDoc("writer", "first by folder name"))
 	writeAgentSkill(tb, filepath.Join(uAgents, "writer"), ManifestName, skillDoc("writer", "second by folder name"))
 
-	// The same real folder twice: counted once, silently.
+	// The same real folder twice: counted once, at its first place (here
+	// shadowed by the user's pdf, so the project's is not reported again).
 	agentSymlink(tb, filepath.Join(pClaude, "pdf"), filepath.Join(uAgents, "pdf-link"))
 
 	// A linked skill with a real path of its own is found through its link.
@@ -164,40 +172,50 @@ func makeAgentFixture(tb testing.TB) agentFixture {
 	// Lower-case manifest name.
 	writeAgentSkill(tb, filepath.Join(uClaude, "lower"), "skill.md", skillDoc("lower", "lower-case manifest"))
 
+	// Codex searches its folder: a skill in a category folder is found, a
+	// skill inside a skill is part of it, and a link back up is not
+	// followed round.
+	writeAgentSkill(tb, filepath.Join(uCodex, "group", "deep", "grouped"), ManifestName, skillDoc("grouped", "in a category"))
+	writeAgentSkill(tb, filepath.Join(uCodex, "group", "deep", "grouped", "inner"), ManifestName, skillDoc("inner", "part of grouped"))
+	agentSymlink(tb, uCodex, filepath.Join(uCodex, "group", "loop"))
+	writeAgentSkill(tb, filepath.Join(uCodex, "a", "b", "c", "d", "e", "f", "too-deep"), ManifestName, skillDoc("too-deep", "beyond the depth"))
+	writeAgentSkill(tb, filepath.Join(uCodex, "a", "b", "c", "d", "e", "deepest"), ManifestName, skillDoc("deepest", "at the depth"))
+
 	// Not skills: hidden folders, plain files, folders without a manifest,
-	// nested skills.
+	// skills nested where Claude Code does not look.
 	writeAgentSkill(tb, filepath.Join(uCodex, ".system", "skill-creator"), ManifestName, skillDoc("skill-creator", "built in"))
 	writeAgentSkill(tb, filepath.Join(uCodex, ".hidden"), ManifestName, skillDoc("hidden", "hidden"))
 	writeTestFile(tb, filepath.Join(uClaude, "README.md"), []byte("notes"), 0o644)
 	agentMkdirs(tb, filepath.Join(uClaude, "empty"))
-	writeAgentSkill(tb, filepath.Join(uClaude, "group", "nested"), ManifestName, skillDoc("nested", "too deep"))
+	writeAgentSkill(tb, filepath.Join(uClaude, "group", "nested"), ManifestName, skillDoc("nested", "not a direct subfolder"))
 	return f
 }
 
 func TestScanAgentDirs(t *testing.T) {
 	f := makeAgentFixture(t)
 	dirs := AgentDirs(f.home, f.project)
-	found, problems := ScanAgentDirs(dirs)
+	found, shadowed, problems := ScanAgentDirs(dirs)
 
 	type row struct{ Slug, Name, Description, Dir, Agent, Scope string }
 	var got []row
 	for _, s := range found {
 		got = append(got, row{s.Slug, s.Name, s.Description, s.Dir, s.From.Agent, s.From.Scope})
 	}
-	pClaude := filepath.Join(f.project, ".claude", "skills")
 	uClaude := filepath.Join(f.home, ".claude", "skills")
 	uAgents := filepath.Join(f.home, ".agents", "skills")
 	uCodex := filepath.Join(f.home, ".codex", "skills")
 	want := []row{
-		{"pdf", "pdf", "project pdf", filepath.Join(pClaude, "pdf"), AgentClaude, AgentScopeProject},
 		{"data-tool", "Data Tool", "display name only", filepath.Join(uClaude, "data-tool"), AgentClaude, AgentScopeUser},
 		{"lower", "lower", "lower-case manifest", filepath.Join(uClaude, "lower"), AgentClaude, AgentScopeUser},
 		{"nameless", "nameless", "no name at all", filepath.Join(uClaude, "nameless"), AgentClaude, AgentScopeUser},
 		{"no-desc", "no-desc", "body", filepath.Join(uClaude, "no-desc"), AgentClaude, AgentScopeUser},
 		{"no-frontmatter", "no-frontmatter", "Plain notes.", filepath.Join(uClaude, "no-frontmatter"), AgentClaude, AgentScopeUser},
 		{"renamed", "renamed", "folder differs", filepath.Join(uClaude, "odd-folder"), AgentClaude, AgentScopeUser},
+		{"pdf", "pdf", "user pdf", filepath.Join(uClaude, "pdf"), AgentClaude, AgentScopeUser},
 		{"writer", "writer", "first by folder name", filepath.Join(uAgents, "a-writer"), AgentAgents, AgentScopeUser},
 		{"shared", "shared", "from agents", filepath.Join(uAgents, "shared"), AgentAgents, AgentScopeUser},
+		{"deepest", "deepest", "at the depth", filepath.Join(uCodex, "a", "b", "c", "d", "e", "deepest"), AgentCodex, AgentScopeUser},
+		{"grouped", "grouped", "in a category", filepath.Join(uCodex, "group", "deep", "grouped"), AgentCodex, AgentScopeUser},
 		{"linked", "linked", "kept elsewhere", filepath.Join(uCodex, "linked"), AgentCodex, AgentScopeUser},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -209,9 +227,6 @@ func TestScanAgentDirs(t *testing.T) {
 		{filepath.Join(uClaude, "bad-yaml"), "frontmatter"},
 		{filepath.Join(uClaude, "dangling"), "broken symlink"},
 		{filepath.Join(uClaude, "unclosed"), "not closed"},
-		{filepath.Join(uClaude, "pdf"), filepath.Join(pClaude, "pdf")},
-		{filepath.Join(uAgents, "writer"), filepath.Join(uAgents, "a-writer")},
-		{filepath.Join(uCodex, "shared"), filepath.Join(uAgents, "shared")},
 	}
 	if len(problems) != len(wantProblems) {
 		t.Errorf("%d problems, want %d:\n%s", len(problems), len(wantProblems), strings.Join(problems, "\n"))
@@ -231,6 +246,28 @@ func TestScanAgentDirs(t *testing.T) {
 		}
 	}
 
+	// A skill that another with the same slug hides is shadowed, naming
+	// the winner: the link to the project's pdf by the user's pdf, which
+	// leaves the project's pdf itself unreported (the same folder).
+	type shadow struct{ Dir, Slug, By string }
+	var gotShadowed []shadow
+	for _, s := range shadowed {
+		gotShadowed = append(gotShadowed, shadow{s.Dir, s.Slug, s.By})
+	}
+	wantShadowed := []shadow{
+		{filepath.Join(uAgents, "pdf-link"), "pdf", filepath.Join(uClaude, "pdf")},
+		{filepath.Join(uAgents, "writer"), "writer", filepath.Join(uAgents, "a-writer")},
+		{filepath.Join(uCodex, "shared"), "shared", filepath.Join(uAgents, "shared")},
+	}
+	if !reflect.DeepEqual(gotShadowed, wantShadowed) {
+		t.Errorf("shadowed:\n%s\nwant:\n%s", fmtRows(gotShadowed), fmtRows(wantShadowed))
+	}
+	for _, s := range shadowed {
+		if !strings.Contains(s.String(), s.By) || !strings.Contains(s.String(), s.ByFrom.Path) {
+			t.Errorf("%q does not say who wins", s.String())
+		}
+	}
+
 	byDir := make(map[string]FoundSkill)
 	for _, s := range found {
 		byDir[s.Dir] = s
@@ -239,9 +276,7 @@ func TestScanAgentDirs(t *testing.T) {
 		dir  string
 		want []string // each must appear in some warning
 	}{
-		{filepath.Join(pClaude, "pdf"), []string{filepath.Join(uClaude, "pdf")}},
-		{filepath.Join(uAgents, "shared"), []string{filepath.Join(uCodex, "shared")}},
-		{filepath.Join(uAgents, "a-writer"), []string{filepath.Join(uAgents, "writer"), `folder "a-writer"`}},
+		{filepath.Join(uAgents, "a-writer"), []string{`folder "a-writer"`}},
 		{filepath.Join(uClaude, "data-tool"), []string{`slug "data-tool"`}},
 		{filepath.Join(uClaude, "nameless"), []string{"folder name"}},
 		{filepath.Join(uClaude, "odd-folder"), []string{`folder "odd-folder"`}},
@@ -261,8 +296,8 @@ func TestScanAgentDirs(t *testing.T) {
 			}
 		}
 	}
-	if s := byDir[filepath.Join(pClaude, "pdf")]; len(s.Warnings) != 1 {
-		t.Errorf("pdf warnings = %q: the symlinked copy must count as the same skill, not a collision", s.Warnings)
+	if s := byDir[filepath.Join(uClaude, "pdf")]; len(s.Warnings) != 0 {
+		t.Errorf("pdf warnings = %q, want none", s.Warnings)
 	}
 	if s := byDir[filepath.Join(uCodex, "linked")]; s.RealDir != filepath.Join(f.root, "library", "linked") {
 		t.Errorf("linked RealDir = %q", s.RealDir)
@@ -270,7 +305,7 @@ func TestScanAgentDirs(t *testing.T) {
 	if s := byDir[filepath.Join(uClaude, "lower")]; s.Manifest != "skill.md" {
 		t.Errorf("lower Manifest = %q", s.Manifest)
 	}
-	if s := byDir[filepath.Join(pClaude, "pdf")]; s.Manifest != ManifestName || s.RealDir != filepath.Join(pClaude, "pdf") {
+	if s := byDir[filepath.Join(uClaude, "pdf")]; s.Manifest != ManifestName || s.RealDir != filepath.Join(uClaude, "pdf") {
 		t.Errorf("pdf Manifest, RealDir = %q, %q", s.Manifest, s.RealDir)
 	}
 	for _, s := range found {
@@ -285,8 +320,8 @@ func TestScanAgentDirsSameDirTwice(t *testing.T) {
 	uClaude := filepath.Join(f.home, ".claude", "skills")
 	link := filepath.Join(f.root, "claude-link")
 	agentSymlink(t, uClaude, link)
-	once, onceProblems := ScanAgentDirs([]AgentDir{{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3}})
-	twice, twiceProblems := ScanAgentDirs([]AgentDir{
+	once, _, onceProblems := ScanAgentDirs([]AgentDir{{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3}})
+	twice, _, twiceProblems := ScanAgentDirs([]AgentDir{
 		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
 		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
 		{Path: link, Agent: AgentAgents, Scope: AgentScopeUser, Rank: 4},
@@ -306,7 +341,7 @@ func TestScanAgentDirsMissingDir(t *testing.T) {
 	f := makeAgentFixture(t)
 	missing := filepath.Join(f.root, "missing")
 	uClaude := filepath.Join(f.home, ".claude", "skills")
-	found, problems := ScanAgentDirs([]AgentDir{
+	found, _, problems := ScanAgentDirs([]AgentDir{
 		{Path: missing, Agent: AgentClaude, Scope: AgentScopeProject},
 		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
 	})
@@ -326,7 +361,7 @@ func TestScanAgentDirsManifestLimit(t *testing.T) {
 	big := skillDoc("big", "too big") + strings.Repeat("x", int(agentManifestMax))
 	writeAgentSkill(t, filepath.Join(dir, "big"), ManifestName, big)
 	writeAgentSkill(t, filepath.Join(dir, "small"), ManifestName, skillDoc("small", "fits"))
-	found, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentAgents, Scope: AgentScopeUser}})
+	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentAgents, Scope: AgentScopeUser}})
 	if len(found) != 1 || found[0].Slug != "small" {
 		t.Errorf("found = %+v, want only small", found)
 	}
@@ -376,4 +411,20 @@ func FuzzParseAgentManifest(f *testing.F) {
 			t.Fatalf("slug %q with the folder, %q without", m.Slug, plain.Slug)
 		}
 	})
+}
+
+func TestScanAgentDirsFolderBudget(t *testing.T) {
+	dir := t.TempDir()
+	for i := range AgentScanMaxDirs + 1 {
+		agentMkdirs(t, filepath.Join(dir, fmt.Sprintf("a%05d", i)))
+	}
+	writeAgentSkill(t, filepath.Join(dir, "b-direct"), ManifestName, skillDoc("direct", "a direct subfolder"))
+	writeAgentSkill(t, filepath.Join(dir, "c", "nested"), ManifestName, skillDoc("nested", "past the budget"))
+	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentCodex, Scope: AgentScopeUser, Depth: AgentScanDepth}})
+	if len(found) != 1 || found[0].Slug != "direct" {
+		t.Errorf("found = %+v, want only the direct subfolder", found)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], "stopped searching") {
+		t.Errorf("problems = %q, want one saying the search stopped", problems)
+	}
 }

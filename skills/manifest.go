@@ -240,6 +240,8 @@ type manifestParser struct {
 	folder   string // ParseOptions.Folder, trimmed; used in Lenient mode only
 	problems []Problem
 	warnings []string
+	slugKey  bool   // the frontmatter has a slug key
+	slugText string // its value, trimmed, when it is a string
 }
 
 // fail records a problem that is fatal in every mode.
@@ -362,7 +364,7 @@ func (p *manifestParser) frontmatter(data []byte) (fm fmParts, root *yaml.Node, 
 		return fmParts{}, nil, false
 	}
 	root, msg = decodeFM(fm.front)
-	if msg != "" && p.mode == Lenient {
+	if msg != "" && msg != msgAliasBomb && p.mode == Lenient {
 		if _, r, keys := repairFM(fm.front); r != nil {
 			p.warn(fieldFrontmatter, "%s; read after quoting the values of %s, as Claude Code does", msg, quoteList(keys))
 			return fm, r, true
@@ -403,6 +405,7 @@ func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node)
 
 	slug, sst := yamlString(slugNode)
 	slug = strings.TrimSpace(slug)
+	p.slugKey, p.slugText = sst != fieldAbsent, slug
 	switch {
 	case sst == fieldInvalid:
 		p.bad(KeySlug, "must be a string")
@@ -713,6 +716,38 @@ func splitFM(data []byte) (fmParts, string) {
 	return fmParts{}, "not closed with a --- line"
 }
 
+// maxFMExpandedNodes bounds the size of a frontmatter with its aliases
+// expanded, as the YAML libraries of most agents expand them: a few lines of
+// nested aliases (a "billion laughs") must not reach them.
+const maxFMExpandedNodes = 100_000
+
+// msgAliasBomb is decodeFM's message for a frontmatter over
+// maxFMExpandedNodes. No repair is tried on it: it parsed, and the repair
+// would only hide the aliases from the check.
+var msgAliasBomb = fmt.Sprintf("its aliases expand to more than %d YAML nodes (an alias bomb), which every agent's YAML parser would have to build", maxFMExpandedNodes)
+
+// yamlExpandedNodes counts the nodes of n with every alias expanded, up to
+// just past maxFMExpandedNodes; a node is sized once (memo), and an alias
+// back into a node being sized counts as one node.
+func yamlExpandedNodes(n *yaml.Node, memo map[*yaml.Node]int) int {
+	if v, ok := memo[n]; ok {
+		return v
+	}
+	memo[n] = 1 // being sized: a cycle back here counts once
+	size := 1
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		size = yamlExpandedNodes(n.Alias, memo)
+	}
+	for _, c := range n.Content {
+		if size += yamlExpandedNodes(c, memo); size > maxFMExpandedNodes {
+			break
+		}
+	}
+	size = min(size, maxFMExpandedNodes+1)
+	memo[n] = size
+	return size
+}
+
 // decodeFM parses the YAML between the fences. It returns the root
 // mapping, nil for an empty frontmatter, and a message when it is not a
 // single YAML mapping.
@@ -748,6 +783,9 @@ func decodeFM(front []byte) (root *yaml.Node, msg string) {
 		return nil, ""
 	}
 	root = doc.Content[0]
+	if n := yamlExpandedNodes(root, map[*yaml.Node]int{}); n > maxFMExpandedNodes {
+		return nil, msgAliasBomb
+	}
 	switch {
 	case root.Kind == yaml.MappingNode:
 		return root, ""

@@ -524,15 +524,16 @@ func TestCutRunes(t *testing.T) {
 }
 
 func TestYAMLJSONLimits(t *testing.T) {
-	// Aliases make a few lines expand without bound: the value is dropped,
-	// not rendered.
-	bomb := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-	for i, prev := 0, "a"; i < 8; i++ {
+	// Aliases make a few lines expand far (here to some 11,000 nodes,
+	// under the alias bomb limit, but 150 KB of JSON): the value is
+	// dropped, not rendered.
+	bomb := "a: &a [" + strings.Repeat("xxxxxxxxxxxx, ", 9) + "xxxxxxxxxxxx]\n"
+	for i, prev := 0, "a"; i < 3; i++ {
 		name := string(rune('b' + i))
 		bomb += name + ": &" + name + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
 		prev = name
 	}
-	front := "name: pdf\ndescription: d\nanchors:\n" + indent(bomb) + "metadata:\n  big: *i\n  ok: fine\n"
+	front := "name: pdf\ndescription: d\nanchors:\n" + indent(bomb) + "metadata:\n  big: *d\n  ok: fine\n"
 	m, w, err := ParseManifest([]byte(skillMD(front, "")), Lenient)
 	if err != nil {
 		t.Fatal(err)
@@ -590,5 +591,29 @@ func TestRepairFM(t *testing.T) {
 	}
 	if want := "description: \"say \\\"hi\\\": \\\\o/\"\r\nname: x\n"; string(text) != want {
 		t.Errorf("repaired text = %q, want %q", text, want)
+	}
+}
+
+// A frontmatter whose aliases expand without bound is refused in both
+// modes: the repair must not quote the aliases away and let it through,
+// since every agent that reads the stored copy would expand them.
+func TestAliasBombRefusedInBothModes(t *testing.T) {
+	front := "name: laughs\ndescription: d\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	for i, prev := 0, "a"; i < 6; i++ {
+		name := string(rune('b' + i))
+		front += name + ": &" + name + " [" + strings.Repeat("*"+prev+", ", 9) + "*" + prev + "]\n"
+		prev = name
+	}
+	for _, mode := range []Mode{Strict, Lenient} {
+		_, _, err := ParseManifestWith([]byte(skillMD(front, "")), ParseOptions{Mode: mode, Folder: "laughs"})
+		if !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), "alias bomb") {
+			t.Errorf("%s: err = %v, want the alias bomb refused", mode, err)
+		}
+	}
+	// A few aliases, even a cycle, are fine.
+	for _, ok := range []string{"name: &n pdf\ndescription: *n\n", "name: pdf\ndescription: d\nx: &a [1, *a]\n"} {
+		if _, _, err := ParseManifest([]byte(skillMD(ok, "")), Lenient); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
 	}
 }

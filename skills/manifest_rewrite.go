@@ -391,3 +391,16 @@ func yamlOffset(data []byte, line, col int) (int, bool) {
 	}
 	return off, true
 }
+
+// SlugSettled reports whether a SKILL.md, read as the daemon reads a
+// stored one (leniently, without a folder), gives slug, and any slug key
+// it has says exactly that: an import stores it unchanged then, and
+// otherwise writes slug in with RewriteSlug.
+func SlugSettled(data []byte, slug string) bool {
+	p := &manifestParser{mode: Lenient}
+	m := p.parse(data)
+	if m == nil || len(p.problems) > 0 || m.Slug != slug {
+		return false
+	}
+	return !p.slugKey || p.slugText == slug
+}

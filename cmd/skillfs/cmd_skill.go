@@ -66,7 +66,7 @@ func (c *cli) skillImport(args []string) error {
 	fs.StringVar(&ref, "ref", "", "git branch, tag or commit")
 	sub := fs.String("path", "", "import only from this folder of the source (also SOURCE#ref:path)")
 	agents := fs.Bool("agents", false, "import from the skill folders of agents on this machine instead of SOURCE")
-	project := fs.String("project", "", "with --agents: also the project folder's .claude/skills, .agents/skills, .codex/skills")
+	project := fs.String("project", "", "with --agents: also this project folder's .claude/skills, .agents/skills, .codex/skills and .opencode/skills (after your own)")
 	pos, err := parse(fs, args, 0, 1, "SOURCE (or --agents)")
 	if err != nil {
 		return err
@@ -100,23 +100,47 @@ func (c *cli) skillImport(args []string) error {
 	}
 	defer cat.Close()
 	res, ierr := cat.Import(c.ctx, req)
-	return c.importResult(res, ierr)
+	return c.importResult(res, ierr, req.List)
 }
 
-// importResult prints what an import did and picks its error.
-func (c *cli) importResult(res *catalog.ImportResult, ierr error) error {
+// importResult prints what an import did and picks its error: a listing
+// (--list) succeeds whenever the source could be read; an import fails when
+// any skill failed. Shadowed skills of agent folders are not failures.
+func (c *cli) importResult(res *catalog.ImportResult, ierr error, list bool) error {
 	if c.json {
 		if err := c.printJSON(res); err != nil {
 			return err
 		}
-		return ierr
+	} else {
+		c.printImport(res)
 	}
+	if ierr == nil && !list && len(res.Failed) > 0 {
+		return fmt.Errorf("%d of %d skills failed to import: %w", len(res.Failed), len(res.Failed)+len(res.Installed), skills.ErrInvalid)
+	}
+	return ierr
+}
+
+func (c *cli) printImport(res *catalog.ImportResult) {
 	if len(res.Available) > 0 {
 		rows := make([][]string, len(res.Available))
 		for i, a := range res.Available {
-			rows[i] = []string{a.Slug, a.Path, truncate(a.Description, 60)}
+			status := a.Status
+			if status == "" {
+				status = "-"
+			} else if len(a.Warnings) > 0 {
+				status += fmt.Sprintf(" (%d warnings)", len(a.Warnings))
+			}
+			rows[i] = []string{a.Slug, a.Name, status, a.Path, truncate(a.Description, 50)}
 		}
-		c.table([]string{"SKILL", "PATH", "DESCRIPTION"}, rows)
+		c.table([]string{"SKILL", "NAME", "STATUS", "PATH", "DESCRIPTION"}, rows)
+		for _, a := range res.Available {
+			for _, w := range a.Warnings {
+				fmt.Fprintf(c.stdout, "%s: warning: %s\n", a.Slug, w)
+			}
+			if a.Error != "" {
+				fmt.Fprintf(c.stdout, "%s: refused: %s\n", a.Slug, a.Error)
+			}
+		}
 	}
 	for _, in := range res.Installed {
 		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, short(in.Version))
@@ -124,13 +148,12 @@ func (c *cli) importResult(res *catalog.ImportResult, ierr error) error {
 			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
 		}
 	}
+	for _, s := range res.Shadowed {
+		fmt.Fprintf(c.stdout, "shadowed %s\n", s.Reason)
+	}
 	for _, f := range res.Failed {
 		fmt.Fprintf(c.stderr, "failed %s: %s\n", f.Source, f.Error)
 	}
-	if ierr == nil && len(res.Failed) > 0 {
-		return fmt.Errorf("%d of %d skills failed to import: %w", len(res.Failed), len(res.Failed)+len(res.Installed), skills.ErrInvalid)
-	}
-	return ierr
 }
 
 func (c *cli) skillPrepare(args []string) error {
@@ -192,7 +215,7 @@ func (c *cli) skillConfirm(sub string, args []string) error {
 		sh = &skills.Share{Read: sc}
 	}
 	res, err := cat.Confirm(c.ctx, c.as, pos[0], sh)
-	return c.importResult(res, err)
+	return c.importResult(res, err, false)
 }
 
 // skillEdit writes one text file of a skill as a new version.
@@ -344,9 +367,9 @@ func (c *cli) skillList(args []string) error {
 		if !s.Enabled {
 			en = "no"
 		}
-		rows[i] = []string{s.Slug, s.SourceType, en, short(s.Version), truncate(s.Description, 60)}
+		rows[i] = []string{s.Slug, truncate(catalog.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, short(s.Version), truncate(s.Description, 60)}
 	}
-	c.table([]string{"SLUG", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
+	c.table([]string{"SLUG", "NAME", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
 	return nil
 }
 
@@ -372,7 +395,7 @@ func (c *cli) skillShow(args []string) error {
 	j := catalog.Summarize(d.Skill)
 	w := bufio.NewWriter(c.stdout)
 	defer w.Flush()
-	fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, j.Name, j.Description)
+	fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, catalog.DisplayName(j.Plugin, j.Name), j.Description)
 	fmt.Fprintf(w, "enabled:      %v\nsource:       %s (%s)\ncreator:      %s\n", j.Enabled, d.Source, j.SourceType, j.Creator)
 	fmt.Fprintf(w, "share:        read %s", j.Share.Read)
 	if j.Share.Manage != "" {

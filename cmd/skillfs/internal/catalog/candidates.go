@@ -72,9 +72,9 @@ func namespacePlugins(fs []found) {
 	}
 }
 
-// displayName is how a skill shows in listings and prompts: plugin:name for
+// DisplayName is how a skill shows in listings and prompts: plugin:name for
 // the skills of a plugin.
-func displayName(plugin, name string) string {
+func DisplayName(plugin, name string) string {
 	if plugin == "" {
 		return name
 	}
@@ -85,7 +85,7 @@ func displayName(plugin, name string) string {
 func (f found) available() Available {
 	a := Available{Name: f.Name, Slug: f.Name, Path: f.Rel, Plugin: f.Plugin}
 	if f.m != nil {
-		a.Name, a.Slug, a.Description = displayName(f.Plugin, f.m.Name), f.want, f.m.Description
+		a.Name, a.Slug, a.Description = DisplayName(f.Plugin, f.m.Name), f.want, f.m.Description
 	}
 	if f.err != nil {
 		a.Status, a.Error = StatusRefused, f.err.Error()
@@ -157,7 +157,7 @@ func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
 func (f found) matches(pattern string) bool {
 	vals := []string{f.Name, f.Rel, f.want}
 	if f.m != nil {
-		vals = append(vals, f.m.Slug, f.m.Name, displayName(f.Plugin, f.m.Name))
+		vals = append(vals, f.m.Slug, f.m.Name, DisplayName(f.Plugin, f.m.Name))
 	}
 	for _, v := range vals {
 		if v == "" {

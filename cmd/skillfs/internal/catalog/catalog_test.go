@@ -124,7 +124,7 @@ func TestReinstallAndConflicts(t *testing.T) {
 func TestFailedImportLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := open(t)
-	bad := skillDir(t, filepath.Join(t.TempDir(), "bad"), "name: Bad_Name\ndescription: x")
+	bad := skillDir(t, filepath.Join(t.TempDir(), "bad"), "name: bad\n  description: [unclosed")
 	if _, err := c.Import(ctx, ImportRequest{Source: bad}); !errors.Is(err, skills.ErrInvalidManifest) {
 		t.Fatalf("err = %v, want ErrInvalidManifest", err)
 	}
@@ -182,11 +182,32 @@ func TestImportFromAgentFolders(t *testing.T) {
 	ctx := context.Background()
 	c := open(t)
 	home, project := t.TempDir(), t.TempDir()
-	// The project's folder wins over the user's for the same slug.
+	// The user's own folder wins over the project's for the same slug, as
+	// in Claude Code; the project's is reported as shadowed, not failed.
 	skillDir(t, filepath.Join(project, ".claude", "skills", "notes"), "name: notes\ndescription: project notes")
 	skillDir(t, filepath.Join(home, ".claude", "skills", "notes"), "name: notes\ndescription: user notes")
 	skillDir(t, filepath.Join(home, ".agents", "skills", "Nice Tool"), "name: Nice Tool\ndescription: lenient name")
-	skillDir(t, filepath.Join(home, ".codex", "skills", "broken"), "name: broken")
+	// No description: the body's first paragraph stands in, as in Claude Code.
+	skillDir(t, filepath.Join(home, ".codex", "skills", "tools", "broken"), "name: broken")
+	// Only what cannot be loaded fails.
+	skillDir(t, filepath.Join(project, ".opencode", "skills", "unusable"), "name: unusable\n  description: [")
+
+	list, err := c.Import(ctx, ImportRequest{Agents: true, AgentHome: home, Project: project, List: true})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if len(list.Installed) != 0 || len(list.Available) != 3 || len(list.Shadowed) != 1 || len(list.Failed) != 1 {
+		t.Fatalf("list = %+v", list)
+	}
+	for _, a := range list.Available {
+		if a.Status != StatusInstall {
+			t.Errorf("listed %s as %q, want %q", a.Slug, a.Status, StatusInstall)
+		}
+	}
+	if l, _ := c.List(ctx, ""); len(l) != 0 {
+		t.Fatalf("--list installed %v", l)
+	}
+
 	res, err := c.Import(ctx, ImportRequest{Agents: true, AgentHome: home, Project: project, All: true})
 	if err != nil {
 		t.Fatalf("import: %v", err)
@@ -195,24 +216,35 @@ func TestImportFromAgentFolders(t *testing.T) {
 	for _, in := range res.Installed {
 		got[in.Slug] = true
 	}
-	if len(res.Installed) != 2 || !got["notes"] || !got["nice-tool"] {
-		t.Fatalf("installed %+v, want notes and nice-tool", res.Installed)
+	if len(res.Installed) != 3 || !got["notes"] || !got["nice-tool"] || !got["broken"] {
+		t.Fatalf("installed %+v, want notes, nice-tool and broken", res.Installed)
 	}
-	if len(res.Failed) != 2 { // the user's notes (shadowed) and broken (no description)
-		t.Fatalf("failed %+v, want the shadowed notes and broken", res.Failed)
+	projectNotes := filepath.Join(project, ".claude", "skills", "notes")
+	if len(res.Shadowed) != 1 || res.Shadowed[0].Source != projectNotes ||
+		res.Shadowed[0].By != filepath.Join(home, ".claude", "skills", "notes") {
+		t.Fatalf("shadowed %+v, want the project's notes, by the user's", res.Shadowed)
+	}
+	if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error, "unusable") {
+		t.Fatalf("failed %+v, want only the unusable skill", res.Failed)
 	}
 	d, err := c.Show(ctx, "", "notes")
-	if err != nil || d.Description != "project notes" {
-		t.Fatalf("notes = %+v, %v; want the project's", d, err)
+	if err != nil || d.Description != "user notes" {
+		t.Fatalf("notes = %+v, %v; want the user's", d, err)
+	}
+	d, err = c.Show(ctx, "", "broken")
+	if err != nil || d.Description != "body" {
+		t.Fatalf("broken = %+v, %v; want the body as its description", d, err)
 	}
 	d, err = c.Show(ctx, "", "nice-tool")
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(filepath.Join(d.Path, "SKILL.md"))
-	// The derived slug is written in, so the stored copy passes strict checks.
-	m, _, err := skills.ParseManifest(data, skills.Strict)
-	if err != nil || m.Slug != "nice-tool" || m.Name != "Nice Tool" {
+	orig, _ := os.ReadFile(filepath.Join(home, ".agents", "skills", "Nice Tool", "SKILL.md"))
+	// Stored as it is: read back as the daemon reads it, the name gives
+	// the same slug, so nothing is rewritten.
+	m, _, err := skills.ParseManifest(data, skills.Lenient)
+	if err != nil || m.Slug != "nice-tool" || m.Name != "Nice Tool" || !bytes.Equal(data, orig) {
 		t.Fatalf("stored SKILL.md: %+v %v\n%s", m, err, data)
 	}
 }
@@ -334,7 +366,7 @@ func TestEdit(t *testing.T) {
 		{"binary extension", "logo.png", []byte("x"), skills.ErrInvalid},
 		{"not utf-8", "a.txt", []byte{0xff, 0xfe}, skills.ErrInvalid},
 		{"escape", "../x.md", []byte("x"), skills.ErrUnsafePath},
-		{"invalid manifest", "SKILL.md", []byte("---\nname: Notes!\n---\n"), skills.ErrInvalidManifest},
+		{"invalid manifest", "SKILL.md", []byte("---\nname: notes\n  description: [\n---\n"), skills.ErrInvalidManifest},
 		{"slug change", "SKILL.md", []byte("---\nname: other\ndescription: x\n---\n"), skills.ErrInvalid},
 		{"remove manifest", "SKILL.md", nil, skills.ErrInvalid},
 		{"unregistered tool", "SKILL.md", []byte("---\nname: notes\ndescription: x\ntool_dependencies: [t]\n---\n"), skills.ErrDependency},
@@ -529,5 +561,34 @@ func TestImportFromAFolderOfTheSource(t *testing.T) {
 		} else if !errors.Is(err, skills.ErrUnsafePath) && !errors.Is(err, skills.ErrNotFound) {
 			t.Errorf("--path %q: %v", bad, err)
 		}
+	}
+}
+
+// An imported skill whose SKILL.md only lenient reading accepts (a display
+// name, no description) can still be edited: edits read it as import did.
+func TestEditLenientSkill(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	src := filepath.Join(t.TempDir(), "tool")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("---\nname: Nice Tool\n---\nDoes nice things.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Import(ctx, ImportRequest{Source: src})
+	if err != nil || res.Installed[0].Slug != "nice-tool" {
+		t.Fatalf("import: %v %+v", err, res)
+	}
+	if _, err := c.Edit(ctx, "", "nice-tool", "notes.md", strings.NewReader("# Notes\n")); err != nil {
+		t.Fatalf("edit a file of a leniently read skill: %v", err)
+	}
+	// Renaming it would change its derived slug: refused, saying how to keep it.
+	_, err = c.Edit(ctx, "", "nice-tool", "SKILL.md", strings.NewReader("---\nname: Other Tool\n---\nbody\n"))
+	if !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), "slug: nice-tool") {
+		t.Fatalf("rename: %v", err)
+	}
+	if _, err := c.Edit(ctx, "", "nice-tool", "SKILL.md", strings.NewReader("---\nname: Other Tool\nslug: nice-tool\n---\nbody\n")); err != nil {
+		t.Fatalf("rename keeping the slug: %v", err)
 	}
 }

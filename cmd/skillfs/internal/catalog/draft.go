@@ -127,19 +127,12 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 		}
 	}()
 	var errs []error
+	taken := map[string]bool{}
 	for i, f := range sel.found {
-		ds, err := c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)))
+		ds, err := c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)), taken)
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: f.Rel, Error: err.Error()})
-			// Named as an import names it: the source as the user gave
-			// it, then the skill's folder in it.
-			where := req.display()
-			if req.Agents {
-				where = f.Dir
-			} else if f.Rel != "." {
-				where += "//" + f.Rel
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			errs = append(errs, fmt.Errorf("%s: %w", req.where(f), err))
 			continue
 		}
 		ds.Warnings = append(slices.Clone(sel.src.warnings), ds.Warnings...)
@@ -160,7 +153,8 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 }
 
 // draftOne stages one skill into dst and says where it would go.
-func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, dst string) (*DraftSkill, error) {
+// Its slug joins taken.
+func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, dst string, taken map[string]bool) (*DraftSkill, error) {
 	st, err := c.stageSkill(req, src, f, dst)
 	if err != nil {
 		return nil, err
@@ -169,11 +163,12 @@ func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportReq
 	if err != nil {
 		return nil, err
 	}
-	slug, _, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st)
+	slug, _, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st, taken)
 	if err != nil {
 		return nil, err
 	}
-	return &DraftSkill{Slug: slug, Name: displayName(f.Plugin, st.m.Name), Description: st.m.Description,
+	taken[slug] = true
+	return &DraftSkill{Slug: slug, Name: DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
 		Warnings: nonNilStrings(append(st.warnings, sw...)), Folder: f.Name, Rel: f.Rel, Version: hash,
 		Plugin: f.Plugin, Want: f.want}, nil
 }

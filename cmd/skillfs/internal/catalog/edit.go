@@ -82,12 +82,14 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	m, warnings, err := skills.ParseManifest(data, skills.Strict)
+	// Read as an import reads it (leniently), so that an edit of any file
+	// of an imported skill is not refused for what its import let pass.
+	m, warnings, err := skills.ParseManifest(data, skills.Lenient)
 	if err != nil {
 		return nil, err
 	}
 	if m.Slug != slug {
-		return nil, fmt.Errorf("SKILL.md names slug %q, but the slug of a skill cannot change (it is %q): %w", m.Slug, slug, skills.ErrInvalid)
+		return nil, fmt.Errorf("SKILL.md gives slug %q, but the slug of a skill cannot change (it is %q; keep a `slug: %s` line): %w", m.Slug, slug, slug, skills.ErrInvalid)
 	}
 	unlockPub, err := c.publishLock()
 	if err != nil {
@@ -103,7 +105,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 		return nil, err
 	}
 	if hash == s.Version {
-		return &Installed{Slug: slug, Name: s.Name, Version: hash, Warnings: append(warnings, "no change: no new version")}, nil
+		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: hash, Warnings: append(warnings, "no change: no new version")}, nil
 	}
 	next := *s
 	next.Name, next.Description = m.Name, m.Description
@@ -115,7 +117,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 		return nil, err
 	}
 	c.log.Info("skill edited", "slug", slug, "file", clean, "version", hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: next.Name, Version: hash, Warnings: nonNilStrings(warnings)}, nil
+	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
 }
 
 // applyEdit writes or (content == nil) removes one file of a tree; a file

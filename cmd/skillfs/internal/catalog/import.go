@@ -33,9 +33,9 @@ type ImportRequest struct {
 	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
 
 	// Agents imports from the skill folders of agents on this machine
-	// instead of Source: AgentHome's and Project's .claude/skills,
-	// .agents/skills and .codex/skills, in skills.AgentDirs precedence.
-	// Their SKILL.md files are parsed leniently.
+	// instead of Source: AgentHome's and Project's skills folders of
+	// Claude Code, Codex, OpenCode and the shared .agents convention, in
+	// skills.AgentDirs precedence (personal before project).
 	Agents    bool
 	AgentHome string
 	Project   string
@@ -47,6 +47,19 @@ func (r ImportRequest) display() string {
 		return r.Display
 	}
 	return r.Source
+}
+
+// where names a skill of the request's source in messages: the source as
+// the user gave it, then the skill's folder in it; for the agents' folders,
+// the skill's folder.
+func (r ImportRequest) where(f found) string {
+	switch {
+	case r.Agents:
+		return f.Dir
+	case f.Rel != ".":
+		return r.display() + "//" + f.Rel
+	}
+	return r.display()
 }
 
 // Installed is one skill an import published (or found unchanged).
@@ -61,6 +74,15 @@ type Installed struct {
 type Failed struct {
 	Source string `json:"source"`
 	Error  string `json:"error"`
+}
+
+// Shadowed is a skill of an agent folder that was not imported because
+// another with the same slug takes precedence, as in the agents themselves.
+type Shadowed struct {
+	Source string `json:"source"` // the folder left out
+	Slug   string `json:"slug"`
+	By     string `json:"by"`     // the folder of the skill that wins
+	Reason string `json:"reason"` // both, with the agent folders they are in
 }
 
 // Available is a skill a source holds: what --list shows, and what a
@@ -90,6 +112,7 @@ const (
 type ImportResult struct {
 	Installed []Installed `json:"installed"`
 	Failed    []Failed    `json:"failed"`
+	Shadowed  []Shadowed  `json:"shadowed,omitempty"`
 	Available []Available `json:"available,omitempty"`
 }
 
@@ -164,6 +187,15 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 		src.cleanup()
 		return nil, fmt.Errorf("every skill of %q is ignored: %w", req.display(), skills.ErrNotFound)
 	}
+	if len(req.Skills) > 0 {
+		picked, err := pick(fs, req.Skills)
+		if err != nil {
+			res.Available = describe(fs)
+			src.cleanup()
+			return nil, fmt.Errorf("in %q: %w", req.display(), err)
+		}
+		fs = picked
+	}
 	if req.List {
 		res.Available = c.plan(ctx, actor, req, src, fs)
 		src.cleanup()
@@ -178,15 +210,6 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 		}
 		return nil, fmt.Errorf("%q holds %d skills (%s): choose with --skill NAME or --all: %w",
 			req.display(), len(fs), strings.Join(names, ", "), skills.ErrAmbiguous)
-	}
-	if len(req.Skills) > 0 {
-		picked, err := pick(fs, req.Skills)
-		if err != nil {
-			res.Available = describe(fs)
-			src.cleanup()
-			return nil, fmt.Errorf("in %q: %w", req.display(), err)
-		}
-		fs = picked
 	}
 	return &selection{src: src, found: dependencyOrder(fs)}, nil
 }
@@ -229,10 +252,11 @@ func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportRe
 // would (every check and limit) and keeping nothing.
 func (c *Catalog) plan(ctx context.Context, actor skills.User, req ImportRequest, src *source, fs []found) []Available {
 	out := make([]Available, len(fs))
+	taken := map[string]bool{}
 	for i, f := range fs {
 		a := f.available()
 		if f.err == nil {
-			if err := c.planOne(ctx, actor, req, src, f, &a); err != nil {
+			if err := c.planOne(ctx, actor, req, src, f, &a, taken); err != nil {
 				a.Status, a.Error = StatusRefused, err.Error()
 			}
 		}
@@ -241,8 +265,9 @@ func (c *Catalog) plan(ctx context.Context, actor skills.User, req ImportRequest
 	return out
 }
 
-// planOne fills a with what importing f would do.
-func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, a *Available) error {
+// planOne fills a with what importing f would do; the slug it would have
+// joins taken.
+func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, a *Available, taken map[string]bool) error {
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return err
@@ -252,10 +277,11 @@ func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequ
 	if err != nil {
 		return err
 	}
-	slug, existing, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st)
+	slug, existing, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st, taken)
 	if err != nil {
 		return err
 	}
+	taken[slug] = true
 	if err := rewriteSlugIfNeeded(st, slug); err != nil {
 		return err
 	}
@@ -263,7 +289,7 @@ func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequ
 	if err != nil {
 		return err
 	}
-	a.Slug, a.Name, a.Description = slug, displayName(f.Plugin, st.m.Name), st.m.Description
+	a.Slug, a.Name, a.Description = slug, DisplayName(f.Plugin, st.m.Name), st.m.Description
 	a.Warnings = nonNilStrings(append(append(slices.Clone(src.warnings), st.warnings...), sw...))
 	switch {
 	case existing == nil:
@@ -284,12 +310,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 	for _, f := range sel.found {
 		inst, err := c.importOne(ctx, actor, req, src, f)
 		if err != nil {
-			where := req.display()
-			if req.Agents {
-				where = f.Dir
-			} else if f.Rel != "." {
-				where += "//" + f.Rel
-			}
+			where := req.where(f)
 			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			c.log.Info("import failed", "source", where, "err", err)
@@ -308,11 +329,15 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 }
 
 // agentSource lists the skills of the agents' folders as candidates; those
-// that cannot be loaded at all are reported as failed.
+// that cannot be loaded at all are reported as failed, those another skill
+// hides as shadowed.
 func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skills.Candidate) {
-	list, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project))
+	list, shadowed, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project))
 	for _, p := range problems {
 		res.Failed = append(res.Failed, Failed{Source: "agents", Error: p})
+	}
+	for _, s := range shadowed {
+		res.Shadowed = append(res.Shadowed, Shadowed{Source: s.Dir, Slug: s.Slug, By: s.By, Reason: s.String()})
 	}
 	return &source{key: "agent:", sourceType: skills.SourceUpload, cleanup: func() {}}, agentFound(list)
 }
@@ -493,11 +518,6 @@ func isZip(path string, f io.Reader) bool {
 // staging applies the limits in force.
 var manifestMax = skills.DefaultLimits().MaxManifest
 
-
-
-
-
-
 // forceRemoveAll removes a tree even when published content made it read-only.
 func forceRemoveAll(path string) {
 	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
@@ -508,4 +528,3 @@ func forceRemoveAll(path string) {
 	})
 	os.RemoveAll(path)
 }
-

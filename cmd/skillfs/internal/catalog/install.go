@@ -52,14 +52,15 @@ func (c *Catalog) stageSkill(req ImportRequest, src *source, f found, dst string
 // settle decides the slug of a staged skill: the slug it asks for (its own,
 // or its plugin-namespaced one), or the next free -vN when another source's
 // skill holds it; existing is the skill it becomes a new version of. The
-// caller that publishes holds the publish lock.
-func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportRequest, key string, f found, st *stagedSkill) (slug string, existing *skills.Skill, warnings []string, err error) {
+// caller that publishes holds the publish lock. taken holds the slugs that
+// skills listed before this one in the same plan or draft will have.
+func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportRequest, key string, f found, st *stagedSkill, taken map[string]bool) (slug string, existing *skills.Skill, warnings []string, err error) {
 	want := st.m.Slug
 	if f.want != "" && f.Plugin != "" && f.want != st.m.Slug {
 		want = f.want
 		warnings = append(warnings, fmt.Sprintf("another skill of this source is also %q: installed as %q, the slug of plugin %q", st.m.Slug, want, f.Plugin))
 	}
-	slug, existing, err = c.chooseSlug(ctx, actor, req, key, want)
+	slug, existing, err = c.chooseSlug(ctx, actor, req, key, want, taken)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -96,7 +97,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	defer unlock()
-	slug, existing, sw, err := c.settle(ctx, actor, req, key, f, st)
+	slug, existing, sw, err := c.settle(ctx, actor, req, key, f, st, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	if existing != nil && existing.Version == hash {
 		warnings = append(warnings, "content identical to the current version: no new version")
-		return &Installed{Slug: slug, Name: existing.Name, Version: hash, Warnings: warnings}, nil
+		return &Installed{Slug: slug, Name: DisplayName(existing.Plugin, existing.Name), Version: hash, Warnings: warnings}, nil
 	}
 	now := c.now().UTC()
 	sk := &skills.Skill{
@@ -141,15 +142,15 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
-	return &Installed{Slug: slug, Name: displayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
+	return &Installed{Slug: slug, Name: DisplayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
 }
 
-// rewriteSlugIfNeeded writes slug into the staged SKILL.md when reading the
-// stored file back (as the daemon does, without its folder) would not give
-// that slug: a -vN or plugin slug, or a slug derived from the folder. Only
-// the slug line changes.
+// rewriteSlugIfNeeded writes slug into the staged SKILL.md unless it is
+// settled there already (skills.SlugSettled): for a -vN or plugin slug, a
+// slug derived from the folder, or a slug key that is not a valid slug.
+// Only the slug line changes.
 func rewriteSlugIfNeeded(st *stagedSkill, slug string) error {
-	if back, _, err := skills.ParseManifest(st.data, skills.Lenient); err == nil && back.Slug == slug {
+	if skills.SlugSettled(st.data, slug) {
 		return nil
 	}
 	rewritten, err := skills.RewriteSlug(st.data, slug)
@@ -234,8 +235,9 @@ func sourceKey(key string, cand skills.Candidate, agents bool) string {
 }
 
 // chooseSlug decides where a skill with the wanted slug goes: a new skill
-// (existing == nil) or a new version of existing.
-func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string) (string, *skills.Skill, error) {
+// (existing == nil) or a new version of existing. A slug in taken counts as
+// taken by a skill from elsewhere.
+func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string, taken map[string]bool) (string, *skills.Skill, error) {
 	for n := 1; n <= maxSuffix; n++ {
 		slug := want
 		if n > 1 {
@@ -243,6 +245,9 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 			if len(slug) > 64 {
 				return "", nil, fmt.Errorf("slug %q is taken and %q is too long: %w", want, slug, skills.ErrExists)
 			}
+		}
+		if taken[slug] {
+			continue
 		}
 		ex, err := c.db.Skill(ctx, slug)
 		if errors.Is(err, skills.ErrNotFound) {

@@ -10,6 +10,7 @@ import (
 type Summary struct {
 	Slug              string   `json:"slug"`
 	Name              string   `json:"name"`
+	Plugin            string   `json:"plugin,omitempty"` // the plugin it came from; it shows as plugin:name
 	Description       string   `json:"description"`
 	Version           string   `json:"version"`
 	Enabled           bool     `json:"enabled"`
@@ -27,7 +28,7 @@ type Summary struct {
 // Summarize makes the Summary of a skill.
 func Summarize(s *skills.Skill) Summary {
 	j := Summary{
-		Slug: s.Slug, Name: s.Name, Description: s.Description, Version: s.Version, Enabled: s.Enabled,
+		Slug: s.Slug, Name: s.Name, Plugin: s.Plugin, Description: s.Description, Version: s.Version, Enabled: s.Enabled,
 		SourceType: s.SourceType, SkillDependencies: nonNilStrings(s.SkillDependencies),
 		ToolDependencies: nonNilStrings(s.ToolDependencies), MCPDependencies: nonNilStrings(s.MCPDependencies), Creator: s.Creator,
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -130,7 +131,10 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 
 // Prompt renders the catalog block of a session for the agent's system
 // prompt: name, description and location of each readable skill; preloaded
-// skills are inlined in full instead. Empty when nothing is readable.
+// skills are inlined in full instead. A skill whose SKILL.md says
+// disable-model-invocation: true is left out unless preloaded (it stays
+// readable and mentionable), and a plugin's skill shows as plugin:name.
+// Empty when nothing is listed.
 func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
@@ -161,7 +165,14 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		if err != nil {
 			return "", fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
 		}
-		e := entry{slug: p.Slug, name: m.Name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
+		if m.DisableModelInvocation && !inline[p.Slug] {
+			continue
+		}
+		name := m.Name
+		if sk, err := d.cat.DB().Skill(ctx, p.Slug); err == nil {
+			name = catalog.DisplayName(sk.Plugin, name)
+		}
+		e := entry{slug: p.Slug, name: name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
 		if inline[p.Slug] {
 			e.body = string(data)
 		}
@@ -217,7 +228,8 @@ type Mention struct {
 }
 
 // Mentions returns the readable skills a message names as $slug or
-// [$slug](...), with their SKILL.md, and records their activation.
+// [$slug](...), with their SKILL.md, and records their activation. A skill
+// whose SKILL.md says user-invocable: false is not resolved from a mention.
 func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
@@ -233,6 +245,9 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 		data, err := iofs.ReadFile(vfs, slug+"/"+skills.ManifestName)
 		if err != nil {
 			return nil, fmt.Errorf("read %s/SKILL.md: %w", slug, err)
+		}
+		if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil && !m.UserInvocable {
+			continue
 		}
 		if err := d.rec.Opened(id, slug); err != nil {
 			return nil, err
