@@ -302,21 +302,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 			writeFile(t, filepath.Join(d, "README.md"), []byte("# nothing\n"), 0o644)
 			return d
 		}, 5, []string{"SKILL.md"}},
-		{"slug ../../x", false, func(t *testing.T, dir string) string {
+		{"frontmatter that does not parse", false, func(t *testing.T, dir string) string {
 			d := filepath.Join(dir, "skill")
-			writeSkill(t, d, "name: escape\nslug: ../../x\ndescription: Tries to leave the store.", nil)
+			writeSkill(t, d, "name: broken\n  description: [unclosed", nil)
 			return d
-		}, 5, []string{"slug", "../../x"}},
-		{"slug a/b", false, func(t *testing.T, dir string) string {
-			d := filepath.Join(dir, "skill")
-			writeSkill(t, d, "name: nested\nslug: a/b\ndescription: Tries to nest in the store.", nil)
-			return d
-		}, 5, []string{"slug", "a/b"}},
-		{"single SKILL.md with a bad slug", false, func(t *testing.T, dir string) string {
+		}, 5, []string{"SKILL.md", "invalid YAML", "line 3"}},
+		{"single SKILL.md whose frontmatter is never closed", false, func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "SKILL.md")
-			writeFile(t, p, []byte("---\nname: x\nslug: ../x\ndescription: d\n---\n"), 0o644)
+			writeFile(t, p, []byte("---\nname: x\ndescription: d\n"), 0o644)
 			return p
-		}, 5, []string{"slug"}},
+		}, 5, []string{"SKILL.md", "not closed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,11 +30,22 @@ type importOut struct {
 		Error  string `json:"error"`
 	} `json:"failed"`
 	Available []struct {
-		Name        string `json:"name"`
-		Slug        string `json:"slug"`
-		Description string `json:"description"`
-		Path        string `json:"path"`
+		Name        string   `json:"name"`
+		Slug        string   `json:"slug"`
+		Description string   `json:"description"`
+		Path        string   `json:"path"`
+		Plugin      string   `json:"plugin"`
+		Status      string   `json:"status"`
+		Warnings    []string `json:"warnings"`
+		Error       string   `json:"error"`
 	} `json:"available"`
+	Shadowed []struct {
+		Source string `json:"source"`
+		Slug   string `json:"slug"`
+		By     string `json:"by"`
+		Reason string `json:"reason"`
+	} `json:"shadowed"`
+	Warnings []string `json:"warnings"`
 }
 
 // installedSlugs lists the slugs an import reported, sorted.
@@ -51,6 +62,7 @@ func (o importOut) installedSlugs() []string {
 type listItem struct {
 	Slug              string   `json:"slug"`
 	Name              string   `json:"name"`
+	Plugin            string   `json:"plugin"`
 	Description       string   `json:"description"`
 	Version           string   `json:"version"`
 	Enabled           bool     `json:"enabled"`
@@ -278,7 +290,8 @@ func checkStored(t testing.TB, e *env, slug string) showOut {
 	if err != nil {
 		t.Fatalf("%s: %v", slug, err)
 	}
-	m, _, err := skills.ParseManifest(data, skills.Strict)
+	// Read as a stored SKILL.md is read: leniently, in a folder named by its slug.
+	m, _, err := skills.ParseStored(data, slug)
 	if err != nil {
 		t.Fatalf("%s: stored SKILL.md: %v", slug, err)
 	}

@@ -104,7 +104,21 @@ func (e *env) run(args ...string) result {
 
 func (e *env) runIn(stdin io.Reader, args ...string) result {
 	e.t.Helper()
+	return e.runWith(stdin, nil, args...)
+}
+
+// runEnv runs the CLI with extra environment variables (NAME=value).
+func (e *env) runEnv(vars []string, args ...string) result {
+	e.t.Helper()
+	return e.runWith(nil, vars, args...)
+}
+
+func (e *env) runWith(stdin io.Reader, vars []string, args ...string) result {
+	e.t.Helper()
 	cmd := exec.Command(binary, append([]string{"--home", e.home}, args...)...)
+	if vars != nil {
+		cmd.Env = append(os.Environ(), vars...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin
 	err := cmd.Run()

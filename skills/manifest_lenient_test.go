@@ -617,3 +617,22 @@ func TestAliasBombRefusedInBothModes(t *testing.T) {
 		}
 	}
 }
+
+func TestSlugSettled(t *testing.T) {
+	for _, tc := range []struct {
+		data, slug string
+		want       bool
+	}{
+		{"---\nname: pdf\ndescription: d\n---\n", "pdf", true},
+		{"---\nname: pdf\ndescription: d\n---\n", "pdf-v2", false},         // another slug: written in
+		{"---\nname: Nice Tool\ndescription: d\n---\n", "nice-tool", true}, // derived from the name, as every reader derives it
+		{"# No frontmatter\n", "notes", true},                              // named after the folder it is stored in
+		{"---\nname: x\nslug: ../../x\n---\n", "x", false},                 // a slug key that says something else
+		{"---\nname: x\nslug: x\n---\n", "x", true},
+		{"---\nname: x\n  bad: [\n---\n", "x", false},
+	} {
+		if got := SlugSettled([]byte(tc.data), tc.slug); got != tc.want {
+			t.Errorf("SlugSettled(%q, %q) = %v, want %v", tc.data, tc.slug, got, tc.want)
+		}
+	}
+}

@@ -392,12 +392,18 @@ func yamlOffset(data []byte, line, col int) (int, bool) {
 	return off, true
 }
 
-// SlugSettled reports whether a SKILL.md, read as the daemon reads a
-// stored one (leniently, without a folder), gives slug, and any slug key
-// it has says exactly that: an import stores it unchanged then, and
-// otherwise writes slug in with RewriteSlug.
+// ParseStored reads a stored SKILL.md the way an agent reads it in a
+// session's mount: leniently, in a folder named by its slug.
+func ParseStored(data []byte, slug string) (*Manifest, []string, error) {
+	return ParseManifestWith(data, ParseOptions{Mode: Lenient, Folder: slug})
+}
+
+// SlugSettled reports whether a SKILL.md, read as a stored one is read
+// (ParseStored, in a folder named slug), gives slug, and any slug key it has
+// says exactly that: an import stores it unchanged then, and otherwise
+// writes slug in with RewriteSlug.
 func SlugSettled(data []byte, slug string) bool {
-	p := &manifestParser{mode: Lenient}
+	p := &manifestParser{mode: Lenient, folder: slug}
 	m := p.parse(data)
 	if m == nil || len(p.problems) > 0 || m.Slug != slug {
 		return false

@@ -121,6 +121,9 @@ func (c *cli) importResult(res *catalog.ImportResult, ierr error, list bool) err
 }
 
 func (c *cli) printImport(res *catalog.ImportResult) {
+	for _, w := range res.Warnings {
+		fmt.Fprintf(c.stdout, "warning: %s\n", w)
+	}
 	if len(res.Available) > 0 {
 		rows := make([][]string, len(res.Available))
 		for i, a := range res.Available {

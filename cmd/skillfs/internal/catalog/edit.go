@@ -84,7 +84,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	}
 	// Read as an import reads it (leniently), so that an edit of any file
 	// of an imported skill is not refused for what its import let pass.
-	m, warnings, err := skills.ParseManifest(data, skills.Lenient)
+	m, warnings, err := skills.ParseStored(data, slug)
 	if err != nil {
 		return nil, err
 	}

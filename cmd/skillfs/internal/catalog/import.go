@@ -113,6 +113,7 @@ type ImportResult struct {
 	Installed []Installed `json:"installed"`
 	Failed    []Failed    `json:"failed"`
 	Shadowed  []Shadowed  `json:"shadowed,omitempty"`
+	Warnings  []string    `json:"warnings,omitempty"` // about the source as a whole: plugin entries skipped, a search cut short
 	Available []Available `json:"available,omitempty"`
 }
 
@@ -231,6 +232,7 @@ func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportRe
 	for _, w := range warns {
 		c.log.Warn("find skills", "source", req.display(), "warning", w)
 	}
+	res.Warnings = append(res.Warnings, warns...)
 	if err != nil {
 		src.cleanup()
 		if len(src.warnings) > 0 { // e.g. a SKILL.md that was a link left out

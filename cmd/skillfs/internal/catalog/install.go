@@ -147,7 +147,8 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 
 // rewriteSlugIfNeeded writes slug into the staged SKILL.md unless it is
 // settled there already (skills.SlugSettled): for a -vN or plugin slug, a
-// slug derived from the folder, or a slug key that is not a valid slug.
+// slug derived from a folder named otherwise, or a slug key that is not a
+// valid slug.
 // Only the slug line changes.
 func rewriteSlugIfNeeded(st *stagedSkill, slug string) error {
 	if skills.SlugSettled(st.data, slug) {

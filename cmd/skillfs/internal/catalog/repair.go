@@ -547,7 +547,7 @@ func (c *Catalog) deriveMeta(slug, hash, dir string) (*skills.VersionMeta, error
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := skills.ParseManifest(data, skills.Lenient)
+	m, _, err := skills.ParseStored(data, slug)
 	if err != nil {
 		return nil, err
 	}

@@ -161,7 +161,7 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		if err != nil {
 			return "", fmt.Errorf("read %s/SKILL.md: %w", p.Slug, err)
 		}
-		m, _, err := skills.ParseManifest(data, skills.Lenient)
+		m, _, err := skills.ParseStored(data, p.Slug)
 		if err != nil {
 			return "", fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
 		}
@@ -246,7 +246,7 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 		if err != nil {
 			return nil, fmt.Errorf("read %s/SKILL.md: %w", slug, err)
 		}
-		if m, _, err := skills.ParseManifest(data, skills.Lenient); err == nil && !m.UserInvocable {
+		if m, _, err := skills.ParseStored(data, slug); err == nil && !m.UserInvocable {
 			continue
 		}
 		if err := d.rec.Opened(id, slug); err != nil {
