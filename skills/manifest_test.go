@@ -1145,29 +1145,29 @@ func checkLenientWithFolder(t *testing.T, data []byte, folder string, plain *Man
 // mapping (`{name: x, slug: y}`), where RewriteSlug edits only a scalar slug
 // value in place and otherwise refuses.
 func flowFrontmatter(data []byte) bool {
+	root := lenientRoot(data)
+	return root != nil && root.Style&yaml.FlowStyle != 0
+}
+
+// lenientRoot is the root mapping of data's frontmatter as lenient parsing
+// reads it (repaired if need be), or nil.
+func lenientRoot(data []byte) *yaml.Node {
 	fm, msg := splitFM(data)
 	if msg != "" {
-		return false
+		return nil
 	}
 	root, msg := decodeFM(fm.front)
 	if msg != "" {
 		_, root, _ = repairFM(fm.front)
 	}
-	return root != nil && root.Style&yaml.FlowStyle != 0
+	return root
 }
 
 // duplicateSlugKey reports whether the frontmatter of data, as lenient
 // parsing reads it, has the key slug more than once: lenient parsing takes
 // the last, RewriteSlug refuses to guess.
 func duplicateSlugKey(data []byte) bool {
-	fm, msg := splitFM(data)
-	if msg != "" {
-		return false
-	}
-	root, msg := decodeFM(fm.front)
-	if msg != "" {
-		_, root, _ = repairFM(fm.front)
-	}
+	root := lenientRoot(data)
 	if root == nil {
 		return false
 	}
