@@ -277,7 +277,7 @@ func TestScanAgentDirs(t *testing.T) {
 		want []string // each must appear in some warning
 	}{
 		{filepath.Join(uAgents, "a-writer"), []string{`folder "a-writer"`}},
-		{filepath.Join(uClaude, "data-tool"), []string{`slug "data-tool"`}},
+		{filepath.Join(uClaude, "data-tool"), []string{`using "data-tool"`}},
 		{filepath.Join(uClaude, "nameless"), []string{"folder name"}},
 		{filepath.Join(uClaude, "odd-folder"), []string{`folder "odd-folder"`}},
 		{filepath.Join(uClaude, "lower"), []string{"skill.md"}},

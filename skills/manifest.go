@@ -193,6 +193,32 @@ func slugProblems(s string) []string {
 	return out
 }
 
+// slugFaults names briefly what keeps s from being a valid slug.
+func slugFaults(s string) string {
+	var out []string
+	if utf8.RuneCountInString(s) > MaxSlugLen {
+		out = append(out, fmt.Sprintf("over %d characters", MaxSlugLen))
+	}
+	if strings.ToLower(s) != s {
+		out = append(out, "upper case")
+	}
+	if strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+	}) {
+		out = append(out, "characters other than a-z, 0-9 and -")
+	}
+	if strings.HasPrefix(s, "-") || strings.HasSuffix(s, "-") {
+		out = append(out, "a hyphen at an end")
+	}
+	if strings.Contains(s, "--") {
+		out = append(out, "consecutive hyphens")
+	}
+	if len(out) == 0 {
+		out = append(out, "empty")
+	}
+	return strings.Join(out, ", ")
+}
+
 // ParseOptions says how ParseManifestWith reads a SKILL.md.
 type ParseOptions struct {
 	Mode Mode
@@ -406,21 +432,28 @@ func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node)
 	slug, sst := yamlString(slugNode)
 	slug = strings.TrimSpace(slug)
 	p.slugKey, p.slugText = sst != fieldAbsent, slug
+	// notSlug says, in Lenient mode, which value could not be the slug and
+	// why: the warning about the slug derived instead says it.
+	var notSlug string
 	switch {
 	case sst == fieldInvalid:
 		p.bad(KeySlug, "must be a string")
 	case sst == fieldOK && ValidSlug(slug):
 		m.Slug = slug
-	case sst == fieldOK:
+	case sst == fieldOK && p.mode == Strict:
 		for _, msg := range slugProblems(slug) {
-			p.bad(KeySlug, "%s", msg)
+			p.fail(KeySlug, "%s", msg)
 		}
+	case sst == fieldOK:
+		notSlug = fmt.Sprintf("%q is not a valid slug (%s)", slug, slugFaults(slug))
 	case m.Name != "" && ValidSlug(m.Name):
 		m.Slug = m.Name
-	case m.Name != "":
+	case m.Name != "" && p.mode == Strict:
 		for _, msg := range slugProblems(m.Name) {
-			p.bad(KeyName, "%s", msg)
+			p.fail(KeyName, "%s", msg)
 		}
+	case m.Name != "":
+		notSlug = fmt.Sprintf("name %q is not a valid slug (%s)", m.Name, slugFaults(m.Name))
 	}
 	if p.mode == Strict {
 		return
@@ -439,7 +472,11 @@ func (p *manifestParser) nameAndSlug(m *Manifest, nameNode, slugNode *yaml.Node)
 			p.fail(KeyName, "%s", p.noSlugMessage(m.Name, nameMsg))
 			return
 		}
-		p.warn(KeySlug, "using slug %q derived from %s", derived, from)
+		if notSlug != "" {
+			p.warn(KeySlug, "%s; using %q, derived from %s", notSlug, derived, from)
+		} else {
+			p.warn(KeySlug, "using slug %q derived from %s", derived, from)
+		}
 		m.Slug = derived
 	}
 	switch {

@@ -115,9 +115,7 @@ var importCases = []importCase{
 		},
 		lenient: sk("Web Search Automation", "web-search-automation", "d", ""),
 		warnings: []string{
-			`name: "Web Search Automation" must be lowercase`,
-			`name: "Web Search Automation" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "web-search-automation" derived from the name`,
+			`slug: name "Web Search Automation" is not a valid slug (upper case, characters other than a-z, 0-9 and -); using "web-search-automation", derived from the name`,
 		},
 	},
 	{
@@ -126,8 +124,7 @@ var importCases = []importCase{
 		strict:  []Problem{{"name", `"snake_case-name" contains invalid characters; only lowercase letters, digits and hyphens are allowed`}},
 		lenient: sk("snake_case-name", "snake-case-name", "d", ""),
 		warnings: []string{
-			`name: "snake_case-name" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "snake-case-name" derived from the name`,
+			`slug: name "snake_case-name" is not a valid slug (characters other than a-z, 0-9 and -); using "snake-case-name", derived from the name`,
 		},
 	},
 	{
@@ -136,8 +133,7 @@ var importCases = []importCase{
 		strict:  []Problem{{"name", "must not start or end with a hyphen"}},
 		lenient: sk("-leading-hyphen", "leading-hyphen", "d", ""),
 		warnings: []string{
-			"name: must not start or end with a hyphen",
-			`slug: using slug "leading-hyphen" derived from the name`,
+			`slug: name "-leading-hyphen" is not a valid slug (a hyphen at an end); using "leading-hyphen", derived from the name`,
 		},
 	},
 	{
@@ -146,8 +142,7 @@ var importCases = []importCase{
 		strict:  []Problem{{"name", `"toolkit/web" contains invalid characters; only lowercase letters, digits and hyphens are allowed`}},
 		lenient: sk("toolkit/web", "toolkit-web", "d", ""),
 		warnings: []string{
-			`name: "toolkit/web" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "toolkit-web" derived from the name`,
+			`slug: name "toolkit/web" is not a valid slug (characters other than a-z, 0-9 and -); using "toolkit-web", derived from the name`,
 		},
 	},
 	{
@@ -159,9 +154,7 @@ var importCases = []importCase{
 		},
 		lenient: sk("Ünïcödé", "unicode", "d", ""),
 		warnings: []string{
-			`name: "Ünïcödé" must be lowercase`,
-			`name: "Ünïcödé" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "unicode" derived from the name`,
+			`slug: name "Ünïcödé" is not a valid slug (upper case, characters other than a-z, 0-9 and -); using "unicode", derived from the name`,
 		},
 	},
 	{
@@ -171,18 +164,15 @@ var importCases = []importCase{
 		strict:  []Problem{{"name", `"!!!" contains invalid characters; only lowercase letters, digits and hyphens are allowed`}},
 		lenient: sk("!!!", "bangs", "d", ""),
 		warnings: []string{
-			`name: "!!!" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "bangs" derived from the folder name`,
+			`slug: name "!!!" is not a valid slug (characters other than a-z, 0-9 and -); using "bangs", derived from the folder name`,
 		},
 	},
 	{
-		name:   "a name of punctuation only and a folder that yields no slug either",
-		data:   skillMD("name: \"!!!\"\ndescription: d\n", ""),
-		folder: "…",
-		strict: []Problem{{"name", `"!!!" contains invalid characters; only lowercase letters, digits and hyphens are allowed`}},
-		warnings: []string{
-			`name: "!!!" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-		},
+		name:     "a name of punctuation only and a folder that yields no slug either",
+		data:     skillMD("name: \"!!!\"\ndescription: d\n", ""),
+		folder:   "…",
+		strict:   []Problem{{"name", `"!!!" contains invalid characters; only lowercase letters, digits and hyphens are allowed`}},
+		warnings: []string{},
 		problems: []Problem{{"name", `no usable slug can be derived from "!!!" or from the folder name "…"`}},
 	},
 

@@ -378,8 +378,7 @@ var lenientCases = []manifestCase{
 		data: skillMD("name: MySkill\ndescription: d\n", ""),
 		want: &Manifest{Name: "MySkill", Slug: "myskill", Description: "d"},
 		warnings: []string{
-			`name: "MySkill" must be lowercase`,
-			`slug: using slug "myskill" derived from the name`,
+			`slug: name "MySkill" is not a valid slug (upper case); using "myskill", derived from the name`,
 		},
 	},
 	{
@@ -387,9 +386,7 @@ var lenientCases = []manifestCase{
 		data: skillMD("name: Word / DOCX\ndescription: d\n", ""),
 		want: &Manifest{Name: "Word / DOCX", Slug: "word-docx", Description: "d"},
 		warnings: []string{
-			`name: "Word / DOCX" must be lowercase`,
-			`name: "Word / DOCX" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "word-docx" derived from the name`,
+			`slug: name "Word / DOCX" is not a valid slug (upper case, characters other than a-z, 0-9 and -); using "word-docx", derived from the name`,
 		},
 	},
 	{
@@ -397,8 +394,7 @@ var lenientCases = []manifestCase{
 		data: skillMD("name: Escape Hatch\nslug: ../../x\ndescription: d\n", ""),
 		want: &Manifest{Name: "Escape Hatch", Slug: "escape-hatch", Description: "d"},
 		warnings: []string{
-			`slug: "../../x" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-			`slug: using slug "escape-hatch" derived from the name`,
+			`slug: "../../x" is not a valid slug (characters other than a-z, 0-9 and -); using "escape-hatch", derived from the name`,
 		},
 	},
 	{
@@ -406,17 +402,14 @@ var lenientCases = []manifestCase{
 		data: skillMD("name: \"!!!\"\nslug: My-Tool\ndescription: d\n", ""),
 		want: &Manifest{Name: "!!!", Slug: "my-tool", Description: "d"},
 		warnings: []string{
-			`slug: "My-Tool" must be lowercase`,
-			`slug: using slug "my-tool" derived from the slug`,
+			`slug: "My-Tool" is not a valid slug (upper case); using "my-tool", derived from the slug`,
 		},
 	},
 	{
 		name:     "no usable slug",
 		data:     skillMD("name: \"日本語\"\ndescription: d\n", ""),
 		problems: []Problem{{"name", `no usable slug can be derived from "日本語"`}},
-		warnings: []string{
-			`name: "日本語" contains invalid characters; only lowercase letters, digits and hyphens are allowed`,
-		},
+		warnings: []string{},
 	},
 	{
 		name:     "missing name and slug",

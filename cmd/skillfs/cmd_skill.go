@@ -130,8 +130,10 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 			status := a.Status
 			if status == "" {
 				status = "-"
-			} else if len(a.Warnings) > 0 {
-				status += fmt.Sprintf(" (%d warnings)", len(a.Warnings))
+			} else if n := len(a.Warnings); n == 1 {
+				status += " (1 warning)"
+			} else if n > 1 {
+				status += fmt.Sprintf(" (%d warnings)", n)
 			}
 			rows[i] = []string{a.Slug, a.Name, status, a.Path, truncate(a.Description, 50)}
 		}
