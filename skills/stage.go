@@ -171,7 +171,8 @@ type stager struct {
 }
 
 // junkName reports whether an entry is bookkeeping of another tool that a
-// skill never needs.
+// skill never needs. Such entries are left out without a warning: every
+// git checkout has one, and the README says they are skipped.
 func junkName(name string) bool {
 	return name == ".git" || name == ".DS_Store" || name == "__MACOSX"
 }
@@ -184,7 +185,6 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 		name := e.Name()
 		crel := path.Join(rel, name)
 		if junkName(name) {
-			s.res.Warnings = append(s.res.Warnings, fmt.Sprintf("skipped %s", crel))
 			continue
 		}
 		if crel == MetaFileName {

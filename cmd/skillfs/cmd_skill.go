@@ -115,7 +115,12 @@ func (c *cli) importResult(res *catalog.ImportResult, ierr error, list bool) err
 		c.printImport(res)
 	}
 	if ierr == nil && !list && len(res.Failed) > 0 {
-		return fmt.Errorf("%d of %d skills failed to import: %w", len(res.Failed), len(res.Failed)+len(res.Installed), skills.ErrInvalid)
+		where := "listed above"
+		if c.json {
+			where = `see "failed"`
+		}
+		return kindError{fmt.Sprintf("%d of %d skills failed to import (%s); %d installed",
+			len(res.Failed), len(res.Failed)+len(res.Installed), where, len(res.Installed)), skills.ErrInvalid}
 	}
 	return ierr
 }

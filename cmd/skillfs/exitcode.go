@@ -25,6 +25,17 @@ var errUsage = errors.New("usage")
 // errNoDaemon marks a command that could not reach the daemon.
 var errNoDaemon = errors.New("daemon not running")
 
+// kindError is an error whose message stands alone, marked with a kind
+// (one of the errors exitCode knows) that picks the exit code but is not
+// printed.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e kindError) Error() string { return e.msg }
+func (e kindError) Unwrap() error { return e.kind }
+
 // exitCode picks the exit code for an error; only package main does this.
 func exitCode(err error) int {
 	switch {
