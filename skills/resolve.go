@@ -171,7 +171,9 @@ func SubRoot(root, rel string) (string, error) {
 // the skill folder dir, which lies inside root ("" means dir itself): a
 // manifest that is a symbolic link is followed only while it stays inside
 // root, and read as ReadManifest reads (regular files only, at most max
-// bytes). A folder without either is an error wrapping ErrNoManifest.
+// bytes). A SKILL.md that is a link leading outside root, or a loop, counts
+// as absent, as staging leaves it out: the skill.md beside it is read then.
+// A folder without either is an error wrapping ErrNoManifest.
 func ReadSkillManifest(root, dir string, max int64) ([]byte, error) {
 	if root == "" {
 		root = dir
@@ -184,6 +186,7 @@ func ReadSkillManifest(root, dir string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	var skipped []string // manifests that are links left out, and why
 	for _, name := range []string{ManifestName, lowerManifestName} {
 		rel, err := filepath.Rel(realRoot, filepath.Join(realDir, name))
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
@@ -194,11 +197,17 @@ func ReadSkillManifest(root, dir string, max int64) ([]byte, error) {
 		case errors.Is(err, os.ErrNotExist):
 			continue
 		case errors.Is(err, errOutside), errors.Is(err, errLinkLoop):
-			return nil, fmt.Errorf("%s: %v: %w", name, err, ErrNoManifest)
+			// Staging leaves such a link out and takes the skill.md
+			// beside it: so does this.
+			skipped = append(skipped, fmt.Sprintf("%s: %v", name, err))
+			continue
 		case err != nil:
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		return ReadManifest(filepath.Join(realRoot, filepath.FromSlash(real)), name, max, false)
+	}
+	if len(skipped) > 0 {
+		return nil, fmt.Errorf("%s: %w", strings.Join(skipped, "; "), ErrNoManifest)
 	}
 	return nil, fmt.Errorf("no %s: %w", ManifestName, ErrNoManifest)
 }

@@ -127,3 +127,37 @@ func TestResolveInRootNeverLooksOutside(t *testing.T) {
 		t.Errorf("absolute link inside: %q, %v", got, err)
 	}
 }
+
+// ReadSkillManifest reads what staging stores: a SKILL.md that is a link
+// leading outside the root (or a loop) is left out, and the skill.md beside
+// it is the manifest; alone, it is no manifest, saying why.
+func TestReadSkillManifestSkipsLinksAsStagingDoes(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(base, "repo")
+	writeTree(t, base,
+		tfile{name: "outside/SKILL.md", body: "---\nname: outside\ndescription: x\n---\n"},
+		tfile{name: "repo/out/skill.md", body: testManifest},
+		tfile{name: "repo/loop/skill.md", body: testManifest},
+		tfile{name: "repo/alone/README.md", body: "x"},
+	)
+	symlink(t, "../../outside/SKILL.md", filepath.Join(root, "out", "SKILL.md"))
+	symlink(t, "SKILL.md", filepath.Join(root, "loop", "SKILL.md"))
+	symlink(t, "../../outside/SKILL.md", filepath.Join(root, "alone", "SKILL.md"))
+	for _, dir := range []string{"out", "loop"} {
+		data, err := ReadSkillManifest(root, filepath.Join(root, dir), 1<<20)
+		if err != nil || string(data) != testManifest {
+			t.Errorf("%s: %q, %v; want the skill.md beside the link", dir, data, err)
+		}
+		// Staging agrees.
+		st, err := StageDirOpts(filepath.Join(root, dir), filepath.Join(t.TempDir(), "s"), DefaultLimits(), StageOptions{Root: root})
+		if err != nil || st == nil {
+			t.Errorf("%s: stage: %v", dir, err)
+		}
+	}
+	if _, err := ReadSkillManifest(root, filepath.Join(root, "alone"), 1<<20); !errors.Is(err, ErrNoManifest) || !strings.Contains(err.Error(), "outside") {
+		t.Errorf("a lone SKILL.md leading outside: %v, want ErrNoManifest saying why", err)
+	}
+}

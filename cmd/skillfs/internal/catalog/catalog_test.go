@@ -592,3 +592,41 @@ func TestEditLenientSkill(t *testing.T) {
 		t.Fatalf("rename keeping the slug: %v", err)
 	}
 }
+
+// --list says what --all then does for a skill whose SKILL.md is a link
+// leading outside the source beside a skill.md: staging leaves the link out
+// and installs the skill.md, so the listing must not call it refused.
+func TestListAgreesWithImportOnALinkedManifest(t *testing.T) {
+	ctx := context.Background()
+	src, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "SKILL.md"), []byte("---\nname: evil\ndescription: outside\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	one := filepath.Join(src, "skills", "one")
+	if err := os.MkdirAll(one, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(one, "skill.md"), []byte("---\nname: one\ndescription: lower case\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "SKILL.md"), filepath.Join(one, "SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
+	skillDir(t, filepath.Join(src, "skills", "two"), "name: two\ndescription: b")
+	c := open(t)
+	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, a := range list.Available {
+		status[a.Path] = a.Status + " " + a.Slug + " " + a.Description + a.Error
+	}
+	if got := status["skills/one"]; got != "install one lower case" {
+		t.Errorf("--list says %q for skills/one, want install one", got)
+	}
+	res, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+	if err != nil || len(res.Installed) != 2 || len(res.Failed) != 0 {
+		t.Fatalf("--all: %+v, %v", res, err)
+	}
+}
