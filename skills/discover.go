@@ -110,7 +110,8 @@ func Discover(root string, maxDepth int) ([]Candidate, []string, error) {
 	if hasManifest(abs) {
 		return []Candidate{{Name: filepath.Base(abs), Rel: ".", Dir: abs}}, nil, nil
 	}
-	d := &discovery{root: abs, maxDepth: maxDepth, found: map[string]*Candidate{}, warned: map[string]bool{}}
+	d := &discovery{root: abs, maxDepth: maxDepth, found: map[string]*Candidate{}, warned: map[string]bool{},
+		asked: map[string]bool{}, scanned: map[string][]string{}, manifests: map[string]pluginManifest{}}
 	pluginNames := map[string]string{} // plugin folder → name, for the path rule
 	for _, p := range d.findPlugins() {
 		if _, ok := pluginNames[p.dir]; !ok && p.name != "" {
@@ -140,6 +141,14 @@ type discovery struct {
 	warns    []string
 	warned   map[string]bool
 	dropped  int // warnings past maxDiscoverWarnings
+	// Manifests may name one folder any number of times (a 1 MiB
+	// marketplace.json holds hundreds of thousands of "."): asked holds the
+	// scanFolder calls made, scanned the skills of each folder of skills
+	// listed, by real path, and manifests the plugin.json of each plugin
+	// folder read, so that each is done once.
+	asked     map[string]bool
+	scanned   map[string][]string
+	manifests map[string]pluginManifest
 }
 
 // warn records warnings, each once.
@@ -199,6 +208,11 @@ func (d *discovery) resolve(rel string) (string, os.FileInfo, bool) {
 // aside). plugin is the plugin they belong to; declared says a manifest
 // named the folder, so its absence is worth a warning.
 func (d *discovery) scanFolder(rel, plugin string, declared bool) {
+	call := fmt.Sprintf("%s\x00%s\x00%t", plugin, rel, declared)
+	if d.asked[call] {
+		return
+	}
+	d.asked[call] = true
 	real, fi, err := resolveInRoot(d.root, rel)
 	if err != nil || !fi.IsDir() {
 		switch {
@@ -209,23 +223,43 @@ func (d *discovery) scanFolder(rel, plugin string, declared bool) {
 		}
 		return
 	}
+	added := plugin + "\x00" + real // no \x00 in paths: never a call's key
+	if d.asked[added] {
+		return // the same folder by another way, for this plugin: done
+	}
+	d.asked[added] = true
+	skills, ok := d.scanned[real]
+	if !ok {
+		skills = d.listFolder(rel, real)
+		d.scanned[real] = skills
+	}
+	for _, s := range skills {
+		d.add(s, plugin)
+	}
+}
+
+// listFolder returns the skills of the folder of skills at the real path
+// real (rel as declared, for warnings): the folder itself when it is a
+// skill root, else each subdirectory that is one (hidden ones aside).
+func (d *discovery) listFolder(rel, real string) []string {
 	if hasManifest(d.abs(real)) {
-		d.add(real, plugin)
-		return
+		return []string{real}
 	}
 	ents, err := os.ReadDir(d.abs(real))
 	if err != nil {
 		d.warn(fmt.Sprintf("%s: %v", rel, err))
-		return
+		return nil
 	}
+	skills := []string{}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		if child, ok := d.dirEntry(real, e); ok && hasManifest(d.abs(child)) {
-			d.add(child, plugin)
+			skills = append(skills, child)
 		}
 	}
+	return skills
 }
 
 // dirEntry returns the real slash path of the directory an entry of the

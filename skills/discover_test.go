@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // discoverCase is a tree to search and what Discover must find in it.
@@ -684,5 +685,43 @@ func checkConfined(t *testing.T, rel string) {
 	}
 	if clean, err := CleanRelPath(rel); err != nil || clean != rel {
 		t.Fatalf("path %q leaves the root or is not clean (%v)", rel, err)
+	}
+}
+
+// A marketplace may name one folder any number of times: 1 MiB of "."
+// paths over a few hundred plugins is a quarter of a million declarations.
+// Each folder is listed once, so discovery stays quick instead of listing
+// the root hundreds of thousands of times.
+func TestDiscoverRepeatedDeclarationsAreCheap(t *testing.T) {
+	root := t.TempDir()
+	for i := 0; i < 500; i++ {
+		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%03d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTree(t, root, tfile{name: "x/SKILL.md", body: testManifest})
+	paths := strings.TrimSuffix(strings.Repeat(`".",`, maxDeclaredPaths), ",")
+	var b strings.Builder
+	b.WriteString(`{"plugins":[`)
+	for n := 0; b.Len() < maxPluginManifest-5000; n++ {
+		if n > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"name":"p%d","source":".","skills":[%s]}`, n, paths)
+	}
+	b.WriteString("]}")
+	writeTree(t, root, tfile{name: ".claude-plugin/marketplace.json", body: b.String()})
+	done := make(chan []Candidate, 1)
+	go func() {
+		cands, _, _ := Discover(root, 0)
+		done <- cands
+	}()
+	select {
+	case cands := <-done:
+		if len(cands) != 1 || cands[0].Rel != "x" || cands[0].Plugin != "p0" {
+			t.Errorf("candidates %+v, want x of plugin p0", cands)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("discovery still running after 20s: a folder named again and again is listed again and again")
 	}
 }

@@ -482,18 +482,12 @@ func (d *discovery) pluginAt(decl pluginDecl, from string) (pluginFolder, bool) 
 	}
 	p := pluginFolder{name: decl.name, dir: dir}
 	declared, hasDeclared := decl.skills, decl.skills != nil
-	mfile := path.Join(dir, pluginManifestFile)
-	if data, ok := d.readManifestFile(mfile); ok {
-		name, skills, warns, err := parsePluginManifest(data, mfile)
-		d.warn(warns...)
-		if err != nil {
-			d.warn(fmt.Sprintf("%s: %v: ignored", mfile, err))
-		}
+	if pm := d.pluginManifest(dir); pm.found {
 		if p.name == "" {
-			p.name = name
+			p.name = pm.name
 		}
-		if skills != nil {
-			declared = append(declared[:len(declared):len(declared)], skills...)
+		if pm.skills != nil {
+			declared = append(declared[:len(declared):len(declared)], pm.skills...)
 			hasDeclared = true
 		}
 	}
@@ -516,6 +510,34 @@ func (d *discovery) pluginAt(decl pluginDecl, from string) (pluginFolder, bool) 
 		p.skills = append(p.skills, rel)
 	}
 	return p, true
+}
+
+// pluginManifest is what a plugin folder's .claude-plugin/plugin.json says.
+type pluginManifest struct {
+	found  bool // the file was read
+	name   string
+	skills []string
+}
+
+// pluginManifest reads the plugin.json of the plugin folder dir (a real
+// slash path below the root) once, however many marketplace entries name
+// the folder.
+func (d *discovery) pluginManifest(dir string) pluginManifest {
+	if pm, ok := d.manifests[dir]; ok {
+		return pm
+	}
+	var pm pluginManifest
+	mfile := path.Join(dir, pluginManifestFile)
+	if data, ok := d.readManifestFile(mfile); ok {
+		name, skills, warns, err := parsePluginManifest(data, mfile)
+		d.warn(warns...)
+		if err != nil {
+			d.warn(fmt.Sprintf("%s: %v: ignored", mfile, err))
+		}
+		pm = pluginManifest{found: true, name: name, skills: skills}
+	}
+	d.manifests[dir] = pm
+	return pm
 }
 
 // readManifestFile reads a plugin or marketplace manifest at rel below the
