@@ -114,6 +114,12 @@ func rewriteSlug(data []byte, fm fmParts, root *yaml.Node, slug string) ([]byte,
 		}
 		line := indent + KeySlug + ": " + slug + fm.eol
 		edits = append(edits, fmEdit{0, 0, line})
+		if indent != "" {
+			// The first key's column is not always the mapping's
+			// indentation: an explicit key (`? `) starts after its
+			// indicator.
+			edits = append(edits, fmEdit{0, 0, KeySlug + ": " + slug + fm.eol})
+		}
 		if root != nil && len(root.Content) > 0 {
 			if off, found := yamlOffset(front, root.Content[0].Line-1, 1); found && off > 0 {
 				edits = append(edits, fmEdit{off, off, line})
