@@ -630,3 +630,44 @@ func TestListAgreesWithImportOnALinkedManifest(t *testing.T) {
 		t.Fatalf("--all: %+v, %v", res, err)
 	}
 }
+
+// A skill imported through a folder of its source (--path) is the skill the
+// whole source gives: same path, plugin, slug (plugin namespace included)
+// and content (links to elsewhere in the source included), so it is the
+// same skill, unchanged, not a second one.
+func TestImportThroughAFolderKeepsTheIdentity(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	skillDir(t, filepath.Join(src, "plugins", "alpha", "skills", "setup"), "name: setup\ndescription: a")
+	skillDir(t, filepath.Join(src, "plugins", "beta", "skills", "setup"), "name: setup\ndescription: b")
+	if err := os.MkdirAll(filepath.Join(src, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "shared", "doc.md"), []byte("shared\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../../shared/doc.md", filepath.Join(src, "plugins", "alpha", "skills", "setup", "doc.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("plugins/alpha", filepath.Join(src, "alpha")); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t)
+	whole, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+	if err != nil || len(whole.Installed) != 2 {
+		t.Fatalf("whole source: %+v, %v", whole, err)
+	}
+	for _, sub := range []string{"plugins/alpha", "plugins/alpha/skills", "alpha"} {
+		res, err := c.Import(ctx, ImportRequest{Source: src, Path: sub, All: true})
+		if err != nil || len(res.Installed) != 1 {
+			t.Fatalf("--path %s: %+v, %v", sub, res, err)
+		}
+		if in := res.Installed[0]; in.Slug != "alpha-setup" || in.Name != "alpha:setup" || in.Version != whole.Installed[0].Version {
+			t.Errorf("--path %s installed %+v; the whole source gave %+v", sub, in, whole.Installed[0])
+		}
+	}
+	all, err := c.db.Skills(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("catalog holds %d skills, want the 2 of the whole source: %v", len(all), err)
+	}
+}

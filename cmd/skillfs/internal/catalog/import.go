@@ -124,10 +124,18 @@ type source struct {
 	sourceType string
 	ref        string
 	commit     string
-	worktree   string   // a local git working tree: skills.WorktreeClean or WorktreeModified
-	sub        string   // the folder of the source root is in, when one was named ("" for all of it)
-	warnings   []string // about the source as a whole (archive entries left out), given with every skill
-	cleanup    func()
+	worktree   string // a local git working tree: skills.WorktreeClean or WorktreeModified
+	// sub is the folder of the source named with --path (or URL#ref:path),
+	// as a real slash path below root ("" for all of it), and subRoot its
+	// real absolute path. root stays the whole source: a skill imported
+	// through a folder keeps the path, plugin, slug and links it has when
+	// the whole source is imported.
+	sub, subRoot string
+	// only, when set, is sub: of the skills discovered in the whole
+	// source, only those in it are imported.
+	only     string
+	warnings []string // about the source as a whole (archive entries left out), given with every skill
+	cleanup  func()
 }
 
 // Import runs an import request. Per-skill failures land in the result's
@@ -183,7 +191,14 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 	if req.Origin != "" {
 		src.key = req.Origin
 	}
-	fs := ignore(readFound(stageRoot(req, src), cands), req.Ignore)
+	// Read (and namespaced) with every skill of the source, then narrowed
+	// to the folder named, so that a skill gets the slug it gets when the
+	// whole source is imported.
+	fs := readFound(stageRoot(req, src), cands)
+	if src.only != "" {
+		fs = slices.DeleteFunc(fs, func(f found) bool { return !inFolder(f.Rel, src.only) })
+	}
+	fs = ignore(fs, req.Ignore)
 	if len(fs) == 0 {
 		src.cleanup()
 		return nil, fmt.Errorf("every skill of %q is ignored: %w", req.display(), skills.ErrNotFound)
@@ -229,6 +244,20 @@ func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportRe
 		return nil, nil, err
 	}
 	cands, warns, err := skills.Discover(src.root, skills.DefaultDiscoverDepth)
+	if src.sub != "" {
+		if err == nil && slices.ContainsFunc(cands, func(c skills.Candidate) bool { return inFolder(c.Rel, src.sub) }) {
+			src.only = src.sub
+		} else {
+			// The whole source holds no skill of its own in the folder
+			// (the folder lies inside a skill, or deeper than the search
+			// goes): search the folder itself. Paths stay those of the
+			// whole source.
+			cands, warns, err = skills.Discover(src.subRoot, skills.DefaultDiscoverDepth)
+			for i := range cands {
+				cands[i].Rel = path.Join(src.sub, cands[i].Rel)
+			}
+		}
+	}
 	for _, w := range warns {
 		c.log.Warn("find skills", "source", req.display(), "warning", w)
 	}
@@ -240,14 +269,13 @@ func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportRe
 		}
 		return nil, nil, fmt.Errorf("find skills in %q: %w", req.display(), err)
 	}
-	// Paths stay those of the whole source, so a skill imported through
-	// a folder is the same source as through the repository.
-	for i := range cands {
-		if src.sub != "" {
-			cands[i].Rel = path.Join(src.sub, cands[i].Rel)
-		}
-	}
 	return src, cands, nil
+}
+
+// inFolder reports whether the slash path rel is the folder dir or lies
+// below it.
+func inFolder(rel, dir string) bool {
+	return rel == dir || strings.HasPrefix(rel, dir+"/")
 }
 
 // plan says what importing each skill would do, staging each as an import
@@ -367,12 +395,19 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	if err != nil || sub == "" {
 		return src, err
 	}
+	base, err := skills.SubRoot(src.root, "")
+	if err != nil {
+		src.cleanup()
+		return nil, fmt.Errorf("source %q: %w", req.display(), err)
+	}
 	root, err := skills.SubRoot(src.root, sub)
 	if err != nil {
 		src.cleanup()
 		return nil, fmt.Errorf("source %q: %w", req.display(), err)
 	}
-	src.root, src.sub = root, sub
+	if rel, err := filepath.Rel(base, root); err == nil && rel != "." {
+		src.sub, src.subRoot = filepath.ToSlash(rel), root
+	}
 	return src, nil
 }
 
