@@ -671,3 +671,48 @@ func TestImportThroughAFolderKeepsTheIdentity(t *testing.T) {
 		t.Fatalf("catalog holds %d skills, want the 2 of the whole source: %v", len(all), err)
 	}
 }
+
+// --list checks dependencies as an import does, in the order the import
+// installs in: a skill needing an unregistered tool or a missing skill is
+// refused, one needing a skill of the same source listed after it is not.
+func TestListChecksDependenciesAsImportDoes(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	skillDir(t, filepath.Join(src, "skills", "a-user"), "name: a-user\ndescription: uses z\nskill_dependencies: [z-lib]")
+	skillDir(t, filepath.Join(src, "skills", "b-tool"), "name: b-tool\ndescription: needs a tool\ntool_dependencies: [nosuch]")
+	skillDir(t, filepath.Join(src, "skills", "c-orphan"), "name: c-orphan\ndescription: needs a skill nobody has\nskill_dependencies: [missing]")
+	skillDir(t, filepath.Join(src, "skills", "z-lib"), "name: z-lib\ndescription: a library")
+	c := open(t)
+	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]string{}
+	var order []string
+	for _, a := range list.Available {
+		planned[a.Slug] = a.Status
+		order = append(order, a.Slug)
+	}
+	want := map[string]string{"a-user": StatusInstall, "b-tool": StatusRefused, "c-orphan": StatusRefused, "z-lib": StatusInstall}
+	for slug, st := range want {
+		if planned[slug] != st {
+			t.Errorf("--list: %s %q, want %q (%+v)", slug, planned[slug], st, list.Available)
+		}
+	}
+	if !slices.Equal(order, []string{"a-user", "b-tool", "c-orphan", "z-lib"}) {
+		t.Errorf("--list order %v, want the discovery order", order)
+	}
+	res, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := map[string]bool{}
+	for _, in := range res.Installed {
+		installed[in.Slug] = true
+	}
+	for slug, st := range want {
+		if installed[slug] != (st == StatusInstall) {
+			t.Errorf("--all: %s installed %v, but --list said %q (failed: %+v)", slug, installed[slug], st, res.Failed)
+		}
+	}
+}

@@ -279,25 +279,38 @@ func inFolder(rel, dir string) bool {
 }
 
 // plan says what importing each skill would do, staging each as an import
-// would (every check and limit) and keeping nothing.
+// would (every check and limit, dependencies included) and keeping nothing.
+// The skills are planned in the order an import installs them, each seeing
+// the slugs and catalog entries of those before it; the listing keeps the
+// discovery order.
 func (c *Catalog) plan(ctx context.Context, actor skills.User, req ImportRequest, src *source, fs []found) []Available {
 	out := make([]Available, len(fs))
-	taken := map[string]bool{}
+	at := make(map[string]int, len(fs)) // by folder: the position in fs
 	for i, f := range fs {
-		a := f.available()
-		if f.err == nil {
-			if err := c.planOne(ctx, actor, req, src, f, &a, taken); err != nil {
+		at[f.Dir] = i
+		out[i] = f.available()
+	}
+	snap, err := c.snapshot(ctx)
+	taken := map[string]bool{}
+	for _, f := range dependencyOrder(fs) {
+		a := &out[at[f.Dir]]
+		switch {
+		case f.err != nil:
+		case err != nil:
+			a.Status, a.Error = StatusRefused, err.Error()
+		default:
+			if err := c.planOne(ctx, actor, req, src, f, a, taken, snap); err != nil {
 				a.Status, a.Error = StatusRefused, err.Error()
 			}
 		}
-		out[i] = a
 	}
 	return out
 }
 
-// planOne fills a with what importing f would do; the slug it would have
-// joins taken.
-func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, a *Available, taken map[string]bool) error {
+// planOne fills a with what importing f would do. On success the slug it
+// would have joins taken, and the skill it would become joins snap, for
+// the dependencies of the skills planned after it.
+func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, a *Available, taken map[string]bool, snap policy.Catalog) error {
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return err
@@ -307,11 +320,11 @@ func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequ
 	if err != nil {
 		return err
 	}
-	slug, existing, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st, taken)
+	key := sourceKey(src.key, f.Candidate, req.Agents)
+	slug, existing, sw, err := c.settle(ctx, actor, req, key, f, st, taken)
 	if err != nil {
 		return err
 	}
-	taken[slug] = true
 	if err := rewriteSlugIfNeeded(st, slug); err != nil {
 		return err
 	}
@@ -319,16 +332,26 @@ func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequ
 	if err != nil {
 		return err
 	}
+	status := StatusUnchanged
+	if existing == nil || existing.Version != hash {
+		// What importOne checks before it publishes.
+		sk, err := c.skillEntry(actor, req, src, key, f, st.m, slug, hash, existing, c.now().UTC())
+		if err != nil {
+			return err
+		}
+		if err := policy.ValidateDependencies(snap, sk); err != nil {
+			return err
+		}
+		snap.Skills[slug] = sk
+		status = StatusUpdate
+		if existing == nil {
+			status = StatusInstall
+		}
+	}
+	taken[slug] = true
 	a.Slug, a.Name, a.Description = slug, DisplayName(f.Plugin, st.m.Name), st.m.Description
 	a.Warnings = nonNilStrings(append(append(slices.Clone(src.warnings), st.warnings...), sw...))
-	switch {
-	case existing == nil:
-		a.Status = StatusInstall
-	case existing.Version == hash:
-		a.Status = StatusUnchanged
-	default:
-		a.Status = StatusUpdate
-	}
+	a.Status = status
 	return nil
 }
 

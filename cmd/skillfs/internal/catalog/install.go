@@ -85,10 +85,6 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	m, warnings := st.m, st.warnings
 	key := sourceKey(src.key, f.Candidate, req.Agents)
-	sourceType := src.sourceType
-	if req.Builtin {
-		sourceType = skills.SourceBuiltin
-	}
 
 	// Settle the slug, publish and record under the publish lock, so no
 	// other import (in any process) decides between our check and our row.
@@ -114,25 +110,12 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return &Installed{Slug: slug, Name: DisplayName(existing.Plugin, existing.Name), Version: hash, Warnings: warnings}, nil
 	}
 	now := c.now().UTC()
-	sk := &skills.Skill{
-		Slug: slug, Name: m.Name, Description: m.Description, Plugin: f.Plugin,
-		SourceType: sourceType, Source: key, Enabled: true,
-		SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,
-		Version: hash, Creator: actor.UID, CreatedAt: now, UpdatedAt: now,
-	}
-	if existing != nil {
-		sk.Share, sk.Enabled, sk.Creator, sk.CreatedAt, sk.SourceType = existing.Share, existing.Enabled, existing.Creator, existing.CreatedAt, existing.SourceType
-	} else {
-		sk.Share = defaultShare(actor, sourceType)
-		if req.Share != nil && sourceType != skills.SourceBuiltin {
-			sk.Share = *req.Share
-			if err := policy.CheckShare(actor, sk, sk.Share); err != nil {
-				return nil, err
-			}
-		}
+	sk, err := c.skillEntry(actor, req, src, key, f, m, slug, hash, existing, now)
+	if err != nil {
+		return nil, err
 	}
 	ver := &skills.Version{
-		Slug: slug, Hash: hash, SourceType: sourceType, Source: key, Ref: src.ref, Commit: src.commit, Worktree: src.worktree,
+		Slug: slug, Hash: hash, SourceType: requestSourceType(req, src), Source: key, Ref: src.ref, Commit: src.commit, Worktree: src.worktree,
 		Installer: actor.UID, InstalledAt: now, Files: files, Bytes: size,
 	}
 	if existing != nil {
@@ -143,6 +126,39 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
 	return &Installed{Slug: slug, Name: DisplayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
+}
+
+// requestSourceType is the source type a request records for its versions.
+func requestSourceType(req ImportRequest, src *source) string {
+	if req.Builtin {
+		return skills.SourceBuiltin
+	}
+	return src.sourceType
+}
+
+// skillEntry is the catalog entry importing f as slug makes: a new one, or
+// existing with the new version's manifest and provenance; the share a new
+// skill asks for must be one the actor may give.
+func (c *Catalog) skillEntry(actor skills.User, req ImportRequest, src *source, key string, f found, m *skills.Manifest, slug, hash string, existing *skills.Skill, now time.Time) (*skills.Skill, error) {
+	sourceType := requestSourceType(req, src)
+	sk := &skills.Skill{
+		Slug: slug, Name: m.Name, Description: m.Description, Plugin: f.Plugin,
+		SourceType: sourceType, Source: key, Enabled: true,
+		SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,
+		Version: hash, Creator: actor.UID, CreatedAt: now, UpdatedAt: now,
+	}
+	if existing != nil {
+		sk.Share, sk.Enabled, sk.Creator, sk.CreatedAt, sk.SourceType = existing.Share, existing.Enabled, existing.Creator, existing.CreatedAt, existing.SourceType
+		return sk, nil
+	}
+	sk.Share = defaultShare(actor, sourceType)
+	if req.Share != nil && sourceType != skills.SourceBuiltin {
+		sk.Share = *req.Share
+		if err := policy.CheckShare(actor, sk, sk.Share); err != nil {
+			return nil, err
+		}
+	}
+	return sk, nil
 }
 
 // rewriteSlugIfNeeded writes slug into the staged SKILL.md unless it is
