@@ -716,3 +716,61 @@ func TestListChecksDependenciesAsImportDoes(t *testing.T) {
 		}
 	}
 }
+
+// One SOURCE//PATH stays one skill when its plugin namespace comes or goes
+// with the other skills of its source: a marketplace that gains a second
+// "setup" does not turn the installed alpha "setup" into a second skill
+// alpha-setup, and one that loses it does not leave alpha-setup behind.
+func TestPluginNamespaceFollowsTheInstalledSkill(t *testing.T) {
+	ctx := context.Background()
+	for _, grow := range []bool{true, false} {
+		src := t.TempDir()
+		skillDir(t, filepath.Join(src, "plugins", "alpha", "skills", "setup"), "name: setup\ndescription: a")
+		beta := filepath.Join(src, "plugins", "beta", "skills", "setup")
+		if !grow {
+			skillDir(t, beta, "name: setup\ndescription: b")
+		}
+		c := open(t)
+		first, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slug := first.Installed[0].Slug
+		if grow {
+			skillDir(t, beta, "name: setup\ndescription: b")
+		} else if err := os.RemoveAll(filepath.Dir(filepath.Dir(beta))); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, "plugins", "alpha", "skills", "setup", "more.md"), []byte("more\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Import(ctx, ImportRequest{Source: src, All: true}); err != nil {
+			t.Fatal(err)
+		}
+		all, err := c.db.Skills(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bySource := map[string][]string{}
+		for _, s := range all {
+			bySource[s.Source] = append(bySource[s.Source], s.Slug)
+		}
+		for source, slugs := range bySource {
+			if len(slugs) != 1 {
+				t.Errorf("grow=%v: %s is %d skills: %v", grow, source, len(slugs), slugs)
+			}
+		}
+		d, err := c.Show(ctx, "", slug)
+		if err != nil || len(d.Versions) != 2 {
+			t.Fatalf("grow=%v: %s has %+v, %v; want 2 versions", grow, slug, d, err)
+		}
+		// The stored SKILL.md reads back, in a folder named by it, as slug.
+		data, err := os.ReadFile(filepath.Join(d.Path, "SKILL.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _, err := skills.ParseStored(data, slug); err != nil || m.Slug != slug {
+			t.Errorf("grow=%v: stored SKILL.md reads as %+v, %v; want slug %q", grow, m, err, slug)
+		}
+	}
+}

@@ -54,11 +54,32 @@ func (c *Catalog) stageSkill(req ImportRequest, src *source, f found, dst string
 // skill holds it; existing is the skill it becomes a new version of. The
 // caller that publishes holds the publish lock. taken holds the slugs that
 // skills listed before this one in the same plan or draft will have.
+//
+// Whether a plugin's skill is namespaced depends on the other skills its
+// source holds, which change: when this skill of this source is installed
+// already under the other form (its own slug, or the namespaced one), that
+// skill gets the new version and keeps its slug, so that one SOURCE//PATH
+// stays one skill.
 func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportRequest, key string, f found, st *stagedSkill, taken map[string]bool) (slug string, existing *skills.Skill, warnings []string, err error) {
 	want := st.m.Slug
 	if f.want != "" && f.Plugin != "" && f.want != st.m.Slug {
 		want = f.want
 		warnings = append(warnings, fmt.Sprintf("another skill of this source is also %q: installed as %q, the slug of plugin %q", st.m.Slug, want, f.Plugin))
+	}
+	if f.Plugin != "" {
+		other := st.m.Slug
+		if want == st.m.Slug {
+			other = skills.Slugify(f.Plugin + "-" + st.m.Slug)
+		}
+		if other != "" && other != want {
+			slug, existing, err := c.sameSource(ctx, actor, req, key, other, taken)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if existing != nil {
+				return slug, existing, []string{fmt.Sprintf("this skill of this source is installed as %q already: a new version of it, not %q", slug, want)}, nil
+			}
+		}
 	}
 	slug, existing, err = c.chooseSlug(ctx, actor, req, key, want, taken)
 	if err != nil {
@@ -289,6 +310,34 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 		}
 	}
 	return "", nil, fmt.Errorf("slug %q: every suffix up to -v%d is taken: %w", want, maxSuffix, skills.ErrExists)
+}
+
+// sameSource looks for the skill of source key among base and its -vN
+// slugs, up to the first free one, as chooseSlug would settle on it: a
+// skill the actor manages (a builtin only when re-synced as one). existing
+// is nil when there is none.
+func (c *Catalog) sameSource(ctx context.Context, actor skills.User, req ImportRequest, key, base string, taken map[string]bool) (string, *skills.Skill, error) {
+	for n := 1; n <= maxSuffix; n++ {
+		slug := base
+		if n > 1 {
+			slug = fmt.Sprintf("%s-v%d", base, n)
+		}
+		if taken[slug] {
+			continue
+		}
+		ex, err := c.db.Skill(ctx, slug)
+		if errors.Is(err, skills.ErrNotFound) {
+			return "", nil, nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		builtin := ex.SourceType == skills.SourceBuiltin
+		if ex.Source == key && (builtin && req.Builtin || !builtin && policy.Permission(actor, ex) == policy.Manage) {
+			return slug, ex, nil
+		}
+	}
+	return "", nil, nil
 }
 
 // defaultShare: builtins are for everyone; anything else starts private to
