@@ -37,6 +37,20 @@ type StageOptions struct {
 	// target; one that leads outside Root, dangles or loops is left out
 	// with a warning. "" means src itself.
 	Root string
+	// Used, when set, is what the other skills of the same source staged
+	// before this one add up to: this one is counted on top of it against
+	// the files, entries and total bytes limits, and on success Used
+	// includes it. The limits are those of a source (the README says so),
+	// and a symlink is stored as a copy of its target, so without this a
+	// file that many skills link to would count once per skill.
+	Used *Usage
+}
+
+// Usage is what staged skills hold, counted as the limits count it.
+type Usage struct {
+	Files   int
+	Entries int
+	Bytes   int64
 }
 
 // StageDir is StageDirOpts with src as its own root: a symlink is staged
@@ -86,6 +100,11 @@ func StageDirOpts(src, dst string, lim Limits, opts StageOptions) (res *StageRes
 		return nil, fmt.Errorf("stage: not a directory: %w", ErrInvalid)
 	}
 	s := &stager{b: newBudget(lim), res: &StageResult{}, root: root}
+	var before Usage
+	if opts.Used != nil {
+		before = *opts.Used
+		s.b.files, s.b.entries, s.b.bytes = before.Files, before.Entries, before.Bytes
+	}
 	if opts.Root != "" {
 		if s.root, err = realPath(opts.Root); err != nil {
 			return nil, fmt.Errorf("stage: source root: %w", err)
@@ -155,8 +174,11 @@ func StageDirOpts(src, dst string, lim Limits, opts StageOptions) (res *StageRes
 	if err := os.Chtimes(dst, fi.ModTime(), fi.ModTime()); err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
 	}
-	s.res.Files = s.b.files
-	s.res.Bytes = s.b.bytes
+	s.res.Files = s.b.files - before.Files
+	s.res.Bytes = s.b.bytes - before.Bytes
+	if opts.Used != nil {
+		*opts.Used = Usage{Files: s.b.files, Entries: s.b.entries, Bytes: s.b.bytes}
+	}
 	return s.res, nil
 }
 

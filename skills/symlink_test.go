@@ -513,3 +513,28 @@ func TestStagerConfinedByDescriptor(t *testing.T) {
 		t.Errorf("listing through a link: %v, want ELOOP or ENOTDIR", err)
 	}
 }
+
+// Skills staged with one Usage are held together to the limits: a folder
+// they all link to counts once for each, and Used adds up what each stored.
+func TestStageUsageOfOneSource(t *testing.T) {
+	_, root, skill := linkRepo(t)
+	symlink(t, "../../shared", filepath.Join(skill, "shared"))
+	lim := DefaultLimits()
+	one, _ := stageLinks(t, skill, root, lim)
+	lim.MaxFiles = 2*one.Files + 1 // room for two copies, not three
+	var used Usage
+	for i := 0; i < 3; i++ {
+		res, err := StageDirOpts(skill, filepath.Join(t.TempDir(), "s"), lim, StageOptions{Root: root, Used: &used})
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("copy %d: %v", i+1, err)
+		case i < 2 && (res.Files != one.Files || res.Bytes != one.Bytes):
+			t.Errorf("copy %d: %d files, %d bytes; want this skill's own %d, %d", i+1, res.Files, res.Bytes, one.Files, one.Bytes)
+		case i == 2 && !errors.Is(err, ErrLimit):
+			t.Fatalf("a third copy: %v, want the files limit", err)
+		}
+	}
+	if used.Files != 2*one.Files || used.Bytes != 2*one.Bytes {
+		t.Errorf("used %+v after two copies of %d files, %d bytes", used, one.Files, one.Bytes)
+	}
+}

@@ -774,3 +774,50 @@ func TestPluginNamespaceFollowsTheInstalledSkill(t *testing.T) {
 		}
 	}
 }
+
+// The limits are those of a source: a folder that every skill of the
+// source links to is stored once per skill, and counts once per skill, so
+// that a small repository cannot make the store hold it many times over.
+// --list says the same as --all.
+func TestSkillsOfOneSourceCountTogether(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "shared", "big.bin"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		d := skillDir(t, filepath.Join(src, "skills", n), "name: "+n+"\ndescription: links the shared folder")
+		if err := os.Symlink("../../shared", filepath.Join(d, "data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lim := skills.DefaultLimits()
+	lim.MaxTotalBytes = 3 << 20 // the source holds a little over 1 MiB
+	c, err := Open(ctx, filepath.Join(t.TempDir(), "home"), Options{Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned []string
+	for _, a := range list.Available {
+		planned = append(planned, a.Slug+":"+a.Status)
+	}
+	want := []string{"s1:install", "s2:install", "s3:refused", "s4:refused", "s5:refused"}
+	if !slices.Equal(planned, want) {
+		t.Errorf("--list: %v, want %v", planned, want)
+	}
+	res, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Installed) != 2 || len(res.Failed) != 3 || !strings.Contains(res.Failed[0].Error, "count together") {
+		t.Errorf("--all: installed %+v, failed %+v; want 2 installed within the source's limits", res.Installed, res.Failed)
+	}
+}

@@ -135,7 +135,11 @@ type source struct {
 	// source, only those in it are imported.
 	only     string
 	warnings []string // about the source as a whole (archive entries left out), given with every skill
-	cleanup  func()
+	// used is what the skills of this source staged so far hold: the
+	// limits are those of the whole source, links (stored as copies)
+	// included.
+	used    skills.Usage
+	cleanup func()
 }
 
 // Import runs an import request. Per-skill failures land in the result's

@@ -29,8 +29,24 @@ type stagedSkill struct {
 // stageSkill copies the skill f of src into dst with every package rule and
 // limit, and parses the staged SKILL.md leniently, with the skill's folder
 // for a skill without a usable name.
+//
+// The skills of one source are held together to the limits (src.used),
+// as the files of one source are: a symlink is stored as a copy of its
+// target, and a folder every skill links to must not count once per skill.
+// The skills of the agents' folders, each its own root, are counted each
+// on its own.
 func (c *Catalog) stageSkill(req ImportRequest, src *source, f found, dst string) (*stagedSkill, error) {
-	st, err := skills.StageDirOpts(f.Dir, dst, c.lim, skills.StageOptions{Root: stageRoot(req, src)})
+	opts := skills.StageOptions{Root: stageRoot(req, src)}
+	before := src.used
+	if !req.Agents {
+		opts.Used = &src.used
+	}
+	st, err := skills.StageDirOpts(f.Dir, dst, c.lim, opts)
+	var le *skills.LimitError
+	if errors.As(err, &le) && before != (skills.Usage{}) &&
+		(le.Limit == skills.LimitTotalBytes || le.Limit == skills.LimitFiles || le.Limit == skills.LimitEntries) {
+		return nil, fmt.Errorf("%w (the skills of one source count together: %d files, %d bytes before this one)", err, before.Files, before.Bytes)
+	}
 	if err != nil {
 		return nil, err
 	}
