@@ -24,17 +24,32 @@ type found struct {
 }
 
 // readFound reads the SKILL.md of each candidate. root is the source's
-// root: a SKILL.md that is a link is followed only inside it.
-func readFound(root string, cands []skills.Candidate) []found {
+// root: a SKILL.md that is a link is followed only inside it, and read up
+// to maxManifest bytes, the limit staging applies. total, when
+// positive, bounds the bytes of all of them together, as the source's
+// total-bytes limit bounds what its skills store: many skill folders may
+// link to one large SKILL.md, and the skills past the bound are refused
+// unread. The bodies are not kept.
+func readFound(root string, cands []skills.Candidate, maxManifest, total int64) []found {
 	out := make([]found, len(cands))
+	var read int64
 	for i, cand := range cands {
 		f := found{Candidate: cand}
-		data, err := skills.ReadSkillManifest(root, cand.Dir, manifestMax)
-		if err == nil {
-			f.m, _, err = parseImported(data, cand.Name)
+		var err error
+		if total > 0 && read > total {
+			err = fmt.Errorf("%w (the SKILL.md files of one source count together)", &skills.LimitError{
+				Limit: skills.LimitTotalBytes, Value: read, Max: total, Path: path.Join(cand.Rel, skills.ManifestName)})
+		} else {
+			var data []byte
+			data, err = skills.ReadSkillManifest(root, cand.Dir, maxManifest)
+			read += int64(len(data))
+			if err == nil {
+				f.m, _, err = parseImported(data, cand.Name)
+			}
 		}
 		f.err = err
 		if f.m != nil {
+			f.m.Body = "" // up to MaxManifest each, and never used past here
 			f.want = f.m.Slug
 		}
 		out[i] = f

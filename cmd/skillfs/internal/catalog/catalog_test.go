@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -819,5 +820,84 @@ func TestSkillsOfOneSourceCountTogether(t *testing.T) {
 	}
 	if len(res.Installed) != 2 || len(res.Failed) != 3 || !strings.Contains(res.Failed[0].Error, "count together") {
 		t.Errorf("--all: installed %+v, failed %+v; want 2 installed within the source's limits", res.Installed, res.Failed)
+	}
+}
+
+// Many skill folders may link to one large SKILL.md. Reading the source's
+// skills reads their SKILL.md files only up to the source's total-bytes
+// limit, keeps none of their bodies (2,000 links to one 4 MiB file kept
+// 8 GiB in memory), and what --list refuses for it --all refuses too.
+func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	big := "---\nname: shared\ndescription: one file, many folders\n---\n" + strings.Repeat("body line\n", 110000) // over 1 MiB
+	if err := os.WriteFile(filepath.Join(src, "big.md"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := 1; i <= 6; i++ {
+		d := filepath.Join(src, "skills", "s"+strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../big.md", filepath.Join(d, "SKILL.md")); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, "s"+strconv.Itoa(i))
+	}
+	cands, _, err := skills.Discover(src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := readFound(src, cands, skills.DefaultLimits().MaxManifest, 3<<20)
+	var refused []string
+	for _, f := range fs {
+		if f.m != nil && f.m.Body != "" {
+			t.Errorf("%s: the body is kept (%d bytes)", f.Rel, len(f.m.Body))
+		}
+		if f.err != nil {
+			if !errors.Is(f.err, skills.ErrLimit) {
+				t.Errorf("%s: %v", f.Rel, f.err)
+			}
+			refused = append(refused, f.Name)
+		}
+	}
+	if !slices.Equal(refused, names[3:]) {
+		t.Errorf("refused %v unread, want %v: past 3 MiB of SKILL.md", refused, names[3:])
+	}
+
+	lim := skills.DefaultLimits()
+	lim.MaxTotalBytes = 3 << 20
+	c, err := Open(ctx, filepath.Join(t.TempDir(), "home"), Options{Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]bool{}
+	for _, a := range list.Available {
+		planned[a.Path] = a.Status != StatusRefused
+	}
+	res, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Installed)+len(res.Failed) != len(names) {
+		t.Fatalf("--all: %+v", res)
+	}
+	for _, f := range res.Failed {
+		rel := f.Source[strings.Index(f.Source, "//")+2:]
+		if planned[rel] {
+			t.Errorf("--list said %s installs; --all: %s", rel, f.Error)
+		}
+		delete(planned, rel)
+	}
+	for rel, ok := range planned {
+		if !ok {
+			t.Errorf("--list refused %s; --all installed it", rel)
+		}
 	}
 }

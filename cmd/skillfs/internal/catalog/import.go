@@ -198,7 +198,12 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 	// Read (and namespaced) with every skill of the source, then narrowed
 	// to the folder named, so that a skill gets the slug it gets when the
 	// whole source is imported.
-	fs := readFound(stageRoot(req, src), cands)
+	lim := c.lim.WithDefaults()
+	total := lim.MaxTotalBytes
+	if req.Agents {
+		total = 0 // each its own root, counted on its own
+	}
+	fs := readFound(stageRoot(req, src), cands, lim.MaxManifest, total)
 	if src.only != "" {
 		fs = slices.DeleteFunc(fs, func(f found) bool { return !inFolder(f.Rel, src.only) })
 	}
@@ -365,7 +370,10 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 	src := sel.src
 	var errs []error
 	for _, f := range sel.found {
-		inst, err := c.importOne(ctx, actor, req, src, f)
+		inst, err := (*Installed)(nil), f.err // refused as --list says, e.g. past the source's limits
+		if err == nil {
+			inst, err = c.importOne(ctx, actor, req, src, f)
+		}
 		if err != nil {
 			where := req.where(f)
 			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
@@ -577,10 +585,6 @@ func isZip(path string, f io.Reader) bool {
 	}
 	return bytes.Equal(magic, []byte("PK\x03\x04")) || bytes.Equal(magic, []byte("PK\x05\x06"))
 }
-
-// manifestMax bounds a SKILL.md read to list or order a source's skills;
-// staging applies the limits in force.
-var manifestMax = skills.DefaultLimits().MaxManifest
 
 // forceRemoveAll removes a tree even when published content made it read-only.
 func forceRemoveAll(path string) {
