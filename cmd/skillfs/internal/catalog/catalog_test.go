@@ -901,3 +901,38 @@ func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 		}
 	}
 }
+
+// prepare refuses what --list and import refuse when the SKILL.md files of
+// a source add up past its total-bytes limit.
+func TestPrepareRefusesPastTheManifestsBound(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	big := "---\nname: shared\ndescription: one file, many folders\n---\n" + strings.Repeat("body line\n", 110000)
+	if err := os.WriteFile(filepath.Join(src, "big.md"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 6; i++ {
+		d := filepath.Join(src, "skills", "s"+strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../big.md", filepath.Join(d, "SKILL.md")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lim := skills.DefaultLimits()
+	lim.MaxTotalBytes = 3 << 20
+	c, err := Open(ctx, filepath.Join(t.TempDir(), "home"), Options{Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// s6 alone stages within the limits, but its SKILL.md is read past them.
+	d, err := c.Prepare(ctx, ImportRequest{Source: src, Skills: []string{"s1", "s6"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Skills) != 1 || d.Skills[0].Folder != "s1" || len(d.Failed) != 1 || !strings.Contains(d.Failed[0].Error, "count together") {
+		t.Errorf("prepare: skills %+v, failed %+v; want s1 drafted and s6 refused", d.Skills, d.Failed)
+	}
+}

@@ -129,7 +129,10 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	var errs []error
 	taken := map[string]bool{}
 	for i, f := range sel.found {
-		ds, err := c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)), taken)
+		ds, err := (*DraftSkill)(nil), f.err // refused as --list and import refuse it
+		if err == nil {
+			ds, err = c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)), taken)
+		}
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: f.Rel, Error: err.Error()})
 			errs = append(errs, fmt.Errorf("%s: %w", req.where(f), err))
