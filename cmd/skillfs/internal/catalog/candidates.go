@@ -81,10 +81,25 @@ func namespacePlugins(fs []found) {
 		if f.m == nil || count[f.m.Slug] < 2 || f.Plugin == "" {
 			continue
 		}
-		if ns := skills.Slugify(f.Plugin + "-" + f.m.Slug); ns != "" {
+		if ns := namespaced(f.Plugin, f.m.Slug); ns != "" {
 			f.want = ns
 		}
 	}
+}
+
+// namespaced returns the slug <plugin>-<slug>, the plugin's part cut so
+// that the skill's own slug stays whole within MaxSlugLen (cutting the end
+// instead gave every skill of a plugin with a long name the same slug), or
+// "" when the plugin leaves nothing to put in front of it.
+func namespaced(plugin, slug string) string {
+	p := skills.Slugify(plugin)
+	if room := skills.MaxSlugLen - len(slug) - 1; len(p) > room {
+		p = strings.TrimRight(p[:max(room, 0)], "-")
+	}
+	if p == "" {
+		return ""
+	}
+	return p + "-" + slug
 }
 
 // DisplayName is how a skill shows in listings and prompts: plugin:name for

@@ -936,3 +936,38 @@ func TestPrepareRefusesPastTheManifestsBound(t *testing.T) {
 		t.Errorf("prepare: skills %+v, failed %+v; want s1 drafted and s6 refused", d.Skills, d.Failed)
 	}
 }
+
+// A plugin with a long name still gives each of its skills its own slug:
+// the plugin's part of <plugin>-<name> is cut, never the skill's name.
+func TestLongPluginNamespace(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	long := strings.Repeat("longname-", 8) // 72 characters
+	for _, p := range []string{long, "b"} {
+		for _, s := range []string{"setup", "deploy"} {
+			skillDir(t, filepath.Join(src, "plugins", p, "skills", s), "name: "+s+"\ndescription: "+p)
+		}
+	}
+	c := open(t)
+	res, err := c.Import(ctx, ImportRequest{Source: src, All: true})
+	if err != nil || len(res.Installed) != 4 || len(res.Failed) != 0 {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	for _, in := range res.Installed {
+		if !skills.ValidSlug(in.Slug) || !strings.HasSuffix(in.Slug, "-setup") && !strings.HasSuffix(in.Slug, "-deploy") {
+			t.Errorf("slug %q lost the skill's name", in.Slug)
+		}
+	}
+	for _, tc := range []struct{ plugin, slug, want string }{
+		{"alpha", "setup", "alpha-setup"},
+		{"My Plugin!", "setup", "my-plugin-setup"},
+		{"日本", "setup", ""},
+		{long, "setup", "longname-longname-longname-longname-longname-longname-long-setup"},
+		{"alpha", strings.Repeat("s", 63), ""},
+		{"alpha", strings.Repeat("s", 62), "a-" + strings.Repeat("s", 62)},
+	} {
+		if got := namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !skills.ValidSlug(got) {
+			t.Errorf("namespaced(%q, %q) = %q, want %q", tc.plugin, tc.slug, got, tc.want)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportReque
 	if f.Plugin != "" {
 		other := st.m.Slug
 		if want == st.m.Slug {
-			other = skills.Slugify(f.Plugin + "-" + st.m.Slug)
+			other = namespaced(f.Plugin, st.m.Slug)
 		}
 		if other != "" && other != want {
 			slug, existing, err := c.sameSource(ctx, actor, req, key, other, taken)
