@@ -85,6 +85,8 @@ Search, read, repeat.
 	put(".github/plugins/gamma/skills/setup/SKILL.md", "---\nname: setup\ndescription: Sets up gamma.\n---\n")
 	// No frontmatter at all: named after its folder, as the agents do.
 	put("skills/plain-notes/SKILL.md", "# Plain notes\n\nJust Markdown.\n")
+	// No name: the folder's name is the display name everywhere.
+	put("skills/Team Notes/SKILL.md", "---\ndescription: Notes of the team.\n---\n")
 	// An invalid slug key: the slug comes from the name, the line is rewritten.
 	put("skills/escape/SKILL.md", "---\nname: escape\nslug: ../../x\ndescription: Tries to leave the store.\n---\n")
 	// What no agent can load: refused, with the reason.
@@ -100,6 +102,7 @@ Search, read, repeat.
 		"gh-notes":              ".github/skills/gh-notes",
 		"plain-notes":           "skills/plain-notes",
 		"escape":                "skills/escape",
+		"team-notes":            "skills/Team Notes",
 	}
 }
 
@@ -194,7 +197,7 @@ func TestImportMarketplace(t *testing.T) {
 			t.Errorf("%s: plugin %q, want %q", slug, plugin[slug], p)
 		}
 	}
-	if names["web-search-automation"] != "Web Search Automation" || names["plain-notes"] != "plain-notes" {
+	if names["web-search-automation"] != "Web Search Automation" || names["plain-notes"] != "plain-notes" || names["team-notes"] != "Team Notes" {
 		t.Errorf("names %v", names)
 	}
 	for slug := range want {
@@ -233,7 +236,7 @@ func TestImportMarketplace(t *testing.T) {
 		shown = append(shown, sk.Name)
 	}
 	sort.Strings(shown)
-	wantShown := []string{"alpha:Web Search Automation", "alpha:setup", "beta:setup", "escape", "gamma:setup", "gh-notes", "helper", "plain-notes"}
+	wantShown := []string{"Team Notes", "alpha:Web Search Automation", "alpha:setup", "beta:setup", "escape", "gamma:setup", "gh-notes", "helper", "plain-notes"}
 	if !slices.Equal(shown, wantShown) {
 		t.Errorf("prompt lists %q, want %q", shown, wantShown)
 	}

@@ -345,10 +345,24 @@ func (s *stager) resolve(p string) (linkTarget, error) {
 		lt.skip = "its target does not exist"
 	case err != nil:
 		return lt, err
+	case slices.ContainsFunc(strings.Split(real, "/"), junkName):
+		// Another tool's bookkeeping is never stored, however reached:
+		// a link to a checkout's .git would bring its config and hooks.
+		lt.skip = "it leads into " + firstJunk(real) + ", which is never stored"
 	default:
 		lt.real, lt.info = filepath.Join(s.root, filepath.FromSlash(real)), fi
 	}
 	return lt, nil
+}
+
+// firstJunk is the first component of a slash path that junkName names.
+func firstJunk(p string) string {
+	for _, c := range strings.Split(p, "/") {
+		if junkName(c) {
+			return c
+		}
+	}
+	return ""
 }
 
 // contains reports whether the folder at real path dir holds (or is) one of

@@ -538,3 +538,28 @@ func TestStageUsageOfOneSource(t *testing.T) {
 		t.Errorf("used %+v after two copies of %d files, %d bytes", used, one.Files, one.Bytes)
 	}
 }
+
+// TestStageSymlinkIntoGitLeftOut: a link into the checkout's .git (the
+// folder or a file in it) is left out, as .git itself is: its config and
+// hooks are never stored.
+func TestStageSymlinkIntoGitLeftOut(t *testing.T) {
+	_, root, skill := linkRepo(t)
+	writeTree(t, root, tfile{name: ".git/config", body: "[core]\n"}, tfile{name: ".git/hooks/post-checkout", body: "#!/bin/sh\n", mode: 0o755})
+	for link, target := range map[string]string{"git": "../../.git", "config": "../../.git/config"} {
+		if err := os.Symlink(target, filepath.Join(skill, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, dst := stageLinks(t, skill, root, DefaultLimits())
+	for _, name := range []string{"git", "config"} {
+		if _, err := os.Lstat(filepath.Join(dst, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was staged: %v", name, err)
+		}
+	}
+	for _, w := range []string{skippedLink("git", "../../.git", "it leads into .git, which is never stored"),
+		skippedLink("config", "../../.git/config", "it leads into .git, which is never stored")} {
+		if !slices.Contains(res.Warnings, w) {
+			t.Errorf("warnings %q lack %q", res.Warnings, w)
+		}
+	}
+}

@@ -170,6 +170,11 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		}
 		name := m.Name
 		if sk, err := d.cat.DB().Skill(ctx, p.Slug); err == nil {
+			if sk.Version == p.Version {
+				// The name the import settled (a folder's name, say, for a
+				// SKILL.md without one), as `skill list` shows it.
+				name = sk.Name
+			}
 			name = catalog.DisplayName(sk.Plugin, name)
 		}
 		e := entry{slug: p.Slug, name: name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
