@@ -20,7 +20,46 @@ import (
 
 func open(t testing.TB) *Catalog {
 	t.Helper()
-	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "home"), Options{})
+	return openWith(t, Options{})
+}
+
+// sharedManifestSource is a source of n skills s1..sn whose SKILL.md are
+// links to one manifest of over 1 MiB; it returns the source and the names.
+func sharedManifestSource(t testing.TB, n int) (string, []string) {
+	t.Helper()
+	src := t.TempDir()
+	big := "---\nname: shared\ndescription: one file, many folders\n---\n" + strings.Repeat("body line\n", 110000)
+	if err := os.WriteFile(filepath.Join(src, "big.md"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := 1; i <= n; i++ {
+		d := filepath.Join(src, "skills", "s"+strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../big.md", filepath.Join(d, "SKILL.md")); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, "s"+strconv.Itoa(i))
+	}
+	return src, names
+}
+
+// planOf is what --list says of src.
+func planOf(t testing.TB, c *Catalog, src string) *ImportResult {
+	t.Helper()
+	res, err := c.Import(context.Background(), ImportRequest{Source: src, List: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// openWith opens a catalog in a new data directory with opts.
+func openWith(t testing.TB, opts Options) *Catalog {
+	t.Helper()
+	c, err := Open(context.Background(), filepath.Join(t.TempDir(), "home"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,10 +654,7 @@ func TestListAgreesWithImportOnALinkedManifest(t *testing.T) {
 	}
 	skillDir(t, filepath.Join(src, "skills", "two"), "name: two\ndescription: b")
 	c := open(t)
-	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := planOf(t, c, src)
 	status := map[string]string{}
 	for _, a := range list.Available {
 		status[a.Path] = a.Status + " " + a.Slug + " " + a.Description + a.Error
@@ -684,10 +720,7 @@ func TestListChecksDependenciesAsImportDoes(t *testing.T) {
 	skillDir(t, filepath.Join(src, "skills", "c-orphan"), "name: c-orphan\ndescription: needs a skill nobody has\nskill_dependencies: [missing]")
 	skillDir(t, filepath.Join(src, "skills", "z-lib"), "name: z-lib\ndescription: a library")
 	c := open(t)
-	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := planOf(t, c, src)
 	planned := map[string]string{}
 	var order []string
 	for _, a := range list.Available {
@@ -797,15 +830,8 @@ func TestSkillsOfOneSourceCountTogether(t *testing.T) {
 	}
 	lim := skills.DefaultLimits()
 	lim.MaxTotalBytes = 3 << 20 // the source holds a little over 1 MiB
-	c, err := Open(ctx, filepath.Join(t.TempDir(), "home"), Options{Limits: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openWith(t, Options{Limits: lim})
+	list := planOf(t, c, src)
 	var planned []string
 	for _, a := range list.Available {
 		planned = append(planned, a.Slug+":"+a.Status)
@@ -829,22 +855,7 @@ func TestSkillsOfOneSourceCountTogether(t *testing.T) {
 // 8 GiB in memory), and what --list refuses for it --all refuses too.
 func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	big := "---\nname: shared\ndescription: one file, many folders\n---\n" + strings.Repeat("body line\n", 110000) // over 1 MiB
-	if err := os.WriteFile(filepath.Join(src, "big.md"), []byte(big), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for i := 1; i <= 6; i++ {
-		d := filepath.Join(src, "skills", "s"+strconv.Itoa(i))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../../big.md", filepath.Join(d, "SKILL.md")); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, "s"+strconv.Itoa(i))
-	}
+	src, names := sharedManifestSource(t, 6)
 	cands, _, err := skills.Discover(src, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -868,15 +879,8 @@ func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 
 	lim := skills.DefaultLimits()
 	lim.MaxTotalBytes = 3 << 20
-	c, err := Open(ctx, filepath.Join(t.TempDir(), "home"), Options{Limits: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	list, err := c.Import(ctx, ImportRequest{Source: src, List: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openWith(t, Options{Limits: lim})
+	list := planOf(t, c, src)
 	planned := map[string]bool{}
 	for _, a := range list.Available {
 		planned[a.Path] = a.Status != StatusRefused
@@ -906,27 +910,10 @@ func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 // a source add up past its total-bytes limit.
 func TestPrepareRefusesPastTheManifestsBound(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	big := "---\nname: shared\ndescription: one file, many folders\n---\n" + strings.Repeat("body line\n", 110000)
-	if err := os.WriteFile(filepath.Join(src, "big.md"), []byte(big), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 6; i++ {
-		d := filepath.Join(src, "skills", "s"+strconv.Itoa(i))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../../big.md", filepath.Join(d, "SKILL.md")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	src, _ := sharedManifestSource(t, 6)
 	lim := skills.DefaultLimits()
 	lim.MaxTotalBytes = 3 << 20
-	c, err := Open(ctx, filepath.Join(t.TempDir(), "home"), Options{Limits: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := openWith(t, Options{Limits: lim})
 	// s6 alone stages within the limits, but its SKILL.md is read past them.
 	d, err := c.Prepare(ctx, ImportRequest{Source: src, Skills: []string{"s1", "s6"}})
 	if err != nil {
