@@ -315,6 +315,8 @@ type fileNode struct {
 var (
 	_ = (fusefs.NodeGetattrer)((*fileNode)(nil))
 	_ = (fusefs.NodeOpener)((*fileNode)(nil))
+	_ = (fusefs.NodeReader)((*fileNode)(nil))
+	_ = (fusefs.NodeFlusher)((*fileNode)(nil))
 )
 
 func (n *fileNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -325,14 +327,22 @@ func (n *fileNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.Att
 // writeFlags are the open flags that could change a file.
 const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall.O_CREAT | syscall.O_APPEND
 
-// Open keeps nothing open: reads share one descriptor per backing file (see
-// fdCache), so the handles the kernel holds cost the daemon no descriptor.
-// Opening the top-level SKILL.md reports an activation to the sink before
-// the open returns; if the sink fails, so does the open. The backing file
-// is acquired through the cache and validated first: a SKILL.md that
-// cannot be read fails its open with the errno its reads would get, and
-// activates nothing.
+// Open answers ENOSYS unless Options.Opens: the kernel then opens every
+// file of the mount without asking, keeping its cached pages across opens
+// (see Options.Opens); the read-only mount refuses writing opens itself,
+// and Read records activations.
+//
+// With Opens it keeps nothing open: reads share one descriptor per
+// backing file (see fdCache), so the handles the kernel holds cost the
+// daemon no descriptor. Opening the top-level SKILL.md reports an
+// activation to the sink before the open returns; if the sink fails, so
+// does the open. The backing file is acquired through the cache and
+// validated first: a SKILL.md that cannot be read fails its open with the
+// errno its reads would get, and activates nothing.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if !n.srv.opts.Opens {
+		return nil, 0, syscall.ENOSYS
+	}
 	if flags&writeFlags != 0 {
 		return nil, 0, syscall.EROFS
 	}
@@ -361,6 +371,82 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	return &fileHandle{n}, openFlags, 0
 }
 
+// Flush answers ENOSYS, so the kernel stops sending FLUSH on close: there
+// is never anything to flush. (With Opens, FOPEN_NOFLUSH says so already.)
+func (n *fileNode) Flush(context.Context, fusefs.FileHandle) syscall.Errno { return syscall.ENOSYS }
+
+// Read reads into the request's buffer through the descriptor shared by
+// every read of the file. The data is copied rather than spliced
+// (fuse.ReadResultFd): a splice happens after Read returns, when the shared
+// descriptor may already be closed, or reused for another file. Reads fail
+// once the grant is revoked.
+//
+// Without Options.Opens a read of the top-level SKILL.md is where an
+// activation is recorded: the session's first read waits until the sink has
+// it, before any byte is returned; later reads that reach the daemon at the
+// file's start (the kernel fetching it again) are counted. A SKILL.md whose
+// backing file cannot be read activates nothing.
+func (n *fileNode) Read(ctx context.Context, _ fusefs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if n.g.revoked() {
+		return nil, syscall.EACCES
+	}
+	b, err := n.srv.fds.acquire(n.t, n.idx)
+	if err != nil {
+		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
+		return nil, ToErrno(err)
+	}
+	defer n.srv.fds.release(b)
+	if !n.srv.opts.Opens && n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
+		if errno := n.recordRead(ctx, off); errno != 0 {
+			return nil, errno
+		}
+	}
+	// Serve no more than the size the kernel was told.
+	size := n.t.entries[n.idx].size
+	if off >= size {
+		return fuse.ReadResultData(nil), 0
+	}
+	if rest := size - off; int64(len(dest)) > rest {
+		dest = dest[:rest]
+	}
+	got, err := preadFull(b.fd, dest, off)
+	if err != nil {
+		n.srv.log.Error("read backing file", "session", n.g.session, "slug", n.g.skill.Slug,
+			"path", n.t.entries[n.idx].rel, "err", err)
+		return nil, ToErrno(err)
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// recordRead records a read of the session's SKILL.md (no-open mode): the
+// first durably, with concurrent first readers waiting for it; later ones
+// that start at the file's beginning as a count.
+func (n *fileNode) recordRead(ctx context.Context, off int64) syscall.Errno {
+	g := n.g
+	if g.activated.Load() {
+		if off != 0 {
+			return 0
+		}
+		if err := n.srv.opts.Sink.Opened(g.session, g.skill.Slug); err != nil {
+			n.srv.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
+			return syscall.EIO
+		}
+		return 0
+	}
+	g.actMu.Lock()
+	defer g.actMu.Unlock()
+	if g.activated.Load() {
+		return 0
+	}
+	if err := n.srv.activate(ctx, g.session, g.skill.Slug); err != nil {
+		n.srv.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
+		return syscall.EIO
+	}
+	g.activated.Store(true)
+	n.srv.log.Debug("activation", "session", g.session, "slug", g.skill.Slug)
+	return 0
+}
+
 // checkBacking opens and validates the backing file (tree.open) as a read
 // would, through the descriptor cache, where the descriptor then stays for
 // the reads that follow. With passthrough the kernel reads on a descriptor
@@ -382,46 +468,14 @@ func (n *fileNode) checkBacking() error {
 	return nil
 }
 
-// fileHandle is an open file. Reads fail once its grant is revoked.
+// fileHandle is a file opened with Options.Opens; fileNode.Read serves
+// its reads.
 type fileHandle struct{ n *fileNode }
 
 var (
-	_ = (fusefs.FileReader)((*fileHandle)(nil))
 	_ = (fusefs.FilePassthroughFder)((*passthroughHandle)(nil))
 	_ = (fusefs.FileReleaser)((*passthroughHandle)(nil))
 )
-
-// Read reads into the request's buffer through the descriptor shared by
-// every read of the file. The data is copied rather than spliced
-// (fuse.ReadResultFd): a splice happens after Read returns, when the shared
-// descriptor may already be closed, or reused for another file.
-func (h *fileHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n := h.n
-	if n.g.revoked() {
-		return nil, syscall.EACCES
-	}
-	// Serve no more than the size the kernel was told.
-	size := n.t.entries[n.idx].size
-	if off >= size {
-		return fuse.ReadResultData(nil), 0
-	}
-	if rest := size - off; int64(len(dest)) > rest {
-		dest = dest[:rest]
-	}
-	b, err := n.srv.fds.acquire(n.t, n.idx)
-	if err != nil {
-		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
-		return nil, ToErrno(err)
-	}
-	defer n.srv.fds.release(b)
-	got, err := preadFull(b.fd, dest, off)
-	if err != nil {
-		n.srv.log.Error("read backing file", "session", n.g.session, "slug", n.g.skill.Slug,
-			"path", n.t.entries[n.idx].rel, "err", err)
-		return nil, ToErrno(err)
-	}
-	return fuse.ReadResultData(dest[:got]), 0
-}
 
 // passthroughHandle lets the kernel read the backing file directly. The
 // kernel registers one backing file per inode and keeps its own reference

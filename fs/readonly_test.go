@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -72,17 +73,35 @@ func TestReadOnly(t *testing.T) {
 		{"open O_CREAT new", func(d string) error { return openErr(d+"/alpha/NEW.md", unix.O_RDONLY|unix.O_CREAT) }},
 		{"open O_TMPFILE", func(d string) error { return openErr(d+"/alpha", unix.O_TMPFILE|unix.O_RDWR) }},
 	}
+	// The daemon's own refusals are seen with a kernel mount left writable
+	// and every open asked for (Opens): without OPEN requests the kernel
+	// alone decides opens, and the daemon refuses the writes that follow
+	// (TestReadOnlyNoOpenWrites). Extended attributes are switched off
+	// altogether (ENOSYS, which the kernel reports as EOPNOTSUPP) where
+	// the kernel's read-only check does not come first.
 	for _, mode := range []struct {
 		name     string
 		writable bool
 	}{{"kernel read-only", false}, {"daemon only", true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			sink := &fakeSink{}
-			srv := mountTest(t, Options{Sink: sink, kernelWritable: mode.writable})
+			srv := mountTest(t, Options{Sink: sink, kernelWritable: mode.writable, Opens: mode.writable})
 			dir := setSession(t, srv, "sess", View{st.alpha1, st.beta1})
 			for _, tc := range ops {
 				t.Run(tc.name, func(t *testing.T) {
-					if err := tc.op(dir); !errors.Is(err, syscall.EROFS) {
+					err := tc.op(dir)
+					switch {
+					case tc.name == "open O_APPEND" && !mode.writable:
+						// A read-only open with O_APPEND writes nothing: the
+						// kernel allows it on any read-only filesystem.
+						if err != nil {
+							t.Errorf("err = %v, want nil", err)
+						}
+					case strings.HasSuffix(tc.name, "xattr") && mode.writable:
+						if !errors.Is(err, syscall.EOPNOTSUPP) {
+							t.Errorf("err = %v, want EOPNOTSUPP", err)
+						}
+					case !errors.Is(err, syscall.EROFS):
 						t.Errorf("err = %v, want EROFS", err)
 					}
 				})
@@ -117,5 +136,26 @@ func TestReadOnlyUnreachable(t *testing.T) {
 	}
 	if errno := n.Allocate(ctx, nil, 0, 4096, 0); errno != syscall.EROFS {
 		t.Errorf("fallocate: %v, want EROFS", errno)
+	}
+}
+
+// TestReadOnlyNoOpenWrites: with the kernel mount left writable and no OPEN
+// requests, a file opens for writing without the daemon, and the daemon
+// refuses every write.
+func TestReadOnlyNoOpenWrites(t *testing.T) {
+	st := newStore(t)
+	srv := mountTest(t, Options{Sink: &fakeSink{}, kernelWritable: true})
+	dir := setSession(t, srv, "sess", View{st.alpha1})
+	f, err := os.OpenFile(filepath.Join(dir, "alpha", "SKILL.md"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open for writing: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("x")); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write: %v, want EROFS", err)
+	}
+	data, err := os.ReadFile(filepath.Join(st.alpha1.Dir, "SKILL.md"))
+	if err != nil || string(data) != manifest("alpha", "alpha version one") {
+		t.Errorf("stored SKILL.md after the write: %q, %v", data, err)
 	}
 }

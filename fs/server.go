@@ -28,9 +28,12 @@ import (
 	"skillfs/skills"
 )
 
-// Sink receives activations. Opened is called synchronously from the open of
-// a skill's top-level SKILL.md, after the open has otherwise succeeded; if it
-// returns an error the open fails with EIO and nothing is activated. An
+// Sink receives activations. Opened is called synchronously when a session
+// first reads a skill's top-level SKILL.md, before any of its bytes reach
+// the reader, and again whenever the kernel fetches the file from its start
+// (after dropping its cached copy); with Options.Opens, from every open of
+// it instead, after the open has otherwise succeeded. If it returns an error
+// the read (or open) fails with EIO and nothing is activated. An
 // implementation makes the first activation durable before returning.
 //
 // Only if the kernel drops the connection while Opened runs (the daemon was
@@ -71,6 +74,16 @@ type Options struct {
 	// OwnerOnly restricts access to the mounting user. By default other
 	// users (the sandboxes' agents) may read the mount.
 	OwnerOnly bool
+	// Opens has the kernel ask the daemon on every open and close of a
+	// file (an OPEN and a RELEASE request), and activations count opens of
+	// SKILL.md. By default the kernel opens files without asking (its
+	// no-open mode, set for the whole connection by the first open), keeps
+	// their pages cached across opens and skips FLUSH: a warm open, read
+	// and close never reaches the daemon, and activation is recorded on a
+	// session's first read of SKILL.md instead (each session has inodes
+	// of its own, so that read always reaches the daemon). Passthrough
+	// implies Opens.
+	Opens bool
 	// Passthrough lets the kernel read backing files directly where it
 	// supports FUSE passthrough. Reads then bypass the daemon, so a handle
 	// opened before a revocation keeps reading until it is closed. It costs
@@ -111,6 +124,8 @@ type Server struct {
 	nextID atomic.Uint64
 	start  time.Time
 	fds    *fdCache
+	// requests counts what the kernel asked, by kind (Requests).
+	requests requestCounts
 	// timeout is the request timeout the kernel applies; 0 for none.
 	timeout time.Duration
 	// done is closed when the filesystem is no longer served.
@@ -151,6 +166,11 @@ type grant struct {
 	skill   Skill
 	ref     *treeRef
 	lease   *lease
+	// activated is set once a read of the skill's SKILL.md in this
+	// session was recorded (no-open mode); actMu makes concurrent first
+	// readers wait for that one record.
+	activated atomic.Bool
+	actMu     sync.Mutex
 }
 
 // revoked reports whether the session lost the skill.
@@ -172,6 +192,7 @@ func (g *grant) ino(idx int32) uint64 { return g.id<<inoShift | uint64(idx+1) }
 const (
 	defaultTimeout = time.Hour
 	defaultFsName  = "skillfs"
+	maxRequest     = 1 << 20
 )
 
 // Mount mounts an empty skill filesystem at mountpoint and starts serving it.
@@ -189,6 +210,9 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 	}
 	if opts.FsName == "" {
 		opts.FsName = defaultFsName
+	}
+	if opts.Passthrough {
+		opts.Opens = true // the kernel registers a backing file on OPEN
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -224,8 +248,11 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 			// Have O_TRUNC reach Open, so a truncating open is refused
 			// before it could count as an activation.
 			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
-			Debug:             opts.Debug,
-			Logger:            slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+			// Requests of up to 1 MiB: fewer round trips for a cold read,
+			// and larger pages in the kernel's cache for warm ones.
+			MaxWrite: maxRequest,
+			Debug:    opts.Debug,
+			Logger:   slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 			PanicHandler: func(v any) fuse.Status {
 				logger.Error("skill filesystem request panicked", "panic", v)
 				return fuse.EIO
@@ -240,8 +267,17 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 	}
 	var srv *fuse.Server
 	s.timeout, err = withRequestTimeout(opts.RequestTimeout, opts.RequestTimeoutRecord, logger, func() error {
-		srv, err = fusefs.Mount(abs, s.root, fo)
-		return err
+		var raw fuse.RawFileSystem = fusefs.NewNodeFS(s.root, fo)
+		if !opts.Opens {
+			raw = &noOpendir{raw}
+		}
+		raw = &counting{raw, &s.requests}
+		srv, err = fuse.NewServer(raw, abs, &fo.MountOptions)
+		if err != nil {
+			return err
+		}
+		go srv.Serve()
+		return srv.WaitMount()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
@@ -434,9 +470,12 @@ func (s *Server) SetSession(id string, v View) error {
 	dir := s.sessionInode(ss)
 	for _, g := range revoked {
 		if dir != nil {
-			s.forget(dir, g.skill.Slug, true)
+			if ch := s.forget(dir, g.skill.Slug, true); ch != nil {
+				s.invalidateBelow(ch)
+			}
 		}
 		s.purge(g.lease.retired...)
+		s.invalidateBelow(g.lease.retired...)
 		g.lease.retired = nil
 	}
 	if dir != nil {
@@ -450,6 +489,12 @@ func (s *Server) SetSession(id string, v View) error {
 		}
 		for _, slug := range added {
 			dir.NotifyEntry(slug)
+		}
+		if len(added)+len(swapped)+len(revoked) > 0 {
+			// The kernel may cache the session's listing (see noOpendir).
+			if errno := dir.NotifyContent(0, 0); errno != 0 && errno != syscall.ENOENT {
+				s.log.Debug("invalidate session listing", "session", id, "errno", errno)
+			}
 		}
 	}
 	s.log.Info("session updated", "session", id, "skills", len(v),
@@ -478,9 +523,12 @@ func (s *Server) RemoveSession(id string) {
 		g.lease.revoked.Store(true)
 		s.trees.release(g.ref)
 	}
-	s.forget(s.root.EmbeddedInode(), id, true)
+	if ch := s.forget(s.root.EmbeddedInode(), id, true); ch != nil {
+		s.invalidateBelow(ch)
+	}
 	for _, g := range grants {
 		s.purge(g.lease.retired...)
+		s.invalidateBelow(g.lease.retired...)
 		g.lease.retired = nil
 	}
 	s.log.Info("session removed", "session", id)
@@ -519,6 +567,26 @@ func (s *Server) forget(dir *fusefs.Inode, name string, purge bool) *fusefs.Inod
 		s.purge(ch)
 	}
 	return ch
+}
+
+// invalidateBelow makes the kernel drop the names it caches below the given
+// directories, so that a name reached through a directory still held (a
+// working directory, an open descriptor) is looked up again, and the lookup
+// of a revoked skill fails: without OPEN requests a cached name would
+// otherwise open without the daemon being asked. Same locking rule as
+// forget.
+func (s *Server) invalidateBelow(dirs ...*fusefs.Inode) {
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		for name, ch := range d.Children() {
+			if errno := d.NotifyEntry(name); errno != 0 && errno != syscall.ENOENT {
+				s.log.Debug("invalidate entry", "name", name, "errno", errno)
+			}
+			s.invalidateBelow(ch)
+		}
+	}
 }
 
 // purge drops the kernel's cached pages of every file below the given
@@ -628,6 +696,10 @@ func (s *Server) ViewFS(id string) (iofs.FS, error) {
 	}
 	return v, nil
 }
+
+// Requests returns how many requests of each kind (Req*) the kernel has
+// sent since the mount was made.
+func (s *Server) Requests() map[string]uint64 { return s.requests.snapshot() }
 
 // PassthroughSupported reports whether the kernel offered FUSE passthrough
 // when the mount was set up (Options.Passthrough only helps where it did).

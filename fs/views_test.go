@@ -382,3 +382,48 @@ func TestSetSessionInvalid(t *testing.T) {
 		t.Errorf("sessions = %q after refused changes", got)
 	}
 }
+
+// TestSessionListingFollowsTheView: the kernel caches directory listings
+// (it opens directories without asking the daemon), so a session's listing
+// must be dropped whenever its skills change: added, revoked, or moved to
+// another version (whose inode number differs).
+func TestSessionListingFollowsTheView(t *testing.T) {
+	st := newStore(t)
+	srv := mountTest(t, Options{})
+	dir := setSession(t, srv, "sess", View{st.alpha1})
+	inoOf := func(name string) uint64 {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.Name() == name {
+				info, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return info.Sys().(*syscall.Stat_t).Ino
+			}
+		}
+		return 0
+	}
+	for range 3 { // listed, and cached
+		if got := readDirNames(t, dir); !slices.Equal(got, []string{"alpha"}) {
+			t.Fatalf("listing %q", got)
+		}
+	}
+	setSession(t, srv, "sess", View{st.alpha1, st.beta1})
+	if got := readDirNames(t, dir); !slices.Equal(got, []string{"alpha", "beta"}) {
+		t.Errorf("listing after adding beta: %q", got)
+	}
+	before := inoOf("alpha")
+	setSession(t, srv, "sess", View{st.alpha2, st.beta1})
+	if after := inoOf("alpha"); after == before || after == 0 {
+		t.Errorf("alpha's inode in the listing after a new version: %d, before %d", after, before)
+	}
+	setSession(t, srv, "sess", View{st.beta1})
+	if got := readDirNames(t, dir); !slices.Equal(got, []string{"beta"}) {
+		t.Errorf("listing after revoking alpha: %q", got)
+	}
+}

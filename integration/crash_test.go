@@ -11,7 +11,10 @@ import (
 )
 
 // readerSandbox is a bwrap sandbox whose agent reads a skill's SKILL.md in a
-// loop and prints "ok" or "err" for every read.
+// loop and looks up a name the skill does not have, printing "ok" when both
+// work (the lookup is answered "no such file") and "err" otherwise. The
+// lookup always reaches the daemon; the read of SKILL.md may be served from
+// the kernel's cache once it was read.
 type readerSandbox struct {
 	pid int // the process inside, whose mount namespace the bind lives in
 	cmd *exec.Cmd
@@ -25,7 +28,9 @@ type readerSandbox struct {
 // startReaderSandbox starts the sandbox with an empty /home/gem/skills.
 func startReaderSandbox(t *testing.T, slug string) *readerSandbox {
 	t.Helper()
-	script := "while :; do if cat /home/gem/skills/" + slug + "/SKILL.md >/dev/null 2>&1; then echo ok; else echo err; fi; sleep 0.05; done"
+	dir := "/home/gem/skills/" + slug
+	script := "while :; do if cat " + dir + "/SKILL.md >/dev/null 2>&1 && ls " + dir + "/absent 2>&1 | grep -q 'No such file'; " +
+		"then echo ok; else echo err; fi; sleep 0.05; done"
 	pid, cmd, out := startSandboxRunning(t, "/bin/sh", "-c", script)
 	sb := &readerSandbox{pid: pid, cmd: cmd}
 	go func() {

@@ -95,7 +95,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	checkNoLeftovers(t, e)
 
-	// A first activation: either it is recorded or the open fails; an
+	// A first activation: either it is recorded or the read fails; an
 	// agent never gets SKILL.md without the activation being durable.
 	_, openErr := os.ReadFile(filepath.Join(s.Path, "later", "SKILL.md"))
 	act := e.activationsOf(s.ID)
@@ -104,10 +104,11 @@ func TestDiskFull(t *testing.T) {
 	}
 	t.Logf("first activation on a full disk: open error %v", openErr)
 
-	// Later opens are counted in memory while flushes fail ...
+	// Later reads that reach skillfs are counted in memory while flushes
+	// fail ...
 	for range 20 {
-		if _, err := os.ReadFile(manifest); err != nil {
-			t.Fatalf("a later open on a full disk: %v", err)
+		if _, err := fetch(manifest); err != nil {
+			t.Fatalf("a later read on a full disk: %v", err)
 		}
 	}
 	time.Sleep(1200 * time.Millisecond) // a flush or two

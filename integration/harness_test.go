@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // binary is the skillfs built once for the whole package.
@@ -291,4 +293,20 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// fetch reads a file through a session's mount with the kernel's cached
+// pages of it dropped first, so that the read reaches skillfs, which counts
+// it when the file is a SKILL.md (a read served from the kernel's cache is
+// not seen; see "Activation" in the README).
+func fetch(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }

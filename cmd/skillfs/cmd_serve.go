@@ -31,7 +31,8 @@ func (c *cli) serve(args []string) error {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token for --listen")
 	withExamples := fs.Bool("examples", true, "register the bundled example skills as builtins")
 	owner := fs.String("owner", "0:0", "UID:GID shown as the owner of every file in the mount")
-	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation)")
+	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation; implies --count-opens)")
+	countOpens := fs.Bool("count-opens", false, "have every open of a file reach the daemon, and count every open of SKILL.md as an activation (slower opens; by default the first read activates)")
 	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
 	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
 		return err
@@ -95,7 +96,7 @@ func (c *cli) serve(args []string) error {
 	}()
 	return daemon.Run(ctx, cat, daemon.Options{
 		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
-		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, UID: uid, GID: gid,
+		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
 		Setup:          setup,
 		RequestTimeout: *reqTimeout,
 	})

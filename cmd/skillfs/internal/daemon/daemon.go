@@ -35,6 +35,11 @@ type Options struct {
 	Logger     *slog.Logger
 	Ready      io.Writer // gets the readiness line
 	Debug      bool      // FUSE debug logging
+	// CountOpens has every open of a file reach the daemon, and counts every
+	// open of a SKILL.md as an activation (fs.Options.Opens). By default
+	// the kernel opens files without asking and a session's first read of
+	// SKILL.md activates the skill.
+	CountOpens bool
 	// Passthrough lets the kernel read large files straight from the store
 	// where it supports FUSE passthrough. Reads then bypass the daemon, so a
 	// revoked skill's already-open handles keep reading; off by default.
@@ -214,7 +219,7 @@ func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 		return nil, fmt.Errorf("create mount root: %w", err)
 	}
 	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
-		Passthrough: opts.Passthrough, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
+		Passthrough: opts.Passthrough, Opens: opts.CountOpens, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
 		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore")})
 	if err != nil {
 		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)

@@ -1,0 +1,98 @@
+package fs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// requestsDuring returns the requests the kernel sent while op ran, by
+// kind, leaving out kinds it sent none of.
+func requestsDuring(srv *Server, op func()) map[string]uint64 {
+	before := srv.Requests()
+	op()
+	out := map[string]uint64{}
+	for k, v := range srv.Requests() {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// lsLong does what `ls -l` does to a directory: list it, stat every entry
+// and ask for the extended attributes ls shows.
+func lsLong(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		unix.Lgetxattr(p, "security.selinux", buf)
+		unix.Lgetxattr(p, "system.posix_acl_access", buf)
+	}
+}
+
+// TestRequestsPerOperation counts what the kernel asks the daemon for the
+// operations agents repeat: once a session has read a file, opening,
+// reading and closing it again, `ls -l` and a walk of the skill send no
+// request at all; extended attributes are asked for once per mount, never
+// again.
+func TestRequestsPerOperation(t *testing.T) {
+	st := newStore(t)
+	sink := &fakeSink{}
+	srv := mountTest(t, Options{Sink: sink})
+	dir := filepath.Join(setSession(t, srv, "sess", View{st.alpha1, st.beta1}), "alpha")
+	manifestPath := filepath.Join(dir, "SKILL.md")
+	guide := filepath.Join(dir, "references", "guide.md")
+	readAll := func(p string) {
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The first open and close on the mount are asked once (answered
+	// ENOSYS): from then on the kernel opens and closes without asking.
+	once := requestsDuring(srv, func() { readAll(filepath.Join(filepath.Dir(dir), "beta", "SKILL.md")) })
+	if once[ReqOpen] != 1 || once[ReqFlush] != 1 {
+		t.Errorf("first read on the mount sent %v, want one OPEN and one FLUSH", once)
+	}
+	first := requestsDuring(srv, func() { readAll(manifestPath) })
+	if first[ReqRead] == 0 || first[ReqOpen]+first[ReqFlush]+first[ReqRelease] != 0 || sink.count("sess", "alpha") != 1 {
+		t.Errorf("first read of SKILL.md sent %v and activated %d times; want a READ, no OPEN, FLUSH or RELEASE, one activation",
+			first, sink.count("sess", "alpha"))
+	}
+	readAll(guide)
+	lsLong(t, dir)
+	walkAll(t, os.DirFS(dir))
+
+	for name, op := range map[string]func(){
+		"read SKILL.md again": func() { readAll(manifestPath) },
+		"read a file again":   func() { readAll(guide) },
+		"ls -l":               func() { lsLong(t, dir) },
+		"walk":                func() { walkAll(t, os.DirFS(dir)) },
+	} {
+		if got := requestsDuring(srv, func() {
+			for range 20 {
+				op()
+			}
+		}); len(got) != 0 {
+			t.Errorf("%s 20 times sent %v, want no request", name, got)
+		}
+	}
+	if n := srv.Requests()[ReqXattr]; n > 2 {
+		t.Errorf("%d extended attribute requests, want at most one of each kind the kernel asks", n)
+	}
+	if sink.count("sess", "alpha") != 1 {
+		t.Errorf("activations = %d, want 1", sink.count("sess", "alpha"))
+	}
+}
