@@ -47,6 +47,8 @@ type DB struct {
 	w    *sql.DB // exactly one connection: every write transaction
 	r    *sql.DB // query-only connections: every read
 	now  func() time.Time
+
+	skills skillCache // the catalog in memory (see SkillSet)
 }
 
 // Open opens the index at path, creating the file if needed, and brings its

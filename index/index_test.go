@@ -394,7 +394,7 @@ func TestErrorClassification(t *testing.T) {
 	}
 	_, dup := db.w.Exec("INSERT INTO tools (name) VALUES ('git')")
 	_, check := db.w.Exec("INSERT INTO tools (name) VALUES ('')")
-	_, fk := db.w.Exec("INSERT INTO session_pins (session, position, slug, version) VALUES ('nope', 0, 'a', 'h')")
+	_, fk := db.w.Exec("INSERT INTO session_binds (session, target) VALUES ('nope', '/t')")
 	for _, tc := range []struct {
 		name       string
 		err        error

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"skillfs/skills"
 )
 
 // openRaw opens a bare writer pool on a new file, without migrations.
@@ -193,5 +195,67 @@ func TestSchemaHasForeignKeysIntact(t *testing.T) {
 	_, err = db.w.ExecContext(ctx, "UPDATE skills SET current_version = 'nope' WHERE slug = 'a'")
 	if err == nil {
 		t.Fatal("current_version accepted a hash with no version row")
+	}
+}
+
+// upTo is the embedded migrations up to and including version n.
+func upTo(t testing.TB, n int) fstest.MapFS {
+	t.Helper()
+	out := fstest.MapFS{}
+	ms, err := loadMigrations(migrationFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.version <= n {
+			out[m.file] = &fstest.MapFile{Data: []byte(m.sql)}
+		}
+	}
+	return out
+}
+
+// TestPinsMoveIntoTheirSession: migration 006 carries every session's pins,
+// in closure order, from the old per-pin rows into the session's row, and
+// migration 005 counts the skills already there as changed once.
+func TestPinsMoveIntoTheirSession(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	raw, err := openPool(path, writerParams, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := migrate(ctx, raw, upTo(t, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"PRAGMA foreign_keys = off", // a skill row without its version row
+		`INSERT INTO skills (slug, name, description, source_type, source, share, enabled, skill_deps, tool_deps, mcp_deps, current_version, creator)
+			VALUES ('b', 'b', 'd', 'upload', 's', '{"read":{"kind":"global"},"manage":{"kind":"user"}}', 1, '[]', '[]', '[]', 'hb', 'op')`,
+		"INSERT INTO sessions (id, uid, all_skills) VALUES ('s1', 'u', 0), ('s2', 'u', 1)",
+		"INSERT INTO session_pins (session, position, slug, version) VALUES ('s1', 1, 'a', 'ha'), ('s1', 0, 'b', 'hb'), ('s1', 2, 'c', 'hc')",
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			raw.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	db := openAt(t, path)
+	s1, err := db.Session(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "pins of s1", s1.Pins, []skills.Pin{{Slug: "b", Version: "hb"}, {Slug: "a", Version: "ha"}, {Slug: "c", Version: "hc"}})
+	s2, err := db.Session(ctx, "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "pins of s2", s2.Pins, []skills.Pin{})
+	set, err := db.SkillSet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Get("b") == nil || set.Len() != 1 {
+		t.Fatalf("catalog after migrating: %d skills, b = %v", set.Len(), set.Get("b"))
 	}
 }

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -29,18 +30,30 @@ func checkPins(pins []skills.Pin) error {
 	return nil
 }
 
-func insertPins(ctx context.Context, tx *sql.Tx, id string, pins []skills.Pin) error {
-	stmt, err := tx.PrepareContext(ctx, "INSERT INTO session_pins (session, position, slug, version) VALUES (?, ?, ?, ?)")
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
+// encodePins is the stored form of a readable set: a JSON list of
+// [slug, version] in closure order.
+func encodePins(pins []skills.Pin) (string, error) {
+	list := make([][2]string, len(pins))
 	for i, p := range pins {
-		if _, err := stmt.ExecContext(ctx, id, i, p.Slug, p.Version); err != nil {
-			return err
-		}
+		list[i] = [2]string{p.Slug, p.Version}
 	}
-	return nil
+	data, err := json.Marshal(list)
+	if err != nil {
+		return "", fmt.Errorf("encode pins: %w", err)
+	}
+	return string(data), nil
+}
+
+func decodePins(stored string) ([]skills.Pin, error) {
+	var list [][2]string
+	if err := json.Unmarshal([]byte(stored), &list); err != nil {
+		return nil, fmt.Errorf("decode pins: %w: %w", err, skills.ErrInvalid)
+	}
+	pins := make([]skills.Pin, len(list))
+	for i, p := range list {
+		pins[i] = skills.Pin{Slug: p[0], Version: p[1]}
+	}
+	return pins, nil
 }
 
 // sessionClosed reports whether session id is closed; an unknown id is
@@ -80,15 +93,17 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if err != nil {
 		return wrap(fmt.Errorf("closed at: %w", err))
 	}
+	pins, err := encodePins(s.Pins)
+	if err != nil {
+		return wrap(err)
+	}
 	err = db.write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed); err != nil {
-			if isUniqueViolation(err) {
-				return skills.ErrExists
-			}
-			return err
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed, pins)
+		if isUniqueViolation(err) {
+			return skills.ErrExists
 		}
-		return insertPins(ctx, tx, s.ID, s.Pins)
+		return err
 	})
 	if err != nil {
 		return wrap(err)
@@ -96,15 +111,16 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	return nil
 }
 
-const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at"
+const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at, pins"
 
 func scanSession(sc scanner) (*skills.Session, error) {
 	var (
 		s                  skills.Session
 		requested, preload string
+		pins               string
 		created, closed    sql.NullInt64
 	)
-	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed); err != nil {
+	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed, &pins); err != nil {
 		return nil, err
 	}
 	var err error
@@ -116,7 +132,9 @@ func scanSession(sc scanner) (*skills.Session, error) {
 	}
 	s.CreatedAt = decodeTime(created)
 	s.ClosedAt = decodeTime(closed)
-	s.Pins = []skills.Pin{}
+	if s.Pins, err = decodePins(pins); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
@@ -130,11 +148,7 @@ func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
 		if errors.Is(err, sql.ErrNoRows) {
 			return skills.ErrNotFound
 		}
-		if err != nil {
-			return err
-		}
-		return loadPins(ctx, tx, map[string]*skills.Session{id: s},
-			"SELECT session, slug, version FROM session_pins WHERE session = ? ORDER BY position", id)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get session %q: %w", id, err)
@@ -142,47 +156,13 @@ func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
 	return s, nil
 }
 
-// loadPins appends the pins the query returns (session, slug, version, in
-// order) to the sessions of byID.
-func loadPins(ctx context.Context, tx *sql.Tx, byID map[string]*skills.Session, query string, args ...any) error {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var p skills.Pin
-		if err := rows.Scan(&id, &p.Slug, &p.Version); err != nil {
-			return err
-		}
-		if s := byID[id]; s != nil {
-			s.Pins = append(s.Pins, p)
-		}
-	}
-	return rows.Err()
-}
-
 // OpenSessions returns the sessions not yet closed, oldest first, each with
 // its pins.
 func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
-	list := []*skills.Session{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL ORDER BY created_at, id")
-		if err != nil {
-			return err
-		}
-		byID := make(map[string]*skills.Session, len(list))
-		for _, s := range list {
-			byID[s.ID] = s
-		}
-		return loadPins(ctx, tx, byID, `SELECT p.session, p.slug, p.version
-			FROM session_pins p JOIN sessions s ON s.id = p.session
-			WHERE s.closed_at IS NULL ORDER BY p.session, p.position`)
-	})
+	list, err := readAll(ctx, db, "list open sessions", scanSession,
+		"SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL ORDER BY created_at, id")
 	if err != nil {
-		return nil, fmt.Errorf("list open sessions: %w", err)
+		return nil, err
 	}
 	return list, nil
 }
@@ -193,16 +173,18 @@ func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin) error {
 	if err := checkPins(pins); err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	stored, err := encodePins(pins)
+	if err != nil {
+		return fmt.Errorf("set pins of session %q: %w", id, err)
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
 			return errClosed
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM session_pins WHERE session = ?", id); err != nil {
-			return err
-		}
-		return insertPins(ctx, tx, id, pins)
+		_, err := tx.ExecContext(ctx, "UPDATE sessions SET pins = ? WHERE id = ?", stored, id)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)

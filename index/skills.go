@@ -239,9 +239,20 @@ func getSkill(ctx context.Context, tx *sql.Tx, slug string) (*skills.Skill, erro
 	return s, err
 }
 
-// Skills returns the whole catalog sorted by slug.
+// Skills returns the whole catalog sorted by slug, as copies the caller may
+// change (the lists inside them are shared: replace them, never write into
+// them). Readers that change nothing use SkillSet.
 func (db *DB) Skills(ctx context.Context) ([]*skills.Skill, error) {
-	return readAll(ctx, db, "list skills", scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
+	set, err := db.SkillSet(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list skills: %w", err)
+	}
+	out := make([]*skills.Skill, set.Len())
+	for i, s := range set.All() {
+		c := *s
+		out[i] = &c
+	}
+	return out, nil
 }
 
 // UpdateSkill reads slug, lets fn change it and stores the result, all in
@@ -301,7 +312,10 @@ func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, 
 		if vs, err = listVersions(ctx, tx, slug); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM session_pins WHERE slug = ?", slug); err != nil {
+		// Open sessions stop pinning it; closed ones keep their history.
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET pins =
+				(SELECT json_group_array(json(value) ORDER BY key) FROM json_each(pins) WHERE value ->> 0 <> ?1)
+			WHERE closed_at IS NULL AND EXISTS (SELECT 1 FROM json_each(pins) WHERE value ->> 0 = ?1)`, slug); err != nil {
 			return err
 		}
 		// Versions go by ON DELETE CASCADE.

@@ -12,7 +12,7 @@ import (
 // from the index inside the transaction that writes the change, so the answer
 // holds for what is committed.
 type Catalog struct {
-	Skills map[string]*skills.Skill // by slug
+	Skills map[string]*skills.Skill // by slug; may be shared with other readers: never modified here
 	Tools  map[string]bool          // registered tool names
 	MCPs   map[string]bool          // registered MCP server names
 	Users  []skills.User            // known users, for department membership and roles

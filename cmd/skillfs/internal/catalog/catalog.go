@@ -287,9 +287,11 @@ func (c *Catalog) publishLock() (unlock func(), err error) {
 	}, nil
 }
 
-// snapshot reads what the policy validators need.
+// snapshot reads what the policy validators need. Its skills come from the
+// index's in-memory catalog: shared, so a caller that adds to them (plan)
+// works on a copy of the map.
 func (c *Catalog) snapshot(ctx context.Context) (policy.Catalog, error) {
-	all, err := c.db.Skills(ctx)
+	set, err := c.db.SkillSet(ctx)
 	if err != nil {
 		return policy.Catalog{}, err
 	}
@@ -306,13 +308,10 @@ func (c *Catalog) snapshot(ctx context.Context) (policy.Catalog, error) {
 		return policy.Catalog{}, err
 	}
 	pc := policy.Catalog{
-		Skills: make(map[string]*skills.Skill, len(all)),
+		Skills: set.Map(),
 		Tools:  make(map[string]bool, len(tools)),
 		MCPs:   make(map[string]bool, len(mcps)),
 		Users:  users,
-	}
-	for _, s := range all {
-		pc.Skills[s.Slug] = s
 	}
 	for _, t := range tools {
 		pc.Tools[t] = true

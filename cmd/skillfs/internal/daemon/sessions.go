@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -65,31 +64,29 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// closure computes what a user may read of the requested roots now.
-func (d *Daemon) closure(ctx context.Context, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped, map[string]*skills.Skill, error) {
-	list, err := d.cat.DB().Skills(ctx)
+// closure computes what a user may read of the requested roots now, from
+// the index's in-memory catalog: only the requested skills and their
+// dependencies are looked at, unless all is asked for.
+func (d *Daemon) closure(ctx context.Context, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped, error) {
+	set, err := d.cat.DB().SkillSet(ctx)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	bySlug := make(map[string]*skills.Skill, len(list))
-	for _, s := range list {
-		bySlug[s.Slug] = s
+		return nil, nil, err
 	}
 	visible := func(s *skills.Skill) bool { return policy.Visible(u, s) }
 	if all {
 		roots = roots[:0:0]
-		for _, s := range list {
+		for _, s := range set.All() {
 			if visible(s) {
 				roots = append(roots, s.Slug)
 			}
 		}
 	}
-	readable, skipped := policy.Closure(roots, func(slug string) *skills.Skill { return bySlug[slug] }, visible)
+	readable, skipped := policy.Closure(roots, set.Get, visible)
 	pins := make([]skills.Pin, len(readable))
 	for i, slug := range readable {
-		pins[i] = skills.Pin{Slug: slug, Version: bySlug[slug].Version}
+		pins[i] = skills.Pin{Slug: slug, Version: set.Get(slug).Version}
 	}
-	return pins, skipped, bySlug, nil
+	return pins, skipped, nil
 }
 
 // CreateSession pins the readable set of a new session and serves it. The
@@ -107,7 +104,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
 	roots := dedupe(req.Skills)
-	pins, skipped, _, err := d.closure(ctx, u, req.All, roots)
+	pins, skipped, err := d.closure(ctx, u, req.All, roots)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +144,7 @@ func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
 	var lost []Skipped
 	for _, p := range pins {
 		dir := d.cat.VersionPath(p.Slug, p.Version)
-		if fi, err := os.Stat(dir); dir == "" || err != nil || !fi.IsDir() {
+		if dir == "" || d.fs.CheckVersionDir(dir) != nil {
 			d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", p.Slug, "version", p.Version)
 			lost = append(lost, Skipped{Slug: p.Slug, Reason: "its content is missing from the store"})
 			continue
@@ -233,7 +230,7 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	case err != nil:
 		return nil, err
 	default:
-		if pins, skipped, _, err = d.closure(ctx, u, s.All, s.Requested); err != nil {
+		if pins, skipped, err = d.closure(ctx, u, s.All, s.Requested); err != nil {
 			return nil, err
 		}
 	}
@@ -295,13 +292,9 @@ func (d *Daemon) Reevaluate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	all, err := d.cat.DB().Skills(ctx)
+	set, err := d.cat.DB().SkillSet(ctx)
 	if err != nil {
 		return err
-	}
-	bySlug := make(map[string]*skills.Skill, len(all))
-	for _, s := range all {
-		bySlug[s.Slug] = s
 	}
 	var errs []error
 	for _, s := range list {
@@ -313,7 +306,7 @@ func (d *Daemon) Reevaluate(ctx context.Context) error {
 		kept := s.Pins[:0:0]
 		var gone []string
 		for _, p := range s.Pins {
-			if sk := bySlug[p.Slug]; sk != nil && err == nil && policy.Visible(u, sk) {
+			if sk := set.Get(p.Slug); sk != nil && err == nil && policy.Visible(u, sk) {
 				kept = append(kept, p)
 			} else {
 				gone = append(gone, p.Slug)

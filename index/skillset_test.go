@@ -1,0 +1,133 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"skillfs/skills"
+)
+
+// fullRead is the catalog read straight from the table, as SkillSet must
+// see it.
+func fullRead(t *testing.T, db *DB) []*skills.Skill {
+	t.Helper()
+	all, err := readAll(context.Background(), db, "list skills", scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+// TestSkillSetFollowsWritesOfAnotherHandle: a handle's in-memory catalog
+// stays equal to the table while another handle (another process, as far as
+// SQLite is concerned) inserts, updates, adds versions, sets the current
+// version, deletes and restores skills in random order; and a set handed out
+// earlier never changes.
+func TestSkillSetFollowsWritesOfAnotherHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	w, r := openAt(t, path), openAt(t, path)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[string]int{} // slug → versions
+	var held []*SkillSet
+	var heldWant [][]*skills.Skill
+	for step := range 400 {
+		slug := fmt.Sprintf("s%02d", rng.IntN(40))
+		var err error
+		switch n, ok := live[slug]; {
+		case !ok:
+			s, v := testSkill(slug), testVersion(slug, "h0")
+			err = w.InsertSkill(ctx, s, v)
+			live[slug] = 1
+		case rng.IntN(5) == 0:
+			_, err = w.DeleteSkill(ctx, slug)
+			delete(live, slug)
+		case rng.IntN(3) == 0:
+			s := testSkill(slug)
+			s.Description = fmt.Sprintf("step %d", step)
+			v := testVersion(slug, fmt.Sprintf("h%d", n))
+			err = w.AddVersion(ctx, s, v)
+			live[slug] = n + 1
+		case rng.IntN(2) == 0 && n > 1:
+			err = w.SetCurrentVersion(ctx, slug, "h0")
+		default:
+			_, err = w.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+				s.Enabled = !s.Enabled
+				s.Name = fmt.Sprintf("name %d", step)
+				return nil
+			})
+		}
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", step, slug, err)
+		}
+		if rng.IntN(4) != 0 { // sometimes several writes land between reads
+			continue
+		}
+		set, err := r.SkillSet(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fullRead(t, w)
+		mustEqual(t, fmt.Sprintf("step %d: set", step), set.All(), want)
+		for _, s := range want {
+			mustEqual(t, "Get("+s.Slug+")", set.Get(s.Slug), s)
+		}
+		if set.Len() != len(set.Map()) {
+			t.Fatalf("step %d: %d sorted, %d by slug", step, set.Len(), len(set.Map()))
+		}
+		held, heldWant = append(held, set), append(heldWant, want)
+	}
+	for i, set := range held {
+		mustEqual(t, fmt.Sprintf("set %d, later", i), set.All(), heldWant[i])
+	}
+}
+
+// TestSkillSetUnchangedIsShared: with no write in between, the same set is
+// handed out again.
+func TestSkillSetUnchangedIsShared(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	insertSkill(t, db, "a", "h1")
+	s1, err := db.SkillSet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := db.SkillSet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1 != s2 {
+		t.Fatal("a second SkillSet without a write in between read the index again")
+	}
+	insertSkill(t, db, "b", "h1")
+	s3, err := db.SkillSet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3 == s1 || s3.Len() != 2 || s1.Len() != 1 {
+		t.Fatalf("after an insert: new set %d skills, old set %d", s3.Len(), s1.Len())
+	}
+}
+
+// TestSkillsReturnsCopies: a caller changing what Skills returned changes
+// neither the index's in-memory catalog nor what the next caller gets.
+func TestSkillsReturnsCopies(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	insertSkill(t, db, "a", "h1")
+	got, err := db.Skills(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got[0].Name = "changed"
+	again, err := db.Skills(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Name == "changed" {
+		t.Fatal("a change to a returned skill leaked into the catalog")
+	}
+}
