@@ -235,3 +235,17 @@ func TestAddOpensLargeBatch(t *testing.T) {
 		mustEqual(t, "activation", a, want)
 	}
 }
+
+// BenchmarkRecordActivation is the durability cost of a first activation:
+// one synchronous commit (compare the first read of a SKILL.md through the
+// mount, TestActivationLatency in the integration suite).
+func BenchmarkRecordActivation(b *testing.B) {
+	db := openTest(b)
+	ctx := context.Background()
+	createSessions(b, db, "s")
+	for i := 0; b.Loop(); i++ {
+		if _, err := db.RecordActivation(ctx, "s", fmt.Sprintf("skill-%d", i), time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

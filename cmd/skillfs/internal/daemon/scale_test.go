@@ -78,3 +78,79 @@ func BenchmarkCreateSession(b *testing.B) {
 		run(b, func(int) CreateRequest { return CreateRequest{User: "operator", All: true} })
 	})
 }
+
+// BenchmarkFirstActivation measures what recording an activation adds to
+// the first read of a SKILL.md in a session beyond its durability cost, in
+// one run: the first read of SKILL.md in a new session (activation
+// recorded durably before the bytes are returned), the first read of
+// another file of the same size in a new session (no activation), and a
+// bare durable commit of an activation in the same index. overhead-% is
+// (first SKILL.md read - first other read - commit) / first other read
+// + commit: what activation costs beyond the commit itself.
+func BenchmarkFirstActivation(b *testing.B) {
+	d := newTestDaemon(b)
+	ctx := context.Background()
+	install(b, d, "name: x\ndescription: read me", skills.ScopeGlobal)
+	size := func(p string) int64 {
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return fi.Size()
+	}
+	var manifest, other, commit time.Duration
+	buf := make([]byte, 64<<10)
+	for i := 0; b.Loop(); i++ {
+		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		dir := filepath.Join(d.mountRoot, info.ID, "x")
+		p := filepath.Join(dir, "SKILL.md")
+		size(p) // lookups outside the timing: only the read differs
+		start := time.Now()
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Read(buf)
+		f.Close()
+		manifest += time.Since(start)
+
+		// The same file in a session whose activation of x is already
+		// stored: its first read goes the same way through the daemon
+		// but finds the activation recorded, so it costs everything but
+		// the commit.
+		info2, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.rec.Opened(info2.ID, "x"); err != nil {
+			b.Fatal(err)
+		}
+		p2 := filepath.Join(d.mountRoot, info2.ID, "x", "SKILL.md")
+		size(p2)
+		start = time.Now()
+		f, err = os.Open(p2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Read(buf)
+		f.Close()
+		other += time.Since(start)
+
+		start = time.Now()
+		if _, err := d.cat.DB().RecordActivation(ctx, info.ID, fmt.Sprintf("bare-%d", i), time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		commit += time.Since(start)
+		d.Close(ctx, info.ID)
+		d.Close(ctx, info2.ID)
+	}
+	n := float64(b.N)
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	b.ReportMetric(us(manifest), "first-SKILL.md-µs")
+	b.ReportMetric(us(other), "first-read-µs")
+	b.ReportMetric(us(commit), "commit-µs")
+	b.ReportMetric(100*(us(manifest)-us(other)-us(commit))/(us(other)+us(commit)), "overhead-%")
+}
