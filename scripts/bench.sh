@@ -7,8 +7,8 @@
 # served in process (fs.BenchmarkRead), where the daemon's counters can be
 # read. Then the import of a ~20-skill, ~10 MB git repository, and the
 # catalog-scale figures when BenchmarkCatalogScale exists. Run as root (the
-# benchmarks mount FUSE); about 4 minutes on a 2-core machine with the
-# defaults.
+# benchmarks mount FUSE); with the defaults about 3 minutes on a 2-core
+# machine, and 1 more for the catalog-scale benchmark (10,000 skills).
 #
 # BENCHTIME (default 500ms) and COUNT (default 9) tune the read benchmarks;
 # CATALOG_BENCHTIME (default 1x) the catalog-scale one.
