@@ -1,119 +1,92 @@
 package fs
 
 import (
-	"crypto/rand"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"skillfs/internal/readbench"
+
 	"golang.org/x/sys/unix"
 )
 
-const benchLarge = 16 << 20
-
-// benchTree returns the same files read through the mount and straight
-// from the store.
-func benchTree(b *testing.B, opts Options) (mount, native string) {
+// benchSession serves the benchmarked skills (readbench.Fixture) in one
+// session and returns the session's folder and the store directory of each
+// skill.
+func benchSession(b *testing.B, opts Options) (srv *Server, session string, store map[string]string) {
 	b.Helper()
-	data := make([]byte, benchLarge)
-	rand.Read(data)
-	dir := writeVersion(b, filepath.Join(b.TempDir(), "bench", "v1"), map[string]file{
-		"SKILL.md":           {data: manifest("bench", "a skill to read over and over")},
-		"assets/large.bin":   {data: string(data)},
-		"references/4k.txt":  {data: strings.Repeat("0123456789abcde\n", 256)},
-		"references/doc.txt": {data: "doc\n"},
-	})
-	srv := mountTest(b, opts)
-	return filepath.Join(setSession(b, srv, "sess", View{{Slug: "bench", Version: "v1", Dir: dir}}), "bench"), dir
-}
-
-// benchSmall opens, reads and closes one small file over and over.
-func benchSmall(b *testing.B, p string) {
-	buf := make([]byte, 4096)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		f, err := os.Open(p)
-		if err != nil {
-			b.Fatal(err)
+	root := b.TempDir()
+	store = map[string]string{}
+	var view View
+	for slug, files := range readbench.Fixture() {
+		fixture := make(map[string]file, len(files))
+		for name, data := range files {
+			fixture[name] = file{data: string(data)}
 		}
-		if _, err := f.Read(buf); err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
+		store[slug] = writeVersion(b, filepath.Join(root, slug, "v1"), fixture)
+		view = append(view, Skill{Slug: slug, Version: "v1", Dir: store[slug]})
 	}
+	srv = mountTest(b, opts)
+	return srv, setSession(b, srv, "sess", view), store
 }
 
-// benchSmallParallel is benchSmall from GOMAXPROCS goroutines at once.
-func benchSmallParallel(b *testing.B, p string) {
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		buf := make([]byte, 4096)
-		for pb.Next() {
-			f, err := os.Open(p)
-			if err != nil {
-				b.Error(err)
-				return
+// BenchmarkRead runs the read cases (package readbench) on a mount served
+// in process and on a projection of the same session, a `cp -a` copy in a
+// plain folder, and reports the FUSE requests every operation on the mount
+// sent (req/op). scripts/bench.sh takes the requests from here and the
+// times from the same cases run against the real daemon
+// (integration.BenchmarkRead).
+func BenchmarkRead(b *testing.B) {
+	srv, session, store := benchSession(b, Options{Sink: &fakeSink{}})
+	projection := readbench.Project(b, session)
+	readbench.Run(b, readbench.Side{
+		Name: "mount",
+		Dir:  session,
+		Backing: func(rel string) string {
+			slug, name, _ := strings.Cut(rel, "/")
+			return filepath.Join(store[slug], filepath.FromSlash(name))
+		},
+		Requests: func() (total, xattr uint64) {
+			for _, n := range srv.Requests() {
+				total += n
 			}
-			if _, err := f.Read(buf); err != nil {
-				b.Error(err)
-			}
-			f.Close()
-		}
-	})
+			return total, srv.Requests()[ReqXattr]
+		},
+	}, readbench.Side{Name: "projection", Dir: projection})
 }
 
-func benchLargeRead(b *testing.B, dir string, uncached bool) {
-	p := filepath.Join(dir, "assets", "large.bin")
+// BenchmarkReadServed reads the 16 MiB file of the benchmarked skills with
+// every byte served by the daemon from the store's cached pages: through
+// the mount with its cached pages dropped before each read, and with
+// passthrough, where the kernel reads the store's file itself.
+func BenchmarkReadServed(b *testing.B) {
+	sink := &fakeSink{}
+	_, session, _ := benchSession(b, Options{Sink: sink})
+	b.Run("16MiB-uncached/mount", func(b *testing.B) { benchLargeRead(b, session, true) })
+	_, pass, _ := benchSession(b, Options{Sink: sink, Passthrough: true})
+	b.Run("16MiB/passthrough", func(b *testing.B) { benchLargeRead(b, pass, false) })
+}
+
+func benchLargeRead(b *testing.B, session string, uncached bool) {
+	p := filepath.Join(session, readbench.Big, "assets", "16m.bin")
 	buf := make([]byte, 128<<10)
-	b.SetBytes(benchLarge)
-	b.ResetTimer()
+	b.SetBytes(16 << 20)
 	for b.Loop() {
 		f, err := os.Open(p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if uncached {
-			// Drop the mount's pages so every byte comes from the daemon.
 			if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 				b.Fatal(err)
 			}
 		}
 		n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
-		if err != nil || n != benchLarge {
+		if err != nil || n != 16<<20 {
 			b.Fatalf("read %d bytes: %v", n, err)
 		}
 		f.Close()
 	}
-}
-
-// BenchmarkRead reads the same files through the mount and straight from
-// the store, in one run: open+read+close of SKILL.md (each open through the
-// mount records an activation in a sink) and of a 4 KiB file, serially and
-// from parallel readers, and a 16 MiB sequential read: with the kernel's
-// page cache (content is immutable), with every byte served by the daemon,
-// and with passthrough.
-func BenchmarkRead(b *testing.B) {
-	sink := &fakeSink{}
-	mount, native := benchTree(b, Options{Sink: sink})
-	sides := []struct{ name, dir string }{{"mount", mount}, {"native", native}}
-	for _, s := range sides {
-		b.Run("SKILL.md/"+s.name, func(b *testing.B) { benchSmall(b, filepath.Join(s.dir, "SKILL.md")) })
-	}
-	for _, s := range sides {
-		b.Run("4KiB/"+s.name, func(b *testing.B) { benchSmall(b, filepath.Join(s.dir, "references", "4k.txt")) })
-	}
-	for _, s := range sides {
-		b.Run("4KiB-parallel/"+s.name, func(b *testing.B) {
-			benchSmallParallel(b, filepath.Join(s.dir, "references", "4k.txt"))
-		})
-	}
-	for _, s := range sides {
-		b.Run("16MiB/"+s.name, func(b *testing.B) { benchLargeRead(b, s.dir, false) })
-	}
-	b.Run("16MiB-uncached/mount", func(b *testing.B) { benchLargeRead(b, mount, true) })
-	pass, _ := benchTree(b, Options{Sink: sink, Passthrough: true})
-	b.Run("16MiB/passthrough", func(b *testing.B) { benchLargeRead(b, pass, false) })
 }
