@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/internal/readbench"
+	"skillfs/fs/readbench"
 
 	"golang.org/x/sys/unix"
 )

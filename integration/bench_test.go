@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/internal/readbench"
+	"skillfs/fs/readbench"
 )
 
 // BenchmarkRead runs the read cases (package readbench) on a session's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures skillfs against a projection, what an operator would do instead:
 # a `cp -a` copy of the same session's skill files in a plain folder. The
-# read cases (internal/readbench) run in the same run on a session's mount
+# read cases (fs/readbench) run in the same run on a session's mount
 # served by the real daemon and on the projection, both warmed first; the
 # FUSE requests every operation sends come from the same cases on a mount
 # served in process (fs.BenchmarkRead), where the daemon's counters can be
