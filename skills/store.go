@@ -188,6 +188,18 @@ func (s *Store) Publish(staged, slug, hash string, meta *VersionMeta) (dir strin
 	if err := os.Chmod(abs, 0o755); err != nil {
 		return "", false, fmt.Errorf("publish %q: %w", staged, err)
 	}
+	// One sync of the store's filesystem makes the whole staged tree, its
+	// metadata file and its modes durable before the rename publishes it:
+	// a crash before the rename leaves it in the staging area (swept at the
+	// next start), and a rename that survived a crash names a complete tree.
+	if err := syncFS(abs); err != nil {
+		return "", false, fmt.Errorf("publish %q: sync: %w", staged, err)
+	}
+	if publishHook != nil {
+		if err := publishHook(); err != nil {
+			return "", false, fmt.Errorf("publish %q: %w", staged, err)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return "", false, fmt.Errorf("publish %q: %w", staged, err)
@@ -214,31 +226,63 @@ func (s *Store) Publish(staged, slug, hash string, meta *VersionMeta) (dir strin
 	return dir, true, nil
 }
 
-// freezeTree flushes every file and directory below root to disk and makes
-// them read-only, so a published version is complete after a crash and
-// immutable in place. root itself is left to the caller.
+// freezeTree makes every file and directory below root read-only, so a
+// published version is immutable in place; Publish then flushes the tree to
+// disk with one sync of the filesystem. root itself is left to the caller.
 func freezeTree(root string) error {
 	ents, err := walkTree(root)
 	if err != nil {
 		return err
 	}
-	// Deepest first, so a directory is synced after its entries.
-	for i := len(ents) - 1; i >= 0; i-- {
-		e := ents[i]
-		p := filepath.Join(root, filepath.FromSlash(e.rel))
+	for _, e := range ents {
 		mode := iofs.FileMode(0o444)
 		if e.dir || e.exec {
 			mode = 0o555
 		}
-		if err := syncPath(p); err != nil {
-			return fmt.Errorf("sync %q: %w", e.rel, err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
+		// Directories are listed before what they hold, and a read-only
+		// directory still lets its entries' modes change.
+		if err := os.Chmod(filepath.Join(root, filepath.FromSlash(e.rel)), mode); err != nil {
 			return fmt.Errorf("%q: %w", e.rel, err)
 		}
 	}
-	return syncPath(root)
+	return nil
 }
+
+// publishHook, when set (by tests), runs after a publish synced its tree
+// and before the rename that publishes it; an error stops the publish there.
+var publishHook func() error
+
+// syncFS flushes the filesystem holding p to disk (syncfs(2)): every file,
+// directory and mode change written there so far, in one call instead of
+// one fsync per entry. syncfsHook, when set (by tests), sees each call.
+func syncFS(p string) error {
+	if syncfsHook != nil {
+		syncfsHook(p)
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = unix.Syncfs(int(fd))
+			if !errors.Is(serr, unix.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+var syncfsHook func(p string)
 
 func syncPath(p string) error {
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
