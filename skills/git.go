@@ -298,6 +298,11 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 		}
 	}()
 
+	if local, ok := localRepoPath(src.URL); ok && !opts.viaClone {
+		if objects, ok := localObjectDir(local); ok {
+			return g.readLocal(ctx, dir, objects)
+		}
+	}
 	commit, err = g.clone(ctx, dir)
 	if err != nil {
 		return "", err
@@ -358,18 +363,10 @@ func (g *gitRunner) checkout(ctx context.Context, dir, commit string) error {
 // into dir without checking anything out, and returns the commit hash.
 func (g *gitRunner) fetch(ctx context.Context, dir string) (string, error) {
 	src := g.src
-	// Listing the refs first tells "repository not found" from "ref not
-	// found" without reading git's messages, and picks the cheapest clone.
-	args := []string{"ls-remote", "--", src.URL, "HEAD"}
-	if src.Ref != "" {
-		short := strings.TrimPrefix(strings.TrimPrefix(src.Ref, "refs/heads/"), "refs/tags/")
-		args = append(args, "refs/heads/"+short, "refs/tags/"+short)
+	refs, err := g.listRefs(ctx)
+	if err != nil {
+		return "", err
 	}
-	out, res := g.run(ctx, "", args...)
-	if res.err != nil {
-		return "", g.fail(ctx, res, "repository not found or not readable without credentials", ErrNotFound)
-	}
-	refs := parseLsRemote(out)
 
 	base := []string{"clone", "--quiet", "--no-local", "--no-checkout", "--template=", "--no-recurse-submodules"}
 	switch {
@@ -394,7 +391,7 @@ func (g *gitRunner) fetch(ctx context.Context, dir string) (string, error) {
 		}
 	}
 
-	out, res = g.run(ctx, dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	out, res := g.run(ctx, dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 	if res.err != nil {
 		if ctx.Err() != nil {
 			return "", g.fail(ctx, res, "", nil)
@@ -406,6 +403,22 @@ func (g *gitRunner) fetch(ctx context.Context, dir string) (string, error) {
 		return "", &GitError{Source: src, Reason: fmt.Sprintf("git reported an unexpected commit %q", commit), Err: ErrInvalid}
 	}
 	return commit, nil
+}
+
+// listRefs lists the repository's HEAD and the branch and tag named like
+// src.Ref. Listing the refs first tells "repository not found" from "ref not
+// found" without reading git's messages, and picks the cheapest clone.
+func (g *gitRunner) listRefs(ctx context.Context) (map[string]string, error) {
+	args := []string{"ls-remote", "--", g.src.URL, "HEAD"}
+	if g.src.Ref != "" {
+		short := strings.TrimPrefix(strings.TrimPrefix(g.src.Ref, "refs/heads/"), "refs/tags/")
+		args = append(args, "refs/heads/"+short, "refs/tags/"+short)
+	}
+	out, res := g.run(ctx, "", args...)
+	if res.err != nil {
+		return nil, g.fail(ctx, res, "repository not found or not readable without credentials", ErrNotFound)
+	}
+	return parseLsRemote(out), nil
 }
 
 // cloneShallowFirst runs a depth-1 clone and, when that fails for a reason

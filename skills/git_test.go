@@ -162,29 +162,35 @@ func testCloneGitRefs(t *testing.T, r fixtureRepo) {
 		{"upper-case commit hash", GitSource{URL: r.dir, Ref: strings.ToUpper(r.c2)}, r.c2, []string{"scripts/run.sh"}, nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "clone")
-			got, err := CloneGit(context.Background(), tc.src, dir, CloneOptions{})
-			if err != nil {
-				t.Fatalf("CloneGit(%v): %v", tc.src, err)
-			}
-			if got != tc.want {
-				t.Errorf("commit = %s, want %s", got, tc.want)
-			}
-			for _, p := range tc.present {
-				if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
-					t.Errorf("%s missing: %v", p, err)
-				}
-			}
-			for _, p := range tc.absent {
-				if _, err := os.Lstat(filepath.Join(dir, p)); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("%s present, want absent (err %v)", p, err)
-				}
-			}
-			if _, err := os.Lstat(filepath.Join(dir, ".git")); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf(".git left in the clone (err %v)", err)
-			}
-		})
+		for _, m := range readModes {
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) { testCloneGitRef(t, tc.src, tc.want, tc.present, tc.absent, m.viaClone) })
+		}
+	}
+}
+
+// testCloneGitRef reads src and checks the commit read and the paths the
+// tree must and must not hold.
+func testCloneGitRef(t *testing.T, src GitSource, want string, present, absent []string, viaClone bool) {
+	dir := filepath.Join(t.TempDir(), "clone")
+	got, err := CloneGit(context.Background(), src, dir, CloneOptions{viaClone: viaClone})
+	if err != nil {
+		t.Fatalf("CloneGit(%v): %v", src, err)
+	}
+	if got != want {
+		t.Errorf("commit = %s, want %s", got, want)
+	}
+	for _, p := range present {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("%s missing: %v", p, err)
+		}
+	}
+	for _, p := range absent {
+		if _, err := os.Lstat(filepath.Join(dir, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s present, want absent (err %v)", p, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf(".git left in the clone (err %v)", err)
 	}
 }
 
@@ -364,13 +370,15 @@ func testCloneGitRunsNoHooks(t *testing.T, r fixtureRepo) {
 		t.Fatal(err)
 	}
 
-	for _, ref := range []string{"", "feature", r.c1, r.c3[:8]} {
-		dir := filepath.Join(t.TempDir(), "clone")
-		if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: ref}, dir, CloneOptions{}); err != nil {
-			t.Fatalf("ref %q: %v", ref, err)
-		}
-		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("ref %q: a hook ran during CloneGit (marker: %v)", ref, err)
+	for _, m := range readModes {
+		for _, ref := range []string{"", "feature", r.c1, r.c3[:8]} {
+			dir := filepath.Join(t.TempDir(), "clone")
+			if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: ref}, dir, CloneOptions{viaClone: m.viaClone}); err != nil {
+				t.Fatalf("%s, ref %q: %v", m.name, ref, err)
+			}
+			if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s, ref %q: a hook ran during CloneGit (marker: %v)", m.name, ref, err)
+			}
 		}
 	}
 }
@@ -513,19 +521,21 @@ func TestCloneGitSkipsSubmodules(t *testing.T) {
 	testGit(t, r.dir, "-c", "protocol.file.allow=always", "submodule", "add", "--quiet", sub, "vendor/sub")
 	testGit(t, r.dir, "commit", "--quiet", "-m", "add submodule")
 
-	dir := filepath.Join(t.TempDir(), "clone")
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err != nil {
-		t.Errorf(".gitmodules missing: %v", err)
-	}
-	entries, err := os.ReadDir(filepath.Join(dir, "vendor", "sub"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	if len(entries) != 0 {
-		t.Errorf("submodule was cloned: %v", entries)
+	for _, m := range readModes {
+		dir := filepath.Join(t.TempDir(), "clone")
+		if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{viaClone: m.viaClone}); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".gitmodules")); err != nil {
+			t.Errorf("%s: .gitmodules missing: %v", m.name, err)
+		}
+		entries, err := os.ReadDir(filepath.Join(dir, "vendor", "sub"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if len(entries) != 0 {
+			t.Errorf("%s: submodule was cloned: %v", m.name, entries)
+		}
 	}
 }
 
@@ -870,8 +880,16 @@ func ranSubcommand(lines []string, sub string) bool {
 // checkedOut reports whether any logged git command could have written a
 // work tree.
 func checkedOut(lines []string) bool {
-	return ranSubcommand(lines, "read-tree") || ranSubcommand(lines, "checkout") || ranSubcommand(lines, "checkout-index")
+	return ranSubcommand(lines, "read-tree") || ranSubcommand(lines, "checkout") || ranSubcommand(lines, "checkout-index") ||
+		ranSubcommand(lines, "archive")
 }
+
+// readModes are the two ways CloneGit reads a repository on this machine:
+// from its objects (git archive), and by cloning it as a remote one is.
+var readModes = []struct {
+	name     string
+	viaClone bool
+}{{"archive", false}, {"clone", true}}
 
 // peakSize measures the bytes below dir every few milliseconds until the
 // returned function is called, which returns the largest size seen.
@@ -950,26 +968,28 @@ func TestCloneGitRefusesLargeFileBeforeCheckout(t *testing.T) {
 		{"compression ratio", Limits{MaxFileBytes: 1 << 30, MaxTotalBytes: 1 << 30}, LimitCompression, "", -1},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			commands := logGitCommands(t)
-			dir := filepath.Join(t.TempDir(), "clone")
-			peak := peakSize(dir)
-			begin := time.Now()
-			_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim})
-			took, most := time.Since(begin), peak()
-			t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
-			wantRefused(t, err, ErrLimit, dir)
-			le := wantLimit(t, err, tc.limit, tc.path)
-			if tc.value >= 0 && le.Value != tc.value {
-				t.Errorf("value %d, want %d", le.Value, tc.value)
-			}
-			if checkedOut(commands()) {
-				t.Errorf("a work tree was written before the refusal:\n%s", strings.Join(commands(), "\n"))
-			}
-			if most > 4<<20 {
-				t.Errorf("the clone grew to %d bytes before the refusal", most)
-			}
-		})
+		for _, m := range readModes {
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
+				commands := logGitCommands(t)
+				dir := filepath.Join(t.TempDir(), "clone")
+				peak := peakSize(dir)
+				begin := time.Now()
+				_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim, viaClone: m.viaClone})
+				took, most := time.Since(begin), peak()
+				t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
+				wantRefused(t, err, ErrLimit, dir)
+				le := wantLimit(t, err, tc.limit, tc.path)
+				if tc.value >= 0 && le.Value != tc.value {
+					t.Errorf("value %d, want %d", le.Value, tc.value)
+				}
+				if checkedOut(commands()) {
+					t.Errorf("a work tree was written before the refusal:\n%s", strings.Join(commands(), "\n"))
+				}
+				if most > 4<<20 {
+					t.Errorf("the clone grew to %d bytes before the refusal", most)
+				}
+			})
+		}
 	}
 }
 
@@ -1006,29 +1026,31 @@ func TestCloneGitRefusesTreeBomb(t *testing.T) {
 		{"entries", Limits{MaxEntries: 1000}, LimitEntries, "n0/n0/n8/n9/n8", 1001},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			commands := logGitCommands(t)
-			dir := filepath.Join(t.TempDir(), "clone")
-			peak := peakSize(dir)
-			begin := time.Now()
-			_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim})
-			took, most := time.Since(begin), peak()
-			t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
-			wantRefused(t, err, ErrLimit, dir)
-			le := wantLimit(t, err, tc.limit, tc.path)
-			if le.Value != tc.value {
-				t.Errorf("value %d, want %d", le.Value, tc.value)
-			}
-			if checkedOut(commands()) {
-				t.Errorf("a work tree was written before the refusal")
-			}
-			if took > 10*time.Second {
-				t.Errorf("refusal took %v", took)
-			}
-			if most > 1<<20 {
-				t.Errorf("the clone grew to %d bytes before the refusal", most)
-			}
-		})
+		for _, m := range readModes {
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
+				commands := logGitCommands(t)
+				dir := filepath.Join(t.TempDir(), "clone")
+				peak := peakSize(dir)
+				begin := time.Now()
+				_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim, viaClone: m.viaClone})
+				took, most := time.Since(begin), peak()
+				t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
+				wantRefused(t, err, ErrLimit, dir)
+				le := wantLimit(t, err, tc.limit, tc.path)
+				if le.Value != tc.value {
+					t.Errorf("value %d, want %d", le.Value, tc.value)
+				}
+				if checkedOut(commands()) {
+					t.Errorf("a work tree was written before the refusal")
+				}
+				if took > 10*time.Second {
+					t.Errorf("refusal took %v", took)
+				}
+				if most > 1<<20 {
+					t.Errorf("the clone grew to %d bytes before the refusal", most)
+				}
+			})
+		}
 	}
 }
 
@@ -1040,16 +1062,20 @@ func TestCloneGitRefusesDepthBomb(t *testing.T) {
 	}
 	r.commit("main", r.tree(tree(h, "d"), file(r.manifest(), "SKILL.md")))
 
-	commands := logGitCommands(t)
-	dir := filepath.Join(t.TempDir(), "clone")
-	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{})
-	wantRefused(t, err, ErrLimit, dir)
-	le := wantLimit(t, err, LimitDepth, strings.Repeat("d/", 32)+"d")
-	if le.Value != 33 || le.Max != 32 {
-		t.Errorf("depth %d > %d, want 33 > 32", le.Value, le.Max)
-	}
-	if checkedOut(commands()) {
-		t.Errorf("a work tree was written before the refusal")
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{viaClone: m.viaClone})
+			wantRefused(t, err, ErrLimit, dir)
+			le := wantLimit(t, err, LimitDepth, strings.Repeat("d/", 32)+"d")
+			if le.Value != 33 || le.Max != 32 {
+				t.Errorf("depth %d > %d, want 33 > 32", le.Value, le.Max)
+			}
+			if checkedOut(commands()) {
+				t.Errorf("a work tree was written before the refusal")
+			}
+		})
 	}
 }
 
@@ -1080,20 +1106,22 @@ func TestCloneGitRefusesUnsafePaths(t *testing.T) {
 		{"control character", r.tree(file(x, "bell\a"), file(m, "SKILL.md")), `"bell\a"`},
 	}
 	for i, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			branch := "case" + itoa(i)
-			r.commit(branch, tc.tree)
-			commands := logGitCommands(t)
-			dir := filepath.Join(t.TempDir(), "clone")
-			_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: branch}, dir, CloneOptions{})
-			wantRefused(t, err, ErrUnsafePath, dir)
-			if !strings.Contains(err.Error(), tc.path) {
-				t.Errorf("error %q does not name %s", err, tc.path)
-			}
-			if checkedOut(commands()) {
-				t.Errorf("a work tree was written before the refusal")
-			}
-		})
+		for _, m := range readModes {
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
+				branch := "case" + itoa(i)
+				r.commit(branch, tc.tree)
+				commands := logGitCommands(t)
+				dir := filepath.Join(t.TempDir(), "clone")
+				_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: branch}, dir, CloneOptions{viaClone: m.viaClone})
+				wantRefused(t, err, ErrUnsafePath, dir)
+				if !strings.Contains(err.Error(), tc.path) {
+					t.Errorf("error %q does not name %s", err, tc.path)
+				}
+				if checkedOut(commands()) {
+					t.Errorf("a work tree was written before the refusal")
+				}
+			})
+		}
 	}
 }
 
@@ -1114,39 +1142,55 @@ func TestCloneGitCompressionRatio(t *testing.T) {
 	r.commit("few", named(50))    // 3.2 MiB from about 70 KB: ratio under 100
 	r.commit("many", named(2000)) // 128 MiB from about 100 KB: ratio over 1000
 
-	dir := filepath.Join(t.TempDir(), "clone")
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "few"}, dir, CloneOptions{}); err != nil {
-		t.Fatalf("50 copies: %v", err)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "copy49")); err != nil || fi.Size() != int64(len(copied)) {
-		t.Errorf("copy49: %v %v", fi, err)
-	}
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "clone")
+			if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "few"}, dir, CloneOptions{viaClone: m.viaClone}); err != nil {
+				t.Fatalf("50 copies: %v", err)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, "copy49")); err != nil || fi.Size() != int64(len(copied)) {
+				t.Errorf("copy49: %v %v", fi, err)
+			}
 
-	dir = filepath.Join(t.TempDir(), "clone")
-	_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "many"}, dir, CloneOptions{})
-	wantRefused(t, err, ErrLimit, dir)
-	le := wantLimit(t, err, LimitCompression, "")
-	if le.Value <= 200 || le.Max != 200 {
-		t.Errorf("ratio %d > %d, want over 200", le.Value, le.Max)
+			dir = filepath.Join(t.TempDir(), "clone")
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "many"}, dir, CloneOptions{viaClone: m.viaClone})
+			wantRefused(t, err, ErrLimit, dir)
+			le := wantLimit(t, err, LimitCompression, "")
+			if le.Value <= 200 || le.Max != 200 {
+				t.Errorf("ratio %d > %d, want over 200", le.Value, le.Max)
+			}
+		})
 	}
 }
 
 // A pack larger than the whole tree may be is refused as it is fetched,
-// before the tree is even read.
+// before the tree is even read. Read from its objects, nothing is fetched:
+// the tree is refused, naming the file, before anything is written.
 func TestCloneGitRefusesLargeFetch(t *testing.T) {
 	r := newCraftRepo(t)
 	r.commit("main", r.tree(file(r.manifest(), "SKILL.md"), file(r.blob(bytes.NewReader(noise(4<<20))), "noise.bin")))
 
-	commands := logGitCommands(t)
-	dir := filepath.Join(t.TempDir(), "clone")
-	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: Limits{MaxTotalBytes: 1 << 20}})
-	wantRefused(t, err, ErrLimit, dir)
-	le := wantLimit(t, err, LimitTotalBytes, "") // no path: the fetch, not the tree, was over
-	if le.Value <= 1<<20 {
-		t.Errorf("value %d, want over %d", le.Value, 1<<20)
-	}
-	if ranSubcommand(commands(), "ls-tree") || checkedOut(commands()) {
-		t.Errorf("the tree was read or checked out after an oversized fetch")
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: Limits{MaxTotalBytes: 1 << 20}, viaClone: m.viaClone})
+			wantRefused(t, err, ErrLimit, dir)
+			if !m.viaClone {
+				wantLimit(t, err, LimitTotalBytes, "noise.bin")
+				if checkedOut(commands()) {
+					t.Errorf("the tree was written before the refusal")
+				}
+				return
+			}
+			le := wantLimit(t, err, LimitTotalBytes, "") // no path: the fetch, not the tree, was over
+			if le.Value <= 1<<20 {
+				t.Errorf("value %d, want over %d", le.Value, 1<<20)
+			}
+			if ranSubcommand(commands(), "ls-tree") || checkedOut(commands()) {
+				t.Errorf("the tree was read or checked out after an oversized fetch")
+			}
+		})
 	}
 }
 
@@ -1159,26 +1203,34 @@ func TestCloneGitRefusesGrowthAtCheckout(t *testing.T) {
 	r.commit("main", r.tree(file(attrs, ".gitattributes"), file(r.manifest(), "SKILL.md"), file(lines, "lines.txt")))
 
 	// The blobs add up to just over 1 MiB, within the total; only the
-	// checkout is over.
+	// checkout (or the archive, which converts as checkout does) is over.
 	lim := Limits{MaxTotalBytes: 3 << 19, MaxCompression: 1e9}
-	commands := logGitCommands(t)
-	dir := filepath.Join(t.TempDir(), "clone")
-	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: lim})
-	wantRefused(t, err, ErrLimit, dir)
-	le := wantLimit(t, err, LimitTotalBytes, "")
-	if le.Value <= 3<<19 {
-		t.Errorf("value %d, want over %d", le.Value, 3<<19)
-	}
-	if !ranSubcommand(commands(), "read-tree") {
-		t.Errorf("refused before checkout, so this test proves nothing")
-	}
-
-	// Without the conversion the same tree is within the limits.
 	plain := r.blob(strings.NewReader("* -text\n"))
 	r.commit("plain", r.tree(file(plain, ".gitattributes"), file(r.manifest(), "SKILL.md"), file(lines, "lines.txt")))
-	dir = filepath.Join(t.TempDir(), "clone")
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "plain"}, dir, CloneOptions{Limits: lim}); err != nil {
-		t.Fatal(err)
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			_, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "main"}, dir, CloneOptions{Limits: lim, viaClone: m.viaClone})
+			wantRefused(t, err, ErrLimit, dir)
+			writer, path := "archive", "lines.txt" // counted entry by entry
+			if m.viaClone {
+				writer, path = "read-tree", "" // the checkout on disk, measured
+			}
+			le := wantLimit(t, err, LimitTotalBytes, path)
+			if le.Value <= 3<<19 {
+				t.Errorf("value %d, want over %d", le.Value, 3<<19)
+			}
+			if !ranSubcommand(commands(), writer) {
+				t.Errorf("refused before %s, so this test proves nothing", writer)
+			}
+
+			// Without the conversion the same tree is within the limits.
+			dir = filepath.Join(t.TempDir(), "clone")
+			if _, err := CloneGit(context.Background(), GitSource{URL: r.dir, Ref: "plain"}, dir, CloneOptions{Limits: lim, viaClone: m.viaClone}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
@@ -1234,26 +1286,34 @@ func TestCloneGitWithinLimits(t *testing.T) {
 	r := newCraftRepo(t)
 	data := noise(2 << 20)
 	r.commit("main", r.tree(file(r.manifest(), "SKILL.md"), tree(r.tree(file(r.blob(bytes.NewReader(data)), "noise.bin")), "assets")))
-	commands := logGitCommands(t)
-	dir := filepath.Join(t.TempDir(), "clone")
-	if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(filepath.Join(dir, "assets", "noise.bin"))
-	if err != nil || !bytes.Equal(got, data) {
-		t.Errorf("assets/noise.bin: %d bytes, %v", len(got), err)
-	}
-	var list, checkout int
-	for i, l := range commands() {
-		if ranSubcommand([]string{l}, "ls-tree") {
-			list = i + 1
-		}
-		if ranSubcommand([]string{l}, "read-tree") {
-			checkout = i + 1
-		}
-	}
-	if list == 0 || checkout == 0 || list > checkout {
-		t.Errorf("ls-tree at command %d, read-tree at %d; want the listing first", list, checkout)
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			commands := logGitCommands(t)
+			dir := filepath.Join(t.TempDir(), "clone")
+			if _, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{viaClone: m.viaClone}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "assets", "noise.bin"))
+			if err != nil || !bytes.Equal(got, data) {
+				t.Errorf("assets/noise.bin: %d bytes, %v", len(got), err)
+			}
+			writer := "archive"
+			if m.viaClone {
+				writer = "read-tree"
+			}
+			var list, checkout int
+			for i, l := range commands() {
+				if ranSubcommand([]string{l}, "ls-tree") {
+					list = i + 1
+				}
+				if ranSubcommand([]string{l}, writer) {
+					checkout = i + 1
+				}
+			}
+			if list == 0 || checkout == 0 || list > checkout {
+				t.Errorf("ls-tree at command %d, %s at %d; want the listing first", list, writer, checkout)
+			}
+		})
 	}
 }
 

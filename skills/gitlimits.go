@@ -27,6 +27,9 @@ type CloneOptions struct {
 	// Timeout bounds the whole clone; zero or negative means
 	// DefaultCloneTimeout. A deadline of ctx applies as well.
 	Timeout time.Duration
+	// viaClone reads a repository on this machine by cloning it, as a
+	// remote one is read, instead of from its objects (tests of the clone).
+	viaClone bool
 }
 
 func (o CloneOptions) timeout() time.Duration {
