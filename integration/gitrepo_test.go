@@ -105,6 +105,13 @@ var repoSkills = []repoSkill{
 // about assetBytes in total, and a 1 MiB font in font-kit.
 func writeRepoSkills(t testing.TB, root string, assetBytes int) {
 	t.Helper()
+	writeSkillsOf(t, root, repoSkills, assetBytes)
+}
+
+// writeSkillsOf writes skills below root as writeRepoSkills writes
+// repoSkills.
+func writeSkillsOf(t testing.TB, root string, repoSkills []repoSkill, assetBytes int) {
+	t.Helper()
 	rng := rand.New(rand.NewChaCha8([32]byte{7}))
 	random := func(n int) []byte {
 		b := make([]byte, n)
@@ -454,6 +461,43 @@ func TestImportGitRefs(t *testing.T) {
 	}
 }
 
+// BenchmarkImportLocalGit measures `skill import PATH --ref main --all` of a
+// repository on this machine holding 30 skills and about 20 MB of
+// incompressible assets, scripts and nested folders: a commit read from the
+// repository's objects, each round into a fresh data directory.
+func BenchmarkImportLocalGit(b *testing.B) {
+	repo := newGitRepo(b, filepath.Join(b.TempDir(), "skills-repo"))
+	var many []repoSkill
+	for i := range 30 {
+		many = append(many, repoSkill{rel: fmt.Sprintf("skills/group-%d/skill-%02d", i%3, i), slug: fmt.Sprintf("skill-%02d", i)})
+	}
+	writeSkillsOf(b, repo.dir, many, 19<<20)
+	repo.commit("skills")
+	total := treeBytes(repo.dir)
+	for b.Loop() {
+		b.StopTimer()
+		e := newCatalogEnv(b)
+		b.StartTimer()
+		out := e.mustImport(repo.dir, "--ref", "main", "--all")
+		if len(out.Installed) != len(many) {
+			b.Fatalf("installed %d skills, want %d", len(out.Installed), len(many))
+		}
+	}
+	b.ReportMetric(float64(total)/1e6, "MB/repo")
+}
+
+// treeBytes sums the regular files of a working tree, .git left out.
+func treeBytes(dir string) int64 {
+	var total int64
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && !strings.Contains(p, string(filepath.Separator)+".git"+string(filepath.Separator)) {
+			total += fi.Size()
+		}
+		return nil
+	})
+	return total
+}
+
 // BenchmarkImportRepo measures `skill import REPO --all` of a git repository
 // holding 21 skills and about 10 MB of incompressible assets, each round into
 // a fresh data directory.
@@ -461,13 +505,7 @@ func BenchmarkImportRepo(b *testing.B) {
 	repo := newGitRepo(b, filepath.Join(b.TempDir(), "skills-repo"))
 	writeRepoSkills(b, repo.dir, 9<<20)
 	repo.commit("skills")
-	var total int64
-	filepath.Walk(repo.dir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() && !strings.Contains(p, string(filepath.Separator)+".git"+string(filepath.Separator)) {
-			total += fi.Size()
-		}
-		return nil
-	})
+	total := treeBytes(repo.dir)
 	for b.Loop() {
 		b.StopTimer()
 		e := newCatalogEnv(b)
