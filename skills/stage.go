@@ -44,6 +44,13 @@ type StageOptions struct {
 	// and a symlink is stored as a copy of its target, so without this a
 	// file that many skills link to would count once per skill.
 	Used *Usage
+	// Link stages each regular file as a hard link to the source's file
+	// instead of a copy, where the two lie on one filesystem (a copy
+	// otherwise). Only for a source the caller owns and nothing else
+	// writes (its own clone or unpacked archive, removed once the import
+	// is done): the staged file and the source's are then one file, so
+	// neither may be written in place afterwards, only replaced.
+	Link bool
 }
 
 // Usage is what staged skills hold, counted as the limits count it.
@@ -99,7 +106,7 @@ func StageDirOpts(src, dst string, lim Limits, opts StageOptions) (res *StageRes
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("stage: not a directory: %w", ErrInvalid)
 	}
-	s := &stager{b: newBudget(lim), res: &StageResult{}, root: root}
+	s := &stager{b: newBudget(lim), res: &StageResult{}, root: root, link: opts.Link}
 	var before Usage
 	if opts.Used != nil {
 		before = *opts.Used
@@ -190,6 +197,7 @@ type stager struct {
 	rootAsGiven string              // the root as the caller spelled it, absolute: absolute links may use it
 	stack       []string            // real paths of the folders being copied, outermost first
 	specials    []*SpecialFileError // devices, sockets and fifos found so far
+	link        bool                // hard-link regular files where possible (StageOptions.Link)
 }
 
 // junkName reports whether an entry is bookkeeping of another tool that a
@@ -413,6 +421,12 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 	if err := s.confined(in, rel); err != nil {
 		return err
 	}
+	if s.link {
+		linked, err := s.linkFile(sp, dp, rel, fi)
+		if linked || err != nil {
+			return err
+		}
+	}
 	mode := storedFileMode(fi.Mode())
 	out, err := os.OpenFile(dp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
@@ -436,6 +450,31 @@ func (s *stager) copyFile(sp, dp, rel string, info iofs.FileInfo) error {
 		return relError(rel, err)
 	}
 	return nil
+}
+
+// linkFile stages the source's file sp, open and checked as fi, as a hard
+// link at dp, counting its size. linked is false, with nothing staged, when
+// the filesystem will not link it (another device, no hard links), for the
+// caller to copy it instead.
+func (s *stager) linkFile(sp, dp, rel string, fi iofs.FileInfo) (linked bool, err error) {
+	if err := s.b.size(rel, fi.Size()); err != nil {
+		return false, err
+	}
+	if err := os.Link(sp, dp); err != nil {
+		if errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EMLINK) || errors.Is(err, syscall.ENOTSUP) {
+			return false, nil
+		}
+		return false, relError(rel, err)
+	}
+	// The name linked must still be the file checked.
+	if li, err := os.Lstat(dp); err != nil || !os.SameFile(li, fi) {
+		_ = os.Remove(dp)
+		return false, fmt.Errorf("%q changed while being read: %w", rel, ErrSpecialFile)
+	}
+	if err := s.b.add(rel, fi.Size()); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // readDir lists the folder at p (a real path) sorted by name, like

@@ -136,6 +136,10 @@ type source struct {
 	// source, only those in it are imported.
 	only     string
 	warnings []string // about the source as a whole (archive entries left out), given with every skill
+	// owned is set when root is the import's own copy of the source (a
+	// clone, an unpacked archive), which nothing else writes: its files
+	// are staged as hard links, not copied.
+	owned bool
 	// used is what the skills of this source staged so far hold: the
 	// limits are those of the whole source, links (stored as copies)
 	// included.
@@ -518,7 +522,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	if err != nil {
 		return fail(err)
 	}
-	return &source{root: root, key: key, sourceType: skills.SourceRemote, ref: gs.Ref, commit: commit, cleanup: cleanup}, nil
+	return &source{root: root, key: key, sourceType: skills.SourceRemote, ref: gs.Ref, commit: commit, owned: true, cleanup: cleanup}, nil
 }
 
 // isRepo reports whether dir is a git working tree or a bare repository.
@@ -560,7 +564,7 @@ func (c *Catalog) resolveFile(spec, display, work string, cleanup func()) (*sour
 		if err != nil {
 			return fail(fmt.Errorf("source %s: %w", display, err))
 		}
-		return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, warnings: warnings, cleanup: cleanup}, nil
+		return &source{root: root, key: "zip:" + abs, sourceType: skills.SourceUpload, warnings: warnings, owned: true, cleanup: cleanup}, nil
 	}
 	data, err := skills.ReadManifest(spec, display, c.lim.MaxManifest, true)
 	if err != nil {

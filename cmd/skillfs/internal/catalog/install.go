@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"skillfs/policy"
@@ -36,7 +37,7 @@ type stagedSkill struct {
 // The skills of the agents' folders, each its own root, are counted each
 // on its own.
 func (c *Catalog) stageSkill(req ImportRequest, src *source, f found, dst string) (*stagedSkill, error) {
-	opts := skills.StageOptions{Root: stageRoot(req, src)}
+	opts := skills.StageOptions{Root: stageRoot(req, src), Link: src.owned && !req.Agents}
 	before := src.used
 	if !req.Agents {
 		opts.Used = &src.used
@@ -211,7 +212,35 @@ func rewriteSlugIfNeeded(st *stagedSkill, slug string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(st.dir, skills.ManifestName), rewritten, 0o644); err != nil {
+	// Replaced, never written in place: the staged file may be a link to
+	// the source's (skills.StageOptions.Link), which must not change.
+	p := filepath.Join(st.dir, skills.ManifestName)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("rewrite slug: %w", err)
+	}
+	mode := os.FileMode(0o644)
+	if fi.Mode()&0o100 != 0 {
+		mode = 0o755
+	}
+	// A reserved name, which no staged tree holds.
+	tmp := filepath.Join(st.dir, ".skillfs-manifest.tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return fmt.Errorf("rewrite slug: %w", err)
+	}
+	_, err = f.Write(rewritten)
+	if err == nil {
+		err = f.Chmod(mode) // the umask may have narrowed it
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("rewrite slug: %w", err)
 	}
 	st.data = rewritten
