@@ -114,7 +114,12 @@ func (g *gitRunner) readLocal(ctx context.Context, dir, objects string) (string,
 	if err != nil {
 		return "", err
 	}
-	repo, err := g.borrowObjects(ctx, objects, len(rev) == 64)
+	// The refs tell the object format (an abbreviated hash cannot).
+	sha256 := len(rev) == 64
+	for _, h := range refs {
+		sha256 = sha256 || len(h) == 64
+	}
+	repo, err := g.borrowObjects(ctx, objects, sha256)
 	if err != nil {
 		return "", err
 	}
@@ -229,20 +234,33 @@ func (g *gitRunner) unpackArchive(ctx context.Context, repo, commit, dir string)
 		cancel() // git may still be writing; nothing more will be read
 	}
 	werr := cmd.Wait()
+	var we *archiveWriteError
 	switch {
 	case ctx.Err() != nil:
 		return g.stopped(ctx)
 	case errors.Is(xerr, ErrLimit), errors.Is(xerr, ErrUnsafePath):
 		return g.refuse(xerr)
+	case errors.As(xerr, &we):
+		return &GitError{Source: g.src, Reason: "write the commit's files failed: " + we.Error(), Err: we.err}
 	case werr != nil:
 		// A git that failed half-way also leaves its archive cut short.
 		return g.fail(ctx, gitResult{stderr: stderr.String(), err: werr}, "read the commit's files failed", werr)
-	case errors.Is(xerr, ErrInvalid):
-		return g.refuse(xerr)
 	case xerr != nil:
-		return &GitError{Source: g.src, Reason: "write the commit's files failed: " + xerr.Error(), Err: xerr}
+		return g.refuse(xerr)
 	}
 	return nil
+}
+
+// archiveWriteError is a failure to write the tree unpacked from an
+// archive (a full disk), not a fault of the archive.
+type archiveWriteError struct{ err error }
+
+func (e *archiveWriteError) Error() string { return e.err.Error() }
+func (e *archiveWriteError) Unwrap() error { return e.err }
+
+// written wraps a failure to write rel as an *archiveWriteError.
+func written(rel string, err error) error {
+	return &archiveWriteError{err: relError(rel, err)}
 }
 
 // untarGitArchive unpacks the tar stream of git archive into dir, an empty
@@ -277,13 +295,18 @@ func untarGitArchive(r io.Reader, dir string, b *budget) error {
 			return fmt.Errorf("path %q: %q is not a folder of the archive: %w", name, parent, ErrUnsafePath)
 		}
 		p := filepath.Join(dir, filepath.FromSlash(name))
+		if _, err := os.Lstat(p); err == nil {
+			// A crafted tree may name an entry twice (a link, then a
+			// folder of the same name to write through it).
+			return fmt.Errorf("path %q: named twice in the tree: %w", name, ErrUnsafePath)
+		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := b.dir(name); err != nil {
 				return err
 			}
 			if err := os.Mkdir(p, 0o755); err != nil {
-				return relError(name, err)
+				return written(name, err)
 			}
 			dirs[name] = true
 		case tar.TypeReg:
@@ -306,7 +329,7 @@ func untarGitArchive(r io.Reader, dir string, b *budget) error {
 				return err
 			}
 			if err := os.Symlink(hdr.Linkname, p); err != nil {
-				return relError(name, err)
+				return written(name, err)
 			}
 		default:
 			return fmt.Errorf("path %q: unsupported archive entry of type %q: %w", name, hdr.Typeflag, ErrInvalid)
@@ -319,18 +342,38 @@ func untarGitArchive(r io.Reader, dir string, b *budget) error {
 func writeArchived(p, rel string, mode os.FileMode, r io.Reader, b *budget) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, mode)
 	if err != nil {
-		return relError(rel, err)
+		return written(rel, err)
 	}
-	_, err = b.copyCounted(f, r, rel)
+	w := &recordWriter{w: f}
+	_, err = b.copyCounted(w, r, rel)
 	var le *LimitError
-	if err != nil && !errors.As(err, &le) {
-		err = relError(rel, err)
-	}
-	if err == nil {
-		err = f.Chmod(mode) // the umask may have narrowed it
+	switch {
+	case err == nil:
+		if err = f.Chmod(mode); err != nil { // the umask may have narrowed it
+			err = written(rel, err)
+		}
+	case w.err != nil:
+		err = written(rel, err)
+	case !errors.As(err, &le):
+		err = fmt.Errorf("%q: read git archive: %v: %w", rel, err, ErrInvalid)
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
-		err = relError(rel, cerr)
+		err = written(rel, cerr)
 	}
 	return err
+}
+
+// recordWriter keeps the first error of the writer it wraps, to tell a
+// failed write from a failed read.
+type recordWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }

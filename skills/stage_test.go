@@ -453,3 +453,39 @@ func TestCopyCountedEnforcesLimitsOnBytesSeen(t *testing.T) {
 		})
 	}
 }
+
+// With Link, a source's files are staged as hard links to them, counted
+// and limited as copies are.
+func TestStageDirLink(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "demo")
+	writeTree(t, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755},
+		tfile{name: "assets/data.bin", body: strings.Repeat("d", 1000)})
+	dst := filepath.Join(t.TempDir(), "staged")
+	res, err := StageDirOpts(src, dst, DefaultLimits(), StageOptions{Link: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Files != 3 || res.Bytes != int64(len(testManifest)+len("#!/bin/sh\n")+1000) {
+		t.Errorf("staged %d files, %d bytes", res.Files, res.Bytes)
+	}
+	for _, rel := range []string{"SKILL.md", "scripts/run.sh", "assets/data.bin"} {
+		a, err1 := os.Stat(filepath.Join(src, rel))
+		b, err2 := os.Stat(filepath.Join(dst, rel))
+		if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+			t.Errorf("%s is not staged as a link to the source's file (%v, %v)", rel, err1, err2)
+		}
+	}
+	h1, _, _, err := TreeHash(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2, _, _, err := TreeHash(dst); err != nil || h2 != h1 {
+		t.Errorf("staged tree hashes to %s (%v), the source to %s", h2, err, h1)
+	}
+
+	_, err = StageDirOpts(src, filepath.Join(t.TempDir(), "small"), Limits{MaxFileBytes: 999}, StageOptions{Link: true})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitFileBytes || le.Path != "assets/data.bin" {
+		t.Errorf("a file over the limit, linked: %v", err)
+	}
+}
