@@ -5,7 +5,8 @@
 # served by the real daemon and on the projection, both warmed first; the
 # FUSE requests every operation sends come from the same cases on a mount
 # served in process (fs.BenchmarkRead), where the daemon's counters can be
-# read. Then the import of a ~20-skill, ~10 MB git repository, and the
+# read. Then the import of a ~20-skill, ~10 MB git repository and of a
+# 30-skill, ~20 MB repository on this machine at a ref, and the
 # catalog-scale figures when BenchmarkCatalogScale exists. Run as root (the
 # benchmarks mount FUSE); with the defaults about 3 minutes on a 2-core
 # machine, and 1 more for the catalog-scale benchmark (10,000 skills).
@@ -21,7 +22,7 @@ trap 'rm -f "$reads" "$reqs" "$imports" "$catalog"' EXIT
 
 go test -run '^$' -bench 'BenchmarkRead$' -benchtime "$benchtime" -count "$count" ./integration/ | tee "$reads"
 go test -run '^$' -bench 'BenchmarkRead$' -benchtime 100x -count 1 ./fs/ | tee "$reqs"
-go test -run '^$' -bench 'BenchmarkImportRepo$' -benchtime 5x -count 1 ./integration/ | tee "$imports"
+go test -run '^$' -bench 'BenchmarkImport(Repo|LocalGit)$' -benchtime 5x -count 1 ./integration/ | tee "$imports"
 if grep -q '^func BenchmarkCatalogScale' integration/*_test.go; then
 	go test -run '^$' -bench 'BenchmarkCatalogScale' -benchtime "${CATALOG_BENCHTIME:-1x}" -count 1 ./integration/ | tee "$catalog"
 fi
@@ -70,6 +71,7 @@ FILENAME == ARGV[2] && /^BenchmarkRead\// {
 	for (i = 4; i < NF; i++) if ($(i + 1) == "req/op") req[p[2], p[3]] = $i
 }
 FILENAME == ARGV[3] && /^BenchmarkImportRepo/ { imp = $3 }
+FILENAME == ARGV[3] && /^BenchmarkImportLocalGit/ { loc = $3 }
 # Every metric the catalog-scale benchmark reports, as name: value.
 FILENAME == ARGV[4] && /^BenchmarkCatalogScale/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
@@ -87,6 +89,7 @@ END {
 		printf "| %s | %s | %s | %.2f | %s |\n", (c in label) ? label[c] : c, cell(c SUBSEP "mount"), cell(c SUBSEP "projection"), median(ratios), r
 	}
 	if (imp != "") printf "\nimport of a git repository of 21 skills, 10 MB: %.2f s\n", imp / 1e9
+	if (loc != "") printf "import of a repository on this machine at a ref, 30 skills, 20 MB: %.2f s\n", loc / 1e9
 	if (nmetric > 0) print "\ncatalog scale:"
 	for (i = 1; i <= nmetric; i++) print "  " metric[i]
 }' "$reads" "$reqs" "$imports" "$catalog"
