@@ -948,6 +948,27 @@ func wantLimit(t *testing.T, err error, limit, path string) *LimitError {
 	return le
 }
 
+// cloneRefused reads the default branch of r within lim, which must be
+// refused for limit at path with nothing left behind and no work tree
+// written, and returns the limit error, how long the refusal took and the
+// most the target directory held meanwhile.
+func cloneRefused(t *testing.T, r *craftRepo, lim Limits, viaClone bool, limit, path string) (le *LimitError, took time.Duration, most int64) {
+	t.Helper()
+	commands := logGitCommands(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	peak := peakSize(dir)
+	begin := time.Now()
+	_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: lim, viaClone: viaClone})
+	took, most = time.Since(begin), peak()
+	t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
+	wantRefused(t, err, ErrLimit, dir)
+	le = wantLimit(t, err, limit, path)
+	if checkedOut(commands()) {
+		t.Errorf("a work tree was written before the refusal:\n%s", strings.Join(commands(), "\n"))
+	}
+	return le, took, most
+}
+
 // A file far larger than its repository is refused from the objects, before
 // any of it is written out; the clone on disk stays the size of the pack.
 func TestCloneGitRefusesLargeFileBeforeCheckout(t *testing.T) {
@@ -970,20 +991,9 @@ func TestCloneGitRefusesLargeFileBeforeCheckout(t *testing.T) {
 	for _, tc := range tests {
 		for _, m := range readModes {
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
-				commands := logGitCommands(t)
-				dir := filepath.Join(t.TempDir(), "clone")
-				peak := peakSize(dir)
-				begin := time.Now()
-				_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim, viaClone: m.viaClone})
-				took, most := time.Since(begin), peak()
-				t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
-				wantRefused(t, err, ErrLimit, dir)
-				le := wantLimit(t, err, tc.limit, tc.path)
+				le, _, most := cloneRefused(t, r, tc.lim, m.viaClone, tc.limit, tc.path)
 				if tc.value >= 0 && le.Value != tc.value {
 					t.Errorf("value %d, want %d", le.Value, tc.value)
-				}
-				if checkedOut(commands()) {
-					t.Errorf("a work tree was written before the refusal:\n%s", strings.Join(commands(), "\n"))
 				}
 				if most > 4<<20 {
 					t.Errorf("the clone grew to %d bytes before the refusal", most)
@@ -1028,20 +1038,9 @@ func TestCloneGitRefusesTreeBomb(t *testing.T) {
 	for _, tc := range tests {
 		for _, m := range readModes {
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
-				commands := logGitCommands(t)
-				dir := filepath.Join(t.TempDir(), "clone")
-				peak := peakSize(dir)
-				begin := time.Now()
-				_, err := CloneGit(context.Background(), GitSource{URL: r.dir}, dir, CloneOptions{Limits: tc.lim, viaClone: m.viaClone})
-				took, most := time.Since(begin), peak()
-				t.Logf("refused after %v, clone peaked at %d bytes: %v", took, most, err)
-				wantRefused(t, err, ErrLimit, dir)
-				le := wantLimit(t, err, tc.limit, tc.path)
+				le, took, most := cloneRefused(t, r, tc.lim, m.viaClone, tc.limit, tc.path)
 				if le.Value != tc.value {
 					t.Errorf("value %d, want %d", le.Value, tc.value)
-				}
-				if checkedOut(commands()) {
-					t.Errorf("a work tree was written before the refusal")
 				}
 				if took > 10*time.Second {
 					t.Errorf("refusal took %v", took)
