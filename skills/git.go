@@ -249,6 +249,15 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // not serve a hash) takes a full clone. A name that is both a branch and a
 // tag is the branch; a branch or tag named like a hash wins over the hash.
 //
+// A repository on this machine (a local path, or a file:// URL without a
+// host, whose object directory is found) is not cloned: its refs are listed
+// as above, and the commit is read from its objects with git archive in an
+// empty repository of our own that borrows them (see readLocal), so git
+// never runs in it and nothing of its configuration applies. The tree is
+// checked against the same limits first, the compression ratio against the
+// commit's objects as they lie on disk, and every entry of the archive is
+// checked again as it is written.
+//
 // The whole clone must finish within opts.Timeout (DefaultCloneTimeout when
 // unset); the error then says "timed out after ..." and wraps
 // context.DeadlineExceeded. Cancelling ctx, its deadline or the timeout kill
