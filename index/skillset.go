@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,23 +15,71 @@ import (
 // SkillSet is the whole catalog as of one moment, held in memory: an
 // immutable value that any number of goroutines may read. Its skills are
 // shared with every other holder of the set and must not be modified.
+//
+// A set is a base (a map and a sorted list) with the changes since laid
+// over it, so that following one install costs a copy of the changes, not
+// of the catalog; the changes are folded into a new base once they grow
+// past a share of it.
 type SkillSet struct {
-	seq    int64 // the last change it includes (skill_changes.seq)
+	seq  int64                    // the last change it includes (skill_changes.seq)
+	base *skillBase               // shared with earlier and later sets
+	over map[string]*skills.Skill // changed since base: nil for deleted
+	n    int                      // number of skills
+
+	allOnce sync.Once
+	all     []*skills.Skill
+}
+
+type skillBase struct {
 	bySlug map[string]*skills.Skill
 	sorted []*skills.Skill // by slug
 }
 
 // Get returns the skill slug, or nil.
-func (s *SkillSet) Get(slug string) *skills.Skill { return s.bySlug[slug] }
+func (s *SkillSet) Get(slug string) *skills.Skill {
+	if sk, ok := s.over[slug]; ok {
+		return sk
+	}
+	return s.base.bySlug[slug]
+}
 
 // All returns every skill sorted by slug. The slice is shared: read only.
-func (s *SkillSet) All() []*skills.Skill { return s.sorted }
+func (s *SkillSet) All() []*skills.Skill {
+	s.allOnce.Do(func() {
+		if len(s.over) == 0 {
+			s.all = s.base.sorted
+			return
+		}
+		s.all = s.merged()
+	})
+	return s.all
+}
 
-// Map returns the skills by slug. The map is shared: read only.
-func (s *SkillSet) Map() map[string]*skills.Skill { return s.bySlug }
+// merged lists base and changes together, sorted by slug.
+func (s *SkillSet) merged() []*skills.Skill {
+	added := make([]*skills.Skill, 0, len(s.over))
+	for _, sk := range s.over {
+		if sk != nil {
+			added = append(added, sk)
+		}
+	}
+	slices.SortFunc(added, func(a, b *skills.Skill) int { return strings.Compare(a.Slug, b.Slug) })
+	out := make([]*skills.Skill, 0, s.n)
+	i := 0
+	for _, sk := range s.base.sorted {
+		for i < len(added) && added[i].Slug < sk.Slug {
+			out = append(out, added[i])
+			i++
+		}
+		if _, changed := s.over[sk.Slug]; !changed {
+			out = append(out, sk)
+		}
+	}
+	return append(out, added[i:]...)
+}
 
 // Len is the number of skills.
-func (s *SkillSet) Len() int { return len(s.sorted) }
+func (s *SkillSet) Len() int { return s.n }
 
 // skillCache keeps the latest SkillSet of a DB. A request costs one small
 // query when nothing changed, and reads only the changed rows otherwise.
@@ -104,38 +151,44 @@ func (db *DB) SkillSet(ctx context.Context) (*SkillSet, error) {
 }
 
 func newSkillSet(seq int64, sorted []*skills.Skill) *SkillSet {
-	s := &SkillSet{seq: seq, bySlug: make(map[string]*skills.Skill, len(sorted)), sorted: sorted}
+	b := &skillBase{bySlug: make(map[string]*skills.Skill, len(sorted)), sorted: sorted}
 	for _, sk := range sorted {
-		s.bySlug[sk.Slug] = sk
+		b.bySlug[sk.Slug] = sk
 	}
-	return s
+	return &SkillSet{seq: seq, base: b, n: len(sorted)}
 }
+
+// foldAbove is how many changes a set carries over its base (at least; a
+// sixteenth of the base for large catalogs) before they are folded in. A
+// variable for tests.
+var foldAbove = 64
 
 // apply returns a new set: s with the changed slugs replaced by rows (a
 // changed slug without a row was deleted).
 func (s *SkillSet) apply(seq int64, changed []string, rows []*skills.Skill) *SkillSet {
-	next := &SkillSet{seq: seq, bySlug: maps.Clone(s.bySlug)}
+	over := make(map[string]*skills.Skill, len(s.over)+len(changed))
+	for k, sk := range s.over {
+		over[k] = sk
+	}
 	for _, slug := range changed {
-		delete(next.bySlug, slug)
+		over[slug] = nil
 	}
 	for _, sk := range rows {
-		next.bySlug[sk.Slug] = sk
+		over[sk.Slug] = sk
 	}
-	gone := make(map[string]bool, len(changed))
-	for _, slug := range changed {
-		gone[slug] = true
-	}
-	next.sorted = make([]*skills.Skill, 0, len(next.bySlug))
-	for _, sk := range s.sorted {
-		if !gone[sk.Slug] {
-			next.sorted = append(next.sorted, sk)
+	next := &SkillSet{seq: seq, base: s.base, over: over}
+	next.n = len(s.base.sorted)
+	for slug, sk := range over {
+		_, inBase := s.base.bySlug[slug]
+		switch {
+		case sk != nil && !inBase:
+			next.n++
+		case sk == nil && inBase:
+			next.n--
 		}
 	}
-	for _, sk := range rows {
-		i, _ := slices.BinarySearchFunc(next.sorted, sk.Slug, func(a *skills.Skill, slug string) int {
-			return strings.Compare(a.Slug, slug)
-		})
-		next.sorted = slices.Insert(next.sorted, i, sk)
+	if len(over) > max(foldAbove, len(s.base.sorted)/16) {
+		return newSkillSet(seq, next.merged())
 	}
 	return next
 }

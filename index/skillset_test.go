@@ -27,6 +27,16 @@ func fullRead(t *testing.T, db *DB) []*skills.Skill {
 // version, deletes and restores skills in random order; and a set handed out
 // earlier never changes.
 func TestSkillSetFollowsWritesOfAnotherHandle(t *testing.T) {
+	for _, fold := range []int{64, 3} {
+		t.Run(fmt.Sprintf("fold-above-%d", fold), func(t *testing.T) {
+			defer func(old int) { foldAbove = old }(foldAbove)
+			foldAbove = fold
+			skillSetFollows(t)
+		})
+	}
+}
+
+func skillSetFollows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	w, r := openAt(t, path), openAt(t, path)
 	ctx := context.Background()
@@ -75,8 +85,8 @@ func TestSkillSetFollowsWritesOfAnotherHandle(t *testing.T) {
 		for _, s := range want {
 			mustEqual(t, "Get("+s.Slug+")", set.Get(s.Slug), s)
 		}
-		if set.Len() != len(set.Map()) {
-			t.Fatalf("step %d: %d sorted, %d by slug", step, set.Len(), len(set.Map()))
+		if set.Len() != len(set.All()) {
+			t.Fatalf("step %d: Len %d, All %d", step, set.Len(), len(set.All()))
 		}
 		held, heldWant = append(held, set), append(heldWant, want)
 	}

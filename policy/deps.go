@@ -12,10 +12,49 @@ import (
 // from the index inside the transaction that writes the change, so the answer
 // holds for what is committed.
 type Catalog struct {
-	Skills map[string]*skills.Skill // by slug; may be shared with other readers: never modified here
-	Tools  map[string]bool          // registered tool names
-	MCPs   map[string]bool          // registered MCP server names
-	Users  []skills.User            // known users, for department membership and roles
+	// Skills by slug, laid over Base: an entry here (nil: none) hides
+	// Base's skill of the same slug. Callers may add to it.
+	Skills map[string]*skills.Skill
+	// Base is the rest of the catalog, read only; nil for none. A large
+	// catalog is read from memory this way rather than copied per check.
+	Base  SkillSource
+	Tools map[string]bool // registered tool names
+	MCPs  map[string]bool // registered MCP server names
+	Users []skills.User   // known users, for department membership and roles
+}
+
+// SkillSource is a catalog's skills, read only.
+type SkillSource interface {
+	Get(slug string) *skills.Skill // nil when there is none
+	All() []*skills.Skill          // every skill, sorted by slug
+}
+
+// skill returns the skill slug, or nil.
+func (c Catalog) skill(slug string) *skills.Skill {
+	if s, ok := c.Skills[slug]; ok {
+		return s
+	}
+	if c.Base != nil {
+		return c.Base.Get(slug)
+	}
+	return nil
+}
+
+// each calls fn for every skill of the catalog (Skills over Base).
+func (c Catalog) each(fn func(slug string, s *skills.Skill)) {
+	for k, s := range c.Skills {
+		if s != nil {
+			fn(k, s)
+		}
+	}
+	if c.Base == nil {
+		return
+	}
+	for _, s := range c.Base.All() {
+		if _, hidden := c.Skills[s.Slug]; !hidden {
+			fn(s.Slug, s)
+		}
+	}
 }
 
 // DependencyError lists every dependency problem of one skill, so that a user
@@ -60,7 +99,7 @@ func ValidateDependencies(c Catalog, s *skills.Skill) error {
 			problems = append(problems, fmt.Sprintf("skill %q depends on itself", s.Slug))
 			continue
 		}
-		d := c.Skills[dep]
+		d := c.skill(dep)
 		if d == nil {
 			problems = append(problems, fmt.Sprintf("skill dependency %q does not exist", dep))
 			continue
@@ -96,11 +135,11 @@ func ValidateDependencies(c Catalog, s *skills.Skill) error {
 // would break. A skill naming itself is not its own dependent.
 func Dependents(c Catalog, slug string) []string {
 	var out []string
-	for k, s := range c.Skills {
-		if s != nil && k != slug && slices.Contains(s.SkillDependencies, slug) {
+	c.each(func(k string, s *skills.Skill) {
+		if k != slug && slices.Contains(s.SkillDependencies, slug) {
 			out = append(out, k)
 		}
-	}
+	})
 	slices.Sort(out)
 	return out
 }
@@ -117,7 +156,7 @@ func CheckDependents(c Catalog, slug string, next *skills.Skill) error {
 			problems = append(problems, fmt.Sprintf("needed by %q", k))
 			continue
 		}
-		for _, p := range depProblems(users, c.Skills[k], slug, next) {
+		for _, p := range depProblems(users, c.skill(k), slug, next) {
 			problems = append(problems, fmt.Sprintf("needed by %q: %s", k, p))
 		}
 	}
@@ -203,7 +242,7 @@ func pathTo(c Catalog, start, target string) []string {
 			slices.Reverse(path)
 			return path
 		}
-		s := c.Skills[cur]
+		s := c.skill(cur)
 		if s == nil {
 			continue
 		}

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"skillfs/skills"
@@ -260,5 +262,53 @@ func TestCheckDependents(t *testing.T) {
 				t.Errorf("got %q %q, want %q %q", de.Slug, de.Problems, tc.slug, tc.want)
 			}
 		})
+	}
+}
+
+// mapSource is a SkillSource over a map.
+type mapSource map[string]*skills.Skill
+
+func (m mapSource) Get(slug string) *skills.Skill { return m[slug] }
+
+func (m mapSource) All() []*skills.Skill {
+	out := slices.Collect(maps.Values(m))
+	slices.SortFunc(out, func(a, b *skills.Skill) int { return strings.Compare(a.Slug, b.Slug) })
+	return out
+}
+
+// TestCatalogOverABase: skills laid over a base answer as one catalog
+// would: an entry hides the base's skill of its slug (nil: deleted), and a
+// new one joins it, for every check.
+func TestCatalogOverABase(t *testing.T) {
+	base := mapSource{
+		"base": sk("base", "adm", scope("global")),
+		"old":  sk("old", "adm", scope("global"), "base"),
+		"gone": sk("gone", "adm", scope("global"), "base"),
+		"loop": sk("loop", "adm", scope("global"), "new"),
+	}
+	c := testCatalog(t)
+	c.Base = base
+	off := *base["base"]
+	off.Enabled = false
+	c.Skills["base"] = &off                                            // hides the base's enabled one
+	c.Skills["gone"] = nil                                             // deleted
+	c.Skills["new"] = sk("new", "adm", scope("global"), "old", "gone") // planned
+
+	if got, want := Dependents(c, "base"), []string{"old"}; !slices.Equal(got, want) {
+		t.Errorf("Dependents(base) = %q, want %q (gone is deleted)", got, want)
+	}
+	err := ValidateDependencies(c, sk("x", "adm", scope("global"), "base", "gone", "new"))
+	var de *DependencyError
+	if !errors.As(err, &de) {
+		t.Fatalf("ValidateDependencies = %v, want a *DependencyError", err)
+	}
+	want := []string{`skill dependency "base" is disabled`, `skill dependency "gone" does not exist`}
+	if !slices.Equal(de.Problems, want) {
+		t.Errorf("problems %q, want %q", de.Problems, want)
+	}
+	// loop (in the base) depends on new (laid over it): a cycle through both.
+	err = ValidateDependencies(c, sk("old", "adm", scope("global"), "loop"))
+	if !errors.As(err, &de) || !slices.Equal(de.Problems, []string{"cycle: old -> loop -> new -> old"}) {
+		t.Errorf("cycle through base and overlay: %v", err)
 	}
 }

@@ -287,9 +287,9 @@ func (c *Catalog) publishLock() (unlock func(), err error) {
 	}, nil
 }
 
-// snapshot reads what the policy validators need. Its skills come from the
-// index's in-memory catalog: shared, so a caller that adds to them (plan)
-// works on a copy of the map.
+// snapshot reads what the policy validators need. Its skills are the
+// index's in-memory catalog (Base, shared and read only); a caller adds the
+// skills it plans to Skills.
 func (c *Catalog) snapshot(ctx context.Context) (policy.Catalog, error) {
 	set, err := c.db.SkillSet(ctx)
 	if err != nil {
@@ -308,7 +308,8 @@ func (c *Catalog) snapshot(ctx context.Context) (policy.Catalog, error) {
 		return policy.Catalog{}, err
 	}
 	pc := policy.Catalog{
-		Skills: set.Map(),
+		Skills: map[string]*skills.Skill{},
+		Base:   set,
 		Tools:  make(map[string]bool, len(tools)),
 		MCPs:   make(map[string]bool, len(mcps)),
 		Users:  users,

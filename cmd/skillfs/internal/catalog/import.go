@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -305,7 +304,6 @@ func (c *Catalog) plan(ctx context.Context, actor skills.User, req ImportRequest
 		out[i] = f.available()
 	}
 	snap, err := c.snapshot(ctx)
-	snap.Skills = maps.Clone(snap.Skills) // planOne adds to it
 	taken := map[string]bool{}
 	for _, f := range dependencyOrder(fs) {
 		a := &out[at[f.Dir]]
