@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -88,5 +89,28 @@ func benchLargeRead(b *testing.B, session string, uncached bool) {
 			b.Fatalf("read %d bytes: %v", n, err)
 		}
 		f.Close()
+	}
+}
+
+// BenchmarkSetSession serves a new session of 10,000 skills (a session
+// asking for every skill of a large catalog) and removes it again.
+func BenchmarkSetSession(b *testing.B) {
+	srv := mountTest(b, Options{})
+	root := b.TempDir()
+	v := make(View, 10000)
+	for i := range v {
+		slug, hash := fmt.Sprintf("s%05d", i), fmt.Sprintf("%064x", i)
+		dir := filepath.Join(root, slug, hash)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		v[i] = Skill{Slug: slug, Dir: dir, Version: hash}
+	}
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("sess%d", i)
+		if err := srv.SetSession(id, v); err != nil {
+			b.Fatal(err)
+		}
+		srv.RemoveSession(id)
 	}
 }
