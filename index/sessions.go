@@ -159,12 +159,50 @@ func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
 // OpenSessions returns the sessions not yet closed, oldest first, each with
 // its pins.
 func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
-	list, err := readAll(ctx, db, "list open sessions", scanSession,
-		"SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL ORDER BY created_at, id")
+	return db.OpenSessionsPage(ctx, "", -1)
+}
+
+// OpenSessionsPage returns at most limit open sessions (all of them when
+// limit < 0) that come after session after in the order of OpenSessions
+// (creation time, then id), each with its pins; after "" starts at the
+// oldest. The cursor may name a session closed since: the order does not
+// depend on it. One that names no session is skills.ErrInvalid.
+func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]*skills.Session, error) {
+	list := []*skills.Session{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		where, args := "", []any{}
+		if after != "" {
+			var created sql.NullInt64
+			err := tx.QueryRowContext(ctx, "SELECT created_at FROM sessions WHERE id = ?", after).Scan(&created)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("no session %q to list after: %w", after, skills.ErrInvalid)
+			}
+			if err != nil {
+				return err
+			}
+			// NULL sorts first; row values do not compare with it.
+			if created.Valid {
+				where, args = " AND (created_at > ? OR created_at = ? AND id > ?)", []any{created.Int64, created.Int64, after}
+			} else {
+				where, args = " AND (created_at IS NOT NULL OR id > ?)", []any{after}
+			}
+		}
+		var err error
+		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL"+where+
+			" ORDER BY created_at, id LIMIT ?", append(args, limit)...)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list open sessions: %w", err)
 	}
 	return list, nil
+}
+
+// jsonIDs encodes ids as a JSON array, for json_each: one parameter
+// whatever their number.
+func jsonIDs(ids []string) string {
+	b, _ := json.Marshal(ids) // strings always encode
+	return string(b)
 }
 
 // SetPins replaces the readable set of an open session. An unknown session
@@ -267,4 +305,38 @@ func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 		return nil, fmt.Errorf("list binds of session %q: %w", id, err)
 	}
 	return binds, nil
+}
+
+// OpenBinds returns the binds of open sessions by session id, each list by
+// pid then target: those of every open session when ids is nil, else of the
+// open sessions among ids. Sessions without binds are left out.
+func (db *DB) OpenBinds(ctx context.Context, ids []string) (map[string][]skills.Bind, error) {
+	out := map[string][]skills.Bind{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		query := `SELECT b.session, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session
+			WHERE s.closed_at IS NULL`
+		var args []any
+		if ids != nil {
+			query += " AND b.session IN (SELECT value FROM json_each(?))"
+			args = append(args, jsonIDs(ids))
+		}
+		rows, err := tx.QueryContext(ctx, query+" ORDER BY b.session, b.pid, b.target", args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var b skills.Bind
+			if err := rows.Scan(&id, &b.Target, &b.PID, &b.NS); err != nil {
+				return err
+			}
+			out[id] = append(out[id], b)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list binds of open sessions: %w", err)
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -118,6 +119,108 @@ func TestOpenSessions(t *testing.T) {
 	}
 	mid.Pins = []skills.Pin{}
 	mustEqual(t, "open sessions", list, []*skills.Session{early, mid, late})
+}
+
+// TestOpenSessionsPage: pages follow the order of OpenSessions, whatever
+// their size, and a cursor still works once its session is closed.
+func TestOpenSessionsPage(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	var all []*skills.Session
+	for i := range 7 {
+		// Two sessions share each creation time: the id breaks the tie.
+		s := testSession(fmt.Sprintf("s%d", 6-i), t0.Add(time.Duration(i/2)*time.Minute))
+		s.Pins = s.Pins[:i%4]
+		if err := db.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Pins == nil {
+			s.Pins = []skills.Pin{}
+		}
+		all = append(all, s)
+	}
+	// One without a creation time sorts first.
+	undated := testSession("undated", time.Time{})
+	if err := db.CreateSession(ctx, undated); err != nil {
+		t.Fatal(err)
+	}
+	want, err := db.OpenSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 8 || want[0].ID != "undated" {
+		t.Fatalf("open sessions: %d, first %q", len(want), want[0].ID)
+	}
+	for _, limit := range []int{1, 2, 3, 8, 100} {
+		var got []*skills.Session
+		after := ""
+		for {
+			page, err := db.OpenSessionsPage(ctx, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > limit {
+				t.Fatalf("limit %d: a page of %d", limit, len(page))
+			}
+			got = append(got, page...)
+			if len(page) < limit {
+				break
+			}
+			after = page[len(page)-1].ID
+		}
+		mustEqual(t, fmt.Sprintf("pages of %d", limit), got, want)
+	}
+	// Closing the cursor's session does not lose the place.
+	if err := db.CloseSession(ctx, want[3].ID); err != nil {
+		t.Fatal(err)
+	}
+	page, err := db.OpenSessionsPage(ctx, want[3].ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "after a closed session", page, want[4:6])
+	_, err = db.OpenSessionsPage(ctx, "nope", 2)
+	wantErr(t, "unknown cursor", err, skills.ErrInvalid)
+}
+
+// TestOpenBinds: the binds of open sessions in one query, all or some.
+func TestOpenBinds(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	for _, id := range []string{"s1", "s2", "s3", "closed"} {
+		if err := db.CreateSession(ctx, testSession(id, t0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b1 := []skills.Bind{{Target: "/a"}, {Target: "/b"}, {Target: "/a", PID: 7, NS: "mnt:[1]"}}
+	for _, b := range b1 {
+		if err := db.AddBind(ctx, "s1", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, target := range map[string]string{"s2": "/c", "closed": "/d"} {
+		if err := db.AddBind(ctx, id, skills.Bind{Target: target}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CloseSession(ctx, "closed"); err != nil {
+		t.Fatal(err)
+	}
+	sorted := []skills.Bind{b1[0], b1[1], b1[2]}
+	all, err := db.OpenBinds(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "all binds", all, map[string][]skills.Bind{"s1": sorted, "s2": {{Target: "/c"}}})
+	some, err := db.OpenBinds(ctx, []string{"s2", "s3", "closed", "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "binds of some", some, map[string][]skills.Bind{"s2": {{Target: "/c"}}})
+	none, err := db.OpenBinds(ctx, []string{})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("binds of no session: %v, %v", none, err)
+	}
 }
 
 func TestSetPins(t *testing.T) {
