@@ -350,6 +350,13 @@ func (s *Server) Sessions() []string {
 	return ids
 }
 
+// NumSessions returns how many sessions are served.
+func (s *Server) NumSessions() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.sessions)
+}
+
 func (s *Server) session(id string) *session {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -445,7 +452,7 @@ func (s *Server) SetSession(id string, v View) error {
 		s.mu.Lock()
 		s.sessions[id] = ss
 		s.mu.Unlock()
-		s.log.Info("session added", "session", id, "skills", len(v))
+		s.log.Debug("session added", "session", id, "skills", len(v))
 		return nil
 	}
 
