@@ -19,7 +19,7 @@ import (
 func (d *Daemon) routes(token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "sessions": len(d.fs.Sessions())})
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "sessions": d.fs.NumSessions()})
 	})
 	mux.HandleFunc("POST /v1/catalog/changed", func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Reevaluate(r.Context()); err != nil {

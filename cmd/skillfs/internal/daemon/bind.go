@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -698,18 +700,14 @@ func (d *Daemon) checkTaken(ctx context.Context, b skills.Bind) error {
 		}
 		return b.NS
 	}
-	list, err := d.cat.DB().OpenSessions(ctx)
+	all, err := d.cat.DB().OpenBinds(ctx, nil)
 	if err != nil {
 		return err
 	}
-	for _, s := range list {
-		binds, err := d.cat.DB().Binds(ctx, s.ID)
-		if err != nil {
-			return err
-		}
+	for id, binds := range all {
 		for _, o := range binds {
 			if o.Target == b.Target && (o.PID == b.PID || nsOf(o) == nsOf(b)) {
-				return fmt.Errorf("mount target %q is taken by session %s: %w", b.Target, s.ID, skills.ErrExists)
+				return fmt.Errorf("mount target %q is taken by session %s: %w", b.Target, id, skills.ErrExists)
 			}
 		}
 	}
@@ -761,31 +759,26 @@ func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error 
 // live one belongs to someone else (another daemon serving a copy of the
 // data directory, an operator's mount).
 func (d *Daemon) rebind(ctx context.Context) {
-	list, err := d.cat.DB().OpenSessions(ctx)
+	all, err := d.cat.DB().OpenBinds(ctx, nil)
 	if err != nil {
-		d.log.Error("list sessions to rebind", "err", err)
+		d.log.Error("list binds to rebind", "err", err)
 		return
 	}
-	for _, s := range list {
-		binds, err := d.cat.DB().Binds(ctx, s.ID)
-		if err != nil {
-			d.log.Error("list binds to rebind", "session", s.ID, "err", err)
-			continue
-		}
-		for _, b := range binds {
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		for _, b := range all[id] {
 			if b.PID > 0 {
 				ns, err := namespaceOf(b.PID)
 				if err != nil && !errors.Is(err, skills.ErrNotFound) {
 					// Nothing known of the sandbox: keep the record for the
 					// next start.
 					d.log.Error("look up a sandbox: session not rebound there, bind kept",
-						"session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
+						"session", id, "target", b.Target, "pid", b.PID, "err", err)
 					continue
 				}
 				if err != nil || ns != b.NS {
-					d.log.Info("sandbox gone: bind forgotten", "session", s.ID, "target", b.Target, "pid", b.PID)
-					if err := d.cat.DB().RemoveBind(ctx, s.ID, b); err != nil {
-						d.log.Error("forget bind", "session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
+					d.log.Info("sandbox gone: bind forgotten", "session", id, "target", b.Target, "pid", b.PID)
+					if err := d.cat.DB().RemoveBind(ctx, id, b); err != nil {
+						d.log.Error("forget bind", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 					}
 					continue
 				}
@@ -793,22 +786,22 @@ func (d *Daemon) rebind(ctx context.Context) {
 				return nil, skfs.ClearStale(b.Target)
 			}); err != nil {
 				d.log.Warn("bind target holds a live mount or cannot be cleared: session not rebound there",
-					"session", s.ID, "target", b.Target, "err", err)
+					"session", id, "target", b.Target, "err", err)
 				continue
 			}
-			got, err := d.attach(s.ID, b, nil)
+			got, err := d.attach(id, b, nil)
 			if err != nil {
-				d.log.Error("rebind session", "session", s.ID, "target", b.Target, "pid", b.PID, "err", err)
+				d.log.Error("rebind session", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 				continue
 			}
 			if got.Target != b.Target { // recorded before targets were resolved
-				if err := d.cat.DB().RemoveBind(ctx, s.ID, b); err != nil {
-					d.log.Error("update bind record", "session", s.ID, "target", b.Target, "err", err)
-				} else if err := d.cat.DB().AddBind(ctx, s.ID, got); err != nil {
-					d.log.Error("update bind record", "session", s.ID, "target", got.Target, "err", err)
+				if err := d.cat.DB().RemoveBind(ctx, id, b); err != nil {
+					d.log.Error("update bind record", "session", id, "target", b.Target, "err", err)
+				} else if err := d.cat.DB().AddBind(ctx, id, got); err != nil {
+					d.log.Error("update bind record", "session", id, "target", got.Target, "err", err)
 				}
 			}
-			d.log.Info("session rebound", "session", s.ID, "target", got.Target, "pid", got.PID)
+			d.log.Info("session rebound", "session", id, "target", got.Target, "pid", got.PID)
 		}
 	}
 }
@@ -817,17 +810,12 @@ func (d *Daemon) rebind(ctx context.Context) {
 // filesystem is really released; the records stay for the next start. With
 // nothing to return an error to at shutdown, failures are logged.
 func (d *Daemon) unbindAll(ctx context.Context) {
-	list, err := d.cat.DB().OpenSessions(ctx)
+	all, err := d.cat.DB().OpenBinds(ctx, nil)
 	if err != nil {
-		d.log.Error("list sessions to unbind", "err", err)
+		d.log.Error("list binds to unbind", "err", err)
 		return
 	}
-	for _, s := range list {
-		binds, err := d.cat.DB().Binds(ctx, s.ID)
-		if err != nil {
-			d.log.Error("list binds to unbind", "session", s.ID, "err", err)
-			continue
-		}
+	for _, binds := range all {
 		for _, b := range binds {
 			if err := d.detach(b); err != nil {
 				d.log.Warn("unmount bind", "target", b.Target, "pid", b.PID, "err", err)

@@ -150,7 +150,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
-	api.ready(opts, len(d.fs.Sessions()))
+	api.ready(opts, d.fs.NumSessions())
 
 	var lost error
 	select {

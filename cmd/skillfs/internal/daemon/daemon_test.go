@@ -143,6 +143,69 @@ func TestSessionWithMissingContentIsServedWithoutIt(t *testing.T) {
 	}
 }
 
+// A restart serves every open session again, less what its user lost
+// while the daemon was down, and records the loss.
+func TestRestoreLeavesOutWhatWasRevokedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	install(t, d, "name: kept\ndescription: stays", skills.ScopeGlobal)
+	install(t, d, "name: gone\ndescription: disabled while down", skills.ScopeGlobal)
+	for _, uid := range []string{"alice", "bob"} {
+		if err := d.cat.PutUser(ctx, "", skills.User{UID: uid, Role: skills.RoleUser}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for _, uid := range []string{"alice", "alice", "bob"} {
+		info, err := d.CreateSession(ctx, CreateRequest{User: uid, Skills: []string{"kept", "gone"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	// The daemon stops; the catalog changes without it.
+	for _, id := range ids {
+		d.fs.RemoveSession(id)
+	}
+	if _, err := d.cat.SetEnabled(ctx, "", "gone", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cat.DeleteUser(ctx, "", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.fs.NumSessions(); n != len(ids) {
+		t.Fatalf("%d sessions served after restore, want %d", n, len(ids))
+	}
+	for i, id := range ids {
+		want := []string{"kept"}
+		if i == 2 {
+			want = []string{} // bob is gone
+		}
+		s, err := d.Session(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pinned []string
+		for _, p := range s.Pins {
+			pinned = append(pinned, p.Slug)
+		}
+		entries, err := os.ReadDir(filepath.Join(d.mountRoot, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var served []string
+		for _, e := range entries {
+			served = append(served, e.Name())
+		}
+		if !slices.Equal(pinned, want) || !slices.Equal(served, pinned) {
+			t.Errorf("session %d after restore: pinned %v, served %v; want %v", i, pinned, served, want)
+		}
+	}
+}
+
 // post sends a request to the daemon's routes in-process.
 func post(t testing.TB, d *Daemon, path, as, contentType string, body []byte) (int, map[string]any) {
 	t.Helper()

@@ -288,64 +288,88 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 func (d *Daemon) Reevaluate(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	list, err := d.cat.DB().OpenSessions(ctx)
-	if err != nil {
-		return err
-	}
-	set, err := d.cat.DB().SkillSet(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, s := range list {
-		u, err := d.cat.DB().User(ctx, s.UID)
-		if err != nil && !errors.Is(err, skills.ErrNotFound) {
-			errs = append(errs, err)
-			continue
-		}
-		kept := s.Pins[:0:0]
-		var gone []string
-		for _, p := range s.Pins {
-			if sk := set.Get(p.Slug); sk != nil && err == nil && policy.Visible(u, sk) {
-				kept = append(kept, p)
-			} else {
-				gone = append(gone, p.Slug)
-			}
-		}
-		if len(gone) == 0 {
-			continue
-		}
-		v, _ := d.view(kept)
-		if err := d.fs.SetSession(s.ID, v); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := d.cat.DB().SetPins(ctx, s.ID, kept); err != nil {
-			errs = append(errs, err)
-		}
-		now := time.Now().UTC()
-		for _, slug := range gone {
-			d.log.Info("skill revoked from session", "session", s.ID, "slug", slug)
-			d.events.publish(Event{Type: "revoked", Session: s.ID, Slug: slug, At: now})
-		}
-	}
-	return errors.Join(errs...)
+	_, err := d.reevaluate(ctx, false)
+	return err
 }
 
-// restore serves every open session again after a (re)start.
+// restore serves every open session again after a (re)start, less what its
+// user may no longer read.
 func (d *Daemon) restore(ctx context.Context) error {
-	list, err := d.cat.DB().OpenSessions(ctx)
+	n, err := d.reevaluate(ctx, true)
 	if err != nil {
 		return err
 	}
-	for _, s := range list {
-		v, _ := d.view(s.Pins)
-		if err := d.fs.SetSession(s.ID, v); err != nil {
-			return fmt.Errorf("restore session %s: %w", s.ID, err)
-		}
+	d.log.Info("sessions restored", "count", n)
+	return nil
+}
+
+// sessionPage is how many sessions restore and Reevaluate hold at a time.
+const sessionPage = 1000
+
+// reevaluate takes from every open session's view the skills its user may
+// no longer read, and records that; with serve set it also serves every
+// session (a restart), stopping at the first that cannot be served. It
+// returns how many open sessions it went through.
+func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
+	set, err := d.cat.DB().SkillSet(ctx)
+	if err != nil {
+		return 0, err
 	}
-	d.log.Info("sessions restored", "count", len(list))
-	return d.Reevaluate(ctx)
+	users, err := d.cat.DB().Users(ctx)
+	if err != nil {
+		return 0, err
+	}
+	byUID := make(map[string]skills.User, len(users))
+	for _, u := range users {
+		byUID[u.UID] = u
+	}
+	var errs []error
+	n := 0
+	for after := ""; ; {
+		page, err := d.cat.DB().OpenSessionsPage(ctx, after, sessionPage)
+		if err != nil {
+			return n, errors.Join(append(errs, err)...)
+		}
+		for _, s := range page {
+			n++
+			u, known := byUID[s.UID] // a deleted user reads nothing
+			kept := s.Pins[:0:0]
+			var gone []string
+			for _, p := range s.Pins {
+				if sk := set.Get(p.Slug); sk != nil && known && policy.Visible(u, sk) {
+					kept = append(kept, p)
+				} else {
+					gone = append(gone, p.Slug)
+				}
+			}
+			if len(gone) == 0 && !serve {
+				continue
+			}
+			v, _ := d.view(kept)
+			if err := d.fs.SetSession(s.ID, v); err != nil {
+				if serve {
+					return n, fmt.Errorf("restore session %s: %w", s.ID, err)
+				}
+				errs = append(errs, err)
+				continue
+			}
+			if len(gone) == 0 {
+				continue
+			}
+			if err := d.cat.DB().SetPins(ctx, s.ID, kept); err != nil {
+				errs = append(errs, err)
+			}
+			now := time.Now().UTC()
+			for _, slug := range gone {
+				d.log.Info("skill revoked from session", "session", s.ID, "slug", slug)
+				d.events.publish(Event{Type: "revoked", Session: s.ID, Slug: slug, At: now})
+			}
+		}
+		if len(page) < sessionPage {
+			return n, errors.Join(errs...)
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 func dedupe(in []string) []string {
