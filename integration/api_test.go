@@ -7,8 +7,11 @@ import (
 	"io"
 	iofs "io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -164,4 +167,113 @@ func zipDir(t testing.TB, dir, prefix string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// TestSessionListPages: the API lists sessions a page at a time, oldest
+// first, naming the next page in a Link header; `session list` pages through
+// all of them, or gives one page with --limit and --after.
+func TestSessionListPages(t *testing.T) {
+	e := newEnv(t)
+	e.serve()
+	e.ok("user", "add", "alice")
+	var ids []string
+	for range 5 {
+		ids = append(ids, e.newSession("alice", "--skills", "release-notes").ID)
+	}
+	e.ok("session", "close", ids[1])
+	open := slices.Delete(slices.Clone(ids), 1, 2)
+	api := newAPIClient(e.home)
+
+	var got []string
+	pages := 0
+	for next := "/v1/sessions?limit=2"; next != ""; pages++ {
+		var page []sessionJSON
+		next = api.page(t, next, &page)
+		for _, s := range page {
+			got = append(got, s.ID)
+		}
+	}
+	if !slices.Equal(got, open) || pages != 2 {
+		t.Errorf("API pages of 2: %v in %d pages, want %v in 2", got, pages, open)
+	}
+	var page []sessionJSON
+	if next := api.page(t, "/v1/sessions", &page); len(page) != len(open) || next != "" {
+		t.Errorf("API default page: %d sessions, next %q", len(page), next)
+	}
+	if code := api.do(t, "GET", "/v1/sessions?after=nope", "", nil, nil); code != http.StatusBadRequest {
+		t.Errorf("API list after an unknown session: %d, want 400", code)
+	}
+
+	var all []sessionJSON
+	e.okJSON(&all, "session", "list")
+	if ids := sessionIDs(all); !slices.Equal(ids, open) {
+		t.Errorf("session list: %v, want %v", ids, open)
+	}
+	r := e.run("session", "list", "--limit", "2", "--json")
+	if r.code != 0 {
+		t.Fatalf("session list --limit 2: exit %d: %s", r.code, r.stderr)
+	}
+	var first []sessionJSON
+	if err := json.Unmarshal([]byte(r.stdout), &first); err != nil {
+		t.Fatal(err)
+	}
+	if ids := sessionIDs(first); !slices.Equal(ids, open[:2]) || !strings.Contains(r.stderr, "--after "+open[1]+" --limit 2") {
+		t.Errorf("session list --limit 2: %v, stderr %q; want %v and how to go on", ids, r.stderr, open[:2])
+	}
+	var rest []sessionJSON
+	e.okJSON(&rest, "session", "list", "--limit", "2", "--after", open[1])
+	if ids := sessionIDs(rest); !slices.Equal(ids, open[2:]) {
+		t.Errorf("session list --limit 2 --after: %v, want %v", ids, open[2:])
+	}
+	if r := e.run("session", "list", "--after", "nope"); r.code != 5 {
+		t.Errorf("session list --after an unknown session: exit %d, want 5: %s", r.code, r.stderr)
+	}
+}
+
+// sessionIDs lists the ids of sessions.
+func sessionIDs(list []sessionJSON) []string {
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// page GETs one page of a paginated list into v and returns the path of the
+// next page, or "" after the last.
+func (c *apiClient) page(t testing.TB, path string, v any) string {
+	t.Helper()
+	resp, err := c.hc.Get("http://skillfs" + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: decode %q: %v", path, body, err)
+	}
+	return nextLink(t, resp.Header.Get("Link"))
+}
+
+// nextLink returns the path of a Link header's rel="next" target, or "".
+func nextLink(t testing.TB, h string) string {
+	t.Helper()
+	for link := range strings.SplitSeq(h, ",") {
+		target, params, ok := strings.Cut(strings.TrimSpace(link), ">")
+		if !ok || !strings.HasPrefix(target, "<") || !strings.Contains(params, `rel="next"`) {
+			continue
+		}
+		u, err := url.Parse(target[1:])
+		if err != nil {
+			t.Fatalf("Link header %q: %v", h, err)
+		}
+		return u.RequestURI()
+	}
+	return ""
 }

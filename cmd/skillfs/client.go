@@ -18,9 +18,15 @@ import (
 // call sends one API request to the daemon over its socket and decodes the
 // JSON answer into out (or copies the raw body when out is an io.Writer).
 func (c *cli) call(method, path string, body, out any) error {
+	_, err := c.request(method, path, body, out)
+	return err
+}
+
+// request is call that also returns the answer's header.
+func (c *cli) request(method, path string, body, out any) (http.Header, error) {
 	home, err := c.homeDir()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sock := filepath.Join(home, daemon.SocketName)
 	hc := &http.Client{Transport: &http.Transport{
@@ -33,13 +39,13 @@ func (c *cli) call(method, path string, body, out any) error {
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(c.ctx, method, "http://skillfs"+path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -47,9 +53,9 @@ func (c *cli) call(method, path string, body, out any) error {
 	resp, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("the skillfs daemon is not running (no socket at %s): start it with `skillfs serve`: %w", sock, errNoDaemon)
+			return nil, fmt.Errorf("the skillfs daemon is not running (no socket at %s): start it with `skillfs serve`: %w", sock, errNoDaemon)
 		}
-		return fmt.Errorf("reach the daemon at %s: %w", sock, err)
+		return nil, fmt.Errorf("reach the daemon at %s: %w", sock, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -62,18 +68,18 @@ func (c *cli) call(method, path string, body, out any) error {
 			e.Error = resp.Status
 		}
 		if kind := daemon.CodeError(e.Code); kind != nil {
-			return &apiErr{msg: e.Error, kind: kind}
+			return nil, &apiErr{msg: e.Error, kind: kind}
 		}
-		return errors.New(e.Error)
+		return nil, errors.New(e.Error)
 	}
 	if w, ok := out.(io.Writer); ok {
 		_, err := io.Copy(w, resp.Body)
-		return err
+		return resp.Header, err
 	}
 	if out == nil {
-		return nil
+		return resp.Header, nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return resp.Header, json.NewDecoder(resp.Body).Decode(out)
 }
 
 // apiErr carries the daemon's message and the error kind it reported.

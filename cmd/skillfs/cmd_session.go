@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"skillfs/cmd/skillfs/internal/daemon"
@@ -40,12 +41,20 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 		return nil
 	case "list":
 		fs := c.flags("session list")
-		if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
+		limit := fs.Int("limit", 0, "list at most this many sessions (default: all)")
+		after := fs.String("after", "", "list the sessions that come after this one")
+		if _, err := parse(fs, args, 0, 0, "[--limit N] [--after ID]"); err != nil {
 			return err
 		}
-		var list []daemon.SessionInfo
-		if err := c.call("GET", "/v1/sessions", nil, &list); err != nil {
+		if *limit < 0 {
+			return fmt.Errorf("--limit %d: want a positive number: %w", *limit, errUsage)
+		}
+		list, more, err := c.sessions(*after, *limit)
+		if err != nil {
 			return err
+		}
+		if more {
+			fmt.Fprintf(c.stderr, "more sessions follow: skillfs session list --after %s --limit %d\n", list[len(list)-1].ID, *limit)
 		}
 		if c.json {
 			return c.printJSON(list)
@@ -182,4 +191,32 @@ func bindList(bs []skills.Bind) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// sessions lists up to limit open sessions after session after (every one
+// when limit is 0), a page at a time, oldest first, and reports whether
+// more follow.
+func (c *cli) sessions(after string, limit int) ([]daemon.SessionInfo, bool, error) {
+	list := []daemon.SessionInfo{}
+	size := daemon.MaxSessionPage
+	if limit > 0 {
+		size = min(limit, size)
+	}
+	q := url.Values{"limit": {strconv.Itoa(size)}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	for path := "/v1/sessions?" + q.Encode(); path != ""; {
+		var page []daemon.SessionInfo
+		h, err := c.request("GET", path, nil, &page)
+		if err != nil {
+			return nil, false, err
+		}
+		list = append(list, page...)
+		path = daemon.NextPage(h.Get("Link"))
+		if limit > 0 && len(list) >= limit {
+			return list[:limit], len(list) > limit || path != "", nil
+		}
+	}
+	return list, false, nil
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"skillfs/skills"
@@ -28,10 +30,7 @@ func (d *Daemon) routes(token string) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
-	mux.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.Sessions(r.Context())
-		reply(w, list, err)
-	})
+	mux.HandleFunc("GET /v1/sessions", d.listSessions)
 	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
 		var req CreateRequest
 		if !readJSON(w, r, &req) {
@@ -133,6 +132,58 @@ func (d *Daemon) routes(token string) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// Pages of the session list: their size when the request names none, and
+// the largest a request may ask for.
+const (
+	DefaultSessionPage = 100
+	MaxSessionPage     = 1000
+)
+
+// listSessions answers one page of the open sessions, oldest first:
+// ?limit=N (default DefaultSessionPage, at most MaxSessionPage) sessions
+// after the session ?after=ID. The body is the JSON array of the page; when
+// more sessions follow, a Link header names the next page (rel="next"),
+// whose cursor is the last session of this one.
+func (d *Daemon) listSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := DefaultSessionPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			writeErr(w, fmt.Errorf("limit %q: want a positive number: %w", v, skills.ErrInvalid))
+			return
+		}
+		limit = min(n, MaxSessionPage)
+	}
+	after := q.Get("after")
+	list, err := d.Sessions(r.Context(), after, limit+1)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if len(list) > limit {
+		list = list[:limit]
+		next := url.Values{"after": {list[limit-1].ID}, "limit": {strconv.Itoa(limit)}}
+		w.Header().Set("Link", fmt.Sprintf(`</v1/sessions?%s>; rel="next"`, next.Encode()))
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// NextPage returns the path and query of the page a Link header names as
+// next (rel="next"), or "" when there is none.
+func NextPage(link string) string {
+	for part := range strings.SplitSeq(link, ",") {
+		target, params, ok := strings.Cut(strings.TrimSpace(part), ">")
+		if !ok || !strings.HasPrefix(target, "<") || !strings.Contains(params, `rel="next"`) {
+			continue
+		}
+		if u, err := url.Parse(target[1:]); err == nil {
+			return u.RequestURI()
+		}
+	}
+	return ""
 }
 
 // stream sends events as server-sent events, one JSON object per event, with

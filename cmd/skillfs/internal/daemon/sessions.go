@@ -195,19 +195,24 @@ func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, erro
 	return d.info(s, mounts), nil
 }
 
-// Sessions lists open sessions.
-func (d *Daemon) Sessions(ctx context.Context) ([]*SessionInfo, error) {
-	list, err := d.cat.DB().OpenSessions(ctx)
+// Sessions lists at most limit open sessions (all when limit < 0) after
+// session after, oldest first (see index.DB.OpenSessionsPage).
+func (d *Daemon) Sessions(ctx context.Context, after string, limit int) ([]*SessionInfo, error) {
+	list, err := d.cat.DB().OpenSessionsPage(ctx, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	binds, err := d.cat.DB().OpenBinds(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*SessionInfo, len(list))
 	for i, s := range list {
-		mounts, err := d.cat.DB().Binds(ctx, s.ID)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = d.info(s, mounts)
+		out[i] = d.info(s, binds[s.ID])
 	}
 	return out, nil
 }
