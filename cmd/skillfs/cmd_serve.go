@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,9 @@ func (c *cli) serve(args []string) error {
 		return err
 	}
 	log := c.logger()
+	if n, capped := capProcs(); capped {
+		log.Info("threads running Go code capped; set GOMAXPROCS to choose", "gomaxprocs", n)
+	}
 	cat, err := catalog.Open(c.ctx, home, catalog.Options{Logger: log})
 	if err != nil {
 		return err
@@ -100,6 +104,24 @@ func (c *cli) serve(args []string) error {
 		Setup:          setup,
 		RequestTimeout: *reqTimeout,
 	})
+}
+
+// maxProcs caps the daemon's GOMAXPROCS when the environment does not set
+// it. The FUSE server runs one reader per P (up to 16), each holding an OS
+// thread while it waits for the kernel, and the index one connection per P:
+// on a host of many cores that is dozens of threads for a daemon whose
+// requests are short and mostly answered by the kernel's caches.
+const maxProcs = 4
+
+// capProcs applies maxProcs and returns the GOMAXPROCS in force and whether
+// it was lowered.
+func capProcs() (int, bool) {
+	n := runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") != "" || n <= maxProcs {
+		return n, false
+	}
+	runtime.GOMAXPROCS(maxProcs)
+	return maxProcs, true
 }
 
 // maxTokenFileBytes bounds the token file; a token is a line, not a file.
