@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+	"unique"
 
 	skfs "skillfs/fs"
 	"skillfs/policy"
@@ -149,10 +150,15 @@ func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
 			lost = append(lost, Skipped{Slug: p.Slug, Reason: "its content is missing from the store"})
 			continue
 		}
-		v = append(v, skfs.Skill{Slug: p.Slug, Dir: dir, Version: p.Version})
+		// Every view of a version shares its strings: ten thousand
+		// sessions of a few versions hold a few copies, not ten thousand.
+		v = append(v, skfs.Skill{Slug: intern(p.Slug), Dir: intern(dir), Version: intern(p.Version)})
 	}
 	return v, lost
 }
+
+// intern returns the canonical copy of s.
+func intern(s string) string { return unique.Make(s).Value() }
 
 func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 	readable := make([]string, len(s.Pins))
