@@ -19,6 +19,7 @@ import (
 type procStats struct {
 	fds, threads int
 	rssKB        int64
+	peakRSSKB    int64 // the highest resident size since the process started
 }
 
 // sampleProc reads the descriptor count, threads and resident memory of a
@@ -44,6 +45,8 @@ func sampleProc(pid int) (procStats, error) {
 			s.threads, _ = strconv.Atoi(f[1])
 		case "VmRSS:":
 			s.rssKB, _ = strconv.ParseInt(f[1], 10, 64)
+		case "VmHWM:":
+			s.peakRSSKB, _ = strconv.ParseInt(f[1], 10, 64)
 		}
 	}
 	return s, nil
