@@ -243,22 +243,7 @@ func sessionIDs(list []sessionJSON) []string {
 // next page, or "" after the last.
 func (c *apiClient) page(t testing.TB, path string, v any) string {
 	t.Helper()
-	resp, err := c.hc.Get("http://skillfs" + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: read body: %v", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		t.Fatalf("GET %s: decode %q: %v", path, body, err)
-	}
-	return nextLink(t, resp.Header.Get("Link"))
+	return nextLink(t, c.getHeader(t, path, v).Get("Link"))
 }
 
 // nextLink returns the path of a Link header's rel="next" target, or "".

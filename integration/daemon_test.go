@@ -116,6 +116,12 @@ func newAPIClient(home string) *apiClient {
 
 func (c *apiClient) get(t testing.TB, path string, v any) {
 	t.Helper()
+	c.getHeader(t, path, v)
+}
+
+// getHeader is get that returns the answer's header.
+func (c *apiClient) getHeader(t testing.TB, path string, v any) http.Header {
+	t.Helper()
 	resp, err := c.hc.Get("http://skillfs" + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -131,6 +137,7 @@ func (c *apiClient) get(t testing.TB, path string, v any) {
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("GET %s: decode %q: %v", path, body, err)
 	}
+	return resp.Header
 }
 
 // errnoOf extracts the errno of a failed system call, or 0.
