@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-	"unique"
 
 	skfs "skillfs/fs"
 	"skillfs/policy"
@@ -145,20 +144,22 @@ func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
 	var lost []Skipped
 	for _, p := range pins {
 		dir := d.cat.VersionPath(p.Slug, p.Version)
-		if dir == "" || d.fs.CheckVersionDir(dir) != nil {
+		if dir != "" {
+			dir, _ = d.fs.VersionDir(dir)
+		}
+		if dir == "" {
 			d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", p.Slug, "version", p.Version)
 			lost = append(lost, Skipped{Slug: p.Slug, Reason: "its content is missing from the store"})
 			continue
 		}
-		// Every view of a version shares its strings: ten thousand
-		// sessions of a few versions hold a few copies, not ten thousand.
-		v = append(v, skfs.Skill{Slug: intern(p.Slug), Dir: intern(dir), Version: intern(p.Version)})
+		// Every view of a version shares its strings, so that ten
+		// thousand sessions of a few versions hold a few copies: the
+		// directory's from VersionDir, the slug and version from the
+		// in-memory catalog (a new pin) or from decoding (index.Session).
+		v = append(v, skfs.Skill{Slug: p.Slug, Dir: dir, Version: p.Version})
 	}
 	return v, lost
 }
-
-// intern returns the canonical copy of s.
-func intern(s string) string { return unique.Make(s).Value() }
 
 func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 	readable := make([]string, len(s.Pins))
