@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unique"
 
 	"skillfs/skills"
 )
@@ -52,9 +51,7 @@ func decodePins(stored string) ([]skills.Pin, error) {
 	}
 	pins := make([]skills.Pin, len(list))
 	for i, p := range list {
-		// Canonical copies: many sessions pin the same versions, and a
-		// daemon holds every open session's pins.
-		pins[i] = skills.Pin{Slug: unique.Make(p[0]).Value(), Version: unique.Make(p[1]).Value()}
+		pins[i] = skills.Pin{Slug: p[0], Version: p[1]}
 	}
 	return pins, nil
 }

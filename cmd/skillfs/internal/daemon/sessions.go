@@ -140,6 +140,14 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 // the quarantine) is left out, logged and reported, rather than keeping the
 // whole session from being served.
 func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
+	// Every view of a version shares its strings, so that ten thousand
+	// sessions of a few versions hold a few copies: the directory's from
+	// VersionDir, the slug's and version's from the in-memory catalog
+	// while the pin is its current version.
+	set, err := d.cat.DB().SkillSet(context.Background())
+	if err != nil {
+		set = nil // then each view keeps its own copies
+	}
 	v := make(skfs.View, 0, len(pins))
 	var lost []Skipped
 	for _, p := range pins {
@@ -152,10 +160,11 @@ func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
 			lost = append(lost, Skipped{Slug: p.Slug, Reason: "its content is missing from the store"})
 			continue
 		}
-		// Every view of a version shares its strings, so that ten
-		// thousand sessions of a few versions hold a few copies: the
-		// directory's from VersionDir, the slug and version from the
-		// in-memory catalog (a new pin) or from decoding (index.Session).
+		if set != nil {
+			if sk := set.Get(p.Slug); sk != nil && sk.Version == p.Version {
+				p = skills.Pin{Slug: sk.Slug, Version: sk.Version}
+			}
+		}
 		v = append(v, skfs.Skill{Slug: p.Slug, Dir: dir, Version: p.Version})
 	}
 	return v, lost
