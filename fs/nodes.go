@@ -229,11 +229,12 @@ func (d *sessionDir) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, 
 	if d.sess.gone.Load() {
 		return nil, 0, syscall.ENOENT
 	}
-	d.sess.mu.RLock()
-	defer d.sess.mu.RUnlock()
-	list := make([]fuse.DirEntry, 0, len(d.sess.slugs))
-	for _, slug := range d.sess.slugs {
-		list = append(list, fuse.DirEntry{Name: slug, Mode: syscall.S_IFDIR, Ino: d.sess.grants[slug].ino(0)})
+	slugs := d.sess.listing()
+	list := make([]fuse.DirEntry, 0, len(slugs))
+	for _, slug := range slugs {
+		if g := d.sess.grant(slug); g != nil { // nil: revoked meanwhile
+			list = append(list, fuse.DirEntry{Name: slug, Mode: syscall.S_IFDIR, Ino: g.ino(0)})
+		}
 	}
 	return fusefs.NewListDirStream(list), 0, 0
 }

@@ -142,22 +142,52 @@ type Server struct {
 	unmounted bool
 }
 
-// session is the live view of one session.
+// session is the live view of one session. Its readable set is kept as
+// given (view); the grant of a skill, with its share of the version's tree,
+// is made when the kernel or a reader first reaches the skill, so a session
+// of 10,000 skills costs a map of them until it is walked.
 type session struct {
+	srv     *Server
 	id      string
 	dirIno  uint64
 	created time.Time
 	gone    atomic.Bool
 
 	mu     sync.RWMutex
-	grants map[string]*grant // by slug
-	slugs  []string          // sorted
+	view   map[string]Skill  // every readable skill, by slug
+	slugs  []string          // the view's slugs, sorted
+	grants map[string]*grant // by slug: the skills of view reached so far
 }
 
+// grant returns the session's grant of slug, made at first use; nil when
+// the session cannot read slug.
 func (ss *session) grant(slug string) *grant {
 	ss.mu.RLock()
+	g := ss.grants[slug]
+	_, readable := ss.view[slug]
+	ss.mu.RUnlock()
+	if g != nil || !readable {
+		return g
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if g := ss.grants[slug]; g != nil {
+		return g
+	}
+	sk, ok := ss.view[slug]
+	if !ok {
+		return nil
+	}
+	g = ss.srv.newGrant(ss.id, sk, nil)
+	ss.grants[slug] = g
+	return g
+}
+
+// listing returns the session's slugs (sorted; shared, read only).
+func (ss *session) listing() []string {
+	ss.mu.RLock()
 	defer ss.mu.RUnlock()
-	return ss.grants[slug]
+	return ss.slugs
 }
 
 // grant is one skill of one session at one version. Its id makes the inode
@@ -443,14 +473,18 @@ func (s *Server) SetSession(id string, v View) error {
 	s.update.Lock()
 	defer s.update.Unlock()
 
+	view := make(map[string]Skill, len(v))
+	slugs := make([]string, 0, len(v))
+	for _, sk := range v {
+		view[sk.Slug] = sk
+		slugs = append(slugs, sk.Slug)
+	}
+	slices.Sort(slugs)
+
 	ss := s.session(id)
 	if ss == nil {
-		ss = &session{id: id, dirIno: s.nextID.Add(1) << inoShift, created: time.Now(), grants: make(map[string]*grant, len(v))}
-		for _, sk := range v {
-			ss.grants[sk.Slug] = s.newGrant(id, sk, nil)
-			ss.slugs = append(ss.slugs, sk.Slug)
-		}
-		slices.Sort(ss.slugs)
+		ss = &session{srv: s, id: id, dirIno: s.nextID.Add(1) << inoShift, created: time.Now(),
+			view: view, slugs: slugs, grants: make(map[string]*grant)}
 		s.mu.Lock()
 		s.sessions[id] = ss
 		s.mu.Unlock()
@@ -458,35 +492,40 @@ func (s *Server) SetSession(id string, v View) error {
 		return nil
 	}
 
-	next := make(map[string]*grant, len(v))
-	slugs := make([]string, 0, len(v))
-	var added, swapped []string
-	var revoked, dropped []*grant
-	for _, sk := range v {
-		slugs = append(slugs, sk.Slug)
-		old := ss.grant(sk.Slug)
+	// One pass under the session's lock, so no grant made meanwhile by a
+	// lookup escapes the comparison.
+	var added []string
+	var revoked, dropped, swapped []*grant // swapped: the new grants
+	listingChanged := false
+	ss.mu.Lock()
+	next := make(map[string]*grant, len(ss.grants))
+	for _, slug := range slugs {
+		if _, ok := ss.view[slug]; !ok {
+			added = append(added, slug)
+		}
+	}
+	for _, slug := range ss.slugs {
+		if _, ok := view[slug]; !ok {
+			listingChanged = true
+		}
+	}
+	for slug, old := range ss.grants {
+		sk, ok := view[slug]
 		switch {
-		case old == nil:
-			next[sk.Slug] = s.newGrant(id, sk, nil)
-			added = append(added, sk.Slug)
+		case !ok:
+			old.lease.revoked.Store(true)
+			revoked = append(revoked, old)
+			dropped = append(dropped, old)
 		case old.skill.Dir == sk.Dir && old.skill.Version == sk.Version:
-			next[sk.Slug] = old
+			next[slug] = old
 		default:
-			next[sk.Slug] = s.newGrant(id, sk, old.lease)
-			swapped = append(swapped, sk.Slug)
+			g := s.newGrant(id, sk, old.lease)
+			next[slug] = g
+			swapped = append(swapped, g)
 			dropped = append(dropped, old)
 		}
 	}
-	slices.Sort(slugs)
-	ss.mu.Lock()
-	for slug, g := range ss.grants {
-		if next[slug] == nil {
-			g.lease.revoked.Store(true)
-			revoked = append(revoked, g)
-			dropped = append(dropped, g)
-		}
-	}
-	ss.grants, ss.slugs = next, slugs
+	ss.view, ss.slugs, ss.grants = view, slugs, next
 	ss.mu.Unlock()
 	for _, g := range dropped {
 		s.trees.release(g.ref)
@@ -505,9 +544,9 @@ func (s *Server) SetSession(id string, v View) error {
 		g.lease.retired = nil
 	}
 	if dir != nil {
-		for _, slug := range swapped {
-			l := next[slug].lease
-			if old := s.forget(dir, slug, false); old != nil {
+		for _, g := range swapped {
+			l := g.lease
+			if old := s.forget(dir, g.skill.Slug, false); old != nil {
 				l.retired = append(l.retired, old)
 			}
 			// Versions nobody holds any more need no purge later.
@@ -516,7 +555,7 @@ func (s *Server) SetSession(id string, v View) error {
 		for _, slug := range added {
 			dir.NotifyEntry(slug)
 		}
-		if len(added)+len(swapped)+len(revoked) > 0 {
+		if listingChanged || len(added)+len(swapped)+len(revoked) > 0 {
 			// The kernel may cache the session's listing (see noOpendir).
 			if errno := dir.NotifyContent(0, 0); errno != 0 && errno != syscall.ENOENT {
 				s.log.Debug("invalidate session listing", "session", id, "errno", errno)
@@ -543,7 +582,7 @@ func (s *Server) RemoveSession(id string) {
 	ss.gone.Store(true)
 	ss.mu.Lock()
 	grants := ss.grants
-	ss.grants, ss.slugs = nil, nil
+	ss.view, ss.slugs, ss.grants = nil, nil, nil
 	ss.mu.Unlock()
 	for _, g := range grants {
 		g.lease.revoked.Store(true)
@@ -714,13 +753,7 @@ func (s *Server) ViewFS(id string) (iofs.FS, error) {
 	if ss == nil {
 		return nil, fmt.Errorf("view of session %q: %w", id, skills.ErrNotFound)
 	}
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	v := &viewFS{byslug: make(map[string]*grant, len(ss.slugs)), slugs: slices.Clone(ss.slugs)}
-	for slug, g := range ss.grants {
-		v.byslug[slug] = g
-	}
-	return v, nil
+	return &viewFS{slugs: ss.listing(), grant: ss.grant}, nil
 }
 
 // Requests returns how many requests of each kind (Req*) the kernel has

@@ -20,12 +20,13 @@ import (
 // Version directories are walked at first use.
 func NewViewFS(v View) iofs.FS {
 	var trees treeCache
-	vf := &viewFS{byslug: make(map[string]*grant, len(v))}
+	byslug := make(map[string]*grant, len(v))
+	vf := &viewFS{grant: func(slug string) *grant { return byslug[slug] }}
 	for _, sk := range v {
-		if !validName(sk.Slug) || strings.HasPrefix(sk.Slug, HiddenPrefix) || vf.byslug[sk.Slug] != nil {
+		if !validName(sk.Slug) || strings.HasPrefix(sk.Slug, HiddenPrefix) || byslug[sk.Slug] != nil {
 			continue
 		}
-		vf.byslug[sk.Slug] = &grant{skill: sk, ref: trees.acquire(sk.Dir), lease: &lease{}}
+		byslug[sk.Slug] = &grant{skill: sk, ref: trees.acquire(sk.Dir), lease: &lease{}}
 		vf.slugs = append(vf.slugs, sk.Slug)
 	}
 	slices.Sort(vf.slugs)
@@ -34,8 +35,8 @@ func NewViewFS(v View) iofs.FS {
 
 // viewFS is the io/fs.FS of a view.
 type viewFS struct {
-	slugs  []string
-	byslug map[string]*grant
+	slugs []string                 // sorted
+	grant func(slug string) *grant // nil when slug cannot be read
 }
 
 var (
@@ -49,7 +50,7 @@ func (v *viewFS) resolve(op, name string) (*grant, *tree, int32, error) {
 		return nil, nil, 0, &iofs.PathError{Op: op, Path: name, Err: iofs.ErrInvalid}
 	}
 	slug, rest, _ := strings.Cut(name, "/")
-	g := v.byslug[slug]
+	g := v.grant(slug)
 	if g == nil || g.revoked() {
 		return nil, nil, 0, &iofs.PathError{Op: op, Path: name, Err: iofs.ErrNotExist}
 	}
@@ -114,7 +115,7 @@ func (v *viewFS) ReadDir(name string) ([]iofs.DirEntry, error) {
 func (v *viewFS) rootEntries() []iofs.DirEntry {
 	list := make([]iofs.DirEntry, 0, len(v.slugs))
 	for _, slug := range v.slugs {
-		if g := v.byslug[slug]; !g.revoked() {
+		if g := v.grant(slug); g != nil && !g.revoked() {
 			list = append(list, slugEntry{g: g})
 		}
 	}

@@ -36,14 +36,8 @@ func TestInodesPerSession(t *testing.T) {
 	a := setSession(t, srv, "sess-a", View{st.alpha1, st.beta1})
 	b := setSession(t, srv, "sess-b", View{st.alpha1})
 
-	srv.trees.mu.Lock()
-	ref := srv.trees.m[st.alpha1.Dir]
-	srv.trees.mu.Unlock()
-	if ref == nil || ref.t.Load() != nil {
-		t.Fatalf("version tree %v: want known but not walked before first use", ref)
-	}
-	if n := srv.trees.len(); n != 2 {
-		t.Errorf("cached trees = %d, want 2 (alpha shared, beta)", n)
+	if n := srv.trees.len(); n != 0 {
+		t.Fatalf("cached trees = %d before first use, want none (grants are made when reached)", n)
 	}
 
 	seen := make(map[uint64]string)
@@ -63,11 +57,14 @@ func TestInodesPerSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ref.t.Load() == nil {
-		t.Error("version tree not walked after use")
+	srv.trees.mu.Lock()
+	ref := srv.trees.m[st.alpha1.Dir]
+	srv.trees.mu.Unlock()
+	if ref == nil || ref.t.Load() == nil {
+		t.Fatal("version tree not walked after use")
 	}
-	if got := srv.trees.m[st.alpha1.Dir]; got != ref {
-		t.Error("sessions sharing a version do not share its tree")
+	if n := srv.trees.len(); n != 2 {
+		t.Errorf("cached trees = %d, want 2 (alpha shared by both sessions, beta)", n)
 	}
 	if ino(t, a+"/alpha/SKILL.md") == ino(t, b+"/alpha/SKILL.md") {
 		t.Error("the same file in two sessions has one inode number")
@@ -426,4 +423,85 @@ func TestSessionListingFollowsTheView(t *testing.T) {
 	if got := readDirNames(t, dir); !slices.Equal(got, []string{"beta"}) {
 		t.Errorf("listing after revoking alpha: %q", got)
 	}
+}
+
+// TestSkillsNotYetReached: a skill of a session that nothing has looked at
+// yet holds no grant, is revoked, restored and swapped like any other, and
+// a view changing while readers race it leaves no tree behind once the
+// sessions are gone.
+func TestSkillsNotYetReached(t *testing.T) {
+	st := newStore(t)
+	srv := mountTest(t, Options{})
+	dir := setSession(t, srv, "s", View{st.alpha1, st.beta1, st.gamma1})
+	if _, err := os.ReadFile(filepath.Join(dir, "alpha", "SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.trees.len(); n != 1 {
+		t.Fatalf("trees after reading alpha only: %d, want 1", n)
+	}
+	// beta, never reached, is revoked; gamma stays; alpha moves on.
+	if err := srv.SetSession("s", View{st.alpha2, st.gamma1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "beta")); !errors.Is(err, iofs.ErrNotExist) {
+		t.Fatalf("stat of a revoked skill never reached: %v, want ENOENT", err)
+	}
+	if got := listNames(t, dir); !slices.Equal(got, []string{"alpha", "gamma"}) {
+		t.Fatalf("listing %q, want [alpha gamma]", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "alpha", "SKILL.md")); err != nil || !strings.Contains(string(b), "alpha version two") {
+		t.Fatalf("alpha after the swap: %q, %v", b, err)
+	}
+	if err := srv.SetSession("s", View{st.alpha2, st.beta1, st.gamma1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(filepath.Join(dir, "beta", "SKILL.md")); err != nil {
+		t.Fatalf("beta granted again: %v", err)
+	}
+
+	// Readers race view changes; afterwards nothing is held.
+	views := []View{{st.alpha1, st.beta1}, {st.beta1, st.gamma1}, {st.alpha2}, {st.alpha1, st.beta1, st.gamma1}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				slug := []string{"alpha", "beta", "gamma"}[(r+i)%3]
+				os.ReadFile(filepath.Join(dir, slug, "SKILL.md"))
+				os.ReadDir(dir)
+			}
+		}()
+	}
+	for i := range 200 {
+		if err := srv.SetSession("s", views[i%len(views)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	srv.RemoveSession("s")
+	if n := srv.trees.len(); n != 0 {
+		t.Fatalf("trees held after the session is gone: %d, want 0", n)
+	}
+}
+
+// listNames lists a directory's names, sorted.
+func listNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
 }

@@ -126,9 +126,11 @@ func (s *Store) VersionPath(slug, hash string) string {
 	if checkStoreName("slug", slug) != nil || checkStoreName("hash", hash) != nil {
 		return ""
 	}
-	// Both names are single clean path elements: no Join (and Clean)
-	// needed, which counts for a session of 10,000 skills.
-	return s.skillsDir() + string(filepath.Separator) + slug + string(filepath.Separator) + hash
+	// Both names are single clean path elements and Root is clean
+	// (OpenStore): no Join and Clean needed, which counts for a session of
+	// 10,000 skills.
+	const sep = string(filepath.Separator)
+	return s.Root + sep + storeSkillsDir + sep + slug + sep + hash
 }
 
 // Publish moves the staged tree, which must lie inside the store's staging

@@ -120,14 +120,22 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
 	v, lost := d.view(pins)
-	if err := d.cat.DB().CreateSession(ctx, s); err != nil {
+	// The durable commit and serving the view overlap: the id is known to
+	// no one until this returns, and whichever fails undoes the other.
+	stored := make(chan error, 1)
+	go func() { stored <- d.cat.DB().CreateSession(ctx, s) }()
+	serr := d.fs.SetSession(s.ID, v)
+	if err := <-stored; err != nil {
+		if serr == nil {
+			d.fs.RemoveSession(s.ID)
+		}
 		return nil, err
 	}
-	if err := d.fs.SetSession(s.ID, v); err != nil {
+	if serr != nil {
 		if cerr := d.cat.DB().CloseSession(ctx, s.ID); cerr != nil {
 			d.log.Error("close a session that could not be served", "session", s.ID, "err", cerr)
 		}
-		return nil, fmt.Errorf("serve session: %w", err)
+		return nil, fmt.Errorf("serve session: %w", serr)
 	}
 	d.log.Info("session created", "session", s.ID, "user", u.UID, "skills", len(pins))
 	info := d.info(s, nil)
