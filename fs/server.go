@@ -399,24 +399,26 @@ func validName(name string) bool {
 		!strings.ContainsAny(name, "/\x00")
 }
 
-// checkView validates a view before anything changes.
-func (s *Server) checkView(v View) error {
-	seen := make(map[string]bool, len(v))
+// checkView validates a view before anything changes and returns it by
+// slug.
+func (s *Server) checkView(v View) (map[string]Skill, error) {
+	view := make(map[string]Skill, len(v))
 	for _, sk := range v {
 		switch {
 		case !validName(sk.Slug) || strings.HasPrefix(sk.Slug, HiddenPrefix):
-			return fmt.Errorf("check view: slug %q is not a valid name: %w", sk.Slug, skills.ErrInvalid)
-		case seen[sk.Slug]:
-			return fmt.Errorf("check view: slug %q appears twice: %w", sk.Slug, skills.ErrInvalid)
+			return nil, fmt.Errorf("check view: slug %q is not a valid name: %w", sk.Slug, skills.ErrInvalid)
 		case sk.Dir == "":
-			return fmt.Errorf("check view: skill %q has no version directory: %w", sk.Slug, skills.ErrInvalid)
+			return nil, fmt.Errorf("check view: skill %q has no version directory: %w", sk.Slug, skills.ErrInvalid)
 		}
-		seen[sk.Slug] = true
+		if _, dup := view[sk.Slug]; dup {
+			return nil, fmt.Errorf("check view: slug %q appears twice: %w", sk.Slug, skills.ErrInvalid)
+		}
 		if _, err := s.VersionDir(sk.Dir); err != nil {
-			return fmt.Errorf("check view: skill %q: %w", sk.Slug, err)
+			return nil, fmt.Errorf("check view: skill %q: %w", sk.Slug, err)
 		}
+		view[sk.Slug] = sk
 	}
-	return nil
+	return view, nil
 }
 
 // VersionDir checks that dir, a version directory, exists and is a
@@ -467,16 +469,15 @@ func (s *Server) SetSession(id string, v View) error {
 	if !validName(id) {
 		return fmt.Errorf("set session %q: not a valid name: %w", id, skills.ErrInvalid)
 	}
-	if err := s.checkView(v); err != nil {
+	view, err := s.checkView(v)
+	if err != nil {
 		return fmt.Errorf("set session %q: %w", id, err)
 	}
 	s.update.Lock()
 	defer s.update.Unlock()
 
-	view := make(map[string]Skill, len(v))
 	slugs := make([]string, 0, len(v))
 	for _, sk := range v {
-		view[sk.Slug] = sk
 		slugs = append(slugs, sk.Slug)
 	}
 	slices.Sort(slugs)

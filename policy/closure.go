@@ -37,11 +37,12 @@ type Skipped struct {
 // chains and cycles saved by an older catalog cost neither stack nor time.
 func Closure(roots []string, lookup func(slug string) *skills.Skill, visible func(*skills.Skill) bool) (readable []string, skipped []Skipped) {
 	type item struct{ slug, via string }
-	placed := make(map[string]bool)
+	placed := make(map[string]bool, len(roots))
 	refused := make(map[string]bool)
 	// The stack holds pending items, next on top. Marking on pop rather than
 	// on push is what makes this match recursive pre-order.
 	stack := make([]item, 0, len(roots))
+	readable = make([]string, 0, len(roots))
 	for _, r := range slices.Backward(roots) {
 		stack = append(stack, item{slug: r})
 	}
