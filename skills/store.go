@@ -111,10 +111,20 @@ func (s *Store) NewStaging() (string, error) {
 // name a hidden one. Callers validate slugs properly; this is defence in
 // depth for the filesystem layout.
 func checkStoreName(kind, name string) error {
-	switch {
-	case name == "":
+	if name == "" {
 		return fmt.Errorf("empty %s: %w", kind, ErrUnsafePath)
-	case strings.ContainsAny(name, "/\\\x00"), strings.Contains(name, ".."), name[0] == '.':
+	}
+	// One pass over the bytes: this runs for every skill of a session.
+	unsafe := name[0] == '.'
+	for i := 0; i < len(name) && !unsafe; i++ {
+		switch name[i] {
+		case '/', '\\', 0:
+			unsafe = true
+		case '.':
+			unsafe = i+1 < len(name) && name[i+1] == '.'
+		}
+	}
+	if unsafe {
 		return fmt.Errorf("%s %q: %w", kind, name, ErrUnsafePath)
 	}
 	return nil

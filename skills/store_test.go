@@ -245,3 +245,22 @@ func TestPublishRace(t *testing.T) {
 		t.Errorf("published version hashes to %s, %v", got, err)
 	}
 }
+
+// TestStoreNames: a slug or hash that could leave its folder or name a
+// hidden one has no version path.
+func TestStoreNames(t *testing.T) {
+	s := &Store{Root: "/store"}
+	for _, bad := range []string{"", ".", "..", ".hidden", "a/b", `a\b`, "a\x00b", "a..b", "a.."} {
+		if p := s.VersionPath(bad, "h"); p != "" {
+			t.Errorf("slug %q: path %q, want none", bad, p)
+		}
+		if p := s.VersionPath("s", bad); p != "" {
+			t.Errorf("hash %q: path %q, want none", bad, p)
+		}
+	}
+	for _, good := range []string{"a", "pdf-tools", "a.b", "v1.2", "x_y"} {
+		if p, want := s.VersionPath(good, "h1"), "/store/skills/"+good+"/h1"; p != want {
+			t.Errorf("slug %q: path %q, want %q", good, p, want)
+		}
+	}
+}
