@@ -413,9 +413,11 @@ func (s *Server) checkView(v View) (map[string]Skill, error) {
 		if _, dup := view[sk.Slug]; dup {
 			return nil, fmt.Errorf("check view: slug %q appears twice: %w", sk.Slug, skills.ErrInvalid)
 		}
-		if _, err := s.VersionDir(sk.Dir); err != nil {
+		dir, err := s.VersionDir(sk.Dir)
+		if err != nil {
 			return nil, fmt.Errorf("check view: skill %q: %w", sk.Slug, err)
 		}
+		sk.Dir = dir // the copy every view of the version shares
 		view[sk.Slug] = sk
 	}
 	return view, nil

@@ -33,15 +33,33 @@ func checkPins(pins []skills.Pin) error {
 // encodePins is the stored form of a readable set: a JSON list of
 // [slug, version] in closure order.
 func encodePins(pins []skills.Pin) (string, error) {
-	list := make([][2]string, len(pins))
+	b := make([]byte, 0, len(pins)*96+2)
+	b = append(b, '[')
 	for i, p := range pins {
-		list[i] = [2]string{p.Slug, p.Version}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONString(b, p.Slug)
+		b = append(b, ',')
+		b = appendJSONString(b, p.Version)
+		b = append(b, ']')
 	}
-	data, err := json.Marshal(list)
-	if err != nil {
-		return "", fmt.Errorf("encode pins: %w", err)
+	return string(append(b, ']')), nil
+}
+
+// appendJSONString appends s as a JSON string: as it is when it needs no
+// escaping (slugs and hashes never do), else as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
 	}
-	return string(data), nil
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func decodePins(stored string) ([]skills.Pin, error) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"skillfs/skills"
 )
@@ -348,4 +350,25 @@ func TestCloseSessionAndMounts(t *testing.T) {
 		t.Fatalf("second close moved closed_at to %v (%v)", got.ClosedAt, err)
 	}
 	wantErr(t, "CloseSession missing", db.CloseSession(ctx, "missing"), skills.ErrNotFound)
+}
+
+// FuzzPins: any readable set comes back from its stored form as it was.
+func FuzzPins(f *testing.F) {
+	f.Add("pdf", "0123abcd", "b\"\\\n\x00é", "")
+	f.Fuzz(func(t *testing.T, s1, v1, s2, v2 string) {
+		pins := []skills.Pin{{Slug: s1, Version: v1}, {Slug: s2, Version: v2}}
+		stored, err := encodePins(pins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decodePins(stored)
+		if err != nil {
+			t.Fatalf("decode %q: %v", stored, err)
+		}
+		// JSON carries text: invalid UTF-8 comes back replaced, as
+		// encoding/json does; everything else exactly.
+		if utf8.ValidString(s1) && utf8.ValidString(v1) && utf8.ValidString(s2) && utf8.ValidString(v2) && !slices.Equal(back, pins) {
+			t.Fatalf("pins %q came back as %q (stored %q)", pins, back, stored)
+		}
+	})
 }

@@ -125,7 +125,7 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 	if v, err := d.fs.ViewFS(s.ID); err == nil {
 		return v
 	}
-	v, _ := d.view(s.Pins)
+	v, _ := d.presentView(s.Pins)
 	return skfs.NewViewFS(v)
 }
 

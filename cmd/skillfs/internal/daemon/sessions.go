@@ -119,12 +119,11 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	}
 	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
-	v, lost := d.view(pins)
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
 	stored := make(chan error, 1)
 	go func() { stored <- d.cat.DB().CreateSession(ctx, s) }()
-	serr := d.fs.SetSession(s.ID, v)
+	lost, serr := d.serveView(s.ID, pins)
 	if err := <-stored; err != nil {
 		if serr == nil {
 			d.fs.RemoveSession(s.ID)
@@ -143,39 +142,66 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	return info, nil
 }
 
-// view is what the filesystem serves for pins: every pinned version whose
-// content is in the store. A pinned version without content (lost, or in
-// the quarantine) is left out, logged and reported, rather than keeping the
-// whole session from being served.
-func (d *Daemon) view(pins []skills.Pin) (skfs.View, []Skipped) {
-	// Every view of a version shares its strings, so that ten thousand
-	// sessions of a few versions hold a few copies: the directory's from
-	// VersionDir, the slug's and version's from the in-memory catalog
-	// while the pin is its current version.
+// serveView serves pins as the view of session id. The filesystem checks
+// that every pinned version is in the store (once per version, see
+// fs.VersionDir); if one is not (lost, or in the quarantine), the view is
+// served without it, logged and reported, rather than keeping the whole
+// session from being served.
+func (d *Daemon) serveView(id string, pins []skills.Pin) ([]Skipped, error) {
+	err := d.fs.SetSession(id, d.view(pins))
+	if err == nil {
+		return nil, nil
+	}
+	v, lost := d.presentView(pins)
+	if len(lost) == 0 {
+		return nil, err
+	}
+	return lost, d.fs.SetSession(id, v)
+}
+
+// view is the view of pins, unchecked. Views of a version share its
+// strings, so that ten thousand sessions of a few versions hold a few
+// copies: the directory's through the filesystem, the slug's and version's
+// from the in-memory catalog while the pin is its skill's current version.
+func (d *Daemon) view(pins []skills.Pin) skfs.View {
 	set, err := d.cat.DB().SkillSet(context.Background())
 	if err != nil {
 		set = nil // then each view keeps its own copies
 	}
 	v := make(skfs.View, 0, len(pins))
-	var lost []Skipped
 	for _, p := range pins {
-		dir := d.cat.VersionPath(p.Slug, p.Version)
-		if dir != "" {
-			dir, _ = d.fs.VersionDir(dir)
-		}
-		if dir == "" {
-			d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", p.Slug, "version", p.Version)
-			lost = append(lost, Skipped{Slug: p.Slug, Reason: "its content is missing from the store"})
-			continue
-		}
 		if set != nil {
 			if sk := set.Get(p.Slug); sk != nil && sk.Version == p.Version {
 				p = skills.Pin{Slug: sk.Slug, Version: sk.Version}
 			}
 		}
-		v = append(v, skfs.Skill{Slug: p.Slug, Dir: dir, Version: p.Version})
+		v = append(v, skfs.Skill{Slug: p.Slug, Dir: d.cat.VersionPath(p.Slug, p.Version), Version: p.Version})
+	}
+	return v
+}
+
+// presentView is the view of the pins whose content is in the store, and
+// the pins left out.
+func (d *Daemon) presentView(pins []skills.Pin) (skfs.View, []Skipped) {
+	v := make(skfs.View, 0, len(pins))
+	var lost []Skipped
+	for _, sk := range d.view(pins) {
+		if sk.Dir == "" {
+			lost = append(lost, d.lost(sk.Slug, sk.Version))
+			continue
+		}
+		if _, err := d.fs.VersionDir(sk.Dir); err != nil {
+			lost = append(lost, d.lost(sk.Slug, sk.Version))
+			continue
+		}
+		v = append(v, sk)
 	}
 	return v, lost
+}
+
+func (d *Daemon) lost(slug, version string) Skipped {
+	d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", slug, "version", version)
+	return Skipped{Slug: slug, Reason: "its content is missing from the store"}
 }
 
 func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
@@ -271,8 +297,8 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
 		return nil, err
 	}
-	v, lost := d.view(pins)
-	if err := d.fs.SetSession(id, v); err != nil {
+	lost, err := d.serveView(id, pins)
+	if err != nil {
 		return nil, err
 	}
 	skipped = append(skipped, fromSkipped(lost)...)
@@ -374,8 +400,7 @@ func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
 			if len(gone) == 0 && !serve {
 				continue
 			}
-			v, _ := d.view(kept)
-			if err := d.fs.SetSession(s.ID, v); err != nil {
+			if _, err := d.serveView(s.ID, kept); err != nil {
 				if serve {
 					return n, fmt.Errorf("restore session %s: %w", s.ID, err)
 				}
