@@ -748,15 +748,16 @@ func (s *Server) Wait() { <-s.done }
 // Wait returns. A server whose mount ends without Unmount has lost it.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// ViewFS returns the current view of a session as an io/fs.FS, with the same
-// hiding and confinement rules as the mount and sharing its version trees.
-// Skills revoked later fail to open through it too.
+// ViewFS returns the view of a session as an io/fs.FS, with the same hiding
+// and confinement rules as the mount and sharing its version trees. It
+// follows the session as the mount does: skills revoked later fail to open
+// through it, skills granted later appear.
 func (s *Server) ViewFS(id string) (iofs.FS, error) {
 	ss := s.session(id)
 	if ss == nil {
 		return nil, fmt.Errorf("view of session %q: %w", id, skills.ErrNotFound)
 	}
-	return &viewFS{slugs: ss.listing(), grant: ss.grant}, nil
+	return &viewFS{list: ss.listing, grant: ss.grant}, nil
 }
 
 // Requests returns how many requests of each kind (Req*) the kernel has

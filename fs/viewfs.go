@@ -21,21 +21,22 @@ import (
 func NewViewFS(v View) iofs.FS {
 	var trees treeCache
 	byslug := make(map[string]*grant, len(v))
-	vf := &viewFS{grant: func(slug string) *grant { return byslug[slug] }}
+	var slugs []string
+	vf := &viewFS{grant: func(slug string) *grant { return byslug[slug] }, list: func() []string { return slugs }}
 	for _, sk := range v {
 		if !validName(sk.Slug) || strings.HasPrefix(sk.Slug, HiddenPrefix) || byslug[sk.Slug] != nil {
 			continue
 		}
 		byslug[sk.Slug] = &grant{skill: sk, ref: trees.acquire(sk.Dir), lease: &lease{}}
-		vf.slugs = append(vf.slugs, sk.Slug)
+		slugs = append(slugs, sk.Slug)
 	}
-	slices.Sort(vf.slugs)
+	slices.Sort(slugs)
 	return vf
 }
 
 // viewFS is the io/fs.FS of a view.
 type viewFS struct {
-	slugs []string                 // sorted
+	list  func() []string          // the slugs, sorted
 	grant func(slug string) *grant // nil when slug cannot be read
 }
 
@@ -113,8 +114,9 @@ func (v *viewFS) ReadDir(name string) ([]iofs.DirEntry, error) {
 }
 
 func (v *viewFS) rootEntries() []iofs.DirEntry {
-	list := make([]iofs.DirEntry, 0, len(v.slugs))
-	for _, slug := range v.slugs {
+	slugs := v.list()
+	list := make([]iofs.DirEntry, 0, len(slugs))
+	for _, slug := range slugs {
 		if g := v.grant(slug); g != nil && !g.revoked() {
 			list = append(list, slugEntry{g: g})
 		}

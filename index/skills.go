@@ -297,8 +297,8 @@ func (db *DB) UpdateSkill(ctx context.Context, slug string, fn func(*skills.Skil
 	return out, nil
 }
 
-// DeleteSkill removes slug, all its versions and every session's pin of it,
-// and returns the removed versions (newest first) so the caller can remove
+// DeleteSkill removes slug, all its versions and every open session's pin of
+// it (closed sessions keep theirs, as history), and returns the removed versions (newest first) so the caller can remove
 // their content. Activations of the skill stay as history.
 func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, error) {
 	var vs []*skills.Version

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 // past a share of it.
 type SkillSet struct {
 	seq  int64                    // the last change it includes (skill_changes.seq)
+	last string                   // the slug that change was logged for
 	base *skillBase               // shared with earlier and later sets
 	over map[string]*skills.Skill // changed since base: nil for deleted
 	n    int                      // number of skills
@@ -103,34 +105,46 @@ func (db *DB) SkillSet(ctx context.Context) (*SkillSet, error) {
 	var next *SkillSet
 	err := db.read(ctx, func(tx *sql.Tx) error {
 		var seq int64
-		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(seq), 0) FROM skill_changes").Scan(&seq); err != nil {
+		var last string // the slug logged at seq
+		err := tx.QueryRowContext(ctx, "SELECT seq, slug FROM skill_changes ORDER BY seq DESC LIMIT 1").Scan(&seq, &last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		reload := func() error {
+			all, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
+			if err == nil {
+				next = newSkillSet(seq, last, all)
+			}
 			return err
 		}
 		cur := c.set
 		switch {
-		case cur != nil && seq == cur.seq:
+		case cur != nil && seq == cur.seq && last == cur.last:
 			next = cur
 			return nil
-		case cur == nil || seq < cur.seq:
-			// First use, or an index that went back (replaced by a copy).
-			all, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
-			if err != nil {
-				return err
-			}
-			next = newSkillSet(seq, all)
-			return nil
+		case cur == nil || seq <= cur.seq:
+			// First use, or an index that went back (a copy restored).
+			return reload()
 		}
 		changed, err := queryAll(ctx, tx, scanString, "SELECT slug FROM skill_changes WHERE seq > ? ORDER BY seq", cur.seq)
 		if err != nil {
 			return err
 		}
-		if len(changed)*reloadAbove > cur.Len()+reloadAbove {
-			all, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
-			if err != nil {
+		// The log must go on from what the set saw: its last entry is
+		// still there, or was logged again since. Otherwise the index was
+		// replaced by a copy whose numbers merely passed ours.
+		if cur.seq > 0 && !slices.Contains(changed, cur.last) {
+			var at string
+			err := tx.QueryRowContext(ctx, "SELECT slug FROM skill_changes WHERE seq = ?", cur.seq).Scan(&at)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			next = newSkillSet(seq, all)
-			return nil
+			if at != cur.last {
+				return reload()
+			}
+		}
+		if len(changed)*reloadAbove > cur.Len()+reloadAbove {
+			return reload()
 		}
 		list, err := json.Marshal(changed)
 		if err != nil {
@@ -140,7 +154,7 @@ func (db *DB) SkillSet(ctx context.Context) (*SkillSet, error) {
 		if err != nil {
 			return err
 		}
-		next = cur.apply(seq, changed, rows)
+		next = cur.apply(seq, last, changed, rows)
 		return nil
 	})
 	if err != nil {
@@ -150,12 +164,12 @@ func (db *DB) SkillSet(ctx context.Context) (*SkillSet, error) {
 	return next, nil
 }
 
-func newSkillSet(seq int64, sorted []*skills.Skill) *SkillSet {
+func newSkillSet(seq int64, last string, sorted []*skills.Skill) *SkillSet {
 	b := &skillBase{bySlug: make(map[string]*skills.Skill, len(sorted)), sorted: sorted}
 	for _, sk := range sorted {
 		b.bySlug[sk.Slug] = sk
 	}
-	return &SkillSet{seq: seq, base: b, n: len(sorted)}
+	return &SkillSet{seq: seq, last: last, base: b, n: len(sorted)}
 }
 
 // foldAbove is how many changes a set carries over its base (at least; a
@@ -165,7 +179,7 @@ var foldAbove = 64
 
 // apply returns a new set: s with the changed slugs replaced by rows (a
 // changed slug without a row was deleted).
-func (s *SkillSet) apply(seq int64, changed []string, rows []*skills.Skill) *SkillSet {
+func (s *SkillSet) apply(seq int64, last string, changed []string, rows []*skills.Skill) *SkillSet {
 	over := make(map[string]*skills.Skill, len(s.over)+len(changed))
 	for k, sk := range s.over {
 		over[k] = sk
@@ -176,7 +190,7 @@ func (s *SkillSet) apply(seq int64, changed []string, rows []*skills.Skill) *Ski
 	for _, sk := range rows {
 		over[sk.Slug] = sk
 	}
-	next := &SkillSet{seq: seq, base: s.base, over: over}
+	next := &SkillSet{seq: seq, last: last, base: s.base, over: over}
 	next.n = len(s.base.sorted)
 	for slug, sk := range over {
 		_, inBase := s.base.bySlug[slug]
@@ -188,7 +202,7 @@ func (s *SkillSet) apply(seq int64, changed []string, rows []*skills.Skill) *Ski
 		}
 	}
 	if len(over) > max(foldAbove, len(s.base.sorted)/16) {
-		return newSkillSet(seq, next.merged())
+		return newSkillSet(seq, last, next.merged())
 	}
 	return next
 }

@@ -1,8 +1,12 @@
 package index
 
 import (
+	"database/sql"
+	"slices"
+
 	"context"
 	"fmt"
+	"github.com/mattn/go-sqlite3"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -140,4 +144,102 @@ func TestSkillsReturnsCopies(t *testing.T) {
 	if again[0].Name == "changed" {
 		t.Fatal("a change to a returned skill leaked into the catalog")
 	}
+}
+
+// TestSkillSetSeesARestoredCopy: an index replaced in place by an older
+// copy of itself (the backup API, as `sqlite3 .restore` does) whose change
+// numbers then pass the ones a handle saw is read again in full, not
+// patched with the newest changes only.
+func TestSkillSetSeesARestoredCopy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "index.db")
+	w, r := openAt(t, path), openAt(t, path)
+	ctx := context.Background()
+	insertSkill(t, w, "a", "h1")
+	insertSkill(t, w, "b", "h1")
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := w.w.ExecContext(ctx, "VACUUM INTO ?", backup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.DeleteSkill(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	insertSkill(t, w, "c", "h1")
+	if set, err := r.SkillSet(ctx); err != nil || !slices.Equal(slugsOf(set), []string{"a", "c"}) {
+		t.Fatalf("before the restore: %v, %v", slugsOf(set), err)
+	}
+	restore(t, w, backup)
+	insertSkill(t, w, "d", "h1")
+	insertSkill(t, w, "e", "h1")
+	for range 2 { // the same number of changes, then more
+		set, err := r.SkillSet(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, "after the restore", set.All(), fullRead(t, w))
+		insertSkill(t, w, fmt.Sprintf("f%d", set.Len()), "h1")
+	}
+}
+
+func slugsOf(set *SkillSet) []string {
+	var out []string
+	for _, s := range set.All() {
+		out = append(out, s.Slug)
+	}
+	return out
+}
+
+// restore copies the database at from over db's, in place.
+func restore(t *testing.T, db *DB, from string) {
+	t.Helper()
+	src, err := sql.Open("sqlite3", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx := context.Background()
+	sc, err := src.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	dc, err := db.w.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	err = dc.Raw(func(d any) error {
+		return sc.Raw(func(s any) error {
+			bk, err := d.(*sqlite3.SQLiteConn).Backup("main", s.(*sqlite3.SQLiteConn), "main")
+			if err != nil {
+				return err
+			}
+			if _, err := bk.Step(-1); err != nil {
+				bk.Finish()
+				return err
+			}
+			return bk.Finish()
+		})
+	})
+	if err != nil {
+		t.Fatalf("restore %s: %v", from, err)
+	}
+}
+
+// TestChangeTriggersExist: the triggers that keep skill_changes are in the
+// schema (a migration that rebuilds the skills table must make them again).
+func TestChangeTriggersExist(t *testing.T) {
+	db := openTest(t)
+	var names []string
+	rows, err := db.r.Query("SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'skills' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		names = append(names, n)
+	}
+	mustEqual(t, "triggers on skills", names, []string{"skills_changed_delete", "skills_changed_insert", "skills_changed_update"})
 }

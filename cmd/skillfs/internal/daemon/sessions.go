@@ -121,6 +121,9 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 		Pins: pins, CreatedAt: time.Now().UTC()}
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
+	// Neither the commit nor the undoing of a half-made session stops
+	// because the client went away.
+	ctx = context.WithoutCancel(ctx)
 	stored := make(chan error, 1)
 	go func() { stored <- d.cat.DB().CreateSession(ctx, s) }()
 	lost, serr := d.serveView(s.ID, pins)
