@@ -21,6 +21,21 @@ type Catalog struct {
 	Tools map[string]bool // registered tool names
 	MCPs  map[string]bool // registered MCP server names
 	Users []skills.User   // known users, for department membership and roles
+	// LookupUser, when set, finds a user by uid instead of Users, so a
+	// check reads only the users it names.
+	LookupUser func(uid string) (skills.User, bool)
+}
+
+// userLookup returns how the checks find a user.
+func (c Catalog) userLookup() func(uid string) (skills.User, bool) {
+	if c.LookupUser != nil {
+		return c.LookupUser
+	}
+	users := userIndex(c.Users)
+	return func(uid string) (skills.User, bool) {
+		u, ok := users[uid]
+		return u, ok
+	}
 }
 
 // SkillSource is a catalog's skills, read only.
@@ -91,7 +106,7 @@ func ValidateDependencies(c Catalog, s *skills.Skill) error {
 	if s == nil {
 		return fmt.Errorf("check dependencies: no skill given: %w", skills.ErrInvalid)
 	}
-	users := userIndex(c.Users)
+	users := c.userLookup()
 	var problems []string
 	deps := uniq(s.SkillDependencies)
 	for _, dep := range deps {
@@ -149,7 +164,7 @@ func Dependents(c Catalog, slug string) []string {
 // deleted. Use it before a delete, a disable or a narrower share. Problems are
 // reported as "needed by a: ..." in a *DependencyError for slug.
 func CheckDependents(c Catalog, slug string, next *skills.Skill) error {
-	users := userIndex(c.Users)
+	users := c.userLookup()
 	var problems []string
 	for _, k := range Dependents(c, slug) {
 		if next == nil {
@@ -167,7 +182,7 @@ func CheckDependents(c Catalog, slug string, next *skills.Skill) error {
 }
 
 // depProblems returns why d, the skill named dep, cannot be a dependency of s.
-func depProblems(users map[string]skills.User, s *skills.Skill, dep string, d *skills.Skill) []string {
+func depProblems(users func(string) (skills.User, bool), s *skills.Skill, dep string, d *skills.Skill) []string {
 	var out []string
 	if !d.Enabled {
 		out = append(out, fmt.Sprintf("skill dependency %q is disabled", dep))
@@ -182,7 +197,7 @@ func depProblems(users map[string]skills.User, s *skills.Skill, dep string, d *s
 // uncoveredReaders names the readers of s who may not read d. Departments are
 // compared by id, since their future members are unknown; users are judged
 // one by one with Permission, so roles, departments and d's creator count.
-func uncoveredReaders(users map[string]skills.User, s, d *skills.Skill) []string {
+func uncoveredReaders(users func(string) (skills.User, bool), s, d *skills.Skill) []string {
 	if d.SourceType == skills.SourceBuiltin || d.Share.Read.Kind == skills.ScopeGlobal || d.Share.Manage.Kind == skills.ScopeGlobal {
 		return nil
 	}
@@ -213,7 +228,7 @@ func uncoveredReaders(users map[string]skills.User, s, d *skills.Skill) []string
 		}
 	}
 	for _, uid := range slices.Compact(uids) {
-		u, ok := users[uid]
+		u, ok := users(uid)
 		if !ok {
 			u = skills.User{UID: uid, Role: skills.RoleUser}
 		}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -137,30 +138,43 @@ func TestValidateDependencies(t *testing.T) {
 			`MCP server "slack" is not registered`,
 		}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := depFixture(t)
-			err := ValidateDependencies(c, tc.s)
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("ValidateDependencies: %v", err)
+	for _, byLookup := range []bool{false, true} {
+		for _, tc := range tests {
+			t.Run(fmt.Sprintf("%s/lookup=%v", tc.name, byLookup), func(t *testing.T) {
+				c := depFixture(t)
+				if byLookup { // users found one by one, as the catalog does
+					users := c.Users
+					c.Users = nil
+					c.LookupUser = func(uid string) (skills.User, bool) {
+						i := slices.IndexFunc(users, func(u skills.User) bool { return u.UID == uid })
+						if i < 0 {
+							return skills.User{}, false
+						}
+						return users[i], true
+					}
 				}
-				return
-			}
-			var de *DependencyError
-			if !errors.As(err, &de) {
-				t.Fatalf("ValidateDependencies = %v, want a *DependencyError", err)
-			}
-			if !errors.Is(err, skills.ErrDependency) {
-				t.Errorf("error does not wrap ErrDependency")
-			}
-			if de.Slug != tc.s.Slug {
-				t.Errorf("Slug = %q, want %q", de.Slug, tc.s.Slug)
-			}
-			if !slices.Equal(de.Problems, tc.want) {
-				t.Errorf("problems:\n got %q\nwant %q", de.Problems, tc.want)
-			}
-		})
+				err := ValidateDependencies(c, tc.s)
+				if tc.want == nil {
+					if err != nil {
+						t.Fatalf("ValidateDependencies: %v", err)
+					}
+					return
+				}
+				var de *DependencyError
+				if !errors.As(err, &de) {
+					t.Fatalf("ValidateDependencies = %v, want a *DependencyError", err)
+				}
+				if !errors.Is(err, skills.ErrDependency) {
+					t.Errorf("error does not wrap ErrDependency")
+				}
+				if de.Slug != tc.s.Slug {
+					t.Errorf("Slug = %q, want %q", de.Slug, tc.s.Slug)
+				}
+				if !slices.Equal(de.Problems, tc.want) {
+					t.Errorf("problems:\n got %q\nwant %q", de.Problems, tc.want)
+				}
+			})
+		}
 	}
 	if err := ValidateDependencies(depFixture(t), nil); !errors.Is(err, skills.ErrInvalid) {
 		t.Errorf("nil skill: err = %v, want ErrInvalid", err)

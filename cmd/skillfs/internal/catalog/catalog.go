@@ -303,16 +303,13 @@ func (c *Catalog) snapshot(ctx context.Context) (policy.Catalog, error) {
 	if err != nil {
 		return policy.Catalog{}, err
 	}
-	users, err := c.db.Users(ctx)
-	if err != nil {
-		return policy.Catalog{}, err
-	}
 	pc := policy.Catalog{
 		Skills: map[string]*skills.Skill{},
 		Base:   set,
 		Tools:  make(map[string]bool, len(tools)),
 		MCPs:   make(map[string]bool, len(mcps)),
-		Users:  users,
+		// Only the users a check names are read, each once.
+		LookupUser: c.userLookup(ctx),
 	}
 	for _, t := range tools {
 		pc.Tools[t] = true
@@ -321,6 +318,31 @@ func (c *Catalog) snapshot(ctx context.Context) (policy.Catalog, error) {
 		pc.MCPs[m] = true
 	}
 	return pc, nil
+}
+
+// userLookup finds users in the index by uid, remembering what it read. A
+// user that cannot be read counts as unknown: judged as an ordinary user of
+// no department, which can only make a check stricter.
+func (c *Catalog) userLookup(ctx context.Context) func(uid string) (skills.User, bool) {
+	seen := map[string]*skills.User{}
+	return func(uid string) (skills.User, bool) {
+		if u, ok := seen[uid]; ok {
+			if u == nil {
+				return skills.User{}, false
+			}
+			return *u, true
+		}
+		u, err := c.db.User(ctx, uid)
+		if err != nil {
+			if !errors.Is(err, skills.ErrNotFound) {
+				c.log.Warn("read user for a dependency check", "uid", uid, "err", err)
+			}
+			seen[uid] = nil
+			return skills.User{}, false
+		}
+		seen[uid] = &u
+		return u, true
+	}
 }
 
 // Actor resolves a uid to the user a command acts as.
