@@ -229,14 +229,7 @@ func (d *sessionDir) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, 
 	if d.sess.gone.Load() {
 		return nil, 0, syscall.ENOENT
 	}
-	slugs := d.sess.listing()
-	list := make([]fuse.DirEntry, 0, len(slugs))
-	for _, slug := range slugs {
-		if g := d.sess.grant(slug); g != nil { // nil: revoked meanwhile
-			list = append(list, fuse.DirEntry{Name: slug, Mode: syscall.S_IFDIR, Ino: g.ino(0)})
-		}
-	}
-	return fusefs.NewListDirStream(list), 0, 0
+	return fusefs.NewListDirStream(d.sess.entries()), 0, 0
 }
 
 // dirNode is a directory of a version tree, as seen by one grant.

@@ -157,6 +157,31 @@ type session struct {
 	view   map[string]Skill  // every readable skill, by slug
 	slugs  []string          // the view's slugs, sorted
 	grants map[string]*grant // by slug: the skills of view reached so far
+	gen    uint64            // counts the changes of view
+	listed []fuse.DirEntry   // the listing of view once made; nil before
+}
+
+// entries returns the session's listing, made once per view: a large
+// directory is read in many requests, each listing it again.
+func (ss *session) entries() []fuse.DirEntry {
+	ss.mu.RLock()
+	list, slugs, gen := ss.listed, ss.slugs, ss.gen
+	ss.mu.RUnlock()
+	if list != nil {
+		return list
+	}
+	list = make([]fuse.DirEntry, 0, len(slugs))
+	for _, slug := range slugs {
+		if g := ss.grant(slug); g != nil { // nil: revoked meanwhile
+			list = append(list, fuse.DirEntry{Name: slug, Mode: syscall.S_IFDIR, Ino: g.ino(0)})
+		}
+	}
+	ss.mu.Lock()
+	if ss.gen == gen {
+		ss.listed = list
+	}
+	ss.mu.Unlock()
+	return list
 }
 
 // grant returns the session's grant of slug, made at first use; nil when
@@ -529,6 +554,8 @@ func (s *Server) SetSession(id string, v View) error {
 		}
 	}
 	ss.view, ss.slugs, ss.grants = view, slugs, next
+	ss.gen++
+	ss.listed = nil
 	ss.mu.Unlock()
 	for _, g := range dropped {
 		s.trees.release(g.ref)
@@ -586,6 +613,8 @@ func (s *Server) RemoveSession(id string) {
 	ss.mu.Lock()
 	grants := ss.grants
 	ss.view, ss.slugs, ss.grants = nil, nil, nil
+	ss.gen++
+	ss.listed = nil
 	ss.mu.Unlock()
 	for _, g := range grants {
 		g.lease.revoked.Store(true)

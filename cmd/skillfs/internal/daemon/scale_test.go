@@ -16,7 +16,7 @@ import (
 // (s00001 depends on s00000, ...), each with a one-file version in the
 // store, written straight to the index and the store: the import path is
 // measured elsewhere.
-func scaleCatalog(b *testing.B, d *Daemon, n int) {
+func scaleCatalog(b testing.TB, d *Daemon, n int) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	for i := range n {
