@@ -207,7 +207,18 @@ func (c *cli) openCatalog() (*catalog.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return catalog.Open(c.ctx, home, catalog.Options{Logger: slog.New(slog.DiscardHandler)})
+	return c.open(home, catalog.Options{Logger: slog.New(slog.DiscardHandler)})
+}
+
+// open opens the data directory at home, saying so on stderr when it makes
+// a new one: a forgotten --home must not go unnoticed.
+func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) {
+	fresh := !catalog.Exists(home)
+	cat, err := catalog.Open(c.ctx, home, opts)
+	if err == nil && fresh {
+		fmt.Fprintf(c.stderr, "skillfs: created a new data directory at %s (--home or SKILLFS_HOME chooses another)\n", home)
+	}
+	return cat, err
 }
 
 // parseOpen parses a management command's arguments, then opens the catalog.

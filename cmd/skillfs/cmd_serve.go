@@ -66,7 +66,7 @@ func (c *cli) serve(args []string) error {
 	if n, capped := capProcs(); capped {
 		log.Info("threads running Go code capped; set GOMAXPROCS to choose", "gomaxprocs", n)
 	}
-	cat, err := catalog.Open(c.ctx, home, catalog.Options{Logger: log})
+	cat, err := c.open(home, catalog.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -87,6 +87,23 @@ func (c *cli) serve(args []string) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// SIGHUP (a closed terminal, a log rotation) must not take the mounts
+	// down: the daemon logs to stderr and reads no configuration file, so
+	// there is nothing to reopen or reload, and the signal is logged and
+	// otherwise ignored.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	go func() {
+		for {
+			select {
+			case <-hups:
+				log.Info("SIGHUP ignored: nothing to reload (logs go to stderr)")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	go func() {
 		select {
 		case <-sigs:

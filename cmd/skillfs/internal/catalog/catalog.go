@@ -345,6 +345,13 @@ func (c *Catalog) userLookup(ctx context.Context) func(uid string) (skills.User,
 	}
 }
 
+// Exists reports whether home holds a data directory's index: Open on a
+// home without one makes a new, empty catalog there.
+func Exists(home string) bool {
+	_, err := os.Lstat(filepath.Join(home, indexFile))
+	return err == nil
+}
+
 // Actor resolves a uid to the user a command acts as.
 func (c *Catalog) Actor(ctx context.Context, uid string) (skills.User, error) {
 	if uid == "" {
