@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"bytes"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,5 +60,86 @@ func TestNewDataDirectoryIsAnnounced(t *testing.T) {
 	again := e.run("skill", "list")
 	if again.code != 0 || strings.Contains(again.stderr, "created") {
 		t.Fatalf("second command: exit %d, stderr %q; want no announcement", again.code, again.stderr)
+	}
+}
+
+// SIGINT during an import from a git server that never answers ends the
+// command at once: git is killed with it, and nothing of the import is left
+// in the data directory.
+func TestInterruptedImportLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.ok("skill", "list") // make the data directory
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() { // accept and say nothing
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	cmd := exec.Command(binary, "--home", e.home, "skill", "import", "git://"+ln.Addr().String()+"/repo.git", "--all")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	// Wait until git is connected, then interrupt.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(conns)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("git never connected\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("import still running 15s after SIGINT\n%s", stderr.String())
+	}
+	if err == nil {
+		t.Fatalf("interrupted import exited 0\n%s", stderr.String())
+	}
+	t.Logf("interrupted import ended %v after SIGINT: %v; stderr %q", time.Since(start).Round(time.Millisecond), err, stderr.String())
+	// No git of ours is left: its process group was killed.
+	out, _ := exec.Command("pgrep", "-f", ln.Addr().String()).Output()
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("processes still naming the server after the import ended: %s", s)
+	}
+	for _, sub := range []string{"tmp", "store/.staging"} {
+		ents, _ := os.ReadDir(filepath.Join(e.home, sub))
+		if len(ents) != 0 {
+			t.Errorf("%s holds %d entries after the interrupted import", sub, len(ents))
+		}
 	}
 }
