@@ -117,3 +117,24 @@ func classify(err error) error {
 	}
 	return err
 }
+
+// metaReadyAt is the meta key a readiness check writes.
+const metaReadyAt = "ready_checked_at"
+
+// CheckWritable commits a small write, durably, as every catalog change
+// must: a read-only or full disk, a lock held elsewhere past the busy
+// timeout, or a damaged file fails it.
+func (db *DB) CheckWritable(ctx context.Context) error {
+	at, err := encodeTime(db.now())
+	if err != nil {
+		return err
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", metaReadyAt, fmt.Sprint(at))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write to the index: %w", classify(err))
+	}
+	return nil
+}

@@ -143,3 +143,32 @@ func TestInterruptedImportLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// The daemon is ready while its mount, index and store work; when its
+// mount is detached it is not left answering: it exits with the reason.
+func TestReadyUntilTheMountIsLost(t *testing.T) {
+	e := newEnv(t)
+	d := e.serve()
+	api := newAPIClient(e.home)
+	var ready struct {
+		Ready  bool `json:"ready"`
+		Checks []struct {
+			Name string `json:"name"`
+			OK   bool   `json:"ok"`
+		} `json:"checks"`
+	}
+	if code := api.do(t, "GET", "/v1/ready", "", nil, &ready); code != 200 || !ready.Ready || len(ready.Checks) != 3 {
+		t.Fatalf("ready: %d %+v", code, ready)
+	}
+	if err := syscall.Unmount(d.mount, syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("daemon still running 15s after its mount was detached\n%s", d.logs())
+	}
+	if d.err == nil || !strings.Contains(d.logs(), "lost") {
+		t.Fatalf("daemon ended with %v after losing its mount; want an error saying so\n%s", d.err, d.logs())
+	}
+}

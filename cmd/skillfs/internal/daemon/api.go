@@ -23,6 +23,23 @@ func (d *Daemon) routes(token string) http.Handler {
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "sessions": d.fs.NumSessions()})
 	})
+	mux.HandleFunc("GET /v1/ready", func(w http.ResponseWriter, r *http.Request) {
+		rd := d.Ready(r.Context())
+		if rd.Ready {
+			writeJSON(w, http.StatusOK, rd)
+			return
+		}
+		var why []string
+		for _, c := range rd.Checks {
+			if !c.OK {
+				why = append(why, c.Name+": "+c.Error)
+			}
+		}
+		writeJSON(w, http.StatusServiceUnavailable, struct {
+			apiError
+			Readiness
+		}{apiError{Error: "not ready: " + strings.Join(why, "; "), Code: "unavailable"}, rd})
+	})
 	mux.HandleFunc("POST /v1/catalog/changed", func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Reevaluate(r.Context()); err != nil {
 			writeErr(w, err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -75,6 +76,7 @@ type Daemon struct {
 	events    *hub
 	log       *slog.Logger
 	mountRoot string
+	readyBusy [3]atomic.Bool // readiness checks under way: mount, index, store
 	agentPath string
 
 	mu sync.Mutex // serialises session changes

@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Check is one part of the daemon's readiness.
+type Check struct {
+	Name  string `json:"name"` // mount, index, store
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// Readiness says whether the daemon can do its work: see Ready.
+type Readiness struct {
+	Ready  bool    `json:"ready"`
+	Checks []Check `json:"checks"`
+}
+
+// readyTimeout bounds each readiness check: a hung mount or disk makes the
+// daemon not ready, not the probe hang.
+const readyTimeout = 5 * time.Second
+
+// fuseSuperMagic is the f_type statfs reports for a FUSE mount.
+const fuseSuperMagic = 0x65735546
+
+// Ready checks, each within readyTimeout, that the mount answers as this
+// daemon's FUSE filesystem, that the index takes a durable write, and that
+// the content store can be read.
+func (d *Daemon) Ready(ctx context.Context) Readiness {
+	checks := []Check{
+		d.check("mount", d.checkMount),
+		d.check("index", func() error {
+			ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+			defer cancel()
+			return d.cat.DB().CheckWritable(ctx)
+		}),
+		d.check("store", d.checkStore),
+	}
+	r := Readiness{Ready: true, Checks: checks}
+	for _, c := range checks {
+		r.Ready = r.Ready && c.OK
+	}
+	return r
+}
+
+// check runs fn within readyTimeout. A check still waiting from an earlier
+// call is not started again: it reports that it is waiting.
+func (d *Daemon) check(name string, fn func() error) Check {
+	busy := d.checking(name)
+	if !busy.CompareAndSwap(false, true) {
+		return Check{Name: name, Error: "an earlier check has not answered yet"}
+	}
+	res := make(chan error, 1)
+	go func() {
+		defer busy.Store(false)
+		res <- fn()
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			return Check{Name: name, Error: err.Error()}
+		}
+		return Check{Name: name, OK: true}
+	case <-time.After(readyTimeout):
+		return Check{Name: name, Error: fmt.Sprintf("no answer within %v", readyTimeout)}
+	}
+}
+
+// checking returns the flag of the check name that is under way.
+func (d *Daemon) checking(name string) *atomic.Bool {
+	switch name {
+	case "mount":
+		return &d.readyBusy[0]
+	case "index":
+		return &d.readyBusy[1]
+	default:
+		return &d.readyBusy[2]
+	}
+}
+
+func (d *Daemon) checkMount() error {
+	select {
+	case <-d.fs.Done():
+		return fmt.Errorf("the skill filesystem at %s is no longer served", d.mountRoot)
+	default:
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(d.mountRoot, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", d.mountRoot, err)
+	}
+	if st.Type != fuseSuperMagic {
+		return fmt.Errorf("%s is not the skill filesystem (detached?)", d.mountRoot)
+	}
+	return nil
+}
+
+func (d *Daemon) checkStore() error {
+	dir := filepath.Join(d.cat.Store().Root, "skills")
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open the content store: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Readdirnames(1); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the content store: %w", err)
+	}
+	return nil
+}
