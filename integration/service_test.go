@@ -172,3 +172,68 @@ func TestReadyUntilTheMountIsLost(t *testing.T) {
 		t.Fatalf("daemon ended with %v after losing its mount; want an error saying so\n%s", d.err, d.logs())
 	}
 }
+
+// serve refuses to start without what it needs, before the data directory
+// exists: as an ordinary user, and where /dev/fuse is not the FUSE device.
+func TestServePreflight(t *testing.T) {
+	requireRoot(t)
+	unshare := requireCommand(t, "unshare")
+	for _, tc := range []struct {
+		name string
+		cmd  func(home string) *exec.Cmd
+		says string
+	}{
+		{"not root", func(home string) *exec.Cmd {
+			// A copy of the binary the user may run; home's parent is
+			// root's, so only a start that tries to make it could.
+			c := exec.Command(worldBinary(t), "--home", home, "serve")
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			return c
+		}, "serve must run as root (it runs as uid 65534)"},
+		{"no FUSE device", func(home string) *exec.Cmd {
+			// A mount namespace of its own where /dev/fuse is /dev/null.
+			return exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c",
+				`mount --bind /dev/null /dev/fuse && exec "$0" --home "$1" serve`, binary, home)
+		}, "/dev/fuse is not it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			var stderr bytes.Buffer
+			c := tc.cmd(home)
+			c.Stderr = &stderr
+			err := c.Run()
+			if err == nil {
+				t.Fatal("serve started")
+			}
+			t.Logf("%v: %s", err, stderr.String())
+			if !strings.Contains(stderr.String(), tc.says) {
+				t.Errorf("stderr %q, want %q", stderr.String(), tc.says)
+			}
+			if _, err := os.Stat(home); !os.IsNotExist(err) {
+				t.Errorf("the data directory was made: %v", err)
+			}
+		})
+	}
+}
+
+// worldBinary returns a copy of the binary that any user may run.
+func worldBinary(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "skillfs-bin-") // its parents are open to all, unlike t.TempDir's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "skillfs")
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

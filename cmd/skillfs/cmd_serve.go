@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/cmd/skillfs/internal/daemon"
 	"skillfs/skills"
@@ -38,10 +40,8 @@ func (c *cli) serve(args []string) error {
 	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		if _, err := os.Stat("/dev/fuse"); err != nil {
-			return fmt.Errorf("serve needs /dev/fuse: %w", err)
-		}
+	if err := preflight(); err != nil {
+		return err
 	}
 	var uid, gid uint32
 	if _, err := fmt.Sscanf(*owner, "%d:%d", &uid, &gid); err != nil {
@@ -122,6 +122,30 @@ func (c *cli) serve(args []string) error {
 		RequestTimeout: *reqTimeout,
 	})
 }
+
+// preflight checks what serving needs before the data directory is
+// touched: a start that cannot mount must not create or open one.
+func preflight() error {
+	if uid := os.Geteuid(); uid != 0 {
+		return fmt.Errorf("serve must run as root (it runs as uid %d): it mounts its FUSE filesystem itself and binds sessions into sandboxes' mount namespaces", uid)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(fuseDevice, &st); err != nil {
+		return fmt.Errorf("serve needs the FUSE device %s (load the fuse module; in a container, pass the device in): %w", fuseDevice, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(uint64(st.Rdev)) != 10 || unix.Minor(uint64(st.Rdev)) != 229 {
+		return fmt.Errorf("serve needs the FUSE device: %s is not it (want character device 10:229)", fuseDevice)
+	}
+	f, err := os.OpenFile(fuseDevice, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("serve needs the FUSE device: open %s: %w (in a container, allow the device)", fuseDevice, err)
+	}
+	f.Close()
+	return nil
+}
+
+// fuseDevice is the kernel's FUSE device.
+const fuseDevice = "/dev/fuse"
 
 // maxProcs caps the daemon's GOMAXPROCS when the environment does not set
 // it. The FUSE server runs one reader per P (up to 16), each holding an OS
