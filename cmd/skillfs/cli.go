@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 
@@ -86,7 +88,7 @@ func (c *cli) dispatch(args []string) error {
 		fmt.Fprint(c.stdout, usageText)
 		return nil
 	case "version":
-		fmt.Fprintln(c.stdout, "skillfs", version)
+		fmt.Fprintln(c.stdout, versionLine())
 		return nil
 	case "serve":
 		return c.serve(rest)
@@ -106,8 +108,45 @@ func (c *cli) dispatch(args []string) error {
 	return fmt.Errorf("unknown command %q: %w", cmd, errUsage)
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when set at build time (-ldflags "-X main.version=..."), names
+// the release; otherwise the module's version from the build is shown.
+var version = ""
+
+// versionLine says what was built: the version, the VCS revision and time
+// (with "+modified" for a tree with changes), and the Go version.
+func versionLine() string {
+	v, rev, at, modified, goVersion := version, "", "", false, runtime.Version()
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = info.Main.Version
+		}
+		goVersion = info.GoVersion
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	out := "skillfs " + v
+	if rev != "" {
+		if modified {
+			rev += "+modified"
+		}
+		out += " " + rev
+		if at != "" {
+			out += " " + at
+		}
+	}
+	return out + " " + goVersion
+}
 
 func tail(a []string) []string {
 	if len(a) == 0 {

@@ -133,6 +133,7 @@ func (d *Daemon) routes(token string) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "") })
 	d.catalogRoutes(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { unrouted(mux, w, r) })
 
 	if token == "" {
 		return mux
@@ -284,6 +285,27 @@ func CodeError(code string) error {
 		return skills.ErrDamaged
 	}
 	return nil
+}
+
+// unrouted answers a request no route takes, in the error shape: 405 with
+// the methods the path does take, else 404.
+func unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, apiError{
+			Error: fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+			Code:  "invalid"})
+		return
+	}
+	writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("%s %s: no such route", r.Method, r.URL.Path), Code: "not_found"})
 }
 
 func writeErr(w http.ResponseWriter, err error) {

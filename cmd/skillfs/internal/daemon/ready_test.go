@@ -55,3 +55,30 @@ func TestReadiness(t *testing.T) {
 		t.Fatalf("index closed: %+v, want the index check failing", r)
 	}
 }
+
+// A request no route takes is answered in the error shape: 404 for an
+// unknown path, 405 with Allow for a known path and the wrong method.
+func TestUnroutedRequests(t *testing.T) {
+	d := newTestDaemon(t)
+	h := d.routes("")
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/v1/nope", http.StatusNotFound, "not_found", ""},
+		{"GET", "/", http.StatusNotFound, "not_found", ""},
+		{"DELETE", "/v1/health", http.StatusMethodNotAllowed, "invalid", "GET, HEAD"},
+		{"PUT", "/v1/sessions", http.StatusMethodNotAllowed, "invalid", "GET, HEAD, POST"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s %s: not JSON: %q", tc.method, tc.path, rec.Body.String())
+		}
+		if rec.Code != tc.status || out["code"] != tc.code || rec.Header().Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %d %v Allow %q, want %d %s Allow %q", tc.method, tc.path, rec.Code, out, rec.Header().Get("Allow"), tc.status, tc.code, tc.allow)
+		}
+	}
+}
