@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,12 @@ func TestNewDataDirectoryIsAnnounced(t *testing.T) {
 	again := e.run("skill", "list")
 	if again.code != 0 || strings.Contains(again.stderr, "created") {
 		t.Fatalf("second command: exit %d, stderr %q; want no announcement", again.code, again.stderr)
+	}
+	// serve says it in its log.
+	fresh := newEnv(t)
+	d := fresh.serve()
+	if !strings.Contains(d.logs(), "created a new data directory") || !strings.Contains(d.logs(), fresh.home) {
+		t.Fatalf("serve on a new data directory did not say so:\n%s", d.logs())
 	}
 }
 
@@ -236,4 +243,28 @@ func worldBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// --log-format json makes every log line one JSON object; a format other
+// than text or json is a bad command line.
+func TestJSONLogs(t *testing.T) {
+	e := newEnv(t)
+	d := e.serve("--log-format", "json")
+	e.ok("session", "create", "--user", "operator", "--all")
+	if code := d.stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(d.logs()), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("only %d log lines:\n%s", len(lines), d.logs())
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["msg"] == nil || rec["level"] == nil {
+			t.Fatalf("not a JSON log line: %q (%v)", l, err)
+		}
+	}
+	if r := e.run("--log-format", "xml", "skill", "list"); r.code != 2 || !strings.Contains(r.stderr, "text or json") {
+		t.Fatalf("--log-format xml: exit %d, %q; want 2 naming the formats", r.code, r.stderr)
+	}
 }

@@ -20,7 +20,7 @@ import (
 
 const usageText = `skillfs serves agent skills to sandboxed sessions as read-only files.
 
-Usage: skillfs [--home DIR] [--as UID] [--json] COMMAND ...
+Usage: skillfs [--home DIR] [--as UID] [--json] [--debug] [--log-format text|json] COMMAND ...
 
   serve                                   run the daemon
   check [--repair]                        check the data directory (index against content store); repair it
@@ -51,6 +51,9 @@ type cli struct {
 	as     string
 	json   bool
 	debug  bool
+
+	logFormat logFormat
+	log       *slog.Logger // serve's log, once made
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -164,7 +167,31 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	fs.StringVar(&c.as, "as", c.as, "act as this user")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
 	fs.BoolVar(&c.debug, "debug", c.debug, "log debug messages")
+	fs.Var(&c.logFormat, "log-format", "log lines as text or json")
 	return fs
+}
+
+// announce says where a new data directory was made.
+func (c *cli) announce(home string) {
+	const why = "--home or SKILLFS_HOME chooses another"
+	if c.log != nil {
+		c.log.Warn("created a new data directory", "home", home, "note", why)
+		return
+	}
+	fmt.Fprintf(c.stderr, "skillfs: created a new data directory at %s (%s)\n", home, why)
+}
+
+// logFormat is how log lines are written: "text" (the default) or "json".
+type logFormat string
+
+func (f *logFormat) String() string { return string(*f) }
+
+func (f *logFormat) Set(v string) error {
+	if v != "text" && v != "json" {
+		return fmt.Errorf("want text or json, not %q", v)
+	}
+	*f = logFormat(v)
+	return nil
 }
 
 // parseGlobal parses leading flags and stops at the first argument.
@@ -237,7 +264,11 @@ func (c *cli) logger() *slog.Logger {
 	if c.debug {
 		lvl = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: lvl}))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(c.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(c.stderr, opts))
 }
 
 // openCatalog opens the data directory for a management command.
@@ -250,12 +281,13 @@ func (c *cli) openCatalog() (*catalog.Catalog, error) {
 }
 
 // open opens the data directory at home, saying so on stderr when it makes
-// a new one: a forgotten --home must not go unnoticed.
+// a new one: a forgotten --home must not go unnoticed. serve says it in its
+// log (c.log), in the log's format.
 func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) {
 	fresh := !catalog.Exists(home)
 	cat, err := catalog.Open(c.ctx, home, opts)
 	if err == nil && fresh {
-		fmt.Fprintf(c.stderr, "skillfs: created a new data directory at %s (--home or SKILLFS_HOME chooses another)\n", home)
+		c.announce(home)
 	}
 	return cat, err
 }

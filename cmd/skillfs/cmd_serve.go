@@ -63,6 +63,7 @@ func (c *cli) serve(args []string) error {
 		return err
 	}
 	log := c.logger()
+	c.log = log
 	if n, capped := capProcs(); capped {
 		log.Info("threads running Go code capped; set GOMAXPROCS to choose", "gomaxprocs", n)
 	}
