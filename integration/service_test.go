@@ -268,3 +268,54 @@ func TestJSONLogs(t *testing.T) {
 		t.Fatalf("--log-format xml: exit %d, %q; want 2 naming the formats", r.code, r.stderr)
 	}
 }
+
+// skillfs status shows the daemon at a glance, in text and JSON, with the
+// last error it logged; without a daemon it exits 7.
+func TestStatus(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("status"); r.code != 7 {
+		t.Fatalf("status without a daemon: exit %d, %q; want 7", r.code, r.stderr)
+	}
+	d := e.serve()
+	out := e.ok("status")
+	for _, want := range []string{"data directory  " + e.home, "mount           " + d.mount, "ready           yes", "sessions        0 open, 0 binds", "last error      none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	// An error the daemon logs shows up: a session pinning a version
+	// whose content went missing from the store (before any session made
+	// the daemon see it there).
+	var list []struct {
+		Slug string `json:"slug"`
+	}
+	e.okJSON(&list, "skill", "list")
+	if len(list) == 0 {
+		t.Fatal("no bundled skills")
+	}
+	var detail struct {
+		Path string `json:"path"`
+	}
+	e.okJSON(&detail, "skill", "show", list[0].Slug)
+	if err := os.Rename(detail.Path, detail.Path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("session", "create", "--user", "operator", "--skills", list[0].Slug)
+	os.Rename(detail.Path+".away", detail.Path)
+	if r.code != 0 {
+		t.Fatalf("session create: exit %d, %q", r.code, r.stderr)
+	}
+	var st struct {
+		Skills    int `json:"skills"`
+		Readiness struct {
+			Ready bool `json:"ready"`
+		} `json:"readiness"`
+		LastError *struct {
+			Message string `json:"message"`
+		} `json:"last_error"`
+	}
+	e.okJSON(&st, "status")
+	if st.Skills == 0 || !st.Readiness.Ready || st.LastError == nil || !strings.Contains(st.LastError.Message, "missing") {
+		t.Errorf("status --json after a logged error: %+v (last error %+v)", st, st.LastError)
+	}
+}

@@ -23,6 +23,7 @@ const usageText = `skillfs serves agent skills to sandboxed sessions as read-onl
 Usage: skillfs [--home DIR] [--as UID] [--json] [--debug] [--log-format text|json] COMMAND ...
 
   serve                                   run the daemon
+  status                                  the running daemon at a glance
   check [--repair]                        check the data directory (index against content store); repair it
   skill import SOURCE [--skill NAME]... [--all] [--list] [--share SCOPE] [--replace] [--builtin] [--ref REF]
   skill list | show SLUG | validate PATH | enable SLUG | disable SLUG | delete SLUG
@@ -97,6 +98,8 @@ func (c *cli) dispatch(args []string) error {
 		return c.serve(rest)
 	case "check":
 		return c.check(rest)
+	case "status":
+		return c.status(rest)
 	case "skill":
 		return c.skillCmd(sub, tail(rest))
 	case "user":

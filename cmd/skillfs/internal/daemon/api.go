@@ -23,6 +23,10 @@ func (d *Daemon) routes(token string) http.Handler {
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "sessions": d.fs.NumSessions()})
 	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := d.Status(r.Context())
+		reply(w, st, err)
+	})
 	mux.HandleFunc("GET /v1/ready", func(w http.ResponseWriter, r *http.Request) {
 		rd := d.Ready(r.Context())
 		if rd.Ready {

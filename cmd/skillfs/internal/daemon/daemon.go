@@ -77,6 +77,7 @@ type Daemon struct {
 	log       *slog.Logger
 	mountRoot string
 	readyBusy [3]atomic.Bool // readiness checks under way: mount, index, store
+	lastErr   *atomic.Pointer[LoggedError]
 	agentPath string
 
 	mu sync.Mutex // serialises session changes
@@ -111,7 +112,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if opts.TCPAddr != "" && opts.Token == "" {
 		return fmt.Errorf("a TCP listener needs a token")
 	}
-	log := opts.Logger
+	// The last error logged is kept for `skillfs status`.
+	lastErr := new(atomic.Pointer[LoggedError])
+	log := slog.New(errTap{opts.Logger.Handler(), lastErr})
 	release, err := catalog.LockServe(cat.Home())
 	if err != nil {
 		return err
@@ -125,7 +128,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 			return err
 		}
 	}
-	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath}
+	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
 	closeSpill, err := d.startRecorder(ctx)
 	if err != nil {
 		return err
