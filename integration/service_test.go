@@ -76,32 +76,8 @@ func TestNewDataDirectoryIsAnnounced(t *testing.T) {
 func TestInterruptedImportLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.ok("skill", "list") // make the data directory
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var conns []net.Conn
-	var mu sync.Mutex
-	go func() { // accept and say nothing
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	}()
-	cmd := exec.Command(binary, "--home", e.home, "skill", "import", "git://"+ln.Addr().String()+"/repo.git", "--all")
+	addr, connected := silentServer(t)
+	cmd := exec.Command(binary, "--home", e.home, "skill", "import", "git://"+addr+"/repo.git", "--all")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -110,18 +86,10 @@ func TestInterruptedImportLeavesNothing(t *testing.T) {
 	}
 	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	// Wait until git is connected, then interrupt.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		n := len(conns)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("git never connected\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("git never connected\n%s", stderr.String())
 	}
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -129,6 +97,7 @@ func TestInterruptedImportLeavesNothing(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(15 * time.Second):
@@ -139,16 +108,78 @@ func TestInterruptedImportLeavesNothing(t *testing.T) {
 	}
 	t.Logf("interrupted import ended %v after SIGINT: %v; stderr %q", time.Since(start).Round(time.Millisecond), err, stderr.String())
 	// No git of ours is left: its process group was killed.
-	out, _ := exec.Command("pgrep", "-f", ln.Addr().String()).Output()
+	out, _ := exec.Command("pgrep", "-f", addr).Output()
 	if s := strings.TrimSpace(string(out)); s != "" {
 		t.Errorf("processes still naming the server after the import ended: %s", s)
 	}
+	noLeftovers(t, e.home)
+}
+
+// noLeftovers fails the test if an import left anything in the data
+// directory's work areas.
+func noLeftovers(t *testing.T, home string) {
+	t.Helper()
 	for _, sub := range []string{"tmp", "store/.staging"} {
-		ents, _ := os.ReadDir(filepath.Join(e.home, sub))
+		ents, _ := os.ReadDir(filepath.Join(home, sub))
 		if len(ents) != 0 {
-			t.Errorf("%s holds %d entries after the interrupted import", sub, len(ents))
+			t.Errorf("%s holds %d entries after the import", sub, len(ents))
 		}
 	}
+}
+
+// silentServer listens on loopback, accepts and never says a word: a git
+// server that hangs. connected is closed at the first connection.
+func silentServer(t *testing.T) (addr string, connected <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if len(conns) == 0 {
+				close(first)
+			}
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String(), first
+}
+
+// --timeout bounds reading a git source: a server that never answers fails
+// the import soon after, saying so, and leaves nothing behind.
+func TestImportTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.ok("skill", "list")
+	addr, _ := silentServer(t)
+	start := time.Now()
+	r := e.run("skill", "import", "git://"+addr+"/repo.git", "--all", "--timeout", "1s")
+	took := time.Since(start)
+	if r.code == 0 || !strings.Contains(r.stderr, "1s") {
+		t.Fatalf("import from a silent server with --timeout 1s: exit %d, %q; want a failure naming the timeout", r.code, r.stderr)
+	}
+	if took > 15*time.Second {
+		t.Errorf("the import took %v with --timeout 1s", took)
+	}
+	t.Logf("gave up after %v: %s", took.Round(time.Millisecond), strings.TrimSpace(r.stderr))
+	noLeftovers(t, e.home)
 }
 
 // The daemon is ready while its mount, index and store work; when its

@@ -66,6 +66,7 @@ func (c *cli) skillImport(args []string) error {
 	fs.StringVar(&ref, "ref", "", "git branch, tag or commit")
 	sub := fs.String("path", "", "import only from this folder of the source (also SOURCE#ref:path)")
 	agents := fs.Bool("agents", false, "import from the skill folders of agents on this machine instead of SOURCE")
+	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
 	project := fs.String("project", "", "with --agents: also this project folder's .claude/skills, .agents/skills, .codex/skills and .opencode/skills (after your own)")
 	pos, err := parse(fs, args, 0, 1, "SOURCE (or --agents)")
 	if err != nil {
@@ -75,7 +76,7 @@ func (c *cli) skillImport(args []string) error {
 		return fmt.Errorf("skill import takes SOURCE or --agents: %w", errUsage)
 	}
 	req := catalog.ImportRequest{Ref: ref, Path: *sub, Skills: picks, Ignore: ignores, All: *all, List: *list,
-		As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents}
+		As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents, Timeout: *timeout}
 	if *agents {
 		req.Source = "agents"
 		req.AgentHome, _ = os.UserHomeDir()
@@ -174,13 +175,14 @@ func (c *cli) skillPrepare(args []string) error {
 	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
 	ref := fs.String("ref", "", "git branch, tag or commit")
 	sub := fs.String("path", "", "prepare only from this folder of the source (also SOURCE#ref:path)")
+	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
 	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SOURCE")
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
 	d, err := cat.Prepare(c.ctx, catalog.ImportRequest{Source: pos[0], Ref: *ref, Path: *sub, Skills: picks, All: *all,
-		As: c.as, Replace: *replace})
+		As: c.as, Replace: *replace, Timeout: *timeout})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"skillfs/policy"
 	"skillfs/skills"
@@ -31,6 +32,7 @@ type ImportRequest struct {
 	Replace bool          // a manager replaces a same-slug skill from another source
 	Builtin bool          // register as a builtin (system) skill
 	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
+	Timeout time.Duration // a git source must be read within this; 0: skills.DefaultCloneTimeout
 
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
@@ -516,7 +518,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim}) // a plain tree within the limits, no .git
+	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim, Timeout: req.Timeout}) // a plain tree within the limits, no .git
 	if err != nil {
 		return fail(err)
 	}
