@@ -350,3 +350,36 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status --json after a logged error: %+v (last error %+v)", st, st.LastError)
 	}
 }
+
+// Under a service manager (Type=notify) the daemon says READY=1 once it
+// serves and STOPPING=1 when it begins to shut down.
+func TestServiceManagerNotify(t *testing.T) {
+	e := newEnv(t)
+	sock := filepath.Join(t.TempDir(), "notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	d := e.serve()
+	read := func() string {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 4096)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("no word from the daemon: %v\n%s", err, d.logs())
+		}
+		return string(buf[:n])
+	}
+	if got := read(); !strings.HasPrefix(got, "READY=1\n") || !strings.Contains(got, "STATUS=serving "+d.mount) {
+		t.Fatalf("first notification %q, want READY=1 with a status", got)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "STOPPING=1" {
+		t.Fatalf("second notification %q, want STOPPING=1", got)
+	}
+	<-d.done
+}

@@ -156,6 +156,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
 	api.ready(opts, d.fs.NumSessions())
+	if err := notify("READY=1\nSTATUS=serving " + opts.MountRoot); err != nil {
+		log.Warn("tell the service manager the daemon is ready", "err", err)
+	}
 
 	var lost error
 	select {
@@ -168,6 +171,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	}
 
 	log.Info("shutting down")
+	if err := notify("STOPPING=1"); err != nil {
+		log.Warn("tell the service manager the daemon is stopping", "err", err)
+	}
 	d.events.closeAll()
 	api.shutdown()
 	d.unbindAll(context.Background())
