@@ -125,7 +125,11 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 	if v, err := d.fs.ViewFS(s.ID); err == nil {
 		return v
 	}
-	v, _ := d.presentView(s.Pins)
+	set, err := d.cat.DB().SkillSet(context.Background())
+	if err != nil {
+		set = nil // the view then keeps its own copies of the names
+	}
+	v, _ := d.presentView(set, s.Pins)
 	return skfs.NewViewFS(v)
 }
 

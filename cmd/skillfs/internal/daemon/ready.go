@@ -38,13 +38,13 @@ const fuseSuperMagic = 0x65735546
 // the content store can be read.
 func (d *Daemon) Ready(ctx context.Context) Readiness {
 	checks := []Check{
-		d.check("mount", d.checkMount),
-		d.check("index", func() error {
+		d.check("mount", &d.readyBusy[0], d.checkMount),
+		d.check("index", &d.readyBusy[1], func() error {
 			ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 			defer cancel()
 			return d.cat.DB().CheckWritable(ctx)
 		}),
-		d.check("store", d.checkStore),
+		d.check("store", &d.readyBusy[2], d.checkStore),
 	}
 	r := Readiness{Ready: true, Checks: checks}
 	for _, c := range checks {
@@ -54,9 +54,8 @@ func (d *Daemon) Ready(ctx context.Context) Readiness {
 }
 
 // check runs fn within readyTimeout. A check still waiting from an earlier
-// call is not started again: it reports that it is waiting.
-func (d *Daemon) check(name string, fn func() error) Check {
-	busy := d.checking(name)
+// call (busy) is not started again: it reports that it is waiting.
+func (d *Daemon) check(name string, busy *atomic.Bool, fn func() error) Check {
 	if !busy.CompareAndSwap(false, true) {
 		return Check{Name: name, Error: "an earlier check has not answered yet"}
 	}
@@ -73,18 +72,6 @@ func (d *Daemon) check(name string, fn func() error) Check {
 		return Check{Name: name, OK: true}
 	case <-time.After(readyTimeout):
 		return Check{Name: name, Error: fmt.Sprintf("no answer within %v", readyTimeout)}
-	}
-}
-
-// checking returns the flag of the check name that is under way.
-func (d *Daemon) checking(name string) *atomic.Bool {
-	switch name {
-	case "mount":
-		return &d.readyBusy[0]
-	case "index":
-		return &d.readyBusy[1]
-	default:
-		return &d.readyBusy[2]
 	}
 }
 

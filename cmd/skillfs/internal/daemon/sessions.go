@@ -11,6 +11,7 @@ import (
 	"time"
 
 	skfs "skillfs/fs"
+	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -65,13 +66,9 @@ func newID() string {
 }
 
 // closure computes what a user may read of the requested roots now, from
-// the index's in-memory catalog: only the requested skills and their
+// the in-memory catalog set: only the requested skills and their
 // dependencies are looked at, unless all is asked for.
-func (d *Daemon) closure(ctx context.Context, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped, error) {
-	set, err := d.cat.DB().SkillSet(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
+func closure(set *index.SkillSet, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped) {
 	visible := func(s *skills.Skill) bool { return policy.Visible(u, s) }
 	if all {
 		roots = roots[:0:0]
@@ -86,7 +83,7 @@ func (d *Daemon) closure(ctx context.Context, u skills.User, all bool, roots []s
 	for i, slug := range readable {
 		pins[i] = skills.Pin{Slug: slug, Version: set.Get(slug).Version}
 	}
-	return pins, skipped, nil
+	return pins, skipped
 }
 
 // CreateSession pins the readable set of a new session and serves it. The
@@ -104,10 +101,11 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
 	roots := dedupe(req.Skills)
-	pins, skipped, err := d.closure(ctx, u, req.All, roots)
+	set, err := d.cat.DB().SkillSet(ctx)
 	if err != nil {
 		return nil, err
 	}
+	pins, skipped := closure(set, u, req.All, roots)
 	preload := dedupe(req.Preload)
 	for _, p := range preload {
 		if !req.All && !slices.Contains(roots, p) {
@@ -126,7 +124,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	ctx = context.WithoutCancel(ctx)
 	stored := make(chan error, 1)
 	go func() { stored <- d.cat.DB().CreateSession(ctx, s) }()
-	lost, serr := d.serveView(s.ID, pins)
+	lost, serr := d.serveView(set, s.ID, pins)
 	if err := <-stored; err != nil {
 		if serr == nil {
 			d.fs.RemoveSession(s.ID)
@@ -150,12 +148,12 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 // fs.VersionDir); if one is not (lost, or in the quarantine), the view is
 // served without it, logged and reported, rather than keeping the whole
 // session from being served.
-func (d *Daemon) serveView(id string, pins []skills.Pin) ([]Skipped, error) {
-	err := d.fs.SetSession(id, d.view(pins))
+func (d *Daemon) serveView(set *index.SkillSet, id string, pins []skills.Pin) ([]Skipped, error) {
+	err := d.fs.SetSession(id, d.view(set, pins))
 	if err == nil {
 		return nil, nil
 	}
-	v, lost := d.presentView(pins)
+	v, lost := d.presentView(set, pins)
 	if len(lost) == 0 {
 		return nil, err
 	}
@@ -165,12 +163,8 @@ func (d *Daemon) serveView(id string, pins []skills.Pin) ([]Skipped, error) {
 // view is the view of pins, unchecked. Views of a version share its
 // strings, so that ten thousand sessions of a few versions hold a few
 // copies: the directory's through the filesystem, the slug's and version's
-// from the in-memory catalog while the pin is its skill's current version.
-func (d *Daemon) view(pins []skills.Pin) skfs.View {
-	set, err := d.cat.DB().SkillSet(context.Background())
-	if err != nil {
-		set = nil // then each view keeps its own copies
-	}
+// from the catalog set while the pin is its skill's current version.
+func (d *Daemon) view(set *index.SkillSet, pins []skills.Pin) skfs.View {
 	v := make(skfs.View, 0, len(pins))
 	for _, p := range pins {
 		if set != nil {
@@ -185,10 +179,10 @@ func (d *Daemon) view(pins []skills.Pin) skfs.View {
 
 // presentView is the view of the pins whose content is in the store, and
 // the pins left out.
-func (d *Daemon) presentView(pins []skills.Pin) (skfs.View, []Skipped) {
+func (d *Daemon) presentView(set *index.SkillSet, pins []skills.Pin) (skfs.View, []Skipped) {
 	v := make(skfs.View, 0, len(pins))
 	var lost []Skipped
-	for _, sk := range d.view(pins) {
+	for _, sk := range d.view(set, pins) {
 		if sk.Dir == "" {
 			lost = append(lost, d.lost(sk.Slug, sk.Version))
 			continue
@@ -279,6 +273,10 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	set, err := d.cat.DB().SkillSet(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var pins []skills.Pin
 	var skipped []policy.Skipped
 	u, err := d.cat.DB().User(ctx, s.UID)
@@ -288,9 +286,7 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	case err != nil:
 		return nil, err
 	default:
-		if pins, skipped, err = d.closure(ctx, u, s.All, s.Requested); err != nil {
-			return nil, err
-		}
+		pins, skipped = closure(set, u, s.All, s.Requested)
 	}
 	// Read before changing anything, so a failure leaves the session as it was.
 	mounts, err := d.cat.DB().Binds(ctx, id)
@@ -300,7 +296,7 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
 		return nil, err
 	}
-	lost, err := d.serveView(id, pins)
+	lost, err := d.serveView(set, id, pins)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +399,7 @@ func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
 			if len(gone) == 0 && !serve {
 				continue
 			}
-			if _, err := d.serveView(s.ID, kept); err != nil {
+			if _, err := d.serveView(set, s.ID, kept); err != nil {
 				if serve {
 					return n, fmt.Errorf("restore session %s: %w", s.ID, err)
 				}
