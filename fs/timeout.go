@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fuseSysctlDir holds the kernel's FUSE request timeout settings (Linux
@@ -26,8 +28,42 @@ const (
 )
 
 // sysctlMu serialises the mounts of this process around the kernel's
-// default request timeout, which each may set for the length of its mount.
+// default request timeout; lockSysctl extends that to every process on the
+// host.
 var sysctlMu sync.Mutex
+
+// sysctlLockFile is the host-wide lock every skillfs process holds while it
+// swaps the kernel's default request timeout in and out around a mount:
+// two daemons starting at once must not take each other's temporary value
+// for the default to put back.
+var sysctlLockFile = func() string {
+	if fi, err := os.Stat("/run"); err == nil && fi.IsDir() {
+		return "/run/skillfs-fuse-timeout.lock"
+	}
+	return filepath.Join(os.TempDir(), "skillfs-fuse-timeout.lock")
+}()
+
+// lockSysctl takes sysctlMu and the host-wide lock, and returns the unlock.
+// Without the lock file (not root) only this process is held off.
+func lockSysctl(log *slog.Logger) func() {
+	sysctlMu.Lock()
+	f, err := os.OpenFile(sysctlLockFile, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		log.Warn("take the host's FUSE timeout lock; other processes are not held off", "file", sysctlLockFile, "err", err)
+		return sysctlMu.Unlock
+	}
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+		sysctlMu.Unlock()
+	}
+}
 
 // withRequestTimeout runs mount, which must not return before the kernel
 // has processed the connection's INIT, with the kernel's default request
@@ -46,8 +82,7 @@ var sysctlMu sync.Mutex
 // It returns the timeout the kernel applies to the new connection, 0 for
 // none.
 func withRequestTimeout(d time.Duration, record string, log *slog.Logger, mount func() error) (time.Duration, error) {
-	sysctlMu.Lock()
-	defer sysctlMu.Unlock()
+	defer lockSysctl(log)()
 	defPath := filepath.Join(fuseSysctlDir, "default_request_timeout")
 	if record != "" {
 		recoverRequestTimeout(defPath, record, log)

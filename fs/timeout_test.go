@@ -51,7 +51,7 @@ func (s *hungSink) Opened(string, string) error {
 func TestRequestTimeout(t *testing.T) {
 	requireRequestTimeout(t)
 	defPath := filepath.Join(fuseSysctlDir, "default_request_timeout")
-	before, err := readSysctl(defPath)
+	before, err := readSysctlLocked(defPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRequestTimeout(t *testing.T) {
 	srv := mountTest(t, Options{Sink: sink, RequestTimeout: 15 * time.Second})
 	t.Cleanup(func() { close(sink.release) })
 
-	if after, err := readSysctl(defPath); err != nil || after != before {
+	if after, err := readSysctlLocked(defPath); err != nil || after != before {
 		t.Errorf("kernel default request timeout = %d, %v after mounting; want %d restored", after, err, before)
 	}
 	if want := effectiveTimeout(15, limit); srv.RequestTimeout() != want || want == 0 {
@@ -103,7 +103,7 @@ func TestRequestTimeout(t *testing.T) {
 // kernel's settings alone and reports what the kernel applies.
 func TestRequestTimeoutZero(t *testing.T) {
 	requireRequestTimeout(t)
-	def, err := readSysctl(filepath.Join(fuseSysctlDir, "default_request_timeout"))
+	def, err := readSysctlLocked(filepath.Join(fuseSysctlDir, "default_request_timeout"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestRequestTimeoutZero(t *testing.T) {
 	if got, want := srv.RequestTimeout(), effectiveTimeout(def, limit); got != want {
 		t.Errorf("request timeout = %v, want the kernel's %v", got, want)
 	}
-	if after, _ := readSysctl(filepath.Join(fuseSysctlDir, "default_request_timeout")); after != def {
+	if after, _ := readSysctlLocked(filepath.Join(fuseSysctlDir, "default_request_timeout")); after != def {
 		t.Errorf("kernel default request timeout changed from %d to %d", def, after)
 	}
 }
@@ -168,12 +168,12 @@ func keepRequestTimeout(t *testing.T) (defPath string, before uint64) {
 	t.Helper()
 	requireRequestTimeout(t)
 	defPath = filepath.Join(fuseSysctlDir, "default_request_timeout")
-	before, err := readSysctl(defPath)
+	before, err := readSysctlLocked(defPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := writeSysctl(defPath, before); err != nil {
+		if err := writeSysctlLocked(defPath, before); err != nil {
 			t.Errorf("restore %s to %d: %v", defPath, before, err)
 		}
 	})
@@ -205,11 +205,11 @@ func TestRequestTimeoutRecoversAfterCrash(t *testing.T) {
 			if err := writeTimeoutRecord(record, before, ours); err != nil {
 				t.Fatal(err)
 			}
-			if err := writeSysctl(defPath, tc.left); err != nil {
+			if err := writeSysctlLocked(defPath, tc.left); err != nil {
 				t.Fatal(err)
 			}
 			srv := mountTest(t, Options{RequestTimeoutRecord: record})
-			if got, err := readSysctl(defPath); err != nil || got != tc.wantAfter {
+			if got, err := readSysctlLocked(defPath); err != nil || got != tc.wantAfter {
 				t.Errorf("kernel default = %d, %v; want %d", got, err, tc.wantAfter)
 			}
 			if want := effectiveTimeout(tc.wantAfter, limit); srv.RequestTimeout() != want {
@@ -254,7 +254,7 @@ func TestRequestTimeoutRecord(t *testing.T) {
 			if changed {
 				want = theirs
 			}
-			if got, err := readSysctl(defPath); err != nil || got != want {
+			if got, err := readSysctlLocked(defPath); err != nil || got != want {
 				t.Errorf("kernel default after = %d, %v; want %d", got, err, want)
 			}
 			if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
@@ -262,4 +262,19 @@ func TestRequestTimeoutRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readSysctlLocked reads a FUSE sysctl holding the host-wide lock that
+// mounting processes hold while their timeout is the kernel's default, so
+// the value read is nobody's temporary one (other test packages start
+// daemons meanwhile).
+func readSysctlLocked(path string) (uint64, error) {
+	defer lockSysctl(slog.New(slog.DiscardHandler))()
+	return readSysctl(path)
+}
+
+// writeSysctlLocked writes a FUSE sysctl holding that lock.
+func writeSysctlLocked(path string, v uint64) error {
+	defer lockSysctl(slog.New(slog.DiscardHandler))()
+	return writeSysctl(path, v)
 }
