@@ -383,3 +383,63 @@ func TestServiceManagerNotify(t *testing.T) {
 	}
 	<-d.done
 }
+
+// With a watchdog (WATCHDOG_USEC) the daemon pings the service manager while
+// its mount answers at its path, and stops once it does not, so systemd
+// restarts it. (A mount detached while something holds it open stays
+// connected, so the daemon does not exit on its own: only the watchdog sees.)
+func TestServiceManagerWatchdog(t *testing.T) {
+	e := newEnv(t)
+	sock := filepath.Join(t.TempDir(), "notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "200000")
+	d := e.serve()
+	// read returns the next datagram, or "" when none came within wait.
+	read := func(wait time.Duration) string {
+		c.SetReadDeadline(time.Now().Add(wait))
+		buf := make([]byte, 4096)
+		n, err := c.Read(buf)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+	if got := read(10 * time.Second); !strings.HasPrefix(got, "READY=1\n") {
+		t.Fatalf("first notification %q, want READY=1\n%s", got, d.logs())
+	}
+	for i := 0; i < 3; i++ {
+		if got := read(10 * time.Second); got != "WATCHDOG=1" {
+			t.Fatalf("notification %d after READY %q, want WATCHDOG=1\n%s", i, got, d.logs())
+		}
+	}
+	held, err := os.Open(d.mount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := syscall.Unmount(d.mount, syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	// Pings already on their way may still arrive; then they stop.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := read(time.Second)
+		if got == "" {
+			break
+		}
+		if got == "STOPPING=1" {
+			t.Fatalf("the daemon stopped on its own after its mount was detached:\n%s", d.logs())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon kept sending %q after its mount was detached\n%s", got, d.logs())
+		}
+	}
+	if !strings.Contains(d.logs(), "watchdog withheld") {
+		t.Errorf("no log line says why the watchdog stopped:\n%s", d.logs())
+	}
+}

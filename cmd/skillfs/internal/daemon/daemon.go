@@ -159,6 +159,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	if err := notify("READY=1\nSTATUS=serving " + opts.MountRoot); err != nil {
 		log.Warn("tell the service manager the daemon is ready", "err", err)
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go d.watchdog(watchCtx, watchdogEvery, log)
 
 	var lost error
 	select {
@@ -171,6 +174,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	}
 
 	log.Info("shutting down")
+	stopWatch()
 	if err := notify("STOPPING=1"); err != nil {
 		log.Warn("tell the service manager the daemon is stopping", "err", err)
 	}

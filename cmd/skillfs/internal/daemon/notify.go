@@ -1,10 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // notifyPath is $NOTIFY_SOCKET as the process started with. It is taken
@@ -15,6 +19,52 @@ var notifyPath = func() string {
 	os.Unsetenv("NOTIFY_SOCKET")
 	return p
 }()
+
+// watchdogEvery is how often the service manager wants to hear that the
+// daemon is alive ($WATCHDOG_USEC, for this process when $WATCHDOG_PID says
+// so), or 0. Like NOTIFY_SOCKET, both are taken out of the environment.
+var watchdogEvery = func() time.Duration {
+	usec, pid := os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID")
+	os.Unsetenv("WATCHDOG_USEC")
+	os.Unsetenv("WATCHDOG_PID")
+	if pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return 0
+	}
+	n, err := strconv.ParseUint(usec, 10, 63)
+	if err != nil || n == 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Microsecond
+}()
+
+// watchdog sends WATCHDOG=1 twice per watchdogEvery for as long as the mount
+// answers (the check readiness makes, bounded by readyTimeout), until ctx
+// ends. A mount that stops answering stops the pings, so the service manager
+// restarts the daemon, which mounts again and re-attaches the binds. The
+// index and the store are left out: a restart mends neither a full disk
+// nor a broken one (/v1/ready reports those).
+func (d *Daemon) watchdog(ctx context.Context, every time.Duration, log *slog.Logger) {
+	if every <= 0 || notifyPath == "" {
+		return
+	}
+	log.Info("service manager watchdog", "every", every)
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c := d.check("mount", &d.readyBusy[0], d.checkMount); !c.OK {
+			log.Warn("watchdog withheld: the mount does not answer", "err", c.Error)
+			continue
+		}
+		if err := notify("WATCHDOG=1"); err != nil {
+			log.Warn("watchdog", "err", err)
+		}
+	}
+}
 
 // notify tells the service manager about the daemon's state (systemd's
 // Type=notify protocol): one datagram to the socket in notifyPath, which
