@@ -443,3 +443,28 @@ func TestServiceManagerWatchdog(t *testing.T) {
 		t.Errorf("no log line says why the watchdog stopped:\n%s", d.logs())
 	}
 }
+
+// The unit file in scripts/ is one systemd accepts (systemd-analyze verify,
+// with ExecStart pointed at the binary under test), and it asks for what
+// the daemon does: Type=notify with a watchdog.
+func TestUnitFile(t *testing.T) {
+	analyze := requireCommand(t, "systemd-analyze")
+	unit, err := os.ReadFile(filepath.Join("..", "scripts", "skillfs.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nType=notify\n", "\nWatchdogSec=", "\nExecStart=/usr/local/bin/skillfs "} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the unit file lacks %q", strings.TrimSpace(want))
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "skillfs.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/skillfs", binary)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}

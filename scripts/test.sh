@@ -10,6 +10,7 @@ command -v git >/dev/null || need+=(git)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v unzip >/dev/null || need+=(unzip)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing ${need[*]}"
