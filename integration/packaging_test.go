@@ -153,3 +153,39 @@ func TestReadmeBwrapRecipe(t *testing.T) {
 		t.Fatalf("%s\n=> %v\n%s", script, err, out)
 	}
 }
+
+// A sandbox that bound its session itself (bwrap --ro-bind of the session's
+// subtree) keeps a dead mount after a daemon crash, which the restarted
+// daemon knows nothing of; `session mount --pid` replaces it in place, and
+// from then on the bind is recorded and comes back by itself.
+func TestSelfBoundSandboxReattached(t *testing.T) {
+	e := newEnv(t)
+	d := e.serve()
+	e.ok("user", "add", "alice")
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "release-notes")
+	pid, _, _ := startSandboxWith(t, []string{"--ro-bind", filepath.Join(d.mount, s.ID), "/home/gem/skills"}, "/bin/sleep", "600")
+	inside := "/proc/" + strconv.Itoa(pid) + "/root/home/gem/skills"
+	if _, err := os.ReadFile(filepath.Join(inside, "release-notes", "SKILL.md")); err != nil {
+		t.Fatalf("read in the sandbox: %v", err)
+	}
+
+	d.kill()
+	d = e.serve()
+	if _, err := os.Stat(filepath.Join(inside, "commit-messages")); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("a self-bound sandbox after a restart sees %v, want ENOTCONN (nobody re-attached it)", err)
+	}
+	e.ok("session", "mount", s.ID, "/home/gem/skills", "--pid", strconv.Itoa(pid))
+	if _, err := os.ReadFile(filepath.Join(inside, "commit-messages", "SKILL.md")); err != nil {
+		t.Fatalf("after session mount --pid: %v", err)
+	}
+
+	d.kill()
+	d = e.serve()
+	if _, err := os.ReadFile(filepath.Join(inside, "skill-authoring", "SKILL.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after a second crash: %v, want the re-attached view (skill-authoring not in it)", err)
+	}
+	if names, err := os.ReadDir(inside); err != nil || len(names) != 2 {
+		t.Fatalf("after a second crash the sandbox reads %v, %v; want its two skills", names, err)
+	}
+}

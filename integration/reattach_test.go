@@ -18,7 +18,7 @@ import (
 // empty /home/gem/skills, and returns the pid of the process inside.
 func startSandbox(t *testing.T) int {
 	t.Helper()
-	pid, _, _ := startSandboxRunning(t, "/bin/sleep", "600")
+	pid, _, _ := startSandboxWith(t, nil, "/bin/sleep", "600")
 	return pid
 }
 
@@ -26,6 +26,13 @@ func startSandbox(t *testing.T) int {
 // the process inside, the bwrap command and the command's standard output.
 // The sandbox is killed when the test ends.
 func startSandboxRunning(t *testing.T, command ...string) (int, *exec.Cmd, io.Reader) {
+	t.Helper()
+	return startSandboxWith(t, nil, command...)
+}
+
+// startSandboxWith is startSandboxRunning with more bwrap options (after
+// the sandbox's own, so they may bind over /home/gem/skills).
+func startSandboxWith(t *testing.T, opts []string, command ...string) (int, *exec.Cmd, io.Reader) {
 	t.Helper()
 	bwrap := requireCommand(t, "bwrap")
 	r, w, err := os.Pipe()
@@ -35,8 +42,9 @@ func startSandboxRunning(t *testing.T, command ...string) (int, *exec.Cmd, io.Re
 	args := []string{"--unshare-all", "--die-with-parent",
 		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-		"--tmpfs", "/home", "--dir", "/home/gem/skills", "--info-fd", "3", "--"}
-	cmd := exec.Command(bwrap, append(args, command...)...)
+		"--tmpfs", "/home", "--dir", "/home/gem/skills", "--info-fd", "3"}
+	args = append(append(append(args, opts...), "--"), command...)
+	cmd := exec.Command(bwrap, args...)
 	cmd.ExtraFiles = []*os.File{w}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
