@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -257,4 +258,43 @@ func TestAPIMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkMetricsScrape serves GET /metrics on a catalog of
+// SKILLFS_SCALE_SKILLS skills (default 10,000), before any skill was opened
+// and once every one was opened and activated (the largest label sets the
+// catalog allows), and runs the scrape's one index query alone: the
+// store's size comes from the index, never a walk of the store.
+func BenchmarkMetricsScrape(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("SKILLFS_SCALE_SKILLS")); err == nil {
+		n = v
+	}
+	d := newTestDaemon(b)
+	scaleCatalog(b, d, n)
+	h := d.routes("")
+	scrape := func(b *testing.B) {
+		var size int
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if rec.Code != http.StatusOK {
+				b.Fatalf("GET /metrics: %d", rec.Code)
+			}
+			size = rec.Body.Len()
+		}
+		b.ReportMetric(float64(size), "scrape-bytes")
+	}
+	b.Run("index-query", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.cat.DB().Totals(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("none-opened", scrape)
+	for i := range n {
+		d.metrics.opened(fmt.Sprintf("s%05d", i), true)
+	}
+	b.Run("all-activated", scrape)
 }
