@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -266,10 +265,7 @@ func TestAPIMetrics(t *testing.T) {
 // catalog allows), and runs the scrape's one index query alone: the
 // store's size comes from the index, never a walk of the store.
 func BenchmarkMetricsScrape(b *testing.B) {
-	n := 10000
-	if v, err := strconv.Atoi(os.Getenv("SKILLFS_SCALE_SKILLS")); err == nil {
-		n = v
-	}
+	n := scaleSkills()
 	d := newTestDaemon(b)
 	scaleCatalog(b, d, n)
 	h := d.routes("")
