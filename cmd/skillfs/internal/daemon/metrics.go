@@ -46,7 +46,7 @@ func newMetrics(d *Daemon) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		opens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_skill_opens_total",
-			Help: "Opens of a skill's SKILL.md the daemon recorded (every open with --count-opens, else the first read in each session)."},
+			Help: "Opens of a skill's SKILL.md the daemon saw and recorded (every open with --count-opens; else the reads the kernel's cache did not serve, the first in each session among them)."},
 			[]string{"skill"}),
 		activations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_skill_activations_total",
 			Help: "First activations of a skill: sessions whose first read of its SKILL.md the daemon recorded."},
@@ -63,6 +63,14 @@ func newMetrics(d *Daemon) *metrics {
 			Help: "How long writing a batch of opens to the index took (successful or not).", Buckets: flushBuckets}),
 		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "skillfs_activation_flush_failures_total",
 			Help: "Batches of opens the index refused; their opens stay in memory and are retried."}),
+	}
+	// The import series exist from the start, at 0: a rate over them
+	// needs no first import to be defined.
+	for _, stage := range []string{"prepare", "confirm"} {
+		m.importSeconds.WithLabelValues(stage)
+		for _, outcome := range importOutcomes {
+			m.imports.WithLabelValues(stage, outcome)
+		}
 	}
 	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures,
 		stateCollector{d},
@@ -121,6 +129,9 @@ func (m *metrics) importStage(stage string, h http.HandlerFunc) http.Handler {
 		m.importSeconds.WithLabelValues(stage).Observe(time.Since(start).Seconds())
 	})
 }
+
+// importOutcomes are the outcomes outcomeOf names.
+var importOutcomes = []string{"ok", "invalid", "permission", "not_found", "conflict", "damaged", "internal"}
 
 // outcomeOf names the outcome of a request by its status: "ok", else the
 // error code ErrorCode gives that status.

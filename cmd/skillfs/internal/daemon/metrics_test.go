@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +129,22 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 	want["skillfs_activation_flush_duration_seconds_count"] = 2
 	want["skillfs_activation_flush_failures_total"] = 1
 	wantSeries(t, series(t, m), want)
+}
+
+// TestImportOutcomesAreErrorCodes: the outcome an import's status names is
+// the code the API's error body carries for it, and one of those counted
+// from the start.
+func TestImportOutcomesAreErrorCodes(t *testing.T) {
+	for _, err := range []error{nil, skills.ErrNotFound, skills.ErrPermission, skills.ErrExists, skills.ErrAmbiguous,
+		skills.ErrInvalid, skills.ErrLimit, skills.ErrDamaged, errors.New("anything else")} {
+		code, status := "ok", http.StatusOK
+		if err != nil {
+			code, status = ErrorCode(err)
+		}
+		if got := outcomeOf(status); got != code || !slices.Contains(importOutcomes, got) {
+			t.Errorf("%v: status %d is outcome %q, want %q among %v", err, status, got, code, importOutcomes)
+		}
+	}
 }
 
 // TestAPIMetrics: GET /metrics serves the daemon's registry on the socket's
