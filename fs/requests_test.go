@@ -3,6 +3,7 @@ package fs
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -94,5 +95,75 @@ func TestRequestsPerOperation(t *testing.T) {
 	}
 	if sink.count("sess", "alpha") != 1 {
 		t.Errorf("activations = %d, want 1", sink.count("sess", "alpha"))
+	}
+}
+
+// errorsDuring returns the requests answered with an error while op ran,
+// by kind and errno.
+func errorsDuring(srv *Server, op func()) map[string]map[string]uint64 {
+	before := srv.RequestErrors()
+	op()
+	out := map[string]map[string]uint64{}
+	for kind, byErrno := range srv.RequestErrors() {
+		for errno, n := range byErrno {
+			if d := n - before[kind][errno]; d > 0 {
+				if out[kind] == nil {
+					out[kind] = map[string]uint64{}
+				}
+				out[kind][errno] = d
+			}
+		}
+	}
+	return out
+}
+
+// TestRequestErrorsByErrno: a request the file system answers with an error
+// is counted under its kind and errno, once; requests answered without one
+// are not.
+func TestRequestErrorsByErrno(t *testing.T) {
+	st := newStore(t)
+	srv := mountTest(t, Options{Sink: &fakeSink{}})
+	dir := filepath.Join(setSession(t, srv, "sess", View{st.alpha1}), "alpha")
+
+	if _, err := os.Stat(dir); err != nil { // its own lookups done: only the missing name's follows
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "no-such-file")
+	var lookups map[string]uint64
+	got := errorsDuring(srv, func() {
+		lookups = requestsDuring(srv, func() {
+			if _, err := os.Stat(missing); !os.IsNotExist(err) {
+				t.Fatalf("stat of a missing file: %v, want not found", err)
+			}
+		})
+	})
+	if want := map[string]map[string]uint64{ReqLookup: {"ENOENT": 1}}; lookups[ReqLookup] != 1 || !reflect.DeepEqual(got, want) {
+		t.Errorf("stat of a missing file sent %v and counted errors %v, want one LOOKUP and %v", lookups, got, want)
+	}
+
+	read := func() {
+		if _, err := os.ReadFile(filepath.Join(dir, "references", "guide.md")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadDir(filepath.Join(dir, "references")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mount's first OPEN, FLUSH and OPENDIR are answered ENOSYS: the
+	// kernel then opens without asking.
+	first := errorsDuring(srv, read)
+	if want := map[string]map[string]uint64{ReqOpen: {"ENOSYS": 1}, ReqFlush: {"ENOSYS": 1}, ReqOpendir: {"ENOSYS": 1}}; !reflect.DeepEqual(first, want) {
+		t.Errorf("first open and listing counted errors %v, want %v", first, want)
+	}
+	var sent map[string]uint64
+	got = errorsDuring(srv, func() {
+		sent = requestsDuring(srv, func() {
+			if _, err := os.ReadFile(filepath.Join(dir, "SKILL.md")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	if sent[ReqLookup] == 0 || sent[ReqRead] == 0 || len(got) != 0 {
+		t.Errorf("first read of SKILL.md sent %v and counted errors %v, want a LOOKUP and a READ, no error", sent, got)
 	}
 }

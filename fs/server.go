@@ -793,6 +793,14 @@ func (s *Server) ViewFS(id string) (iofs.FS, error) {
 // sent since the mount was made.
 func (s *Server) Requests() map[string]uint64 { return s.requests.snapshot() }
 
+// RequestErrors returns how many requests of each kind (Req*) were answered
+// with an error, by errno name ("ENOENT"; "other" for an errno without a
+// name), leaving out kinds and errnos never answered. Some are expected
+// answers: ENOENT to the LOOKUP of a missing name, ENOSYS to the first
+// OPEN, FLUSH and OPENDIR of a mount that does not count opens and to every
+// XATTR request.
+func (s *Server) RequestErrors() map[string]map[string]uint64 { return s.requests.errors() }
+
 // PassthroughSupported reports whether the kernel offered FUSE passthrough
 // when the mount was set up (Options.Passthrough only helps where it did).
 func (s *Server) PassthroughSupported() bool {

@@ -78,6 +78,30 @@ func (db *DB) Count(ctx context.Context) (Rows, error) {
 	return r, nil
 }
 
+// Totals are the sizes the daemon's metrics report: skills, their stored
+// versions and the bytes of those versions' files as recorded at install,
+// and the binds of open sessions.
+type Totals struct {
+	Skills, Versions, Binds int
+	Bytes                   int64
+}
+
+// Totals reads the Totals in one query over the index, never the store.
+func (db *DB) Totals(ctx context.Context) (Totals, error) {
+	var t Totals
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM skills), (SELECT COUNT(*) FROM versions),
+			(SELECT COALESCE(SUM(bytes), 0) FROM versions),
+			(SELECT COUNT(*) FROM session_binds b JOIN sessions s ON s.id = b.session WHERE s.closed_at IS NULL)`).
+			Scan(&t.Skills, &t.Versions, &t.Bytes, &t.Binds)
+	})
+	if err != nil {
+		return t, fmt.Errorf("read index totals: %w", err)
+	}
+	return t, nil
+}
+
 // Check runs SQLite's integrity check over the whole file. A damaged file
 // is an error wrapping skills.ErrDamaged that quotes SQLite's first findings.
 func (db *DB) Check(ctx context.Context) error {

@@ -227,3 +227,40 @@ func TestPluginAndWorktree(t *testing.T) {
 		t.Fatal("a version with an unknown working-tree state was stored")
 	}
 }
+
+// Totals counts skills, versions and their bytes, and only the binds of
+// open sessions.
+func TestTotals(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	if got, err := db.Totals(ctx); err != nil || got != (Totals{}) {
+		t.Fatalf("Totals of a new index = %+v, %v", got, err)
+	}
+	a1, a2, b1 := testVersion("a", "h1"), testVersion("a", "h2"), testVersion("b", "h1")
+	a2.Bytes, b1.Bytes = 10, 0
+	a := testSkill("a")
+	a.Version = "h1"
+	if err := db.RestoreSkill(ctx, a, []*skills.Version{a1, a2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.InsertSkill(ctx, testSkill("b"), b1); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"open", "closed"} {
+		if err := db.CreateSession(ctx, testSession(id, t0)); err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range []string{"/x", "/y"} {
+			if err := db.AddBind(ctx, id, skills.Bind{Target: target}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.CloseSession(ctx, "closed"); err != nil {
+		t.Fatal(err)
+	}
+	want := Totals{Skills: 2, Versions: 3, Bytes: 1234 + 10, Binds: 2}
+	if got, err := db.Totals(ctx); err != nil || got != want {
+		t.Fatalf("Totals = %+v, %v; want %+v", got, err, want)
+	}
+}

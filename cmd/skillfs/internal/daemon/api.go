@@ -137,12 +137,13 @@ func (d *Daemon) routes(token string) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "") })
 	d.catalogRoutes(mux)
+	mux.Handle("GET /metrics", d.metrics.handler(d.log))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { unrouted(mux, w, r) })
 
 	if token == "" {
-		return mux
+		return d.metrics.instrument(mux, mux)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return d.metrics.instrument(mux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("Authorization")
 		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
 			// Close the connection after the answer: one without the
@@ -153,7 +154,7 @@ func (d *Daemon) routes(token string) http.Handler {
 			return
 		}
 		mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // Pages of the session list: their size when the request names none, and

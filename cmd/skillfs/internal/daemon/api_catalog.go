@@ -115,7 +115,7 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 	// scope, or discard. The source is the request body (a ZIP or a
 	// SKILL.md, streamed and cut at the import limits), a remote git URL,
 	// or — for admins only — a path on the daemon's machine.
-	mux.HandleFunc("POST /v1/drafts", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /v1/drafts", d.metrics.importStage("prepare", func(w http.ResponseWriter, r *http.Request) {
 		if kind := uploadKind(r.Header.Get("Content-Type")); kind != "" {
 			q := r.URL.Query()
 			dr, err := d.cat.PrepareUpload(r.Context(), catalog.ImportRequest{Skills: q["skill"],
@@ -144,8 +144,8 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
 			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r)})
 		reply(w, dr, err)
-	})
-	mux.HandleFunc("POST /v1/drafts/{id}/confirm", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.Handle("POST /v1/drafts/{id}/confirm", d.metrics.importStage("confirm", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Share string `json:"share"`
 		}
@@ -163,7 +163,7 @@ func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
 		}
 		res, err := d.cat.Confirm(r.Context(), as(r), r.PathValue("id"), sh)
 		reply(w, res, err)
-	})
+	}))
 	mux.HandleFunc("DELETE /v1/drafts/{id}", func(w http.ResponseWriter, r *http.Request) {
 		err := d.cat.Discard(r.Context(), as(r), r.PathValue("id"))
 		reply(w, map[string]string{"discarded": r.PathValue("id")}, err)

@@ -74,6 +74,7 @@ type Daemon struct {
 	fs        *skfs.Server
 	rec       *recorder
 	events    *hub
+	metrics   *metrics
 	log       *slog.Logger
 	mountRoot string
 	readyBusy [3]atomic.Bool // readiness checks under way: mount, index, store
@@ -129,6 +130,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		}
 	}
 	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
+	d.metrics = newMetrics(d)
 	closeSpill, err := d.startRecorder(ctx)
 	if err != nil {
 		return err
@@ -213,6 +215,7 @@ func (opts *Options) defaults(home string) {
 // keeps what the last shutdown could not store, and applies what it holds.
 func (d *Daemon) startRecorder(ctx context.Context) (closeSpill func(), err error) {
 	d.rec = newRecorder(d.cat.DB(), d.events, d.log)
+	d.rec.metrics = d.metrics
 	spill, spilled, reserveErr, err := openSpill(filepath.Join(d.cat.Home(), SpillName))
 	if err != nil {
 		return nil, err

@@ -57,7 +57,9 @@ func newTestDaemon(t testing.TB) *Daemon {
 	}
 	log := slog.New(slog.DiscardHandler)
 	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
+	d.metrics = newMetrics(d)
 	d.rec = newRecorder(cat.DB(), d.events, log)
+	d.rec.metrics = d.metrics
 	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log})
 	if err != nil {
 		t.Fatal(err)

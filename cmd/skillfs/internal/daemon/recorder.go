@@ -18,9 +18,10 @@ import (
 // a session is written durably before the open returns; later opens are
 // counted in memory and flushed in batches (and at shutdown).
 type recorder struct {
-	db     *index.DB
-	events *hub
-	log    *slog.Logger
+	db      *index.DB
+	events  *hub
+	log     *slog.Logger
+	metrics *metrics // counts what is recorded (nil: nothing)
 
 	firstMu sync.Mutex // serialises durable first writes
 
@@ -66,11 +67,13 @@ func (r *recorder) Opened(session, slug string) error {
 	k := actKey{session, slug}
 	now := time.Now().UTC()
 	if r.countIfSeen(k, now) {
+		r.metrics.opened(slug, false)
 		return nil
 	}
 	r.firstMu.Lock()
 	defer r.firstMu.Unlock()
 	if r.countIfSeen(k, now) {
+		r.metrics.opened(slug, false)
 		return nil
 	}
 	first, err := r.db.RecordActivation(context.Background(), session, slug, now)
@@ -81,6 +84,7 @@ func (r *recorder) Opened(session, slug string) error {
 	r.mu.Lock()
 	r.seen[k] = true
 	r.mu.Unlock()
+	r.metrics.opened(slug, first)
 	r.log.Debug("activation", "session", session, "slug", slug, "first", first)
 	if first {
 		r.events.publish(Event{Type: "activated", Session: session, Slug: slug, At: now})
@@ -218,7 +222,10 @@ func (r *recorder) flush(ctx context.Context) error {
 	for _, p := range batch {
 		deltas = append(deltas, *p)
 	}
-	if err := r.db.AddOpens(ctx, deltas); err != nil {
+	start := time.Now()
+	err := r.db.AddOpens(ctx, deltas)
+	r.metrics.flushed(time.Since(start), err)
+	if err != nil {
 		r.mu.Lock()
 		var kept int64
 		for k, p := range batch {

@@ -43,14 +43,20 @@ func scaleCatalog(b testing.TB, d *Daemon, n int) {
 	}
 }
 
+// scaleSkills is the size of the catalogs the scale benchmarks make:
+// SKILLFS_SCALE_SKILLS, default 10,000.
+func scaleSkills() int {
+	if v, err := strconv.Atoi(os.Getenv("SKILLFS_SCALE_SKILLS")); err == nil {
+		return v
+	}
+	return 10000
+}
+
 // BenchmarkCreateSession creates and closes sessions on a catalog of
 // SKILLFS_SCALE_SKILLS skills (default 10,000): five requested skills (a
 // closure of up to 20), and all of them.
 func BenchmarkCreateSession(b *testing.B) {
-	n := 10000
-	if v, err := strconv.Atoi(os.Getenv("SKILLFS_SCALE_SKILLS")); err == nil {
-		n = v
-	}
+	n := scaleSkills()
 	d := newTestDaemon(b)
 	scaleCatalog(b, d, n)
 	ctx := context.Background()
