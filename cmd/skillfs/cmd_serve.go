@@ -39,7 +39,11 @@ func (c *cli) serveCmd() *cobra.Command {
 	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation; implies --count-opens)")
 	countOpens := fs.Bool("count-opens", false, "have every open of a file reach the daemon, and count every open of SKILL.md as an activation (slower opens; by default the first read activates)")
 	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
-	cmd.RunE = func(*cobra.Command, []string) error {
+	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := loadConfig(cmd, *config); err != nil {
+			return err
+		}
 		if err := preflight(); err != nil {
 			return err
 		}
@@ -89,9 +93,9 @@ func (c *cli) serveCmd() *cobra.Command {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sigs)
 		// SIGHUP (a closed terminal, a log rotation) must not take the mounts
-		// down: the daemon logs to stderr and reads no configuration file, so
-		// there is nothing to reopen or reload, and the signal is logged and
-		// otherwise ignored.
+		// down: the daemon logs to stderr, and its settings (flags and
+		// --config) hold for its life, so there is nothing to reopen or
+		// reload; the signal is logged and otherwise ignored.
 		hups := make(chan os.Signal, 1)
 		signal.Notify(hups, syscall.SIGHUP)
 		defer signal.Stop(hups)
@@ -99,7 +103,7 @@ func (c *cli) serveCmd() *cobra.Command {
 			for {
 				select {
 				case <-hups:
-					log.Info("SIGHUP ignored: nothing to reload (logs go to stderr)")
+					log.Info("SIGHUP ignored: nothing to reload (logs go to stderr; settings are read at start: restart to change them)")
 				case <-ctx.Done():
 					return
 				}
