@@ -200,6 +200,14 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("bash: source the completion script: %v: %s", err, got)
 		}
 	}
+	// zsh and fish scripts ask the binary; what it answers names every
+	// command.
+	out, _, _ := runCLI(t, "__complete", "")
+	for _, name := range []string{"serve", "status", "check", "version", "skill", "user", "tool", "mcp", "session", "help", "completion"} {
+		if !strings.Contains(out, "\n"+name+"\t") && !strings.HasPrefix(out, name+"\t") {
+			t.Errorf("__complete offers no %q: %q", name, out)
+		}
+	}
 	out, _, code := runCLI(t, "__complete", "session", "mo")
 	if code != 0 || !strings.Contains(out, "mount\t") {
 		t.Errorf("__complete session mo: exit %d: %q", code, out)
