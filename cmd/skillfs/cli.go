@@ -49,6 +49,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			if errors.As(err, &ue) {
 				cmd = ue.cmd
 			}
+			if cmd == nil {
+				cmd = root
+			}
 			msg = strings.TrimSuffix(msg, ": "+errUsage.Error())
 			msg += fmt.Sprintf(" (see `%s --help`)", cmd.CommandPath())
 		}
