@@ -9,23 +9,17 @@ import (
 	"skillfs/skills"
 )
 
-// errnoMap lists, in order, which errors become which errno. The first match
-// wins, so more specific errors come first.
-var errnoMap = []struct {
+// osErrnos maps the errors of io/fs and context, which are no error kinds
+// of the project, to errnos; the project's sentinels map through
+// skills.Kinds, before these.
+var osErrnos = []struct {
 	err   error
 	errno syscall.Errno
 }{
-	{skills.ErrNotFound, syscall.ENOENT},
 	{iofs.ErrNotExist, syscall.ENOENT},
-	{skills.ErrPermission, syscall.EACCES},
 	{iofs.ErrPermission, syscall.EACCES},
-	{skills.ErrUnsafePath, syscall.EACCES},
-	{skills.ErrSpecialFile, syscall.EACCES},
-	{skills.ErrExists, syscall.EEXIST},
 	{iofs.ErrExist, syscall.EEXIST},
-	{skills.ErrInvalid, syscall.EINVAL},
 	{iofs.ErrInvalid, syscall.EINVAL},
-	{skills.ErrLimit, syscall.EFBIG},
 	{iofs.ErrClosed, syscall.EBADF},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.ETIMEDOUT},
@@ -33,8 +27,9 @@ var errnoMap = []struct {
 
 // ToErrno maps an error to the errno a FUSE caller sees: nil is 0, an errno
 // anywhere in the chain is kept, the project's sentinels and io/fs's map to
-// their natural errno (not found → ENOENT, permission → EACCES, …), and
-// anything else is EIO. Only this package turns errors into errnos.
+// their natural errno (not found → ENOENT, permission → EACCES, …; the
+// project's as skills.Kinds says), and anything else is EIO. Only this
+// package turns errors into errnos.
 func ToErrno(err error) syscall.Errno {
 	if err == nil {
 		return 0
@@ -43,7 +38,10 @@ func ToErrno(err error) syscall.Errno {
 	if errors.As(err, &errno) && errno != 0 {
 		return errno
 	}
-	for _, m := range errnoMap {
+	if k, ok := skills.KindOf(err); ok {
+		return k.Errno
+	}
+	for _, m := range osErrnos {
 		if errors.Is(err, m.err) {
 			return m.errno
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,30 +16,6 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 )
-
-const usageText = `skillfs serves agent skills to sandboxed sessions as read-only files.
-
-Usage: skillfs [--home DIR] [--as UID] [--json] [--debug] [--log-format text|json] COMMAND ...
-
-  serve                                   run the daemon
-  status                                  the running daemon at a glance
-  check [--repair]                        check the data directory (index against content store); repair it
-  skill import SOURCE [--skill NAME]... [--all] [--list] [--share SCOPE] [--replace] [--builtin] [--ref REF]
-  skill list | show SLUG | validate PATH | enable SLUG | disable SLUG | delete SLUG
-  skill export SLUG [-o FILE]
-  skill deps SLUG [--skill S]... [--tool T]... [--mcp M]...
-  skill share SLUG --read SCOPE [--manage SCOPE]
-  user add UID [--role user|admin|superadmin] [--department ID] | user list | user delete UID
-  tool add|delete NAME | tool list          mcp add|delete NAME | mcp list
-  session create --user UID [--skills a,b | --all] [--preload a,b]
-  session list | show ID | mount ID TARGET | unmount ID TARGET | refresh ID | close ID
-  session activations ID | prompt ID [--format xml|markdown] | mentions ID --text TEXT
-  session read ID skill://SLUG[/PATH]
-  version
-
-SCOPE is global, department:ID[,ID...] or user:UID[,UID...].
-The data directory is --home, else $SKILLFS_HOME, else ~/.local/share/skillfs.
-`
 
 // cli carries what every command needs.
 type cli struct {
@@ -59,59 +34,30 @@ type cli struct {
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
-	err := c.dispatch(args)
+	root := c.root()
+	root.SetArgs(append([]string{}, args...))
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "skillfs: %v\n", err)
+		msg := err.Error()
 		if errors.Is(err, errUsage) {
-			fmt.Fprintln(stderr, "run `skillfs help` for usage")
+			// A mistake on the command line is one line: what was
+			// wrong, and where the help of the command it concerns is.
+			var ue *usageError
+			if errors.As(err, &ue) {
+				cmd = ue.cmd
+			}
+			if cmd == nil {
+				cmd = root
+			}
+			msg = strings.TrimSuffix(msg, ": "+errUsage.Error())
+			msg += fmt.Sprintf(" (see `%s --help`)", cmd.CommandPath())
 		}
+		fmt.Fprintf(stderr, "skillfs: %s\n", msg)
 	}
 	return exitCode(err)
-}
-
-func (c *cli) dispatch(args []string) error {
-	fs := c.flags("skillfs")
-	rest, err := parseGlobal(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) == 0 {
-		fmt.Fprint(c.stderr, usageText)
-		return fmt.Errorf("no command given: %w", errUsage)
-	}
-	cmd, rest := rest[0], rest[1:]
-	sub := ""
-	if len(rest) > 0 {
-		sub = rest[0]
-	}
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, usageText)
-		return nil
-	case "version":
-		fmt.Fprintln(c.stdout, versionLine())
-		return nil
-	case "serve":
-		return c.serve(rest)
-	case "check":
-		return c.check(rest)
-	case "status":
-		return c.status(rest)
-	case "skill":
-		return c.skillCmd(sub, tail(rest))
-	case "user":
-		return c.userCmd(sub, tail(rest))
-	case "tool":
-		return c.toolCmd(sub, tail(rest), false)
-	case "mcp":
-		return c.toolCmd(sub, tail(rest), true)
-	case "session":
-		return c.sessionCmd(sub, tail(rest))
-	}
-	return fmt.Errorf("unknown command %q: %w", cmd, errUsage)
 }
 
 // version, when set at build time (-ldflags "-X main.version=..."), names
@@ -154,26 +100,6 @@ func versionLine() string {
 	return out + " " + goVersion
 }
 
-func tail(a []string) []string {
-	if len(a) == 0 {
-		return nil
-	}
-	return a[1:]
-}
-
-// flags makes a flag set carrying the global flags, so they may appear
-// anywhere on the command line.
-func (c *cli) flags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.home, "home", c.home, "data directory")
-	fs.StringVar(&c.as, "as", c.as, "act as this user")
-	fs.BoolVar(&c.json, "json", c.json, "print JSON")
-	fs.BoolVar(&c.debug, "debug", c.debug, "log debug messages")
-	fs.Var(&c.logFormat, "log-format", "log lines as text or json")
-	return fs
-}
-
 // announce says where a new data directory was made.
 func (c *cli) announce(home string) {
 	const why = "--home or SKILLFS_HOME chooses another"
@@ -188,6 +114,7 @@ func (c *cli) announce(home string) {
 type logFormat string
 
 func (f *logFormat) String() string { return string(*f) }
+func (f *logFormat) Type() string   { return "text|json" }
 
 func (f *logFormat) Set(v string) error {
 	if v != "text" && v != "json" {
@@ -197,42 +124,11 @@ func (f *logFormat) Set(v string) error {
 	return nil
 }
 
-// parseGlobal parses leading flags and stops at the first argument.
-func parseGlobal(fs *flag.FlagSet, args []string) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%v: %w", err, errUsage)
-	}
-	return fs.Args(), nil
-}
-
-// parse parses flags anywhere among the arguments and checks the number of
-// positional arguments.
-func parse(fs *flag.FlagSet, args []string, minPos, maxPos int, names string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, fmt.Errorf("%s %s: %w", fs.Name(), names, errUsage)
-			}
-			return nil, fmt.Errorf("%s: %v: %w", fs.Name(), err, errUsage)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
-		return nil, fmt.Errorf("%s takes %s: %w", fs.Name(), names, errUsage)
-	}
-	return pos, nil
-}
-
 // listFlag collects a repeatable flag; commas also separate values.
 type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Type() string   { return "list" }
 func (l *listFlag) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -293,19 +189,6 @@ func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) 
 		c.announce(home)
 	}
 	return cat, err
-}
-
-// parseOpen parses a management command's arguments, then opens the catalog.
-func (c *cli) parseOpen(fs *flag.FlagSet, args []string, minPos, maxPos int, names string) ([]string, *catalog.Catalog, error) {
-	pos, err := parse(fs, args, minPos, maxPos, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	cat, err := c.openCatalog()
-	if err != nil {
-		return nil, nil, err
-	}
-	return pos, cat, nil
 }
 
 func (c *cli) printJSON(v any) error {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"skillfs/cmd/skillfs/internal/daemon"
+	"skillfs/skills"
 )
 
 // call sends one API request to the daemon over its socket and decodes the
@@ -67,7 +68,7 @@ func (c *cli) request(method, path string, body, out any) (http.Header, error) {
 		if e.Error == "" {
 			e.Error = resp.Status
 		}
-		if kind := daemon.CodeError(e.Code); kind != nil {
+		if kind := skills.CodeError(e.Code); kind != nil {
 			return nil, &apiErr{msg: e.Error, kind: kind}
 		}
 		return nil, errors.New(e.Error)

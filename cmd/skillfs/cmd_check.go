@@ -3,45 +3,47 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
 
 // check examines a data directory and, with --repair, repairs it.
-func (c *cli) check(args []string) error {
-	fs := c.flags("check")
-	repair := fs.Bool("repair", false, "repair what can be repaired: rebuild a damaged index from the store, quarantine what the index cannot explain, restore what it needs")
-	if _, err := parse(fs, args, 0, 0, "no arguments ([--repair])"); err != nil {
-		return err
-	}
-	home, err := c.homeDir()
-	if err != nil {
-		return err
-	}
-	var r *catalog.Report
-	if *repair {
-		r, err = catalog.Repair(c.ctx, home, catalog.Options{Logger: c.logger()})
-	} else {
-		r, err = catalog.Check(c.ctx, home, true)
-	}
-	if err != nil {
-		return err
-	}
-	if c.json {
-		if err := c.printJSON(r); err != nil {
+func (c *cli) checkCmd() *cobra.Command {
+	cmd := leaf("check [--repair]", "check the data directory: the index against the content store; exit 8 when it is not consistent", 0, 0)
+	repair := cmd.Flags().Bool("repair", false, "repair what can be repaired (daemon stopped): rebuild a damaged index from the store, quarantine what the index cannot explain, restore what it needs")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		home, err := c.homeDir()
+		if err != nil {
 			return err
 		}
-	} else {
-		printReport(c, r)
-	}
-	if !r.OK {
-		what := "run `skillfs check --repair` (with the daemon stopped)"
+		var r *catalog.Report
 		if *repair {
-			what = "what is left needs a decision: see above"
+			r, err = catalog.Repair(c.ctx, home, catalog.Options{Logger: c.logger()})
+		} else {
+			r, err = catalog.Check(c.ctx, home, true)
 		}
-		return fmt.Errorf("data directory %s is not consistent: %s: %w", r.Home, what, skills.ErrDamaged)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			if err := c.printJSON(r); err != nil {
+				return err
+			}
+		} else {
+			printReport(c, r)
+		}
+		if !r.OK {
+			what := "run `skillfs check --repair` (with the daemon stopped)"
+			if *repair {
+				what = "what is left needs a decision: see above"
+			}
+			return fmt.Errorf("data directory %s is not consistent: %s: %w", r.Home, what, skills.ErrDamaged)
+		}
+		return nil
 	}
-	return nil
+	return cmd
 }
 
 func printReport(c *cli, r *catalog.Report) {

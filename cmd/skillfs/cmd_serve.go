@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"skillfs/cmd/skillfs/internal/catalog"
@@ -26,102 +27,107 @@ import (
 //go:embed all:examples
 var examples embed.FS
 
-func (c *cli) serve(args []string) error {
-	fs := c.flags("serve")
-	mountRoot := fs.String("mount-root", "", "where the shared FUSE mount goes (default <home>/mnt)")
-	agentPath := fs.String("agent-path", "/home/gem/skills", "where agents see their skills (used in prompts)")
-	tcp := fs.String("listen", "", "also serve the API on this loopback TCP address (needs --token-file)")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token for --listen")
+func (c *cli) serveCmd() *cobra.Command {
+	cmd := leaf("serve", "run the daemon (one per data directory): the FUSE mount and the API", 0, 0)
+	fs := cmd.Flags()
+	mountRoot := fs.String("mount-root", "", "the `DIR` where the shared FUSE mount goes (default <home>/mnt)")
+	agentPath := fs.String("agent-path", "/home/gem/skills", "the `PATH` where agents see their skills (used in prompts)")
+	tcp := fs.String("listen", "", "also serve the API on this loopback TCP `ADDR` (needs --token-file)")
+	tokenFile := fs.String("token-file", "", "the `FILE` holding the bearer token for --listen")
 	withExamples := fs.Bool("examples", true, "register the bundled example skills as builtins")
-	owner := fs.String("owner", "0:0", "UID:GID shown as the owner of every file in the mount")
+	owner := fs.String("owner", "0:0", "`UID:GID` shown as the owner of every file in the mount")
 	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation; implies --count-opens)")
 	countOpens := fs.Bool("count-opens", false, "have every open of a file reach the daemon, and count every open of SKILL.md as an activation (slower opens; by default the first read activates)")
 	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
-	if _, err := parse(fs, args, 0, 0, "no arguments"); err != nil {
-		return err
-	}
-	if err := preflight(); err != nil {
-		return err
-	}
-	var uid, gid uint32
-	if _, err := fmt.Sscanf(*owner, "%d:%d", &uid, &gid); err != nil {
-		return fmt.Errorf("--owner %q: want UID:GID: %w", *owner, errUsage)
-	}
-	var token string
-	if *tcp != "" {
-		if *tokenFile == "" {
-			return fmt.Errorf("--listen needs --token-file: %w", errUsage)
+	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := loadConfig(cmd, *config); err != nil {
+			return err
 		}
-		t, err := readTokenFile(*tokenFile)
+		if err := preflight(); err != nil {
+			return err
+		}
+		var uid, gid uint32
+		if _, err := fmt.Sscanf(*owner, "%d:%d", &uid, &gid); err != nil {
+			return fmt.Errorf("--owner %q: want UID:GID: %w", *owner, errUsage)
+		}
+		var token string
+		if *tcp != "" {
+			if *tokenFile == "" {
+				return fmt.Errorf("--listen needs --token-file: %w", errUsage)
+			}
+			t, err := readTokenFile(*tokenFile)
+			if err != nil {
+				return err
+			}
+			token = t
+		}
+		home, err := c.homeDir()
 		if err != nil {
 			return err
 		}
-		token = t
-	}
-	home, err := c.homeDir()
-	if err != nil {
-		return err
-	}
-	log := c.logger()
-	c.log = log
-	if n, capped := capProcs(); capped {
-		log.Info("threads running Go code capped; set GOMAXPROCS to choose", "gomaxprocs", n)
-	}
-	cat, err := c.open(home, catalog.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	setup := func(context.Context) error {
-		if !*withExamples {
+		log := c.logger()
+		c.log = log
+		if n, capped := capProcs(); capped {
+			log.Info("threads running Go code capped; set GOMAXPROCS to choose", "gomaxprocs", n)
+		}
+		cat, err := c.open(home, catalog.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		setup := func(context.Context) error {
+			if !*withExamples {
+				return nil
+			}
+			if err := c.syncExamples(cat); err != nil {
+				return fmt.Errorf("register bundled skills: %w", err)
+			}
 			return nil
 		}
-		if err := c.syncExamples(cat); err != nil {
-			return fmt.Errorf("register bundled skills: %w", err)
-		}
-		return nil
-	}
 
-	// The first signal shuts down cleanly; a second one forces the exit.
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	// SIGHUP (a closed terminal, a log rotation) must not take the mounts
-	// down: the daemon logs to stderr and reads no configuration file, so
-	// there is nothing to reopen or reload, and the signal is logged and
-	// otherwise ignored.
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
-	defer signal.Stop(hups)
-	go func() {
-		for {
+		// The first signal shuts down cleanly; a second one forces the exit.
+		ctx, cancel := context.WithCancel(c.ctx)
+		defer cancel()
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		// SIGHUP (a closed terminal, a log rotation) must not take the mounts
+		// down: the daemon logs to stderr, and its settings (flags and
+		// --config) hold for its life, so there is nothing to reopen or
+		// reload; the signal is logged and otherwise ignored.
+		hups := make(chan os.Signal, 1)
+		signal.Notify(hups, syscall.SIGHUP)
+		defer signal.Stop(hups)
+		go func() {
+			for {
+				select {
+				case <-hups:
+					log.Info("SIGHUP ignored: nothing to reload (logs go to stderr; settings are read at start: restart to change them)")
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		go func() {
 			select {
-			case <-hups:
-				log.Info("SIGHUP ignored: nothing to reload (logs go to stderr)")
+			case <-sigs:
+				cancel()
 			case <-ctx.Done():
 				return
 			}
-		}
-	}()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-			return
-		}
-		<-sigs
-		fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
-		os.Exit(exitError)
-	}()
-	return daemon.Run(ctx, cat, daemon.Options{
-		MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
-		Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
-		Setup:          setup,
-		RequestTimeout: *reqTimeout,
-	})
+			<-sigs
+			fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
+			os.Exit(exitError)
+		}()
+		return daemon.Run(ctx, cat, daemon.Options{
+			MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
+			Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
+			Setup:          setup,
+			RequestTimeout: *reqTimeout,
+		})
+	}
+	return cmd
 }
 
 // preflight checks what serving needs before the data directory is

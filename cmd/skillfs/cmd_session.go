@@ -7,22 +7,28 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"skillfs/cmd/skillfs/internal/daemon"
 	"skillfs/skills"
 )
 
-func (c *cli) sessionCmd(sub string, args []string) error {
-	switch sub {
-	case "create":
-		fs := c.flags("session create")
-		user := fs.String("user", "", "the session's user")
-		var sk, preload listFlag
-		fs.Var(&sk, "skills", "requested skills, comma-separated (repeatable)")
-		fs.Var(&preload, "preload", "skills to inline in the prompt and load tools for from the start")
-		all := fs.Bool("all", false, "every skill the user may read")
-		if _, err := parse(fs, args, 0, 0, "--user UID [--skills a,b | --all] [--preload a,b]"); err != nil {
-			return err
-		}
+func (c *cli) sessionCmd() *cobra.Command {
+	return group("session", "open and manage agent sessions (talks to the daemon)",
+		c.sessionCreate(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
+		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionPrompt(),
+		c.sessionMentions(), c.sessionRead())
+}
+
+func (c *cli) sessionCreate() *cobra.Command {
+	cmd := leaf("create --user UID [--skills a,b | --all] [--preload a,b]", "open a session for a user, with the skills it asks for or all it may read", 0, 0)
+	fs := cmd.Flags()
+	user := fs.String("user", "", "the session's user: `UID`")
+	var sk, preload listFlag
+	fs.Var(&sk, "skills", "requested `SLUGS`, comma-separated (repeatable)")
+	fs.Var(&preload, "preload", "`SLUGS` to inline in the prompt and load tools for from the start")
+	all := fs.Bool("all", false, "every skill the user may read")
+	cmd.RunE = func(*cobra.Command, []string) error {
 		if *user == "" {
 			return fmt.Errorf("session create needs --user UID: %w", errUsage)
 		}
@@ -39,13 +45,15 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 			fmt.Fprintf(c.stdout, "left out: %s (%s)\n", s.Slug, s.Reason)
 		}
 		return nil
-	case "list":
-		fs := c.flags("session list")
-		limit := fs.Int("limit", 0, "list at most this many sessions (default: all)")
-		after := fs.String("after", "", "list the sessions that come after this one")
-		if _, err := parse(fs, args, 0, 0, "[--limit N] [--after ID]"); err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionList() *cobra.Command {
+	cmd := leaf("list [--limit N] [--after ID]", "open sessions, oldest first", 0, 0)
+	limit := cmd.Flags().Int("limit", 0, "list at most `N` sessions (default: all)")
+	after := cmd.Flags().String("after", "", "list the sessions that come after session `ID`")
+	cmd.RunE = func(*cobra.Command, []string) error {
 		if *limit < 0 {
 			return fmt.Errorf("--limit %d: want a positive number: %w", *limit, errUsage)
 		}
@@ -65,12 +73,17 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 		}
 		c.table([]string{"ID", "USER", "READABLE", "MOUNTS"}, rows)
 		return nil
-	case "show", "refresh", "close":
-		fs := c.flags("session " + sub)
-		pos, err := parse(fs, args, 1, 1, "ID")
-		if err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionShow(sub string) *cobra.Command {
+	cmd := leaf(sub+" ID", map[string]string{
+		"show":    "one session: its user, path, readable skills and mounts",
+		"refresh": "move a session to the current versions of its skills",
+		"close":   "close a session: its view and binds go away",
+	}[sub], 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
 		id := url.PathEscape(pos[0])
 		var info daemon.SessionInfo
 		switch sub {
@@ -93,13 +106,17 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 		fmt.Fprintf(c.stdout, "session %s (user %s)\npath %s\nreadable: %s\nmounts: %s\n", info.ID, info.User,
 			info.Path, strings.Join(info.Readable, " "), bindList(info.Binds))
 		return nil
-	case "mount", "unmount":
-		fs := c.flags("session " + sub)
-		pid := fs.Int("pid", 0, "bind inside the mount namespace of this process (a running sandbox); TARGET is a path there")
-		pos, err := parse(fs, args, 2, 2, "ID TARGET [--pid PID]")
-		if err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionMount(sub string) *cobra.Command {
+	cmd := leaf(sub+" ID TARGET [--pid PID]", map[string]string{
+		"mount":   "bind a session read-only at TARGET",
+		"unmount": "remove a session's bind at TARGET",
+	}[sub], 2, 2)
+	pid := cmd.Flags().Int("pid", 0, "bind inside the mount namespace of process `PID` (a running sandbox); TARGET is a path there")
+	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
 		target := pos[1]
 		if *pid == 0 {
 			if target, err = filepath.Abs(target); err != nil {
@@ -120,12 +137,13 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 			where = fmt.Sprintf("%s in the namespace of process %d", target, *pid)
 		}
 		return c.done(map[string]any{"session": pos[0], "target": target, "pid": *pid}, "session %s %sed at %s", pos[0], sub, where)
-	case "activations":
-		fs := c.flags("session activations")
-		pos, err := parse(fs, args, 1, 1, "ID")
-		if err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionActivations() *cobra.Command {
+	cmd := leaf("activations ID", "the skills a session activated, and the tools and MCP servers to load", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		var a daemon.Activations
 		if err := c.call("GET", "/v1/sessions/"+url.PathEscape(pos[0])+"/activations", nil, &a); err != nil {
 			return err
@@ -143,21 +161,23 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 			fmt.Fprintf(c.stdout, "conflict: %s\n", x)
 		}
 		return nil
-	case "prompt":
-		fs := c.flags("session prompt")
-		format := fs.String("format", "xml", "xml or markdown")
-		pos, err := parse(fs, args, 1, 1, "ID")
-		if err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionPrompt() *cobra.Command {
+	cmd := leaf("prompt ID", "the skills block for a session's system prompt", 1, 1)
+	format := cmd.Flags().String("format", "xml", "`FORMAT` of the block: xml or markdown")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		return c.call("GET", "/v1/sessions/"+url.PathEscape(pos[0])+"/prompt?format="+url.QueryEscape(*format), nil, c.stdout)
-	case "mentions":
-		fs := c.flags("session mentions")
-		text := fs.String("text", "", "the message text")
-		pos, err := parse(fs, args, 1, 1, "ID --text TEXT")
-		if err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionMentions() *cobra.Command {
+	cmd := leaf("mentions ID --text TEXT", "the skills a message names as $slug, with their SKILL.md", 1, 1)
+	text := cmd.Flags().String("text", "", "the message `TEXT`")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		var out struct {
 			Mentions []daemon.Mention `json:"mentions"`
 		}
@@ -171,15 +191,16 @@ func (c *cli) sessionCmd(sub string, args []string) error {
 			fmt.Fprintf(c.stdout, "== %s (%s)\n%s\n", m.Slug, m.Path, m.Content)
 		}
 		return nil
-	case "read":
-		fs := c.flags("session read")
-		pos, err := parse(fs, args, 2, 2, "ID skill://SLUG[/PATH]")
-		if err != nil {
-			return err
-		}
+	}
+	return cmd
+}
+
+func (c *cli) sessionRead() *cobra.Command {
+	cmd := leaf("read ID skill://SLUG[/PATH]", "a file of a session's view", 2, 2)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		return c.call("GET", "/v1/sessions/"+url.PathEscape(pos[0])+"/resolve?uri="+url.QueryEscape(pos[1]), nil, c.stdout)
 	}
-	return fmt.Errorf("unknown session command %q (create, list, show, mount, unmount, refresh, close, activations, prompt, mentions, read): %w", sub, errUsage)
+	return cmd
 }
 
 func bindList(bs []skills.Bind) string {

@@ -9,39 +9,18 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/policy"
 	"skillfs/skills"
 )
 
-func (c *cli) skillCmd(sub string, args []string) error {
-	switch sub {
-	case "import":
-		return c.skillImport(args)
-	case "validate":
-		return c.skillValidate(args)
-	case "list":
-		return c.skillList(args)
-	case "show":
-		return c.skillShow(args)
-	case "enable", "disable":
-		return c.skillToggle(sub, args)
-	case "delete":
-		return c.skillDelete(args)
-	case "export":
-		return c.skillExport(args)
-	case "deps":
-		return c.skillDeps(args)
-	case "share":
-		return c.skillShare(args)
-	case "prepare":
-		return c.skillPrepare(args)
-	case "edit":
-		return c.skillEdit(args)
-	case "confirm", "discard":
-		return c.skillConfirm(sub, args)
-	}
-	return fmt.Errorf("unknown skill command %q (import, prepare, confirm, discard, edit, list, show, validate, enable, disable, delete, export, deps, share): %w", sub, errUsage)
+func (c *cli) skillCmd() *cobra.Command {
+	return group("skill", "install, inspect and manage skills",
+		c.skillImport(), c.skillPrepare(), c.skillConfirm("confirm"), c.skillConfirm("discard"), c.skillEdit(),
+		c.skillList(), c.skillShow(), c.skillValidate(), c.skillToggle("enable"), c.skillToggle("disable"),
+		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare())
 }
 
 func nonNil(s []string) []string {
@@ -51,57 +30,57 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (c *cli) skillImport(args []string) error {
-	fs := c.flags("skill import")
+func (c *cli) skillImport() *cobra.Command {
+	cmd := leaf("import SOURCE | --agents", "install skills from a directory, ZIP, SKILL.md or git repository, or from other agents' skill folders", 0, 1)
+	fs := cmd.Flags()
 	var picks listFlag
 	var share, ref string
 	var ignores listFlag
-	fs.Var(&picks, "skill", "import this skill of a multi-skill source: folder name, slug, name or path, or a glob (repeatable)")
-	fs.Var(&ignores, "ignore", "leave out the skills this glob matches (repeatable)")
+	fs.Var(&picks, "skill", "import this skill of a multi-skill source: folder name, slug, name or path, or a `GLOB` (repeatable)")
+	fs.Var(&ignores, "ignore", "leave out the skills this `GLOB` matches (repeatable)")
 	all := fs.Bool("all", false, "import every skill of the source")
 	list := fs.Bool("list", false, "list the skills of the source, install nothing")
 	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
 	builtin := fs.Bool("builtin", false, "register as a builtin skill (admins)")
-	fs.StringVar(&share, "share", "", "read scope: global, department:ID,... or user:UID,...")
-	fs.StringVar(&ref, "ref", "", "git branch, tag or commit")
-	sub := fs.String("path", "", "import only from this folder of the source (also SOURCE#ref:path)")
+	fs.StringVar(&share, "share", "", "who may read: `SCOPE` (global, department:ID,... or user:UID,...)")
+	fs.StringVar(&ref, "ref", "", "git branch, tag or commit: `REF`")
+	sub := fs.String("path", "", "import only from this folder `DIR` of the source (also SOURCE#ref:path)")
 	agents := fs.Bool("agents", false, "import from the skill folders of agents on this machine instead of SOURCE")
 	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
-	project := fs.String("project", "", "with --agents: also this project folder's .claude/skills, .agents/skills, .codex/skills and .opencode/skills (after your own)")
-	pos, err := parse(fs, args, 0, 1, "SOURCE (or --agents)")
-	if err != nil {
-		return err
-	}
-	if (len(pos) == 1) == *agents {
-		return fmt.Errorf("skill import takes SOURCE or --agents: %w", errUsage)
-	}
-	req := catalog.ImportRequest{Ref: ref, Path: *sub, Skills: picks, Ignore: ignores, All: *all, List: *list,
-		As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents, Timeout: *timeout}
-	if *agents {
-		req.Source = "agents"
-		req.AgentHome, _ = os.UserHomeDir()
-		if *project != "" {
-			if req.Project, err = filepath.Abs(*project); err != nil {
+	project := fs.String("project", "", "with --agents: also this project folder `DIR`'s .claude/skills, .agents/skills, .codex/skills and .opencode/skills (after your own)")
+	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
+		if (len(pos) == 1) == *agents {
+			return fmt.Errorf("skill import takes SOURCE or --agents: %w", errUsage)
+		}
+		req := catalog.ImportRequest{Ref: ref, Path: *sub, Skills: picks, Ignore: ignores, All: *all, List: *list,
+			As: c.as, Replace: *replace, Builtin: *builtin, Agents: *agents, Timeout: *timeout}
+		if *agents {
+			req.Source = "agents"
+			req.AgentHome, _ = os.UserHomeDir()
+			if *project != "" {
+				if req.Project, err = filepath.Abs(*project); err != nil {
+					return err
+				}
+			}
+		} else {
+			req.Source = pos[0]
+		}
+		if share != "" {
+			sc, err := policy.ParseScope(share)
+			if err != nil {
 				return err
 			}
+			req.Share = &skills.Share{Read: sc}
 		}
-	} else {
-		req.Source = pos[0]
-	}
-	if share != "" {
-		sc, err := policy.ParseScope(share)
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
-		req.Share = &skills.Share{Read: sc}
+		defer cat.Close()
+		res, ierr := cat.Import(c.ctx, req)
+		return c.importResult(res, ierr, req.List)
 	}
-	cat, err := c.openCatalog()
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	res, ierr := cat.Import(c.ctx, req)
-	return c.importResult(res, ierr, req.List)
+	return cmd
 }
 
 // importResult prints what an import did and picks its error: a listing
@@ -167,133 +146,148 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 	}
 }
 
-func (c *cli) skillPrepare(args []string) error {
-	fs := c.flags("skill prepare")
+func (c *cli) skillPrepare() *cobra.Command {
+	cmd := leaf("prepare SOURCE", "two-step install, step 1: read, check and stage a source as a draft (expires after 1 h)", 1, 1)
+	fs := cmd.Flags()
 	var picks listFlag
-	fs.Var(&picks, "skill", "prepare this skill of a multi-skill source (repeatable)")
+	fs.Var(&picks, "skill", "prepare this skill of a multi-skill source: `NAME` or `GLOB` (repeatable)")
 	all := fs.Bool("all", false, "prepare every skill of the source")
 	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
-	ref := fs.String("ref", "", "git branch, tag or commit")
-	sub := fs.String("path", "", "prepare only from this folder of the source (also SOURCE#ref:path)")
+	ref := fs.String("ref", "", "git branch, tag or commit: `REF`")
+	sub := fs.String("path", "", "prepare only from this folder `DIR` of the source (also SOURCE#ref:path)")
 	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SOURCE")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	d, err := cat.Prepare(c.ctx, catalog.ImportRequest{Source: pos[0], Ref: *ref, Path: *sub, Skills: picks, All: *all,
-		As: c.as, Replace: *replace, Timeout: *timeout})
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(d)
-	}
-	fmt.Fprintf(c.stdout, "draft %s (expires %s)\n", d.ID, d.ExpiresAt.Local().Format("15:04:05"))
-	for _, s := range d.Skills {
-		fmt.Fprintf(c.stdout, "  %s (%s): %s\n", s.Slug, s.Name, truncate(s.Description, 60))
-		for _, w := range s.Warnings {
-			fmt.Fprintf(c.stdout, "    warning: %s\n", w)
-		}
-	}
-	for _, f := range d.Failed {
-		fmt.Fprintf(c.stderr, "left out %s: %s\n", f.Source, f.Error)
-	}
-	fmt.Fprintf(c.stdout, "install with `skillfs skill confirm %s [--share SCOPE]`, or drop it with `skillfs skill discard %s`\n", d.ID, d.ID)
-	return nil
-}
-
-// skillConfirm installs or drops a draft.
-func (c *cli) skillConfirm(sub string, args []string) error {
-	fs := c.flags("skill " + sub)
-	share := fs.String("share", "", "read scope: global, department:ID,... or user:UID,...")
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "DRAFT")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	if sub == "discard" {
-		if err := cat.Discard(c.ctx, c.as, pos[0]); err != nil {
-			return err
-		}
-		return c.done(map[string]string{"discarded": pos[0]}, "draft %s discarded", pos[0])
-	}
-	var sh *skills.Share
-	if *share != "" {
-		sc, err := policy.ParseScope(*share)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
-		sh = &skills.Share{Read: sc}
+		defer cat.Close()
+		d, err := cat.Prepare(c.ctx, catalog.ImportRequest{Source: pos[0], Ref: *ref, Path: *sub, Skills: picks, All: *all,
+			As: c.as, Replace: *replace, Timeout: *timeout})
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(d)
+		}
+		fmt.Fprintf(c.stdout, "draft %s (expires %s)\n", d.ID, d.ExpiresAt.Local().Format("15:04:05"))
+		for _, s := range d.Skills {
+			fmt.Fprintf(c.stdout, "  %s (%s): %s\n", s.Slug, s.Name, truncate(s.Description, 60))
+			for _, w := range s.Warnings {
+				fmt.Fprintf(c.stdout, "    warning: %s\n", w)
+			}
+		}
+		for _, f := range d.Failed {
+			fmt.Fprintf(c.stderr, "left out %s: %s\n", f.Source, f.Error)
+		}
+		fmt.Fprintf(c.stdout, "install with `skillfs skill confirm %s [--share SCOPE]`, or drop it with `skillfs skill discard %s`\n", d.ID, d.ID)
+		return nil
 	}
-	res, err := cat.Confirm(c.ctx, c.as, pos[0], sh)
-	return c.importResult(res, err, false)
+	return cmd
+}
+
+// skillConfirm installs or drops a draft.
+func (c *cli) skillConfirm(sub string) *cobra.Command {
+	cmd := leaf(sub+" DRAFT", "two-step install, step 2: install the draft with the share scope chosen now", 1, 1)
+	share := new(string)
+	if sub == "discard" {
+		cmd.Short = "two-step install, step 2: drop the draft"
+	} else {
+		cmd.Flags().StringVar(share, "share", "", "who may read: `SCOPE` (global, department:ID,... or user:UID,...)")
+	}
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		if sub == "discard" {
+			if err := cat.Discard(c.ctx, c.as, pos[0]); err != nil {
+				return err
+			}
+			return c.done(map[string]string{"discarded": pos[0]}, "draft %s discarded", pos[0])
+		}
+		var sh *skills.Share
+		if *share != "" {
+			sc, err := policy.ParseScope(*share)
+			if err != nil {
+				return err
+			}
+			sh = &skills.Share{Read: sc}
+		}
+		res, err := cat.Confirm(c.ctx, c.as, pos[0], sh)
+		return c.importResult(res, err, false)
+	}
+	return cmd
 }
 
 // skillEdit writes one text file of a skill as a new version.
-func (c *cli) skillEdit(args []string) error {
-	fs := c.flags("skill edit")
-	from := fs.String("from", "", "read the new content from this file (default: standard input)")
+func (c *cli) skillEdit() *cobra.Command {
+	cmd := leaf("edit SLUG PATH", "online editing: write one text file of a skill (from standard input or --from) or remove it, as a new version", 2, 2)
+	fs := cmd.Flags()
+	from := fs.String("from", "", "read the new content from `FILE` (default: standard input)")
 	del := fs.Bool("delete", false, "remove the file instead")
-	pos, cat, err := c.parseOpen(fs, args, 2, 2, "SLUG PATH")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	var content io.Reader
-	if !*del {
-		content = c.stdin
-		if *from != "" {
-			// A FIFO or device named with --from is refused unread;
-			// standard input is streamed and cut at the size limit.
-			f, _, err := skills.OpenRegular(*from, *from, true)
-			if err != nil {
-				return fmt.Errorf("read new content: %w", err)
-			}
-			defer f.Close()
-			content = f
-		}
-	}
-	in, err := cat.Edit(c.ctx, c.as, pos[0], pos[1], content)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(in)
-	}
-	fmt.Fprintf(c.stdout, "%s: version %s\n", in.Slug, short(in.Version))
-	for _, w := range in.Warnings {
-		fmt.Fprintf(c.stdout, "  warning: %s\n", w)
-	}
-	return nil
-}
-
-func (c *cli) skillValidate(args []string) error {
-	fs := c.flags("skill validate")
-	pos, err := parse(fs, args, 1, 1, "PATH")
-	if err != nil {
-		return err
-	}
-	r := validate(pos[0])
-	if c.json {
-		if err := c.printJSON(r); err != nil {
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
 			return err
 		}
-	} else {
-		for _, p := range r.Errors {
-			fmt.Fprintf(c.stdout, "error: %s\n", p)
+		defer cat.Close()
+		var content io.Reader
+		if !*del {
+			content = c.stdin
+			if *from != "" {
+				// A FIFO or device named with --from is refused unread;
+				// standard input is streamed and cut at the size limit.
+				f, _, err := skills.OpenRegular(*from, *from, true)
+				if err != nil {
+					return fmt.Errorf("read new content: %w", err)
+				}
+				defer f.Close()
+				content = f
+			}
 		}
-		for _, w := range r.Warnings {
-			fmt.Fprintf(c.stdout, "warning: %s\n", w)
+		in, err := cat.Edit(c.ctx, c.as, pos[0], pos[1], content)
+		if err != nil {
+			return err
 		}
-		if r.Valid {
-			fmt.Fprintf(c.stdout, "%s: valid skill %q\n", pos[0], r.Slug)
+		if c.json {
+			return c.printJSON(in)
 		}
+		fmt.Fprintf(c.stdout, "%s: version %s\n", in.Slug, short(in.Version))
+		for _, w := range in.Warnings {
+			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
+		}
+		return nil
 	}
-	if !r.Valid {
-		return &validateError{n: len(r.Errors)}
+	return cmd
+}
+
+func (c *cli) skillValidate() *cobra.Command {
+	cmd := leaf("validate PATH", "check a skill folder (package rules and limits, then strict SKILL.md rules) or a lone SKILL.md; exit 1 listing every problem", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		r := validate(pos[0])
+		if c.json {
+			if err := c.printJSON(r); err != nil {
+				return err
+			}
+		} else {
+			for _, p := range r.Errors {
+				fmt.Fprintf(c.stdout, "error: %s\n", p)
+			}
+			for _, w := range r.Warnings {
+				fmt.Fprintf(c.stdout, "warning: %s\n", w)
+			}
+			if r.Valid {
+				fmt.Fprintf(c.stdout, "%s: valid skill %q\n", pos[0], r.Slug)
+			}
+		}
+		if !r.Valid {
+			return &validateError{n: len(r.Errors)}
+		}
+		return nil
 	}
-	return nil
+	return cmd
 }
 
 // validation is the result of `skill validate`; its JSON is part of the CLI.
@@ -355,194 +349,212 @@ type validateError struct{ n int }
 
 func (e *validateError) Error() string { return fmt.Sprintf("%d problem(s) found", e.n) }
 
-func (c *cli) skillList(args []string) error {
-	fs := c.flags("skill list")
-	_, cat, err := c.parseOpen(fs, args, 0, 0, "no arguments")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	list, err := cat.List(c.ctx, c.as)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		out := make([]catalog.Summary, len(list))
-		for i, s := range list {
-			out[i] = catalog.Summarize(s)
-		}
-		return c.printJSON(out)
-	}
-	rows := make([][]string, len(list))
-	for i, s := range list {
-		en := "yes"
-		if !s.Enabled {
-			en = "no"
-		}
-		rows[i] = []string{s.Slug, truncate(catalog.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, short(s.Version), truncate(s.Description, 60)}
-	}
-	c.table([]string{"SLUG", "NAME", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
-	return nil
-}
-
-func (c *cli) skillShow(args []string) error {
-	fs := c.flags("skill show")
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	d, err := cat.Show(c.ctx, c.as, pos[0])
-	if err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(struct {
-			catalog.Summary
-			Source   string            `json:"source"`
-			Path     string            `json:"path"`
-			Versions []*skills.Version `json:"versions"`
-		}{catalog.Summarize(d.Skill), d.Source, d.Path, d.Versions})
-	}
-	j := catalog.Summarize(d.Skill)
-	w := bufio.NewWriter(c.stdout)
-	defer w.Flush()
-	fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, catalog.DisplayName(j.Plugin, j.Name), j.Description)
-	fmt.Fprintf(w, "enabled:      %v\nsource:       %s (%s)\ncreator:      %s\n", j.Enabled, d.Source, j.SourceType, j.Creator)
-	fmt.Fprintf(w, "share:        read %s", j.Share.Read)
-	if j.Share.Manage != "" {
-		fmt.Fprintf(w, ", manage %s", j.Share.Manage)
-	}
-	fmt.Fprintf(w, "\nskills:       %s\ntools:        %s\nmcp servers:  %s\n",
-		strings.Join(j.SkillDependencies, " "), strings.Join(j.ToolDependencies, " "), strings.Join(j.MCPDependencies, " "))
-	fmt.Fprintf(w, "path:         %s\nversions:\n", d.Path)
-	for _, v := range d.Versions {
-		cur := " "
-		if v.Hash == d.Version {
-			cur = "*"
-		}
-		fmt.Fprintf(w, " %s %s  %s  by %s  %d files, %d bytes  from %s", cur, short(v.Hash),
-			v.InstalledAt.Format("2006-01-02 15:04:05"), v.Installer, v.Files, v.Bytes, v.Source)
-		if v.Commit != "" {
-			fmt.Fprintf(w, " @ %s", short(v.Commit))
-		}
-		if v.Worktree != "" {
-			fmt.Fprintf(w, " (working tree %s)", v.Worktree)
-		}
-		fmt.Fprintln(w)
-	}
-	return nil
-}
-
-func (c *cli) skillToggle(sub string, args []string) error {
-	fs := c.flags("skill " + sub)
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	s, err := cat.SetEnabled(c.ctx, c.as, pos[0], sub == "enable")
-	if err != nil {
-		return err
-	}
-	c.notifyDaemon()
-	return c.done(catalog.Summarize(s), "%s %sd", s.Slug, sub)
-}
-
-func (c *cli) skillDelete(args []string) error {
-	fs := c.flags("skill delete")
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	if err := cat.Delete(c.ctx, c.as, pos[0]); err != nil {
-		return err
-	}
-	c.notifyDaemon()
-	return c.done(map[string]string{"deleted": pos[0]}, "%s deleted", pos[0])
-}
-
-func (c *cli) skillExport(args []string) error {
-	fs := c.flags("skill export")
-	out := fs.String("o", "", "write the ZIP to this file (default: standard output)")
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	if *out == "" {
-		return cat.Export(c.ctx, c.as, pos[0], c.stdout)
-	}
-	tmp := *out + ".partial"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("export %s: %w", pos[0], err)
-	}
-	if err := cat.Export(c.ctx, c.as, pos[0], f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, *out)
-}
-
-func (c *cli) skillDeps(args []string) error {
-	fs := c.flags("skill deps")
-	var sk, tools, mcps listFlag
-	fs.Var(&sk, "skill", "skill dependency (repeatable)")
-	fs.Var(&tools, "tool", "tool dependency (repeatable)")
-	fs.Var(&mcps, "mcp", "MCP server dependency (repeatable)")
-	pos, cat, err := c.parseOpen(fs, args, 1, 1, "SLUG")
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	s, err := cat.Deps(c.ctx, c.as, pos[0], sk, tools, mcps)
-	if err != nil {
-		return err
-	}
-	c.notifyDaemon()
-	return c.done(catalog.Summarize(s), "%s depends on skills [%s], tools [%s], mcp servers [%s]", s.Slug,
-		strings.Join(s.SkillDependencies, " "), strings.Join(s.ToolDependencies, " "), strings.Join(s.MCPDependencies, " "))
-}
-
-func (c *cli) skillShare(args []string) error {
-	fs := c.flags("skill share")
-	read := fs.String("read", "", "read scope")
-	manage := fs.String("manage", "", "manage scope")
-	pos, err := parse(fs, args, 1, 1, "SLUG --read SCOPE [--manage SCOPE]")
-	if err != nil {
-		return err
-	}
-	if *read == "" {
-		return fmt.Errorf("skill share needs --read SCOPE: %w", errUsage)
-	}
-	var sh skills.Share
-	if sh.Read, err = policy.ParseScope(*read); err != nil {
-		return err
-	}
-	if *manage != "" {
-		if sh.Manage, err = policy.ParseScope(*manage); err != nil {
+func (c *cli) skillList() *cobra.Command {
+	cmd := leaf("list", "the catalog: the skills the acting user may see", 0, 0)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
 			return err
 		}
+		defer cat.Close()
+		list, err := cat.List(c.ctx, c.as)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			out := make([]catalog.Summary, len(list))
+			for i, s := range list {
+				out[i] = catalog.Summarize(s)
+			}
+			return c.printJSON(out)
+		}
+		rows := make([][]string, len(list))
+		for i, s := range list {
+			en := "yes"
+			if !s.Enabled {
+				en = "no"
+			}
+			rows[i] = []string{s.Slug, truncate(catalog.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, short(s.Version), truncate(s.Description, 60)}
+		}
+		c.table([]string{"SLUG", "NAME", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
+		return nil
 	}
-	cat, err := c.openCatalog()
-	if err != nil {
-		return err
+	return cmd
+}
+
+func (c *cli) skillShow() *cobra.Command {
+	cmd := leaf("show SLUG", "one skill with its versions and provenance", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		d, err := cat.Show(c.ctx, c.as, pos[0])
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(struct {
+				catalog.Summary
+				Source   string            `json:"source"`
+				Path     string            `json:"path"`
+				Versions []*skills.Version `json:"versions"`
+			}{catalog.Summarize(d.Skill), d.Source, d.Path, d.Versions})
+		}
+		j := catalog.Summarize(d.Skill)
+		w := bufio.NewWriter(c.stdout)
+		defer w.Flush()
+		fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, catalog.DisplayName(j.Plugin, j.Name), j.Description)
+		fmt.Fprintf(w, "enabled:      %v\nsource:       %s (%s)\ncreator:      %s\n", j.Enabled, d.Source, j.SourceType, j.Creator)
+		fmt.Fprintf(w, "share:        read %s", j.Share.Read)
+		if j.Share.Manage != "" {
+			fmt.Fprintf(w, ", manage %s", j.Share.Manage)
+		}
+		fmt.Fprintf(w, "\nskills:       %s\ntools:        %s\nmcp servers:  %s\n",
+			strings.Join(j.SkillDependencies, " "), strings.Join(j.ToolDependencies, " "), strings.Join(j.MCPDependencies, " "))
+		fmt.Fprintf(w, "path:         %s\nversions:\n", d.Path)
+		for _, v := range d.Versions {
+			cur := " "
+			if v.Hash == d.Version {
+				cur = "*"
+			}
+			fmt.Fprintf(w, " %s %s  %s  by %s  %d files, %d bytes  from %s", cur, short(v.Hash),
+				v.InstalledAt.Format("2006-01-02 15:04:05"), v.Installer, v.Files, v.Bytes, v.Source)
+			if v.Commit != "" {
+				fmt.Fprintf(w, " @ %s", short(v.Commit))
+			}
+			if v.Worktree != "" {
+				fmt.Fprintf(w, " (working tree %s)", v.Worktree)
+			}
+			fmt.Fprintln(w)
+		}
+		return nil
 	}
-	defer cat.Close()
-	s, err := cat.Share(c.ctx, c.as, pos[0], sh)
-	if err != nil {
-		return err
+	return cmd
+}
+
+func (c *cli) skillToggle(sub string) *cobra.Command {
+	cmd := leaf(sub+" SLUG", sub+" a skill: a disabled skill leaves every session's view at once", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		s, err := cat.SetEnabled(c.ctx, c.as, pos[0], sub == "enable")
+		if err != nil {
+			return err
+		}
+		c.notifyDaemon()
+		return c.done(catalog.Summarize(s), "%s %sd", s.Slug, sub)
 	}
-	c.notifyDaemon()
-	j := catalog.Summarize(s)
-	return c.done(j, "%s: read %s, manage %s", s.Slug, j.Share.Read, orCreator(j.Share.Manage))
+	return cmd
+}
+
+func (c *cli) skillDelete() *cobra.Command {
+	cmd := leaf("delete SLUG", "remove a skill with all its versions", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		if err := cat.Delete(c.ctx, c.as, pos[0]); err != nil {
+			return err
+		}
+		c.notifyDaemon()
+		return c.done(map[string]string{"deleted": pos[0]}, "%s deleted", pos[0])
+	}
+	return cmd
+}
+
+func (c *cli) skillExport() *cobra.Command {
+	cmd := leaf("export SLUG", "a ZIP of the skill's current version", 1, 1)
+	out := cmd.Flags().StringP("output", "o", "", "write the ZIP to this `FILE` (default: standard output)")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		if *out == "" {
+			return cat.Export(c.ctx, c.as, pos[0], c.stdout)
+		}
+		tmp := *out + ".partial"
+		f, err := os.Create(tmp)
+		if err != nil {
+			return fmt.Errorf("export %s: %w", pos[0], err)
+		}
+		if err := cat.Export(c.ctx, c.as, pos[0], f); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return err
+		}
+		if err := f.Close(); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		return os.Rename(tmp, *out)
+	}
+	return cmd
+}
+
+func (c *cli) skillDeps() *cobra.Command {
+	cmd := leaf("deps SLUG", "replace the skill's dependency lists: skills, tools and MCP servers", 1, 1)
+	fs := cmd.Flags()
+	var sk, tools, mcps listFlag
+	fs.Var(&sk, "skill", "skill dependency: `SLUG` (repeatable)")
+	fs.Var(&tools, "tool", "tool dependency: `NAME` (repeatable)")
+	fs.Var(&mcps, "mcp", "MCP server dependency: `NAME` (repeatable)")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		s, err := cat.Deps(c.ctx, c.as, pos[0], sk, tools, mcps)
+		if err != nil {
+			return err
+		}
+		c.notifyDaemon()
+		return c.done(catalog.Summarize(s), "%s depends on skills [%s], tools [%s], mcp servers [%s]", s.Slug,
+			strings.Join(s.SkillDependencies, " "), strings.Join(s.ToolDependencies, " "), strings.Join(s.MCPDependencies, " "))
+	}
+	return cmd
+}
+
+func (c *cli) skillShare() *cobra.Command {
+	cmd := leaf("share SLUG --read SCOPE [--manage SCOPE]", "change who may read and who may manage a skill", 1, 1)
+	read := cmd.Flags().String("read", "", "who may read: `SCOPE`")
+	manage := cmd.Flags().String("manage", "", "who may manage: `SCOPE` (default: the creator only)")
+	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
+		if *read == "" {
+			return fmt.Errorf("skill share needs --read SCOPE: %w", errUsage)
+		}
+		var sh skills.Share
+		if sh.Read, err = policy.ParseScope(*read); err != nil {
+			return err
+		}
+		if *manage != "" {
+			if sh.Manage, err = policy.ParseScope(*manage); err != nil {
+				return err
+			}
+		}
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		s, err := cat.Share(c.ctx, c.as, pos[0], sh)
+		if err != nil {
+			return err
+		}
+		c.notifyDaemon()
+		j := catalog.Summarize(s)
+		return c.done(j, "%s: read %s, manage %s", s.Slug, j.Share.Read, orCreator(j.Share.Manage))
+	}
+	return cmd
 }
 
 func orCreator(s string) string {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/spf13/cobra"
 	"strings"
 
 	"skillfs/cmd/skillfs/internal/daemon"
@@ -9,33 +11,34 @@ import (
 
 // status prints the running daemon at a glance: where it keeps its data and
 // serves, what it serves, whether it is ready and the last error it logged.
-func (c *cli) status(args []string) error {
-	if _, err := parse(c.flags("status"), args, 0, 0, "no arguments"); err != nil {
-		return err
-	}
-	var st daemon.Status
-	if err := c.call("GET", "/v1/status", nil, &st); err != nil {
-		return err
-	}
-	if c.json {
-		return c.printJSON(st)
-	}
-	ready := "yes"
-	if !st.Readiness.Ready {
-		var why []string
-		for _, ch := range st.Readiness.Checks {
-			if !ch.OK {
-				why = append(why, ch.Name+": "+ch.Error)
-			}
+func (c *cli) statusCmd() *cobra.Command {
+	cmd := leaf("status", "the running daemon at a glance: data directory, mount, readiness, sessions, catalog, last error; exit 7 when it is not running", 0, 0)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		var st daemon.Status
+		if err := c.call("GET", "/v1/status", nil, &st); err != nil {
+			return err
 		}
-		ready = "NO (" + strings.Join(why, "; ") + ")"
+		if c.json {
+			return c.printJSON(st)
+		}
+		ready := "yes"
+		if !st.Readiness.Ready {
+			var why []string
+			for _, ch := range st.Readiness.Checks {
+				if !ch.OK {
+					why = append(why, ch.Name+": "+ch.Error)
+				}
+			}
+			ready = "NO (" + strings.Join(why, "; ") + ")"
+		}
+		last := "none"
+		if st.LastError != nil {
+			last = st.LastError.At.Format("2006-01-02 15:04:05Z") + " " + st.LastError.Message
+		}
+		fmt.Fprintf(c.stdout, "data directory  %s\nmount           %s\nsocket          %s\nready           %s\n"+
+			"sessions        %d open, %d binds\ncatalog         %d skills, %d versions, %d users\nlast error      %s\n",
+			st.Home, st.Mount, st.Socket, ready, st.Sessions, st.Binds, st.Skills, st.Versions, st.Users, last)
+		return nil
 	}
-	last := "none"
-	if st.LastError != nil {
-		last = st.LastError.At.Format("2006-01-02 15:04:05Z") + " " + st.LastError.Message
-	}
-	fmt.Fprintf(c.stdout, "data directory  %s\nmount           %s\nsocket          %s\nready           %s\n"+
-		"sessions        %d open, %d binds\ncatalog         %d skills, %d versions, %d users\nlast error      %s\n",
-		st.Home, st.Mount, st.Socket, ready, st.Sessions, st.Binds, st.Skills, st.Versions, st.Users, last)
-	return nil
+	return cmd
 }

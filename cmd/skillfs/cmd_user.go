@@ -3,16 +3,25 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"skillfs/skills"
 )
 
-func (c *cli) userCmd(sub string, args []string) error {
-	switch sub {
-	case "add", "set":
-		fs := c.flags("user " + sub)
-		role := fs.String("role", "", "user, admin or superadmin (default user)")
-		dept := fs.String("department", "", "department id")
-		pos, cat, err := c.parseOpen(fs, args, 1, 1, "UID")
+func (c *cli) userCmd() *cobra.Command {
+	return group("user", "users, their roles and departments",
+		c.userAdd("add"), c.userAdd("set"), c.userList(), c.userDelete())
+}
+
+func (c *cli) userAdd(sub string) *cobra.Command {
+	cmd := leaf(sub+" UID", map[string]string{
+		"add": "create a user (exit 6 if it exists)",
+		"set": "change a user's role or department",
+	}[sub], 1, 1)
+	role := cmd.Flags().String("role", "", "user, admin or superadmin (default user)")
+	dept := cmd.Flags().String("department", "", "department `ID`")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
@@ -29,9 +38,14 @@ func (c *cli) userCmd(sub string, args []string) error {
 		c.notifyDaemon()
 		u, _ = cat.DB().User(c.ctx, pos[0])
 		return c.done(u, "user %s: role %s, department %q", u.UID, u.Role, u.Department)
-	case "list":
-		fs := c.flags("user list")
-		_, cat, err := c.parseOpen(fs, args, 0, 0, "no arguments")
+	}
+	return cmd
+}
+
+func (c *cli) userList() *cobra.Command {
+	cmd := leaf("list", "every user with their role and department", 0, 0)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
@@ -49,9 +63,14 @@ func (c *cli) userCmd(sub string, args []string) error {
 		}
 		c.table([]string{"UID", "ROLE", "DEPARTMENT"}, rows)
 		return nil
-	case "delete":
-		fs := c.flags("user delete")
-		pos, cat, err := c.parseOpen(fs, args, 1, 1, "UID")
+	}
+	return cmd
+}
+
+func (c *cli) userDelete() *cobra.Command {
+	cmd := leaf("delete UID", "remove a user", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
@@ -62,18 +81,22 @@ func (c *cli) userCmd(sub string, args []string) error {
 		c.notifyDaemon()
 		return c.done(map[string]string{"deleted": pos[0]}, "user %s deleted", pos[0])
 	}
-	return fmt.Errorf("unknown user command %q (add, set, list, delete): %w", sub, errUsage)
+	return cmd
 }
 
-func (c *cli) toolCmd(sub string, args []string, mcp bool) error {
-	kind := "tool"
+func (c *cli) toolCmd(mcp bool) *cobra.Command {
+	kind, what := "tool", "tools"
 	if mcp {
-		kind = "mcp"
+		kind, what = "mcp", "MCP servers"
 	}
-	switch sub {
-	case "add", "delete":
-		fs := c.flags(kind + " " + sub)
-		pos, cat, err := c.parseOpen(fs, args, 1, 1, "NAME")
+	return group(kind, "registered "+what+" (skills may depend on them)",
+		c.toolAdd(kind, "add", mcp), c.toolAdd(kind, "delete", mcp), c.toolList(what, mcp))
+}
+
+func (c *cli) toolAdd(kind, sub string, mcp bool) *cobra.Command {
+	cmd := leaf(sub+" NAME", sub+" a registered "+kind, 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
@@ -88,9 +111,14 @@ func (c *cli) toolCmd(sub string, args []string, mcp bool) error {
 		}
 		past := map[string]string{"add": "added", "delete": "deleted"}[sub]
 		return c.done(map[string]string{past: pos[0]}, "%s %s %s", kind, pos[0], past)
-	case "list":
-		fs := c.flags(kind + " list")
-		_, cat, err := c.parseOpen(fs, args, 0, 0, "no arguments")
+	}
+	return cmd
+}
+
+func (c *cli) toolList(what string, mcp bool) *cobra.Command {
+	cmd := leaf("list", "the registered "+what, 0, 0)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
@@ -107,5 +135,5 @@ func (c *cli) toolCmd(sub string, args []string, mcp bool) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown %s command %q (add, list, delete): %w", kind, sub, errUsage)
+	return cmd
 }

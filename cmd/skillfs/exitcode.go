@@ -6,18 +6,22 @@ import (
 	"skillfs/skills"
 )
 
-// Exit codes. Numbers are never reused; the README documents them.
+// Exit codes of the command line itself; the error kinds' codes come from
+// skills.Kinds. Numbers are never reused; the README documents them all.
 const (
-	exitOK         = 0 // success
-	exitError      = 1 // failure not covered below; `skill validate`: the package is invalid
-	exitUsage      = 2 // bad command line
-	exitNotFound   = 3 // no such skill, user, session, file or source
-	exitPermission = 4 // the acting user may not do this
-	exitInvalid    = 5 // bad input: no or invalid SKILL.md, unsafe path, special file, limit hit, bad dependency
-	exitConflict   = 6 // already exists, or the source holds several skills and none was chosen
-	exitNoDaemon   = 7 // the command needs `skillfs serve` and it is not running
-	exitDamaged    = 8 // the data directory is damaged or inconsistent: `skillfs check --repair`
+	exitOK       = 0 // success
+	exitError    = 1 // failure of no kind (skills.ClassInternal)
+	exitUsage    = 2 // bad command line
+	exitNoDaemon = 7 // the command needs `skillfs serve` and it is not running
 )
+
+// cliExits are the exit codes only the command line has, with their
+// meaning as the README states it; skills.Classes holds the others.
+var cliExits = []skills.ExitClass{
+	{Name: "ok", Exit: exitOK, Meaning: "success"},
+	{Name: "usage", Exit: exitUsage, Meaning: "bad command line"},
+	{Name: "no_daemon", Exit: exitNoDaemon, Meaning: "the daemon is not running"},
+}
 
 // errUsage marks command-line mistakes.
 var errUsage = errors.New("usage")
@@ -45,19 +49,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, errNoDaemon):
 		return exitNoDaemon
-	case errors.Is(err, skills.ErrDamaged):
-		return exitDamaged
-	case errors.Is(err, skills.ErrNotFound):
-		return exitNotFound
-	case errors.Is(err, skills.ErrPermission):
-		return exitPermission
-	case errors.Is(err, skills.ErrExists), errors.Is(err, skills.ErrAmbiguous):
-		return exitConflict
-	case errors.Is(err, skills.ErrInvalidManifest), errors.Is(err, skills.ErrUnsafePath),
-		errors.Is(err, skills.ErrSpecialFile), errors.Is(err, skills.ErrLimit),
-		errors.Is(err, skills.ErrDependency), errors.Is(err, skills.ErrInvalid),
-		errors.Is(err, skills.ErrNoManifest):
-		return exitInvalid
 	}
-	return exitError
+	k, _ := skills.KindOf(err)
+	return k.Exit
 }

@@ -256,40 +256,11 @@ type apiError struct {
 	Code  string `json:"code"`
 }
 
-// ErrorCode names the kind of err for API clients.
+// ErrorCode names the kind of err for API clients, with its HTTP status
+// (skills.Kinds).
 func ErrorCode(err error) (string, int) {
-	switch {
-	case errors.Is(err, skills.ErrNotFound):
-		return "not_found", http.StatusNotFound
-	case errors.Is(err, skills.ErrPermission):
-		return "permission", http.StatusForbidden
-	case errors.Is(err, skills.ErrExists), errors.Is(err, skills.ErrAmbiguous):
-		return "conflict", http.StatusConflict
-	case errors.Is(err, skills.ErrInvalid), errors.Is(err, skills.ErrUnsafePath),
-		errors.Is(err, skills.ErrInvalidManifest), errors.Is(err, skills.ErrDependency),
-		errors.Is(err, skills.ErrLimit), errors.Is(err, skills.ErrSpecialFile), errors.Is(err, skills.ErrNoManifest):
-		return "invalid", http.StatusBadRequest
-	case errors.Is(err, skills.ErrDamaged):
-		return "damaged", http.StatusServiceUnavailable
-	}
-	return "internal", http.StatusInternalServerError
-}
-
-// CodeError turns an API error code back into the sentinel it came from.
-func CodeError(code string) error {
-	switch code {
-	case "not_found":
-		return skills.ErrNotFound
-	case "permission":
-		return skills.ErrPermission
-	case "conflict":
-		return skills.ErrExists
-	case "invalid":
-		return skills.ErrInvalid
-	case "damaged":
-		return skills.ErrDamaged
-	}
-	return nil
+	k, _ := skills.KindOf(err)
+	return k.Name, k.HTTP
 }
 
 // unrouted answers a request no route takes, in the error shape: 405 with
