@@ -116,6 +116,8 @@ type checkedAPI struct {
 	url string
 	hc  *http.Client
 	tr  *apicontract.Transport
+	// closed says whether the last answer closed its connection.
+	closed bool
 }
 
 func newCheckedAPI(t testing.TB, h http.Handler) *checkedAPI {
@@ -160,6 +162,7 @@ func (a *checkedAPI) send(method, path string, hdr http.Header, body []byte) (in
 		a.t.Fatalf("%s %s: read the answer: %v", method, path, err)
 	}
 	a.conform()
+	a.closed = resp.Close
 	return resp.StatusCode, resp.Header, data
 }
 
