@@ -208,6 +208,7 @@ type Transport struct {
 	Contract *Contract
 
 	mu         sync.Mutex
+	checked    int
 	violations []string
 }
 
@@ -241,12 +242,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	}
-	if v := t.Contract.Check(req, body, resp, respBody); len(v) > 0 {
-		t.mu.Lock()
-		t.violations = append(t.violations, v...)
-		t.mu.Unlock()
-	}
+	v := t.Contract.Check(req, body, resp, respBody)
+	t.mu.Lock()
+	t.checked++
+	t.violations = append(t.violations, v...)
+	t.mu.Unlock()
 	return resp, nil
+}
+
+// Checked counts the exchanges checked so far.
+func (t *Transport) Checked() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.checked
 }
 
 // Take returns the violations seen since the last Take.
