@@ -30,6 +30,9 @@ func (c *apiClient) doType(t testing.TB, method, path, user, contentType string,
 	} else if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
+		if contentType == "" {
+			contentType = "application/json"
+		}
 	}
 	req, _ := http.NewRequest(method, "http://skillfs"+path, rd)
 	if user != "" {
@@ -43,6 +46,7 @@ func (c *apiClient) doType(t testing.TB, method, path, user, contentType string,
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
+	c.conform(t)
 	data, _ := io.ReadAll(resp.Body)
 	if out != nil && resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -261,4 +265,26 @@ func nextLink(t testing.TB, h string) string {
 		return u.RequestURI()
 	}
 	return ""
+}
+
+// TestOpenAPIServed: the daemon serves the OpenAPI document of the source
+// tree, the one the suite checks every API exchange against.
+func TestOpenAPIServed(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--examples=false")
+	want, err := os.ReadFile(openAPIFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newAPIClient(e.home)
+	resp, err := api.hc.Get("http://skillfs/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	api.conform(t)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("GET /v1/openapi.json: %d bytes, %v; want the %d bytes of %s", len(got), err, len(want), openAPIFile)
+	}
 }

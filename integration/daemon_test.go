@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/internal/apicontract"
 )
 
 // sessionInfo is the JSON of `session create|show|refresh --json`.
@@ -102,16 +104,31 @@ func (e *env) activationsOf(id string) activationsInfo {
 
 // apiClient talks HTTP to the daemon over its Unix socket, reusing one
 // connection, for measurements where spawning the CLI would dominate.
-type apiClient struct{ hc *http.Client }
+// Every request and answer is checked against the OpenAPI document: each
+// method fails its test for what does not conform (see conform).
+type apiClient struct {
+	hc    *http.Client
+	check *apicontract.Transport
+}
 
 func newAPIClient(home string) *apiClient {
 	sock := filepath.Join(home, "skillfs.sock")
-	return &apiClient{hc: &http.Client{Transport: &http.Transport{
+	check := &apicontract.Transport{Contract: contract, Base: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		},
-	}}}
+	}}
+	return &apiClient{hc: &http.Client{Transport: check}, check: check}
+}
+
+// conform fails t for every request or answer since the last call that
+// does not conform to the OpenAPI document.
+func (c *apiClient) conform(t testing.TB) {
+	t.Helper()
+	for _, v := range c.check.Take() {
+		t.Errorf("OpenAPI contract: %s", v)
+	}
 }
 
 func (c *apiClient) get(t testing.TB, path string, v any) {
@@ -127,6 +144,7 @@ func (c *apiClient) getHeader(t testing.TB, path string, v any) http.Header {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	defer resp.Body.Close()
+	c.conform(t)
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("GET %s: read body: %v", path, err)

@@ -21,10 +21,19 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/internal/apicontract"
 )
 
 // binary is the skillfs built once for the whole package.
 var binary string
+
+// contract is the daemon's OpenAPI document, which every request of the
+// API clients is checked against.
+var contract *apicontract.Contract
+
+// openAPIFile is the document in the source tree; the daemon embeds it.
+const openAPIFile = "../cmd/skillfs/internal/daemon/openapi.json"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "skillfs-integration-")
@@ -41,6 +50,14 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build skillfs:", err)
+		os.Exit(1)
+	}
+	data, err := os.ReadFile(openAPIFile)
+	if err == nil {
+		contract, err = apicontract.Load(data)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -138,7 +138,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 			errs = append(errs, fmt.Errorf("%s: %w", req.where(f), err))
 			continue
 		}
-		ds.Warnings = append(slices.Clone(sel.src.warnings), ds.Warnings...)
+		ds.Warnings = nonNilStrings(append(slices.Clone(sel.src.warnings), ds.Warnings...))
 		d.Skills = append(d.Skills, *ds)
 	}
 	if len(d.Skills) == 0 {

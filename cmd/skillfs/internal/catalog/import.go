@@ -387,7 +387,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 			c.log.Info("import failed", "source", where, "err", err)
 			continue
 		}
-		inst.Warnings = append(slices.Clone(src.warnings), inst.Warnings...)
+		inst.Warnings = nonNilStrings(append(slices.Clone(src.warnings), inst.Warnings...))
 		res.Installed = append(res.Installed, *inst)
 	}
 	if len(res.Installed) == 0 && len(res.Failed) > 0 {

@@ -145,7 +145,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	if existing != nil && existing.Version == hash {
 		warnings = append(warnings, "content identical to the current version: no new version")
-		return &Installed{Slug: slug, Name: DisplayName(existing.Plugin, existing.Name), Version: hash, Warnings: warnings}, nil
+		return &Installed{Slug: slug, Name: DisplayName(existing.Plugin, existing.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
 	}
 	now := c.now().UTC()
 	sk, err := c.skillEntry(actor, req, src, key, f, m, slug, hash, existing, now)

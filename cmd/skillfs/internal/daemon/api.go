@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"crypto/subtle"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +16,38 @@ import (
 	"skillfs/skills"
 )
 
+// OpenAPI is the API's contract, an OpenAPI 3.1 document served at
+// GET /v1/openapi.json: every route routes registers is in it, and the
+// tests check what the daemon answers against it.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// apiMux is the API's ServeMux, keeping the pattern of every route
+// registered on it, so that they can be compared with the document.
+type apiMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *apiMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *apiMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
 // routes is the JSON HTTP API. With a token, every request must carry it as
 // "Authorization: Bearer TOKEN" (the TCP listener); the Unix socket relies on
 // its 0600 mode instead.
 func (d *Daemon) routes(token string) http.Handler {
-	mux := http.NewServeMux()
+	mux := &apiMux{ServeMux: http.NewServeMux()}
+	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(OpenAPI)
+	})
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "sessions": d.fs.NumSessions()})
 	})
@@ -138,12 +166,13 @@ func (d *Daemon) routes(token string) http.Handler {
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "") })
 	d.catalogRoutes(mux)
 	mux.Handle("GET /metrics", d.metrics.handler(d.log))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { unrouted(mux, w, r) })
+	// The catch-all is no route of the document: it is left out of patterns.
+	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { unrouted(mux.ServeMux, w, r) })
 
 	if token == "" {
-		return d.metrics.instrument(mux, mux)
+		return d.metrics.instrument(mux.ServeMux, mux)
 	}
-	return d.metrics.instrument(mux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return d.metrics.instrument(mux.ServeMux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("Authorization")
 		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
 			// Close the connection after the answer: one without the

@@ -20,7 +20,7 @@ const ActAsHeader = "X-Skillfs-As"
 // catalogRoutes are the management calls of the catalog: the CLI's skill
 // commands for front ends that talk to the daemon. Changes that can revoke
 // reach every session before the call returns.
-func (d *Daemon) catalogRoutes(mux *http.ServeMux) {
+func (d *Daemon) catalogRoutes(mux *apiMux) {
 	as := func(r *http.Request) string { return r.Header.Get(ActAsHeader) }
 	mux.HandleFunc("GET /v1/skills", func(w http.ResponseWriter, r *http.Request) {
 		list, err := d.cat.List(r.Context(), as(r))

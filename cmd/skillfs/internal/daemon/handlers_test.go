@@ -1,0 +1,369 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/skills"
+)
+
+// The API's handlers, tested in-process over a real HTTP server with every
+// request and answer checked against the OpenAPI document.
+
+// TestBearerToken: on the TCP listener's handler, a request passes only
+// with exactly "Authorization: Bearer TOKEN"; every other gets 401 in the
+// error shape, before any routing, and its connection is closed. (White
+// space around a header value is not part of it in HTTP.)
+func TestBearerToken(t *testing.T) {
+	d := newTestDaemon(t)
+	api := newCheckedAPI(t, d.routes("s3cret"))
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer s3cretx", "Bearer s3cre", "bearer s3cret",
+		"Basic czNjcmV0", "s3cret", "Bearer  s3cret"} {
+		for _, path := range []string{"/v1/health", "/v1/no-such-route", "/v1/openapi.json"} {
+			code, _, body := api.send("GET", path, hdr("Authorization", auth), nil)
+			if code != http.StatusUnauthorized || errCode(body) != "permission" || !api.closed {
+				t.Errorf("GET %s with Authorization %q: %d %s (connection closed: %v); want 401 permission, connection closed", path, auth, code, body, api.closed)
+			}
+		}
+	}
+	ok := hdr("Authorization", "Bearer s3cret")
+	if code, _, body := api.send("GET", "/v1/health", ok, nil); code != http.StatusOK {
+		t.Errorf("GET /v1/health with the token: %d %s", code, body)
+	}
+	if code, _, body := api.send("GET", "/v1/no-such-route", ok, nil); code != http.StatusNotFound || errCode(body) != "not_found" {
+		t.Errorf("an unknown route with the token: %d %s, want 404 not_found", code, body)
+	}
+	// The socket's handler asks for no token.
+	open := newCheckedAPI(t, d.routes(""))
+	if code, _, body := open.send("GET", "/v1/health", nil, nil); code != http.StatusOK {
+		t.Errorf("GET /v1/health on the socket's handler: %d %s", code, body)
+	}
+}
+
+// TestTCPListenerIsLoopbackOnly: the daemon refuses a TCP listener on any
+// address but loopback, and one without a token, and leaves no socket
+// behind when it refuses.
+func TestTCPListenerIsLoopbackOnly(t *testing.T) {
+	ctx := context.Background()
+	home := filepath.Join(t.TempDir(), "home")
+	cat, err := catalog.Open(ctx, home, catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if err := Run(ctx, cat, Options{TCPAddr: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "needs a token") {
+		t.Errorf("Run with a TCP listener and no token: %v", err)
+	}
+	d := &Daemon{cat: cat, events: newHub(), log: slog.New(slog.DiscardHandler)}
+	opts := Options{Token: "s3cret"}
+	opts.netDefaults()
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
+		opts.TCPAddr = addr
+		a, err := d.listen(opts)
+		if err == nil {
+			a.shutdown()
+			t.Errorf("listen on %s: accepted", addr)
+			continue
+		}
+		if !strings.Contains(err.Error(), "only loopback") {
+			t.Errorf("listen on %s: %v, want only loopback", addr, err)
+		}
+		if _, err := os.Stat(filepath.Join(home, SocketName)); !os.IsNotExist(err) {
+			t.Errorf("a refused listen on %s left the socket: %v", addr, err)
+		}
+	}
+	opts.TCPAddr = "127.0.0.1:0"
+	a, err := d.listen(opts)
+	if err != nil {
+		t.Fatalf("listen on loopback: %v", err)
+	}
+	defer a.shutdown()
+	req, _ := http.NewRequest("GET", "http://"+a.tcpAddr+"/v1/openapi.json", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := (&http.Client{Timeout: hang}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET over the loopback listener with the token: %d", resp.StatusCode)
+	}
+}
+
+// TestActAs: catalog calls act for the user X-Skillfs-As names, the
+// operator without it, and any user the header names (whoever reaches the
+// API is trusted to say whom it acts for); an unregistered user is a 404.
+// Session calls act for the session's own user and ignore the header.
+func TestActAs(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	for _, uid := range []string{"alice", "bob"} {
+		if err := d.cat.PutUser(ctx, "", skills.User{UID: uid, Role: skills.RoleUser}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
+	install(t, d, "name: secret\ndescription: the operator's", "")
+	api := newCheckedAPI(t, d.routes(""))
+	list := func(as string) (int, []string) {
+		t.Helper()
+		code, _, body := api.send("GET", "/v1/skills", hdr(ActAsHeader, as), nil)
+		var out []catalog.Summary
+		json.Unmarshal(body, &out)
+		var slugs []string
+		for _, s := range out {
+			slugs = append(slugs, s.Slug)
+		}
+		return code, slugs
+	}
+	if code, got := list(""); code != http.StatusOK || !slices.Equal(got, []string{"pub", "secret"}) {
+		t.Errorf("the operator lists %d %v", code, got)
+	}
+	if code, got := list("alice"); code != http.StatusOK || !slices.Equal(got, []string{"pub"}) {
+		t.Errorf("alice lists %d %v", code, got)
+	}
+	if code, _, body := api.send("GET", "/v1/skills", hdr(ActAsHeader, "mallory"), nil); code != http.StatusNotFound || errCode(body) != "not_found" {
+		t.Errorf("an unregistered user lists: %d %s", code, body)
+	}
+	if code, _, body := api.send("GET", "/v1/skills/secret", hdr(ActAsHeader, "alice"), nil); code != http.StatusNotFound {
+		t.Errorf("alice shows the operator's private skill: %d %s", code, body)
+	}
+	if code, _, body := api.send("POST", "/v1/skills/pub/disable", hdr(ActAsHeader, "alice"), nil); code != http.StatusForbidden || errCode(body) != "permission" {
+		t.Errorf("alice disables the operator's skill: %d %s, want 403", code, body)
+	}
+	// Alice uploads a skill of her own: it is hers, not bob's.
+	code, _, body := api.send("POST", "/v1/drafts?name=notes.md", hdr(ActAsHeader, "alice", "Content-Type", "text/markdown"),
+		[]byte("---\nname: notes\ndescription: alice's\n---\nbody\n"))
+	var draft catalog.Draft
+	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil {
+		t.Fatalf("alice uploads a skill: %d %s", code, body)
+	}
+	if draft.Creator != "alice" {
+		t.Errorf("alice's draft is %q's", draft.Creator)
+	}
+	if code, _, body := api.send("POST", "/v1/drafts/"+draft.ID+"/confirm", jsonHdr(ActAsHeader, "bob"), []byte(`{}`)); code != http.StatusNotFound {
+		t.Errorf("bob confirms alice's draft: %d %s, want 404", code, body)
+	}
+	if code, _, body := api.send("POST", "/v1/drafts/"+draft.ID+"/confirm", jsonHdr(ActAsHeader, "alice"), []byte(`{}`)); code != http.StatusOK {
+		t.Fatalf("alice confirms her draft: %d %s", code, body)
+	}
+	if _, got := list("alice"); !slices.Equal(got, []string{"notes", "pub"}) {
+		t.Errorf("alice lists %v after installing notes", got)
+	}
+	if _, got := list("bob"); !slices.Equal(got, []string{"pub"}) {
+		t.Errorf("bob lists %v", got)
+	}
+	if code, _, body := api.send("PUT", "/v1/skills/notes/share", jsonHdr(ActAsHeader, "bob"), []byte(`{"read":"global"}`)); code != http.StatusNotFound {
+		t.Errorf("bob shares alice's private skill: %d %s, want 404", code, body)
+	}
+	if code, _, body := api.send("PUT", "/v1/skills/notes/share", jsonHdr(ActAsHeader, "alice"), []byte(`{"read":"global"}`)); code != http.StatusForbidden {
+		t.Errorf("alice shares her skill with everyone: %d %s, want 403 (users share only with themselves)", code, body)
+	}
+	// A session acts for its own user, whatever the header says.
+	code, _, body = api.send("POST", "/v1/sessions", jsonHdr(ActAsHeader, "mallory"), []byte(`{"user":"alice","all":true}`))
+	var info SessionInfo
+	if code != http.StatusOK || json.Unmarshal(body, &info) != nil {
+		t.Fatalf("create a session with an unregistered X-Skillfs-As: %d %s", code, body)
+	}
+	if info.User != "alice" || !slices.Equal(info.Readable, []string{"notes", "pub"}) {
+		t.Errorf("alice's session: user %q, readable %v", info.User, info.Readable)
+	}
+	if code, _, body := api.send("GET", "/v1/sessions/"+info.ID, hdr(ActAsHeader, "bob"), nil); code != http.StatusOK {
+		t.Errorf("get alice's session with X-Skillfs-As bob: %d %s", code, body)
+	}
+}
+
+// TestErrorStatuses: every error status the API answers, each in the error
+// shape with its code.
+func TestErrorStatuses(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
+		t.Fatal(err)
+	}
+	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
+	two := t.TempDir()
+	for _, name := range []string{"one", "two"} {
+		dir := filepath.Join(two, name)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: "+name+"\ndescription: one of two\n---\n"), 0o644)
+	}
+	drafts, _ := json.Marshal(map[string]string{"source": two})
+	// A daemon whose mount root is no FUSE mount: not ready.
+	detached := &Daemon{cat: d.cat, fs: d.fs, events: newHub(), log: d.log, mountRoot: t.TempDir()}
+	for _, tc := range []struct {
+		name, method, path string
+		h                  http.Handler
+		header             http.Header
+		body               string
+		status             int
+		code               string
+	}{
+		{"malformed body", "POST", "/v1/sessions", nil, jsonHdr(), `{"user":`, 400, "invalid"},
+		{"unknown field", "POST", "/v1/sessions", nil, jsonHdr(), `{"usr":"alice"}`, 400, "invalid"},
+		{"two values", "POST", "/v1/sessions", nil, jsonHdr(), `{}{}`, 400, "invalid"},
+		{"skills and all", "POST", "/v1/sessions", nil, jsonHdr(), `{"skills":["pub"],"all":true}`, 400, "invalid"},
+		{"bad limit", "GET", "/v1/sessions?limit=0", nil, nil, "", 400, "invalid"},
+		{"bad pid", "DELETE", "/v1/sessions/x/mounts?target=/t&pid=x", nil, nil, "", 400, "invalid"},
+		{"bad prompt format", "GET", "/v1/sessions/SESSION/prompt?format=html", nil, nil, "", 400, "invalid"},
+		{"not a skill:// URL", "GET", "/v1/sessions/SESSION/resolve?uri=http://x", nil, nil, "", 400, "invalid"},
+		{"a path out of the skill", "GET", "/v1/sessions/SESSION/resolve?uri=skill://pub/../../etc/passwd", nil, nil, "", 400, "invalid"},
+		{"bad share scope", "PUT", "/v1/skills/pub/share", nil, jsonHdr(), `{"read":"galaxy"}`, 400, "invalid"},
+		{"no token", "GET", "/v1/health", d.routes("t"), nil, "", 401, "permission"},
+		{"not the skill's manager", "POST", "/v1/skills/pub/disable", nil, hdr(ActAsHeader, "alice"), "", 403, "permission"},
+		{"a local path, not an admin", "POST", "/v1/drafts", nil, jsonHdr(ActAsHeader, "alice"), string(drafts), 403, "permission"},
+		{"no such session", "GET", "/v1/sessions/nope", nil, nil, "", 404, "not_found"},
+		{"no such skill", "GET", "/v1/skills/nope", nil, nil, "", 404, "not_found"},
+		{"no such draft", "DELETE", "/v1/drafts/0123456789abcdef0123456789abcdef", nil, nil, "", 404, "not_found"},
+		{"no such user", "POST", "/v1/sessions", nil, jsonHdr(), `{"user":"nobody"}`, 404, "not_found"},
+		{"no events of no session", "GET", "/v1/sessions/nope/events", nil, nil, "", 404, "not_found"},
+		{"no such file", "GET", "/v1/sessions/SESSION/resolve?uri=skill://pub/none.md", nil, nil, "", 404, "not_found"},
+		{"no such route", "GET", "/v1/nope", nil, nil, "", 404, "not_found"},
+		{"no such version", "GET", "/v2/health", nil, nil, "", 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/health", nil, nil, "", 405, "invalid"},
+		{"wrong method on a catalog route", "PATCH", "/v1/skills/pub", nil, nil, "", 405, "invalid"},
+		{"a source of several skills, none chosen", "POST", "/v1/drafts", nil, jsonHdr(), string(drafts), 409, "conflict"},
+		{"not ready", "GET", "/v1/ready", detached.routes(""), nil, "", 503, "unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.h
+			if h == nil {
+				h = d.routes("")
+			}
+			path := tc.path
+			if strings.Contains(path, "SESSION") {
+				info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"pub"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				path = strings.Replace(path, "SESSION", info.ID, 1)
+			}
+			var body []byte
+			if tc.body != "" {
+				body = []byte(tc.body)
+			}
+			code, h2, got := newCheckedAPI(t, h).send(tc.method, path, tc.header, body)
+			if code != tc.status || errCode(got) != tc.code {
+				t.Fatalf("%s %s: %d %s; want %d %s", tc.method, path, code, got, tc.status, tc.code)
+			}
+			if code == http.StatusMethodNotAllowed && h2.Get("Allow") == "" {
+				t.Errorf("405 without Allow")
+			}
+		})
+	}
+}
+
+// TestEventStream: a subscriber gets ": subscribed", then each event of
+// its session as the Event schema says, and the stream ends with the
+// session's closed event; a subscriber of every session that goes away is
+// unsubscribed.
+func TestEventStream(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
+	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"pub"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newCheckedAPI(t, d.routes(""))
+	c := loadContract(t)
+	open := func(path string) (*bufio.Reader, context.CancelFunc) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, hang)
+		req, _ := http.NewRequestWithContext(sctx, "GET", api.url+path, nil)
+		resp, err := api.hc.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		api.conform()
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			cancel()
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		br := bufio.NewReader(resp.Body)
+		if line, err := br.ReadString('\n'); err != nil || line != ": subscribed\n" {
+			cancel()
+			t.Fatalf("GET %s: first line %q, %v", path, line, err)
+		}
+		return br, cancel
+	}
+	// next reads the next event, skipping comments, and checks its data
+	// against the document.
+	next := func(br *bufio.Reader) (string, Event) {
+		t.Helper()
+		var typ string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended: %v", err)
+			}
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				typ = strings.TrimSpace(strings.TrimPrefix(line, "event: "))
+			case strings.HasPrefix(line, "data: "):
+				data := []byte(strings.TrimPrefix(line, "data: "))
+				if err := c.CheckSchema("Event", "application/json", data); err != nil {
+					t.Errorf("event %s: %v", data, err)
+				}
+				var e Event
+				if err := json.Unmarshal(data, &e); err != nil {
+					t.Fatal(err)
+				}
+				if e.Type != typ {
+					t.Errorf("event: %s carries data of type %s", typ, e.Type)
+				}
+				return typ, e
+			}
+		}
+	}
+	session, stopSession := open("/v1/sessions/" + info.ID + "/events")
+	defer stopSession()
+	all, stopAll := open("/v1/events")
+	if code, _, body := api.send("POST", "/v1/sessions/"+info.ID+"/mentions", jsonHdr(), []byte(`{"text":"use $pub now"}`)); code != http.StatusOK {
+		t.Fatalf("mention: %d %s", code, body)
+	}
+	for name, br := range map[string]*bufio.Reader{"session": session, "all": all} {
+		if typ, e := next(br); typ != "activated" || e.Session != info.ID || e.Slug != "pub" || e.At.IsZero() {
+			t.Errorf("%s stream: %s %+v, want pub activated", name, typ, e)
+		}
+	}
+	// The subscriber of every session goes away: it is unsubscribed.
+	stopAll()
+	deadline := time.Now().Add(hang)
+	for subscribers(d) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers after one went away, want 1", subscribers(d))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _, body := api.send("DELETE", "/v1/sessions/"+info.ID, nil, nil); code != http.StatusOK {
+		t.Fatalf("close: %d %s", code, body)
+	}
+	if typ, e := next(session); typ != "closed" || e.Session != info.ID {
+		t.Errorf("after the close: %s %+v", typ, e)
+	}
+	if end, err := session.ReadString('\n'); end != "\n" || err != nil {
+		t.Errorf("the closed event ends with %q, %v", end, err)
+	}
+	if rest, err := session.ReadString('\n'); err == nil {
+		t.Errorf("the session's stream goes on after its closed event: %q", rest)
+	}
+}
+
+func subscribers(d *Daemon) int {
+	d.events.mu.Lock()
+	defer d.events.mu.Unlock()
+	return len(d.events.subs)
+}
