@@ -62,6 +62,14 @@ type Options struct {
 	ReadTimeout   time.Duration // to read a request's body, from the end of its header
 	WriteTimeout  time.Duration // for each write of a response to complete
 	IdleTimeout   time.Duration // a kept-alive connection waiting for its next request
+	// EventRetention and EventRetainCount bound the event log: events
+	// older than EventRetention go, and of the rest all but the newest
+	// EventRetainCount (zero or less: DefaultEventRetention,
+	// DefaultEventRetainCount). A client resuming from a pruned id is told
+	// to resync.
+	EventRetention   time.Duration
+	EventRetainCount int64
+
 	// MaxConns caps the open TCP connections; further clients wait in the
 	// kernel's accept queue. The Unix socket is not capped: only root can
 	// reach it.
@@ -128,7 +136,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 			return err
 		}
 	}
-	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
 	closeSpill, err := d.startRecorder(ctx)
 	if err != nil {
 		return err
@@ -155,6 +163,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
+	pruned := make(chan struct{})
+	go func() { defer close(pruned); d.pruneEvents(flushCtx, opts.EventRetention, opts.EventRetainCount) }()
 	api.ready(opts, d.fs.NumSessions())
 	if err := notify("READY=1\nSTATUS=serving " + opts.MountRoot); err != nil {
 		log.Warn("tell the service manager the daemon is ready", "err", err)
@@ -182,6 +192,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	unmount()
 	stopFlush()
 	<-flushed
+	<-pruned
 	if err := d.rec.close(); err != nil {
 		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
@@ -198,6 +209,12 @@ func (opts *Options) defaults(home string) {
 	}
 	if opts.FlushEvery == 0 {
 		opts.FlushEvery = 500 * time.Millisecond
+	}
+	if opts.EventRetention <= 0 {
+		opts.EventRetention = DefaultEventRetention
+	}
+	if opts.EventRetainCount <= 0 {
+		opts.EventRetainCount = DefaultEventRetainCount
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

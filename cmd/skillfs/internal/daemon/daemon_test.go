@@ -56,7 +56,7 @@ func newTestDaemon(t testing.TB) *Daemon {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
 	d.rec = newRecorder(cat.DB(), d.events, log)
 	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log})
 	if err != nil {

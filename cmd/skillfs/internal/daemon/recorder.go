@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"skillfs/index"
+	"skillfs/policy"
 	"skillfs/skills"
 )
 
@@ -73,7 +74,7 @@ func (r *recorder) Opened(session, slug string) error {
 	if r.countIfSeen(k, now) {
 		return nil
 	}
-	first, err := r.db.RecordActivation(context.Background(), session, slug, now)
+	first, err := r.recordFirst(session, slug, now)
 	if err != nil {
 		r.log.Error("record activation", "session", session, "slug", slug, "err", err)
 		return err
@@ -82,10 +83,27 @@ func (r *recorder) Opened(session, slug string) error {
 	r.seen[k] = true
 	r.mu.Unlock()
 	r.log.Debug("activation", "session", session, "slug", slug, "first", first)
-	if first {
-		r.events.publish(Event{Type: "activated", Session: session, Slug: slug, At: now})
-	}
 	return nil
+}
+
+// recordFirst stores an open that is not known to be a later one; if it is
+// the session's first of the skill, its activated event is stored with it,
+// naming the tools and MCP servers the skill adds, and published.
+func (r *recorder) recordFirst(session, slug string, now time.Time) (first bool, err error) {
+	ctx := context.Background()
+	ev := Event{Type: "activated", Session: session, Slug: slug, At: now}
+	sk, err := r.db.Skill(ctx, slug)
+	switch {
+	case err == nil:
+		ev.Tools, ev.MCPs, _ = policy.ToolsToLoad([]*skills.Skill{sk})
+	case !errors.Is(err, skills.ErrNotFound): // deleted meanwhile: it adds nothing
+		return false, err // a failed query is not "no tools"
+	}
+	err = r.events.record(func(evs ...*skills.Event) error {
+		first, err = r.db.RecordActivation(ctx, session, slug, now, evs...)
+		return err
+	}, ev)
+	return first, err
 }
 
 func (r *recorder) countIfSeen(k actKey, now time.Time) bool {
