@@ -97,6 +97,10 @@ func (d *Daemon) routes(token string) http.Handler {
 		a, err := d.Activations(r.Context(), r.PathValue("id"))
 		reply(w, a, err)
 	})
+	mux.HandleFunc("GET /v1/sessions/{id}/audit", func(w http.ResponseWriter, r *http.Request) {
+		a, err := d.Audit(r.Context(), r.PathValue("id"))
+		reply(w, a, err)
+	})
 	mux.HandleFunc("GET /v1/sessions/{id}/prompt", func(w http.ResponseWriter, r *http.Request) {
 		p, err := d.Prompt(r.Context(), r.PathValue("id"), r.URL.Query().Get("format"))
 		if err != nil {

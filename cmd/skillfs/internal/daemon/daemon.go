@@ -81,6 +81,7 @@ type Daemon struct {
 	cat       *catalog.Catalog
 	fs        *skfs.Server
 	rec       *recorder
+	audit     *readAudit
 	events    *hub
 	log       *slog.Logger
 	mountRoot string
@@ -163,6 +164,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
+	audited := make(chan struct{})
+	go func() { defer close(audited); d.audit.run(flushCtx, opts.FlushEvery) }()
 	pruned := make(chan struct{})
 	go func() { defer close(pruned); d.pruneEvents(flushCtx, opts.EventRetention, opts.EventRetainCount) }()
 	api.ready(opts, d.fs.NumSessions())
@@ -193,6 +196,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	stopFlush()
 	<-flushed
 	<-pruned
+	<-audited
+	d.audit.close() // a loss is logged; the activations below decide the exit
 	if err := d.rec.close(); err != nil {
 		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
@@ -248,11 +253,12 @@ func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 	}
 	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
 		Passthrough: opts.Passthrough, Opens: opts.CountOpens, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
-		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore")})
+		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true})
 	if err != nil {
 		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
+	d.audit = newReadAudit(d.cat.DB(), srv.TakeReads, d.log)
 	d.log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
 		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
 	if opts.Passthrough && !srv.PassthroughSupported() {

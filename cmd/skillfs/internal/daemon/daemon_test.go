@@ -58,12 +58,13 @@ func newTestDaemon(t testing.TB) *Daemon {
 	log := slog.New(slog.DiscardHandler)
 	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
 	d.rec = newRecorder(cat.DB(), d.events, log)
-	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log})
+	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Unmount() })
 	d.fs = srv
+	d.audit = newReadAudit(cat.DB(), srv.TakeReads, log)
 	return d
 }
 

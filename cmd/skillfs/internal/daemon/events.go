@@ -170,9 +170,7 @@ const (
 
 // pruneEvents keeps the event log within its retention until ctx ends.
 func (d *Daemon) pruneEvents(ctx context.Context, keepFor time.Duration, keep int64) {
-	t := time.NewTicker(eventPruneEvery)
-	defer t.Stop()
-	for {
+	prune := func() {
 		n, err := d.events.db.PruneEvents(ctx, time.Now().Add(-keepFor), keep)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -180,12 +178,9 @@ func (d *Daemon) pruneEvents(ctx context.Context, keepFor time.Duration, keep in
 		case n > 0:
 			d.log.Debug("event log pruned", "events", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	prune()
+	periodically(ctx, eventPruneEvery, prune)
 }
 
 // parseEventID reads an event id a client sent back (Last-Event-ID or

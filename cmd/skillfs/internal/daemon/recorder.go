@@ -304,16 +304,7 @@ func (r *recorder) spillPending() (kept, lost int64, err error) {
 
 // run flushes periodically until ctx ends; close does the last flush.
 func (r *recorder) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.flush(ctx)
-		}
-	}
+	periodically(ctx, every, func() { r.flush(ctx) })
 }
 
 // closeRetries bounds how long close tries to store the last opens before
