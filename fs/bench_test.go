@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"skillfs/fs/readbench"
 
@@ -70,6 +71,44 @@ func BenchmarkReadServed(b *testing.B) {
 	b.Run("16MiB/passthrough", func(b *testing.B) { benchLargeRead(b, pass, false) })
 }
 
+// BenchmarkReadAudit measures what the read audit (Options.AuditReads)
+// costs the reads that reach the daemon, the only ones it sees: a 4 KiB
+// file and the 16 MiB file read with their cached pages dropped first
+// (one READ, and 128 READs of 128 KiB), on a mount without and with the
+// audit, taking the counts every 500 ms as the daemon does.
+func BenchmarkReadAudit(b *testing.B) {
+	for _, audit := range []bool{false, true} {
+		srv, session, _ := benchSession(b, Options{Sink: &fakeSink{}, AuditReads: audit})
+		name := map[bool]string{false: "off", true: "on"}[audit]
+		stop := make(chan struct{})
+		taken := make(chan struct{})
+		go func() {
+			defer close(taken)
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					srv.TakeReads()
+				}
+			}
+		}()
+		b.Run("4KiB-uncached/audit-"+name, func(b *testing.B) {
+			p := filepath.Join(session, readbench.Tree, "references", "4k.txt")
+			for b.Loop() {
+				if _, err := readbench.ReadCold(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("16MiB-uncached/audit-"+name, func(b *testing.B) { benchLargeRead(b, session, true) })
+		close(stop)
+		<-taken
+	}
+}
+
 func benchLargeRead(b *testing.B, session string, uncached bool) {
 	p := filepath.Join(session, readbench.Big, "assets", "16m.bin")
 	buf := make([]byte, 128<<10)
@@ -113,4 +152,17 @@ func BenchmarkSetSession(b *testing.B) {
 		}
 		srv.RemoveSession(id)
 	}
+}
+
+// BenchmarkCountRead is the read audit's cost on a read's path: the counter
+// of a file node already read in this batch (an atomic add), from parallel
+// readers of the same file.
+func BenchmarkCountRead(b *testing.B) {
+	var a readAudit
+	n := &fileNode{}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			a.countRead(n)
+		}
+	})
 }

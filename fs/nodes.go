@@ -300,10 +300,11 @@ func (n *dirNode) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uin
 type fileNode struct {
 	fusefs.Inode
 	readOnly
-	srv *Server
-	g   *grant
-	t   *tree
-	idx int32
+	srv   *Server
+	g     *grant
+	t     *tree
+	idx   int32
+	audit readCounter // with Options.AuditReads
 }
 
 var (
@@ -380,6 +381,9 @@ func (n *fileNode) Flush(context.Context, fusefs.FileHandle) syscall.Errno { ret
 // it, before any byte is returned; later reads that reach the daemon at the
 // file's start (the kernel fetching it again) are counted. A SKILL.md whose
 // backing file cannot be read activates nothing.
+//
+// With Options.AuditReads every read served is counted for the read audit
+// (an atomic add; the first read of a batch also takes the clock).
 func (n *fileNode) Read(ctx context.Context, _ fusefs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if n.g.revoked() {
 		return nil, syscall.EACCES
@@ -408,6 +412,9 @@ func (n *fileNode) Read(ctx context.Context, _ fusefs.FileHandle, dest []byte, o
 		n.srv.log.Error("read backing file", "session", n.g.session, "slug", n.g.skill.Slug,
 			"path", n.t.entries[n.idx].rel, "err", err)
 		return nil, ToErrno(err)
+	}
+	if n.srv.opts.AuditReads {
+		n.srv.audit.countRead(n)
 	}
 	return fuse.ReadResultData(dest[:got]), 0
 }

@@ -108,6 +108,12 @@ type Options struct {
 	// leaves our timeout to every FUSE mount made afterwards on the host.
 	RequestTimeoutRecord string
 
+	// AuditReads counts, per session, the reads of every file that reach
+	// the daemon (reads the kernel serves from its page cache, or with
+	// Passthrough from the backing file, never do) and when the first of
+	// them came, for TakeReads. A read costs an atomic add.
+	AuditReads bool
+
 	// kernelWritable leaves the mount writable at the VFS level so tests can
 	// prove the daemon itself refuses every mutation.
 	kernelWritable bool
@@ -128,6 +134,8 @@ type Server struct {
 	fds     *fdCache
 	// requests counts what the kernel asked, by kind (Requests).
 	requests requestCounts
+	// audit holds the file nodes read since the last TakeReads.
+	audit readAudit
 	// timeout is the request timeout the kernel applies; 0 for none.
 	timeout time.Duration
 	// done is closed when the filesystem is no longer served.

@@ -44,8 +44,9 @@ func activationTime(at time.Time) (int64, error) {
 // at, durably: when it returns nil the open is on disk. The first open
 // creates the row (first is true) and fixes its first time; later ones add
 // to the count and move the last time forward. An unknown session is
-// skills.ErrNotFound.
-func (db *DB) RecordActivation(ctx context.Context, session, slug string, at time.Time) (first bool, err error) {
+// skills.ErrNotFound. The events given are stored with the first open, in
+// its transaction (their ids set), and not at all with a later one.
+func (db *DB) RecordActivation(ctx context.Context, session, slug string, at time.Time, evs ...*skills.Event) (first bool, err error) {
 	wrap := func(err error) error {
 		return fmt.Errorf("record activation of skill %q in session %q: %w", slug, session, err)
 	}
@@ -56,7 +57,7 @@ func (db *DB) RecordActivation(ctx context.Context, session, slug string, at tim
 	if err != nil {
 		return false, wrap(err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
 		if _, err := sessionClosed(ctx, tx, session); err != nil {
 			return err
 		}
@@ -66,8 +67,10 @@ func (db *DB) RecordActivation(ctx context.Context, session, slug string, at tim
 			return err
 		}
 		first = !known
-		_, err := tx.ExecContext(ctx, upsertActivation, session, slug, n, 1)
-		return err
+		if _, err := tx.ExecContext(ctx, upsertActivation, session, slug, n, 1); err != nil || !first {
+			return err
+		}
+		return insertEvents(ctx, tx, evs)
 	})
 	if err != nil {
 		return false, wrap(err)

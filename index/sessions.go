@@ -223,9 +223,10 @@ func jsonIDs(ids []string) string {
 	return string(b)
 }
 
-// SetPins replaces the readable set of an open session. An unknown session
+// SetPins replaces the readable set of an open session, and stores the
+// events given in the same transaction (their ids set). An unknown session
 // is skills.ErrNotFound, a closed one skills.ErrInvalid.
-func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin) error {
+func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin, evs ...*skills.Event) error {
 	if err := checkPins(pins); err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)
 	}
@@ -233,14 +234,16 @@ func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin) error {
 	if err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
 			return errClosed
 		}
-		_, err := tx.ExecContext(ctx, "UPDATE sessions SET pins = ? WHERE id = ?", stored, id)
-		return err
+		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET pins = ? WHERE id = ?", stored, id); err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, evs)
 	})
 	if err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)
@@ -250,21 +253,26 @@ func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin) error {
 
 // CloseSession marks the session closed now and forgets its mounts; its
 // pins and activations stay. Closing a closed session keeps the first close
-// time and is not an error; an unknown one is skills.ErrNotFound.
-func (db *DB) CloseSession(ctx context.Context, id string) error {
+// time and is not an error; an unknown one is skills.ErrNotFound. The events
+// given are stored in the same transaction (their ids set) when this call
+// closed the session, and not at all when it was closed before.
+func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event) error {
 	at, err := encodeTime(db.now())
 	if err != nil {
 		return fmt.Errorf("close session %q: %w", id, err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
-		if _, err := sessionClosed(ctx, tx, id); err != nil {
+	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+		closed, err := sessionClosed(ctx, tx, id)
+		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", at, id); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ?", id)
-		return err
+		if _, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ?", id); err != nil || closed {
+			return err
+		}
+		return insertEvents(ctx, tx, evs)
 	})
 	if err != nil {
 		return fmt.Errorf("close session %q: %w", id, err)

@@ -143,6 +143,30 @@ type Activation struct {
 	Opens   int64     `json:"opens"`
 }
 
+// Event is one entry of the event log: something that happened to a
+// session, as the event streams report it. ID grows with every event and is
+// never reused; Payload is a JSON object of the fields of its type (an
+// activation's tools and MCP servers), or empty.
+type Event struct {
+	ID      int64
+	At      time.Time
+	Type    string
+	Session string
+	Slug    string
+	Payload []byte
+}
+
+// FileRead is what the read audit knows of one file of a skill in a
+// session: when the session first read it, and how many reads of it reached
+// skillfs (reads the kernel served from its page cache never do).
+type FileRead struct {
+	Session string    `json:"-"`
+	Slug    string    `json:"slug"`
+	Path    string    `json:"path"`
+	FirstAt time.Time `json:"first_at"`
+	Reads   int64     `json:"reads"`
+}
+
 // Bind is a read-only bind of a session at Target. PID 0 means the daemon's
 // own mount namespace; otherwise the bind lives in the mount namespace of
 // process PID (a sandbox), identified by NS so that a restart re-attaches it

@@ -39,10 +39,15 @@ func (c *cli) serveCmd() *cobra.Command {
 	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation; implies --count-opens)")
 	countOpens := fs.Bool("count-opens", false, "have every open of a file reach the daemon, and count every open of SKILL.md as an activation (slower opens; by default the first read activates)")
 	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
+	eventRetention := fs.Duration("event-retention", daemon.DefaultEventRetention, "keep events to resume from (Last-Event-ID) this long")
+	eventRetainCount := fs.Int64("event-retain-count", daemon.DefaultEventRetainCount, "and at most this many of the newest")
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := loadConfig(cmd, *config); err != nil {
 			return err
+		}
+		if *eventRetention <= 0 || *eventRetainCount <= 0 {
+			return fmt.Errorf("--event-retention and --event-retain-count must be positive: %w", errUsage)
 		}
 		if err := preflight(); err != nil {
 			return err
@@ -125,6 +130,7 @@ func (c *cli) serveCmd() *cobra.Command {
 			Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
 			Setup:          setup,
 			RequestTimeout: *reqTimeout,
+			EventRetention: *eventRetention, EventRetainCount: *eventRetainCount,
 		})
 	}
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +17,7 @@ import (
 func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
 		c.sessionCreate(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
-		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionPrompt(),
+		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
 		c.sessionMentions(), c.sessionRead())
 }
 
@@ -160,6 +161,26 @@ func (c *cli) sessionActivations() *cobra.Command {
 		for _, x := range a.Conflicts {
 			fmt.Fprintf(c.stdout, "conflict: %s\n", x)
 		}
+		return nil
+	}
+	return cmd
+}
+
+func (c *cli) sessionAudit() *cobra.Command {
+	cmd := leaf("audit ID", "which files of which skills a session read, when it first did, and how many reads reached skillfs", 1, 1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		var reads []skills.FileRead
+		if err := c.call("GET", "/v1/sessions/"+url.PathEscape(pos[0])+"/audit", nil, &reads); err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(reads)
+		}
+		rows := make([][]string, len(reads))
+		for i, x := range reads {
+			rows[i] = []string{x.Slug, x.Path, x.FirstAt.Format(time.RFC3339), fmt.Sprint(x.Reads)}
+		}
+		c.table([]string{"SKILL", "PATH", "FIRST", "READS"}, rows)
 		return nil
 	}
 	return cmd

@@ -221,6 +221,15 @@ func parallel(b *testing.B, n int, op func() error) error {
 	return <-errs
 }
 
+// ReadCold reads a whole file with its cached pages dropped first: on a
+// mount, every byte is asked of the daemon.
+func ReadCold(p string) ([]byte, error) {
+	if err := drop(p); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
 // drop drops a file's cached pages.
 func drop(p string) error {
 	f, err := os.Open(p)

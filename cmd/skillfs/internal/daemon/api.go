@@ -4,14 +4,12 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"skillfs/skills"
 )
@@ -126,6 +124,10 @@ func (d *Daemon) routes(token string) http.Handler {
 		a, err := d.Activations(r.Context(), r.PathValue("id"))
 		reply(w, a, err)
 	})
+	mux.HandleFunc("GET /v1/sessions/{id}/audit", func(w http.ResponseWriter, r *http.Request) {
+		a, err := d.Audit(r.Context(), r.PathValue("id"))
+		reply(w, a, err)
+	})
 	mux.HandleFunc("GET /v1/sessions/{id}/prompt", func(w http.ResponseWriter, r *http.Request) {
 		p, err := d.Prompt(r.Context(), r.PathValue("id"), r.URL.Query().Get("format"))
 		if err != nil {
@@ -157,13 +159,14 @@ func (d *Daemon) routes(token string) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		if _, err := d.Session(r.Context(), id); err != nil {
-			writeErr(w, err)
+		s, err := d.cat.DB().Session(r.Context(), id)
+		if err != nil {
+			writeErr(w, fmt.Errorf("session %q: %w", id, err))
 			return
 		}
-		d.stream(w, r, id)
+		d.stream(w, r, id, !s.ClosedAt.IsZero())
 	})
-	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "") })
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "", false) })
 	d.catalogRoutes(mux)
 	mux.Handle("GET /metrics", d.metrics.handler(d.log))
 	// The catch-all is no route of the document: it is left out of patterns.
@@ -236,46 +239,6 @@ func NextPage(link string) string {
 		}
 	}
 	return ""
-}
-
-// stream sends events as server-sent events, one JSON object per event, with
-// a comment line every 15 s to keep idle connections alive. It lives as long
-// as its client reads: the API's read deadline covers request bodies only,
-// and its write deadline each write (withDeadlines).
-func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeErr(w, errors.New("streaming unsupported"))
-		return
-	}
-	ch, cancel := d.events.subscribe(session)
-	defer cancel()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": subscribed\n\n")
-	fl.Flush()
-	keep := time.NewTicker(15 * time.Second)
-	defer keep.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-keep.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
-		case e, ok := <-ch:
-			if !ok {
-				return
-			}
-			b, _ := json.Marshal(e)
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
-			fl.Flush()
-			if session != "" && e.Type == "closed" {
-				return // nothing more will happen in this session
-			}
-		}
-	}
 }
 
 // apiError is the body of every failed request. Code lets clients map it

@@ -62,6 +62,14 @@ type Options struct {
 	ReadTimeout   time.Duration // to read a request's body, from the end of its header
 	WriteTimeout  time.Duration // for each write of a response to complete
 	IdleTimeout   time.Duration // a kept-alive connection waiting for its next request
+	// EventRetention and EventRetainCount bound the event log: events
+	// older than EventRetention go, and of the rest all but the newest
+	// EventRetainCount (zero or less: DefaultEventRetention,
+	// DefaultEventRetainCount). A client resuming from a pruned id is told
+	// to resync.
+	EventRetention   time.Duration
+	EventRetainCount int64
+
 	// MaxConns caps the open TCP connections; further clients wait in the
 	// kernel's accept queue. The Unix socket is not capped: only root can
 	// reach it.
@@ -73,6 +81,7 @@ type Daemon struct {
 	cat       *catalog.Catalog
 	fs        *skfs.Server
 	rec       *recorder
+	audit     *readAudit
 	events    *hub
 	metrics   *metrics
 	log       *slog.Logger
@@ -129,7 +138,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 			return err
 		}
 	}
-	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
 	d.metrics = newMetrics(d)
 	closeSpill, err := d.startRecorder(ctx)
 	if err != nil {
@@ -157,6 +166,10 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
+	audited := make(chan struct{})
+	go func() { defer close(audited); d.audit.run(flushCtx, opts.FlushEvery) }()
+	pruned := make(chan struct{})
+	go func() { defer close(pruned); d.pruneEvents(flushCtx, opts.EventRetention, opts.EventRetainCount) }()
 	api.ready(opts, d.fs.NumSessions())
 	if err := notify("READY=1\nSTATUS=serving " + opts.MountRoot); err != nil {
 		log.Warn("tell the service manager the daemon is ready", "err", err)
@@ -188,6 +201,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	unmount()
 	stopFlush()
 	<-flushed
+	<-pruned
+	<-audited
+	d.audit.close() // a loss is logged; the activations below decide the exit
 	if err := d.rec.close(); err != nil {
 		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
@@ -204,6 +220,12 @@ func (opts *Options) defaults(home string) {
 	}
 	if opts.FlushEvery == 0 {
 		opts.FlushEvery = 500 * time.Millisecond
+	}
+	if opts.EventRetention <= 0 {
+		opts.EventRetention = DefaultEventRetention
+	}
+	if opts.EventRetainCount <= 0 {
+		opts.EventRetainCount = DefaultEventRetainCount
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -238,11 +260,12 @@ func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 	}
 	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
 		Passthrough: opts.Passthrough, Opens: opts.CountOpens, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
-		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore")})
+		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true})
 	if err != nil {
 		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
+	d.audit = newReadAudit(d.cat.DB(), srv.TakeReads, d.log)
 	d.log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
 		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
 	if opts.Passthrough && !srv.PassthroughSupported() {

@@ -56,16 +56,17 @@ func newTestDaemon(t testing.TB) *Daemon {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cat: cat, events: newHub(), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
 	d.metrics = newMetrics(d)
 	d.rec = newRecorder(cat.DB(), d.events, log)
 	d.rec.metrics = d.metrics
-	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log})
+	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Unmount() })
 	d.fs = srv
+	d.audit = newReadAudit(cat.DB(), srv.TakeReads, log)
 	return d
 }
 

@@ -1,53 +1,150 @@
 package daemon
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
+
+	"skillfs/index"
+	"skillfs/skills"
 )
 
 // Event is what tool loaders receive on the event stream.
 type Event struct {
-	Type    string    `json:"type"` // "activated", "revoked", "refreshed", "closed"
+	// ID orders events; it keeps growing across restarts (the index gives
+	// it) and is the stream's "id:", to resume from with Last-Event-ID.
+	ID      int64     `json:"id"`
+	Type    string    `json:"type"` // "activated", "revoked", "refreshed", "closed"; "resync"
 	Session string    `json:"session"`
 	Slug    string    `json:"slug,omitempty"`
 	At      time.Time `json:"at"`
+	// Tools and MCPs are, on an activated event (and only there), the tools
+	// and MCP servers the skill adds: its own dependencies, as the
+	// activations query reports them.
+	Tools []string `json:"tools,omitzero"`
+	MCPs  []string `json:"mcps,omitzero"`
+	// Reason says, on a resync event, why the stream cannot go on.
+	Reason string `json:"reason,omitempty"`
 }
 
-// hub fans events out to subscribers. Publishing never blocks: a subscriber
-// that lets 256 events pile up loses the newer ones; the activations query
-// stays the source of truth.
+// adds is the stored payload of an activated event.
+type adds struct {
+	Tools []string `json:"tools"`
+	MCPs  []string `json:"mcps"`
+}
+
+// stored is e as the event log keeps it.
+func (e Event) stored() *skills.Event {
+	s := &skills.Event{Type: e.Type, Session: e.Session, Slug: e.Slug, At: e.At}
+	if e.Type == "activated" {
+		s.Payload, _ = json.Marshal(adds{Tools: nonNil(e.Tools), MCPs: nonNil(e.MCPs)}) // lists of strings always encode
+	}
+	return s
+}
+
+// fromStored is the event an entry of the log reports.
+func fromStored(s skills.Event) Event {
+	e := Event{ID: s.ID, Type: s.Type, Session: s.Session, Slug: s.Slug, At: s.At}
+	if e.Type == "activated" {
+		var a adds
+		json.Unmarshal(s.Payload, &a) // checked when stored; an empty payload adds nothing
+		e.Tools, e.MCPs = nonNil(a.Tools), nonNil(a.MCPs)
+	}
+	return e
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// subscriberBuffer is how many events a stream may fall behind the live
+// ones before it catches up from the log instead.
+const subscriberBuffer = 256
+
+// hub fans events out to subscribers. Every event is in the index before it
+// is published, and events are published in the order of their ids, so a
+// subscriber that misses some (its buffer was full) finds them in the log.
 type hub struct {
+	db  *index.DB
+	seq sync.Mutex // held from an event's write to its publication
+
 	mu   sync.Mutex
-	subs map[chan Event]string // channel -> session filter ("" = all)
+	subs map[*subscriber]struct{}
 }
 
-func newHub() *hub { return &hub{subs: map[chan Event]string{}} }
+// subscriber is one event stream's queue.
+type subscriber struct {
+	session string     // "" for every session
+	ch      chan Event // closed by unsubscribe and closeAll
+	lagged  chan struct{}
+}
 
-func (h *hub) subscribe(session string) (<-chan Event, func()) {
-	ch := make(chan Event, 256)
+func newHub(db *index.DB) *hub { return &hub{db: db, subs: map[*subscriber]struct{}{}} }
+
+func (h *hub) subscribe(session string) *subscriber {
+	s := &subscriber{session: session, ch: make(chan Event, subscriberBuffer), lagged: make(chan struct{}, 1)}
 	h.mu.Lock()
-	h.subs[ch] = session
+	h.subs[s] = struct{}{}
 	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		if _, ok := h.subs[ch]; ok {
-			delete(h.subs, ch)
-			close(ch)
-		}
-		h.mu.Unlock()
+	return s
+}
+
+func (h *hub) unsubscribe(s *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		close(s.ch)
 	}
 }
 
+// record has store write evs to the index together with the change they
+// report (store passes them on to the index, which sets their ids), then
+// publishes those stored, in the order of their ids, exactly as a replay
+// from the log would send them.
+func (h *hub) record(store func(evs ...*skills.Event) error, evs ...Event) error {
+	st := make([]*skills.Event, len(evs))
+	for i, e := range evs {
+		st[i] = e.stored()
+	}
+	h.seq.Lock()
+	defer h.seq.Unlock()
+	if err := store(st...); err != nil {
+		return err
+	}
+	for _, s := range st {
+		if s.ID > 0 {
+			h.publish(fromStored(*s))
+		}
+	}
+	return nil
+}
+
+// publish hands e to every subscriber it concerns without ever blocking:
+// one whose buffer is full is told that it lagged, and catches up from the
+// log.
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch, filter := range h.subs {
-		if filter != "" && filter != e.Session {
+	for s := range h.subs {
+		if s.session != "" && s.session != e.Session {
 			continue
 		}
 		select {
-		case ch <- e:
+		case s.ch <- e:
 		default:
+			select {
+			case s.lagged <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -56,8 +153,199 @@ func (h *hub) publish(e Event) {
 func (h *hub) closeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs {
-		delete(h.subs, ch)
-		close(ch)
+	for s := range h.subs {
+		delete(h.subs, s)
+		close(s.ch)
+	}
+}
+
+// Event retention (daemon.Options): the log keeps events for
+// DefaultEventRetention and at most DefaultEventRetainCount of them,
+// pruning every eventPruneEvery.
+const (
+	DefaultEventRetention   = 7 * 24 * time.Hour
+	DefaultEventRetainCount = 100_000
+	eventPruneEvery         = time.Minute
+)
+
+// pruneEvents keeps the event log within its retention until ctx ends.
+func (d *Daemon) pruneEvents(ctx context.Context, keepFor time.Duration, keep int64) {
+	prune := func() {
+		n, err := d.events.db.PruneEvents(ctx, time.Now().Add(-keepFor), keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.log.Warn("prune the event log", "err", err)
+		case n > 0:
+			d.log.Debug("event log pruned", "events", n)
+		}
+	}
+	prune()
+	periodically(ctx, eventPruneEvery, prune)
+}
+
+// parseEventID reads an event id a client sent back (Last-Event-ID or
+// ?after=): a non-negative decimal number.
+func parseEventID(s string) (int64, error) {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("event id %q: want a non-negative decimal number: %w", s, skills.ErrInvalid)
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("event id %q: want a non-negative decimal number: %w", s, skills.ErrInvalid)
+	}
+	return n, nil
+}
+
+// resumeFrom returns the id a client asks to resume after: its
+// Last-Event-ID header, else the ?after= query (the header wins: a browser
+// reconnecting sends it with the URL it first used).
+func resumeFrom(r *http.Request) (after int64, resume bool, err error) {
+	v, where := r.Header.Get("Last-Event-ID"), "Last-Event-ID header"
+	if v == "" {
+		if !r.URL.Query().Has("after") {
+			return 0, false, nil
+		}
+		v, where = r.URL.Query().Get("after"), "query parameter after"
+	}
+	n, err := parseEventID(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", where, err)
+	}
+	return n, true, nil
+}
+
+// replayPage is how many events a stream reads from the log at a time.
+const replayPage = 500
+
+// eventStream is one client's stream: what it was sent up to, and where.
+type eventStream struct {
+	w       http.ResponseWriter
+	fl      http.Flusher
+	log     *index.DB
+	session string // "" for every session
+	last    int64  // the id of the last event sent, or where the client stands
+}
+
+// send writes one event. It reports done when the stream has nothing more
+// to say (its session closed) or cannot go on.
+func (s *eventStream) send(e Event) (done bool) {
+	b, _ := json.Marshal(e) // an Event always encodes
+	if _, err := fmt.Fprintf(s.w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, b); err != nil {
+		return true
+	}
+	s.fl.Flush()
+	if e.ID > s.last {
+		s.last = e.ID
+	}
+	return s.session != "" && e.Type == "closed"
+}
+
+// catchUp sends from the log every event after the last sent. When the log
+// no longer holds them all, or the client stands at an id this log never
+// gave (resuming, another data directory), it sends a resync event and
+// reports done.
+func (s *eventStream) catchUp(ctx context.Context, resuming bool) (done bool) {
+	for {
+		page, err := s.log.Events(ctx, s.session, s.last, replayPage)
+		if err != nil {
+			// The client is gone, or the index failed: end the stream, and
+			// a client that reconnects resumes where it stood.
+			return true
+		}
+		switch {
+		case page.Pruned > s.last:
+			return s.resync(page, fmt.Sprintf("events after id %d are no longer kept (retention)", s.last))
+		case resuming && s.last > page.Last:
+			return s.resync(page, fmt.Sprintf("id %d was never given by this daemon's event log (the newest is %d)", s.last, page.Last))
+		}
+		resuming = false
+		for _, e := range page.Events {
+			if s.send(fromStored(e)) {
+				return true
+			}
+		}
+		if len(page.Events) < replayPage {
+			return false
+		}
+	}
+}
+
+// resync tells the client that it missed events it cannot be sent: it is
+// to read the activations again and reconnect, with Last-Event-ID set to
+// this event's id (the newest the log had given).
+func (s *eventStream) resync(page *index.EventPage, reason string) bool {
+	s.send(Event{ID: page.Last, Type: "resync", Session: s.session, At: time.Now().UTC(), Reason: reason})
+	return true
+}
+
+// stream sends events as server-sent events, one JSON object per event with
+// its id, and a comment line every 15 s to keep idle connections alive. A
+// client that resumes (Last-Event-ID, or ?after=ID) first gets every event
+// after that id from the log, then the live ones, with no gap and none
+// twice: the stream subscribes before it reads the log and sends only ids
+// above the last it sent. A stream that falls behind catches up from the
+// log. With a session closed is given, the stream ends after the replay.
+//
+// It lives as long as its client reads: the API's read deadline covers
+// request bodies only, and its write deadline each write (withDeadlines).
+func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, closed bool) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeErr(w, errors.New("streaming unsupported"))
+		return
+	}
+	after, resume, err := resumeFrom(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if closed && !resume {
+		writeErr(w, fmt.Errorf("session %q is closed: %w", session, skills.ErrNotFound))
+		return
+	}
+	sub := d.events.subscribe(session)
+	defer d.events.unsubscribe(sub)
+	s := &eventStream{w: w, fl: fl, log: d.events.db, session: session, last: after}
+	if !resume {
+		// A new client starts with what happens from now on.
+		if s.last, err = s.log.LastEventID(r.Context()); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": subscribed\n\n")
+	fl.Flush()
+	if resume && (s.catchUp(r.Context(), true) || closed) {
+		return
+	}
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		case <-sub.lagged:
+			if s.catchUp(r.Context(), false) {
+				return
+			}
+		case e, ok := <-sub.ch:
+			if !ok {
+				return
+			}
+			if e.ID <= s.last {
+				continue // sent from the log already
+			}
+			if s.send(e) {
+				return
+			}
+		}
 	}
 }

@@ -64,7 +64,7 @@ func TestTCPListenerIsLoopbackOnly(t *testing.T) {
 	if err := Run(ctx, cat, Options{TCPAddr: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "needs a token") {
 		t.Errorf("Run with a TCP listener and no token: %v", err)
 	}
-	d := &Daemon{cat: cat, events: newHub(), log: slog.New(slog.DiscardHandler)}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: slog.New(slog.DiscardHandler)}
 	opts := Options{Token: "s3cret"}
 	opts.netDefaults()
 	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
@@ -200,7 +200,7 @@ func TestErrorStatuses(t *testing.T) {
 	}
 	drafts, _ := json.Marshal(map[string]string{"source": two})
 	// A daemon whose mount root is no FUSE mount: not ready.
-	detached := &Daemon{cat: d.cat, fs: d.fs, events: newHub(), log: d.log, mountRoot: t.TempDir()}
+	detached := &Daemon{cat: d.cat, fs: d.fs, events: newHub(d.cat.DB()), log: d.log, mountRoot: t.TempDir()}
 	for _, tc := range []struct {
 		name, method, path string
 		h                  http.Handler

@@ -56,7 +56,7 @@ func dial(t *testing.T, addr string) net.Conn {
 // TestUnauthorisedConnectionIsClosed: a request without the token gets its
 // 401 and then the connection ends, instead of idling on as a keep-alive.
 func TestUnauthorisedConnectionIsClosed(t *testing.T) {
-	d := &Daemon{events: newHub()}
+	d := &Daemon{events: newHub(openDB(t))}
 	addr := serveTCP(t, d.routes("secret"), Options{}) // default limits: idle 60 s
 	c := dial(t, addr)
 	fmt.Fprint(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -79,7 +79,7 @@ func TestUnauthorisedConnectionIsClosed(t *testing.T) {
 // TestSlowBodyIsDropped: a client with the token that sends its body a byte
 // at a time is cut off after the read timeout.
 func TestSlowBodyIsDropped(t *testing.T) {
-	d := &Daemon{events: newHub()}
+	d := &Daemon{events: newHub(openDB(t))}
 	addr := serveTCP(t, d.routes("secret"), short)
 	c := dial(t, addr)
 	fmt.Fprint(c, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"+
@@ -171,7 +171,7 @@ func TestStalledReaderIsDropped(t *testing.T) {
 // TestStreamOutlivesTimeouts: an event stream stays open well past every
 // timeout and still delivers, on the TCP listener and the Unix socket.
 func TestStreamOutlivesTimeouts(t *testing.T) {
-	d := &Daemon{events: newHub()}
+	d := &Daemon{events: newHub(openDB(t))}
 	tcp := serveTCP(t, d.routes("secret"), short)
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	ul, err := net.Listen("unix", sock)
@@ -197,7 +197,7 @@ func TestStreamOutlivesTimeouts(t *testing.T) {
 				t.Fatalf("open the stream: %v, %v", resp, err)
 			}
 			time.Sleep(5 * short.ReadTimeout) // all four timeouts pass
-			d.events.publish(Event{Type: "activated", Session: "s1", Slug: "pdf"})
+			d.events.publish(Event{ID: 1, Type: "activated", Session: "s1", Slug: "pdf"})
 			for {
 				line, err := br.ReadString('\n')
 				if err != nil {

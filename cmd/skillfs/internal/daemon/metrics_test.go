@@ -82,7 +82,7 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics(&Daemon{})
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	r.metrics = m
 	for _, o := range []struct{ session, slug string }{
 		{"s1", "a"}, {"s1", "a"}, {"s1", "b"}, {"s1", "a"}, {"s2", "a"}, {"s2", "a"},

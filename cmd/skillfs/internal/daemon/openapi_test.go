@@ -33,7 +33,7 @@ func loadContract(t testing.TB) *apicontract.Contract {
 // same routes, method for method.
 func TestOpenAPIDocumentCoversEveryRoute(t *testing.T) {
 	c := loadContract(t)
-	mux, ok := (&Daemon{events: newHub()}).routes("").(*apiMux)
+	mux, ok := (&Daemon{events: newHub(nil)}).routes("").(*apiMux)
 	if !ok {
 		t.Fatal("routes does not return its apiMux: the registered routes cannot be listed")
 	}
@@ -57,7 +57,7 @@ func TestOpenAPIDocumentCoversEveryRoute(t *testing.T) {
 // TestOpenAPIServed: the daemon serves the document it embeds, and the
 // answer conforms to the document itself.
 func TestOpenAPIServed(t *testing.T) {
-	api := newCheckedAPI(t, (&Daemon{events: newHub()}).routes(""))
+	api := newCheckedAPI(t, (&Daemon{events: newHub(nil)}).routes(""))
 	code, hdr, body := api.send("GET", "/v1/openapi.json", nil, nil)
 	if code != http.StatusOK || hdr.Get("Content-Type") != "application/json" || !bytes.Equal(body, OpenAPI) {
 		t.Fatalf("GET /v1/openapi.json: %d %q, %d bytes; want the embedded document", code, hdr.Get("Content-Type"), len(body))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"skillfs/index"
+	"skillfs/policy"
 	"skillfs/skills"
 )
 
@@ -76,7 +77,7 @@ func (r *recorder) Opened(session, slug string) error {
 		r.metrics.opened(slug, false)
 		return nil
 	}
-	first, err := r.db.RecordActivation(context.Background(), session, slug, now)
+	first, err := r.recordFirst(session, slug, now)
 	if err != nil {
 		r.log.Error("record activation", "session", session, "slug", slug, "err", err)
 		return err
@@ -86,10 +87,27 @@ func (r *recorder) Opened(session, slug string) error {
 	r.mu.Unlock()
 	r.metrics.opened(slug, first)
 	r.log.Debug("activation", "session", session, "slug", slug, "first", first)
-	if first {
-		r.events.publish(Event{Type: "activated", Session: session, Slug: slug, At: now})
-	}
 	return nil
+}
+
+// recordFirst stores an open that is not known to be a later one; if it is
+// the session's first of the skill, its activated event is stored with it,
+// naming the tools and MCP servers the skill adds, and published.
+func (r *recorder) recordFirst(session, slug string, now time.Time) (first bool, err error) {
+	ctx := context.Background()
+	ev := Event{Type: "activated", Session: session, Slug: slug, At: now}
+	sk, err := r.db.Skill(ctx, slug)
+	switch {
+	case err == nil:
+		ev.Tools, ev.MCPs, _ = policy.ToolsToLoad([]*skills.Skill{sk})
+	case !errors.Is(err, skills.ErrNotFound): // deleted meanwhile: it adds nothing
+		return false, err // a failed query is not "no tools"
+	}
+	err = r.events.record(func(evs ...*skills.Event) error {
+		first, err = r.db.RecordActivation(ctx, session, slug, now, evs...)
+		return err
+	}, ev)
+	return first, err
 }
 
 func (r *recorder) countIfSeen(k actKey, now time.Time) bool {
@@ -293,16 +311,7 @@ func (r *recorder) spillPending() (kept, lost int64, err error) {
 
 // run flushes periodically until ctx ends; close does the last flush.
 func (r *recorder) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.flush(ctx)
-		}
-	}
+	periodically(ctx, every, func() { r.flush(ctx) })
 }
 
 // closeRetries bounds how long close tries to store the last opens before

@@ -43,9 +43,10 @@ func opens(t testing.TB, db *index.DB, r *recorder) map[string]int64 {
 
 func TestRecorderFirstDurableThenBatched(t *testing.T) {
 	db := openDB(t)
-	h := newHub()
-	events, cancel := h.subscribe("s1")
-	defer cancel()
+	h := newHub(db)
+	sub := h.subscribe("s1")
+	defer h.unsubscribe(sub)
+	events := sub.ch
 	r := newRecorder(db, h, slog.New(slog.DiscardHandler))
 
 	if err := r.Opened("s1", "pdf"); err != nil {
@@ -58,7 +59,7 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 	}
 	select {
 	case e := <-events:
-		if e.Type != "activated" || e.Slug != "pdf" {
+		if e.Type != "activated" || e.Slug != "pdf" || e.ID != 1 {
 			t.Fatalf("event %+v", e)
 		}
 	default:
@@ -100,7 +101,7 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 // open, never a batch that has left memory but is not stored yet.
 func TestActivationsNeverMissAFlushingBatch(t *testing.T) {
 	db := openDB(t)
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -132,7 +133,7 @@ func TestActivationsNeverMissAFlushingBatch(t *testing.T) {
 
 func TestRecorderKeepsOpensWhenFlushFails(t *testing.T) {
 	db := openDB(t)
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	r.Opened("s1", "a")
 	r.Opened("s1", "a")
 	db.Close()
@@ -145,26 +146,34 @@ func TestRecorderKeepsOpensWhenFlushFails(t *testing.T) {
 }
 
 func TestHubFiltersAndNeverBlocks(t *testing.T) {
-	h := newHub()
-	mine, cancel := h.subscribe("s1")
-	defer cancel()
-	all, cancelAll := h.subscribe("")
-	defer cancelAll()
+	h := newHub(openDB(t))
+	mine := h.subscribe("s1")
+	defer h.unsubscribe(mine)
+	all := h.subscribe("")
+	defer h.unsubscribe(all)
 	for i := range 1000 { // far more than a subscriber buffers: must not block
-		h.publish(Event{Type: "activated", Session: []string{"s1", "s2"}[i%2]})
+		h.publish(Event{ID: int64(i + 1), Type: "activated", Session: []string{"s1", "s2"}[i%2]})
 	}
-	if len(mine) == 0 || len(all) == 0 {
-		t.Fatal("subscribers got nothing")
+	if len(mine.ch) != subscriberBuffer || len(all.ch) != subscriberBuffer {
+		t.Fatalf("subscribers hold %d and %d events, want full buffers", len(mine.ch), len(all.ch))
 	}
-	for len(mine) > 0 {
-		if e := <-mine; e.Session != "s1" {
+	// A subscriber that missed events is told so, to catch up from the log.
+	for _, s := range []*subscriber{mine, all} {
+		select {
+		case <-s.lagged:
+		default:
+			t.Fatal("a full subscriber was not told that it lagged")
+		}
+	}
+	for len(mine.ch) > 0 {
+		if e := <-mine.ch; e.Session != "s1" {
 			t.Fatalf("session filter let through %+v", e)
 		}
 	}
 	h.closeAll()
 	done := make(chan struct{})
 	go func() {
-		for range all { // ends only when closeAll closed the stream
+		for range all.ch { // ends only when closeAll closed the stream
 		}
 		close(done)
 	}()

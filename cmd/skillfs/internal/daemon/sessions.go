@@ -293,7 +293,9 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.cat.DB().SetPins(ctx, id, pins); err != nil {
+	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPins(ctx, id, pins, evs...) },
+		Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
+	if err != nil {
 		return nil, err
 	}
 	lost, err := d.serveView(set, id, pins)
@@ -302,7 +304,6 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	}
 	skipped = append(skipped, fromSkipped(lost)...)
 	s.Pins = pins
-	d.events.publish(Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
 	info := d.info(s, mounts)
 	info.Skipped = toSkipped(skipped)
 	return info, nil
@@ -328,10 +329,11 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 	}
 	d.fs.RemoveSession(id)
 	d.rec.forget(id)
-	if err := d.cat.DB().CloseSession(ctx, id); err != nil {
+	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().CloseSession(ctx, id, evs...) },
+		Event{Type: "closed", Session: id, At: time.Now().UTC()})
+	if err != nil {
 		return err
 	}
-	d.events.publish(Event{Type: "closed", Session: id, At: time.Now().UTC()})
 	d.log.Info("session closed", "session", id)
 	return nil
 }
@@ -409,13 +411,18 @@ func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
 			if len(gone) == 0 {
 				continue
 			}
-			if err := d.cat.DB().SetPins(ctx, s.ID, kept); err != nil {
-				errs = append(errs, err)
-			}
 			now := time.Now().UTC()
+			revoked := make([]Event, len(gone))
+			for i, slug := range gone {
+				revoked[i] = Event{Type: "revoked", Session: s.ID, Slug: slug, At: now}
+			}
+			err := d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPins(ctx, s.ID, kept, evs...) }, revoked...)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			for _, slug := range gone {
 				d.log.Info("skill revoked from session", "session", s.ID, "slug", slug)
-				d.events.publish(Event{Type: "revoked", Session: s.ID, Slug: slug, At: now})
 			}
 		}
 		if len(page) < sessionPage {

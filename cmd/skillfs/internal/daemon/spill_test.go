@@ -37,7 +37,7 @@ func TestRecorderSpillsWhatTheIndexCannotTake(t *testing.T) {
 	if err != nil || len(batches) != 0 || reserveErr != nil {
 		t.Fatalf("openSpill of a new file = %v, %v, %v", batches, reserveErr, err)
 	}
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	r.useSpill(ctx, sp, nil)
 	for range 21 { // the first is durable at once; 20 wait for a flush
 		if err := r.Opened("s1", "pdf"); err != nil {
@@ -88,7 +88,7 @@ func startWithSpill(t testing.TB, db *index.DB, path string) int64 {
 		t.Fatal(err)
 	}
 	defer sp.close()
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	r.useSpill(context.Background(), sp, batches)
 	if len(r.spilled) != 0 {
 		t.Fatalf("batches left unapplied: %+v", r.spilled)
@@ -132,7 +132,7 @@ func TestSpillSurvivesATornWrite(t *testing.T) {
 // Queries count opens that wait in the spill file for the index.
 func TestActivationsCountSpilledOpens(t *testing.T) {
 	db := openDB(t)
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	if err := r.Opened("s1", "pdf"); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestSpillKeepsWhatFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.close()
-	r := newRecorder(db, newHub(), slog.New(slog.DiscardHandler))
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
 	r.useSpill(context.Background(), sp, nil)
 	const pairs = 40000
 	now := time.Now().UTC()
