@@ -375,6 +375,17 @@ func TestServiceManagerNotify(t *testing.T) {
 	if got := read(); !strings.HasPrefix(got, "READY=1\n") || !strings.Contains(got, "STATUS=serving "+d.mount) {
 		t.Fatalf("first notification %q, want READY=1 with a status", got)
 	}
+	// By then the mount answers as skillfs and the API serves.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(d.mount, &st); err != nil || st.Type != 0x65735546 {
+		t.Fatalf("at READY=1 the mount is not the skill filesystem: type %#x, %v", st.Type, err)
+	}
+	var ready struct {
+		Ready bool `json:"ready"`
+	}
+	if code := newAPIClient(e.home).do(t, "GET", "/v1/ready", "", nil, &ready); code != 200 || !ready.Ready {
+		t.Fatalf("at READY=1 /v1/ready answers %d %+v", code, ready)
+	}
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
