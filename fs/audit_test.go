@@ -73,6 +73,7 @@ func TestReadAuditLosesNothingWhileTaken(t *testing.T) {
 	dir := setSession(t, srv, "s", View{st.alpha1})
 	files := []string{"SKILL.md", "references/guide.md", "scripts/run.sh"}
 	const per = 60
+	start := time.Now()
 	var wg sync.WaitGroup
 	for _, f := range files {
 		wg.Add(1)
@@ -86,8 +87,8 @@ func TestReadAuditLosesNothingWhileTaken(t *testing.T) {
 	got := map[string]int64{}
 	take := func() {
 		for _, r := range srv.TakeReads() {
-			if r.FirstAt.IsZero() {
-				t.Errorf("%s: a batch without a first time", auditKey(r))
+			if r.FirstAt.Before(start) || r.FirstAt.After(time.Now()) {
+				t.Errorf("%s: a batch whose first time %v is not when it was read", auditKey(r), r.FirstAt)
 			}
 			got[r.Path] += r.Reads
 		}

@@ -101,7 +101,7 @@ func (c *requestCounts) errors() map[string]map[string]uint64 {
 			if out[name] == nil {
 				out[name] = map[string]uint64{}
 			}
-			out[name][errnoName(e)] = n
+			out[name][errnoName(e)] += n // several errnos may share the name "other"
 		}
 	}
 	return out

@@ -45,7 +45,8 @@ func activationTime(at time.Time) (int64, error) {
 // creates the row (first is true) and fixes its first time; later ones add
 // to the count and move the last time forward. An unknown session is
 // skills.ErrNotFound. The events given are stored with the first open, in
-// its transaction (their ids set), and not at all with a later one.
+// its transaction (their ids set), and not at all with a later one. A
+// closed session is skills.ErrNotFound too: it records nothing more.
 func (db *DB) RecordActivation(ctx context.Context, session, slug string, at time.Time, evs ...*skills.Event) (first bool, err error) {
 	wrap := func(err error) error {
 		return fmt.Errorf("record activation of skill %q in session %q: %w", slug, session, err)
@@ -58,8 +59,13 @@ func (db *DB) RecordActivation(ctx context.Context, session, slug string, at tim
 		return false, wrap(err)
 	}
 	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
-		if _, err := sessionClosed(ctx, tx, session); err != nil {
+		switch closed, err := sessionClosed(ctx, tx, session); {
+		case err != nil:
 			return err
+		case closed:
+			// An open racing the session's close: the close revokes the
+			// view, and nothing may follow its closed event.
+			return fmt.Errorf("session is closed: %w", skills.ErrNotFound)
 		}
 		var known bool
 		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM activations WHERE session = ? AND slug = ?)",

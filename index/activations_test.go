@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -247,5 +248,30 @@ func BenchmarkRecordActivation(b *testing.B) {
 		if _, err := db.RecordActivation(ctx, "s", fmt.Sprintf("skill-%d", i), time.Now()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// An open that races its session's close records nothing: no activation,
+// and no event after the closed one.
+func TestRecordActivationOfAClosedSession(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	createSessions(t, db, "s1")
+	if err := db.CloseSession(ctx, "s1", &skills.Event{Type: "closed", Session: "s1", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := db.LastEventID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &skills.Event{Type: "activated", Session: "s1", Slug: "pdf", At: t0, Payload: []byte(`{}`)}
+	if _, err := db.RecordActivation(ctx, "s1", "pdf", t0, ev); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("activation in a closed session: %v, want ErrNotFound", err)
+	}
+	if got, err := db.Activations(ctx, "s1"); err != nil || len(got) != 0 {
+		t.Fatalf("activations of the closed session: %v, %v", got, err)
+	}
+	if now, err := db.LastEventID(ctx); err != nil || now != last {
+		t.Fatalf("newest event %d after the refused activation, want %d (%v)", now, last, err)
 	}
 }

@@ -202,3 +202,35 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time, keep int64) (in
 	}
 	return removed, nil
 }
+
+// RestartEventIDsAfter makes every id the log gives from now on higher than
+// after, and counts the ids up to after as pruned. An index rebuilt from the
+// store has lost its log: with after above any id the old one gave, a client
+// resuming from such an id is told to resync, and no id it holds is given
+// again to another event.
+func (db *DB) RestartEventIDsAfter(ctx context.Context, after int64) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'events'", after)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", after); err != nil {
+				return err
+			}
+		}
+		pruned, _, err := eventBounds(ctx, tx)
+		if err != nil || pruned >= after {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
+			metaEventsPruned, strconv.FormatInt(after, 10))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("restart event ids after %d: %w", after, err)
+	}
+	return nil
+}

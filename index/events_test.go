@@ -211,3 +211,31 @@ func TestReadAudit(t *testing.T) {
 		t.Fatalf("audit of an unknown session: %v", err)
 	}
 }
+
+// TestRestartEventIDs: a fresh log (a rebuilt index) restarted after an id
+// gives only higher ids, and counts the ones up to it as pruned, so a
+// client holding an id of the lost log is told to resync; a restart below
+// where the log stands changes nothing.
+func TestRestartEventIDs(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	if err := db.RestartEventIDsAfter(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddEvents(ctx, &skills.Event{Type: "refreshed", Session: "s", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustEvents(t, db, "", 41, 100)
+	if p.Pruned != 1000 || p.Last != 1001 || len(p.Events) != 1 || p.Events[0].ID != 1001 {
+		t.Fatalf("after a restart at 1000: pruned %d, last %d, events %+v", p.Pruned, p.Last, p.Events)
+	}
+	if err := db.RestartEventIDsAfter(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddEvents(ctx, &skills.Event{Type: "refreshed", Session: "s", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if p := mustEvents(t, db, "", 0, 100); p.Pruned != 1000 || p.Last != 1002 {
+		t.Fatalf("a restart below the log moved it: pruned %d, last %d", p.Pruned, p.Last)
+	}
+}

@@ -15,7 +15,8 @@ import (
 
 // TestTokenFileMustBePrivate: serve refuses a token file others can read or
 // write, that another user owns (and so can rewrite), that is not a regular
-// file or that is larger than 4 KiB, saying how to fix it; exit 5.
+// file, that is larger than 4 KiB or empty, saying how to fix it; exit 5.
+// A token file that does not exist is exit 3.
 func TestTokenFileMustBePrivate(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
@@ -37,6 +38,7 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 		{"fifo", fifo, "not a regular file"},
 		{"directory", dir, "not a regular file"},
 		{"larger than 4 KiB", writeTokenFile(t, strings.Repeat("x", 4096), 0o600), "larger than 4096 bytes"},
+		{"empty", writeTokenFile(t, " \n", 0o600), "is empty"},
 	}
 	if os.Geteuid() == 0 {
 		theirs := writeTokenFile(t, "x", 0o600)
@@ -67,6 +69,10 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 5 naming the file and saying %q", r.code, r.stderr, tc.says)
 			}
 		})
+	}
+	missing := filepath.Join(dir, "missing")
+	if r := e.run("serve", "--listen", "127.0.0.1:0", "--token-file", missing); r.code != 3 || !strings.Contains(r.stderr, missing) {
+		t.Errorf("a missing token file: exit %d, stderr %q; want 3 naming it", r.code, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(e.home, "skillfs.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused serve got as far as the socket: %v", err)

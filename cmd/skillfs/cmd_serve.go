@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -190,6 +191,9 @@ const maxTokenFileBytes = 4 << 10
 func readTokenFile(path string) (string, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return "", fmt.Errorf("token file %q does not exist: %w", path, skills.ErrNotFound)
+		}
 		return "", fmt.Errorf("open token file: %w", err)
 	}
 	defer f.Close()
@@ -221,7 +225,7 @@ func readTokenFile(path string) (string, error) {
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("token file %q is empty: %w", path, errUsage)
+		return "", fmt.Errorf("token file %q is empty: %w", path, skills.ErrInvalid)
 	}
 	return token, nil
 }

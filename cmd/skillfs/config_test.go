@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestExampleConfig(t *testing.T) {
 		}
 	}
 	serve.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" && f.Name != "config" && !strings.Contains(strings.Join(keys, " "), f.Name) {
+		if f.Name != "help" && f.Name != "config" && !slices.Contains(keys, f.Name) {
 			t.Errorf("serve flag --%s is not a configuration key", f.Name)
 		}
 	})

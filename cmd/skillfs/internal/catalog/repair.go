@@ -385,6 +385,12 @@ func (c *Catalog) rebuild(ctx context.Context, storeID string, r *Report) error 
 	if err := c.db.SetDataDirID(ctx, storeID); err != nil {
 		return err
 	}
+	// The old event log is lost: ids start above any it can have given
+	// (one per microsecond since 1970), so clients resuming from an old id
+	// are told to resync instead of skipping new events under reused ids.
+	if err := c.db.RestartEventIDsAfter(ctx, time.Now().UnixMicro()); err != nil {
+		return err
+	}
 	if err := c.ensureOperator(ctx); err != nil {
 		return err
 	}

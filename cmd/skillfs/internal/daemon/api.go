@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
@@ -159,14 +160,15 @@ func (d *Daemon) routes(token string) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		s, err := d.cat.DB().Session(r.Context(), id)
-		if err != nil {
-			writeErr(w, fmt.Errorf("session %q: %w", id, err))
-			return
-		}
-		d.stream(w, r, id, !s.ClosedAt.IsZero())
+		d.stream(w, r, id, func(ctx context.Context) (bool, error) {
+			s, err := d.cat.DB().Session(ctx, id)
+			if err != nil {
+				return false, fmt.Errorf("session %q: %w", id, err)
+			}
+			return !s.ClosedAt.IsZero(), nil
+		})
 	})
-	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "", false) })
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "", nil) })
 	d.catalogRoutes(mux)
 	mux.Handle("GET /metrics", d.metrics.handler(d.log))
 	// The catch-all is no route of the document: it is left out of patterns.

@@ -87,6 +87,7 @@ type Daemon struct {
 	log       *slog.Logger
 	mountRoot string
 	readyBusy [3]atomic.Bool // readiness checks under way: mount, index, store
+	watchBusy atomic.Bool    // the watchdog's mount check under way (its own, so a probe never fails a ping)
 	lastErr   *atomic.Pointer[LoggedError]
 	agentPath string
 

@@ -286,11 +286,14 @@ func (s *eventStream) resync(page *index.EventPage, reason string) bool {
 // after that id from the log, then the live ones, with no gap and none
 // twice: the stream subscribes before it reads the log and sends only ids
 // above the last it sent. A stream that falls behind catches up from the
-// log. With a session closed is given, the stream ends after the replay.
+// log. For a session's stream, closed says whether the session is closed:
+// asked after the stream subscribed and read the newest id, so a closed
+// event still to come is one the stream gets. A closed session's stream
+// ends after the replay; a new client of one is told it does not exist.
 //
 // It lives as long as its client reads: the API's read deadline covers
 // request bodies only, and its write deadline each write (withDeadlines).
-func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, closed bool) {
+func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, closedNow func(context.Context) (bool, error)) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeErr(w, errors.New("streaming unsupported"))
@@ -299,10 +302,6 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 	after, resume, err := resumeFrom(r)
 	if err != nil {
 		writeErr(w, err)
-		return
-	}
-	if closed && !resume {
-		writeErr(w, fmt.Errorf("session %q is closed: %w", session, skills.ErrNotFound))
 		return
 	}
 	sub := d.events.subscribe(session)
@@ -314,6 +313,17 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 			writeErr(w, err)
 			return
 		}
+	}
+	closed := false
+	if closedNow != nil {
+		if closed, err = closedNow(r.Context()); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	if closed && !resume {
+		writeErr(w, fmt.Errorf("session %q is closed: %w", session, skills.ErrNotFound))
+		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -330,7 +340,9 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 		case <-r.Context().Done():
 			return
 		case <-keep.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return // the client is gone, or stopped reading past the write deadline
+			}
 			fl.Flush()
 		case <-sub.lagged:
 			if s.catchUp(r.Context(), false) {

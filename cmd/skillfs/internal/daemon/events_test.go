@@ -258,7 +258,7 @@ func slowStream(t *testing.T, d *Daemon, produce func(), stop func([]sseEvent) b
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		d.stream(w, httptest.NewRequestWithContext(ctx, "GET", "/v1/events", nil), "", false)
+		d.stream(w, httptest.NewRequestWithContext(ctx, "GET", "/v1/events", nil), "", nil)
 	}()
 	<-w.started // subscribed, and blocked in its first write
 	produce()
@@ -427,4 +427,31 @@ func FuzzParseEventID(f *testing.F) {
 			t.Fatalf("%q read as %d, not %d", s, n, back)
 		}
 	})
+}
+
+// A session closed while its new stream starts is never missed: the stream
+// asks whether the session is closed only once it is subscribed and knows
+// the newest id, so a close right after that question reaches it as the
+// closed event, which ends it (here the question itself closes the session
+// after reading it open).
+func TestStreamSeesACloseWhileItStarts(t *testing.T) {
+	d, _, info := oneSkillSession(t)
+	w := newGatedWriter()
+	close(w.open)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d.stream(w, httptest.NewRequestWithContext(ctx, "GET", "/v1/sessions/"+info.ID+"/events", nil), info.ID,
+		func(ctx context.Context) (bool, error) {
+			if err := d.Close(ctx, info.ID); err != nil {
+				t.Error(err)
+			}
+			return false, nil // read just before the close
+		})
+	if ctx.Err() != nil {
+		t.Fatal("the stream did not end after the session closed")
+	}
+	got := w.events(t)
+	if len(got) != 1 || got[0].data.Type != "closed" {
+		t.Fatalf("events %+v, want the closed event", got)
+	}
 }

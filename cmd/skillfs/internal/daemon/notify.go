@@ -56,7 +56,7 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration, log *slog.Lo
 			return
 		case <-t.C:
 		}
-		if c := d.check("mount", &d.readyBusy[0], d.checkMount); !c.OK {
+		if c := d.check("mount", &d.watchBusy, d.checkMount); !c.OK {
 			log.Warn("watchdog withheld: the mount does not answer", "err", c.Error)
 			continue
 		}
