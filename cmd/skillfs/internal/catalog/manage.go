@@ -12,7 +12,7 @@ import (
 )
 
 // List returns the skills the actor may see (managers also see disabled
-// ones), sorted by slug.
+// ones, admins disabled builtins), sorted by slug.
 func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
@@ -24,8 +24,7 @@ func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) 
 	}
 	out := make([]*skills.Skill, 0, len(all))
 	for _, s := range all {
-		p := policy.Permission(actor, s)
-		if p == policy.Manage || (p == policy.Read && s.Enabled) {
+		if policy.Known(actor, s) {
 			out = append(out, s)
 		}
 	}
@@ -41,12 +40,9 @@ type Detail struct {
 
 // Show returns one skill the actor may see.
 func (c *Catalog) Show(ctx context.Context, as, slug string) (*Detail, error) {
-	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	_, s, err := c.lookup(ctx, as, slug)
 	if err != nil {
 		return nil, err
-	}
-	if !s.Enabled && policy.Permission(actor, s) < policy.Manage {
-		return nil, notFound(slug)
 	}
 	vs, err := c.db.Versions(ctx, slug)
 	if err != nil {
@@ -89,17 +85,21 @@ func (c *Catalog) update(ctx context.Context, as, slug string, fn func(skills.Us
 	if err != nil {
 		return nil, err
 	}
-	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
-		if policy.Permission(actor, s) == policy.None {
-			return notFound(slug) // existence is not disclosed
+	s, err := c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+		if !policy.Known(actor, s) {
+			return notFound(slug)
 		}
 		return fn(actor, snap, s)
 	})
+	if errors.Is(err, skills.ErrNotFound) {
+		return nil, notFound(slug) // the same answer whether it exists or not
+	}
+	return s, err
 }
 
 // Delete removes a skill, its versions and their content.
 func (c *Catalog) Delete(ctx context.Context, as, slug string) error {
-	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	actor, s, err := c.lookup(ctx, as, slug)
 	if err != nil {
 		return err
 	}
@@ -186,16 +186,21 @@ func (c *Catalog) Share(ctx context.Context, as, slug string, sh skills.Share) (
 	})
 }
 
-func (c *Catalog) lookup(ctx context.Context, as, slug string, need policy.Perm) (skills.User, *skills.Skill, error) {
+// lookup finds a skill the actor knows of (policy.Known); any other is
+// answered as not found, whether it exists or not.
+func (c *Catalog) lookup(ctx context.Context, as, slug string) (skills.User, *skills.Skill, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
 		return actor, nil, err
 	}
 	s, err := c.db.Skill(ctx, slug)
+	if errors.Is(err, skills.ErrNotFound) {
+		return actor, nil, notFound(slug) // worded as for a skill not known
+	}
 	if err != nil {
 		return actor, nil, fmt.Errorf("skill %q: %w", slug, err)
 	}
-	if policy.Permission(actor, s) < need {
+	if !policy.Known(actor, s) {
 		return actor, nil, notFound(slug) // existence is not disclosed
 	}
 	return actor, s, nil
