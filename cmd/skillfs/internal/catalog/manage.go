@@ -283,28 +283,69 @@ func (c *Catalog) keepASuperadmin(ctx context.Context, uid string) error {
 	return fmt.Errorf("%q is the last superadmin: %w", uid, skills.ErrPermission)
 }
 
-// DeleteUser removes a user.
-func (c *Catalog) DeleteUser(ctx context.Context, as, uid string) error {
+// CloseSessions closes the sessions with the given ids. Sessions live in the
+// daemon: it closes them there when it runs (unmounting their views and
+// binds); without one, closing them in the index is all there is to do.
+type CloseSessions func(ctx context.Context, ids []string) error
+
+// DeleteUser removes a user and returns the ids of the sessions it closed.
+// Admins delete ordinary users, only a superadmin deletes admins and
+// superadmins, and the last superadmin stays. A user with open sessions is
+// refused (skills.ErrExists, with their number and the way on) unless force,
+// which closes them first with closeSessions (nil: in the index). Nothing is
+// closed when the delete is refused.
+func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, closeSessions CloseSessions) ([]string, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if uid == Operator {
-		return fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
+		return nil, fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
 	}
 	old, err := c.db.User(ctx, uid)
 	if err != nil {
-		return fmt.Errorf("user %q: %w", uid, err)
+		return nil, fmt.Errorf("user %q: %w", uid, err)
 	}
 	if err := checkAdmin(actor, old.Role != skills.RoleUser); err != nil {
-		return err
+		return nil, err
 	}
 	if old.Role == skills.RoleSuperadmin {
 		if err := c.keepASuperadmin(ctx, uid); err != nil {
+			return nil, err
+		}
+	}
+	open, err := c.db.OpenSessionIDs(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	if len(open) > 0 && !force {
+		return nil, fmt.Errorf("user %q has %d open session(s): close them first (`skillfs session close ID`), "+
+			"or delete with --force (force=true in the API) to close them: %w", uid, len(open), skills.ErrExists)
+	}
+	if len(open) > 0 {
+		if closeSessions == nil {
+			closeSessions = c.closeInIndex
+		}
+		if err := closeSessions(ctx, open); err != nil {
+			return nil, fmt.Errorf("delete user %q: close their sessions: %w", uid, err)
+		}
+		c.log.Info("sessions closed for a deleted user", "user", uid, "count", len(open))
+	}
+	if err := c.db.DeleteUser(ctx, uid); err != nil {
+		return nil, err
+	}
+	return open, nil
+}
+
+// closeInIndex closes sessions in the index alone, for when no daemon serves
+// them.
+func (c *Catalog) closeInIndex(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if err := c.db.CloseSession(ctx, id); err != nil {
 			return err
 		}
 	}
-	return c.db.DeleteUser(ctx, uid)
+	return nil
 }
 
 // Users lists users.

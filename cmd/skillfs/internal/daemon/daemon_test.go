@@ -175,7 +175,9 @@ func TestRestoreLeavesOutWhatWasRevokedMeanwhile(t *testing.T) {
 	if _, err := d.cat.SetEnabled(ctx, "", "gone", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cat.DeleteUser(ctx, "", "bob"); err != nil {
+	// Straight from the index: the catalog refuses to delete a user with
+	// open sessions, but one created as the user is deleted can be left.
+	if err := d.cat.DB().DeleteUser(ctx, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.restore(ctx); err != nil {
