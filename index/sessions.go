@@ -216,6 +216,24 @@ func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]
 	return list, nil
 }
 
+// OpenSessionIDs returns the ids of the open sessions of user uid, oldest
+// first (the order of OpenSessions).
+func (db *DB) OpenSessionIDs(ctx context.Context, uid string) ([]string, error) {
+	var ids []string
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		ids, err = queryAll(ctx, tx, func(sc scanner) (string, error) {
+			var id string
+			return id, sc.Scan(&id)
+		}, "SELECT id FROM sessions WHERE closed_at IS NULL AND uid = ? ORDER BY created_at, id", uid)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list open sessions of %q: %w", uid, err)
+	}
+	return ids, nil
+}
+
 // jsonIDs encodes ids as a JSON array, for json_each: one parameter
 // whatever their number.
 func jsonIDs(ids []string) string {

@@ -121,6 +121,20 @@ func TestOpenSessions(t *testing.T) {
 	}
 	mid.Pins = []skills.Pin{}
 	mustEqual(t, "open sessions", list, []*skills.Session{early, mid, late})
+
+	// By user: bob's one open session; alice's open ones oldest first.
+	bobs := testSession("bobs", t0.Add(time.Minute))
+	bobs.UID = "bob"
+	if err := db.CreateSession(ctx, bobs); err != nil {
+		t.Fatal(err)
+	}
+	for uid, want := range map[string][]string{"alice": {"early", "mid", "late"}, "bob": {"bobs"}, "carol": {}} {
+		ids, err := db.OpenSessionIDs(ctx, uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, "open sessions of "+uid, ids, want)
+	}
 }
 
 // TestOpenSessionsPage: pages follow the order of OpenSessions, whatever

@@ -702,24 +702,23 @@ func TestBuiltinSlugReserved(t *testing.T) {
 		t.Fatalf("a plain user registers a builtin: exit %d, want 4", r.code)
 	}
 
+	// Another install asking for a builtin's slug is refused, naming the
+	// builtin, and never becomes triage-v2.
 	upload := filepath.Join(base, "mine", "triage")
 	writeSkill(t, upload, "name: triage\ndescription: My own triage.", nil)
 	for _, tc := range []struct {
 		name string
 		args []string
-		want string
 	}{
-		{"operator without --builtin", nil, "triage-v2"},
-		{"operator with --replace", []string{"--replace"}, "triage-v2"},
-		{"plain user", []string{"--as", "dave"}, "triage-v3"},
+		{"operator without --builtin", nil},
+		{"operator with --replace", []string{"--replace"}},
+		{"operator with --builtin from another source", []string{"--builtin"}},
+		{"plain user", []string{"--as", "dave"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, r := e.importJSON(append([]string{upload}, tc.args...)...)
-			if r.code == 0 && !slices.Equal(out.installedSlugs(), []string{tc.want}) {
-				t.Fatalf("installed %v, want [%s]", out.installedSlugs(), tc.want)
-			}
-			if r.code != 0 && r.code != 6 && r.code != 4 {
-				t.Fatalf("exit %d: want success as %s or a refusal\n%s", r.code, tc.want, r.stderr)
+			if r.code != 6 || len(out.installedSlugs()) != 0 || !strings.Contains(r.stderr, `reserved by the builtin skill "triage"`) {
+				t.Fatalf("exit %d, installed %v, stderr %q: want exit 6 naming the builtin", r.code, out.installedSlugs(), r.stderr)
 			}
 			got := e.show("triage")
 			if got.Version != s.Version || len(got.Versions) != 1 || got.SourceType != "builtin" {
@@ -729,6 +728,18 @@ func TestBuiltinSlugReserved(t *testing.T) {
 	}
 	if r := e.run("skill", "delete", "triage"); r.code == 0 {
 		t.Fatal("a builtin was deleted")
+	}
+	var list []struct {
+		Slug string `json:"slug"`
+	}
+	e.okJSON(&list, "skill", "list")
+	if len(list) != 1 {
+		t.Fatalf("catalog %+v, want the builtin alone", list)
+	}
+	// The builtin itself re-syncs from its own source as before.
+	writeSkill(t, builtin, "name: triage\ndescription: Triage incoming issues, newer.", nil)
+	if got := e.mustImport(builtin, "--builtin").installedSlugs(); !slices.Equal(got, []string{"triage"}) {
+		t.Fatalf("builtin re-sync installed %v", got)
 	}
 	checkNoOrphans(t, e)
 }

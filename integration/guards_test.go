@@ -108,8 +108,9 @@ func TestShareCannotOutgrowDependencies(t *testing.T) {
 	e.ok("skill", "share", "top", "--read", "global")
 }
 
-// TestDeletedUserReadsNothing: a deleted user's session stays empty, also
-// after a refresh.
+// TestDeletedUserReadsNothing: a user with an open session is deleted only
+// with --force, which closes the session: nothing of it is served any more,
+// nor comes back with a refresh.
 func TestDeletedUserReadsNothing(t *testing.T) {
 	e := newEnv(t)
 	e.serve()
@@ -122,13 +123,15 @@ func TestDeletedUserReadsNothing(t *testing.T) {
 	if len(s.Readable) != 4 { // her skill and the three bundled builtins
 		t.Fatalf("readable %v", s.Readable)
 	}
-	e.ok("user", "delete", "alice")
-	e.okJSON(&s, "session", "refresh", s.ID)
-	if len(s.Readable) != 0 {
-		t.Fatalf("a deleted user's session reads %v after refresh", s.Readable)
+	if r := e.run("user", "delete", "alice"); r.code != 6 {
+		t.Fatalf("delete a user with an open session: exit %d, want 6\n%s", r.code, r.stderr)
 	}
-	if names, _ := os.ReadDir(s.Path); len(names) != 0 {
-		t.Fatalf("the mount still shows %v", names)
+	e.ok("user", "delete", "alice", "--force")
+	if r := e.run("session", "refresh", s.ID); r.code != 3 {
+		t.Fatalf("refresh of a deleted user's session: exit %d, want 3 (closed)\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(s.Path); !os.IsNotExist(err) {
+		t.Fatalf("the mount still shows the session: %v", err)
 	}
 }
 

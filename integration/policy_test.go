@@ -39,12 +39,13 @@ func TestAccessPolicyLive(t *testing.T) {
 	if r := e.run("skill", "show", "eng-notes", "--as", "bob"); r.code != 3 {
 		t.Fatalf("bob shows alice's private skill: exit %d, want 3", r.code)
 	}
-	// An admin manages only what they created or were given; a superadmin
-	// (the operator) manages everything and shares it with the department.
-	if r := e.run("skill", "share", "eng-notes", "--read", "department:eng", "--as", "carol"); r.code != 3 {
-		t.Fatalf("an admin shares someone else's private skill: exit %d, want 3", r.code)
+	// Admins, like superadmins, manage every skill that is not builtin: carol
+	// shares alice's private skill with the department, but may not hand its
+	// management to everyone (a superadmin's call).
+	if r := e.run("skill", "share", "eng-notes", "--read", "global", "--manage", "global", "--as", "carol"); r.code != 4 {
+		t.Fatalf("an admin hands management to everyone: exit %d, want 4\n%s", r.code, r.stderr)
 	}
-	e.ok("skill", "share", "eng-notes", "--read", "department:eng")
+	e.ok("skill", "share", "eng-notes", "--read", "department:eng", "--as", "carol")
 
 	var dave, bob sessionJSON
 	e.okJSON(&dave, "session", "create", "--user", "dave", "--all")

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"skillfs/skills"
 )
@@ -14,8 +16,7 @@ const (
 )
 
 // Skipped is a slug left out of a readable set, and why. Callers that must not
-// reveal whether other users' skills exist show SkipMissing and
-// SkipNotReadable alike.
+// reveal whether other users' skills exist pass it through Disclose.
 type Skipped struct {
 	Slug   string // the slug as it was named
 	Reason string // SkipMissing, SkipDisabled or SkipNotReadable
@@ -86,4 +87,47 @@ func skipReason(s *skills.Skill, visible func(*skills.Skill) bool) string {
 		}
 	}
 	return SkipNotReadable
+}
+
+// Disclose returns skipped as u may be told it: a slug naming a skill u does
+// not know (see Known) — one u may not read, or a disabled one u reads but
+// does not manage — is reported as SkipMissing, exactly like a slug that names
+// no skill, so the answer reveals nothing about skills u may not see. lookup
+// finds the skill of a slug (nil: none). skipped is not modified.
+func Disclose(u skills.User, lookup func(slug string) *skills.Skill, skipped []Skipped) []Skipped {
+	out := make([]Skipped, len(skipped))
+	for i, s := range skipped {
+		if s.Reason == SkipNotReadable || s.Reason == SkipDisabled && !Known(u, lookup(s.Slug)) {
+			s.Reason = SkipMissing
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// CheckRoots refuses a session that named skills (roots) of which it may read
+// none: the error wraps skills.ErrNotFound and names each root with its
+// reason from skipped (pass it through Disclose first). Naming no skill at all
+// is no error, nor is a mix of readable and missing ones: the caller reports
+// the missing ones from skipped.
+func CheckRoots(roots, readable []string, skipped []Skipped) error {
+	if len(roots) == 0 || slices.ContainsFunc(roots, func(r string) bool { return slices.Contains(readable, r) }) {
+		return nil
+	}
+	why := make(map[string]string, len(skipped))
+	for _, s := range skipped {
+		if s.Via == "" {
+			why[s.Slug] = s.Reason
+		}
+	}
+	names := make([]string, len(roots))
+	for i, r := range roots {
+		reason := why[r]
+		if reason == "" {
+			reason = SkipMissing
+		}
+		names[i] = fmt.Sprintf("%q (%s)", r, reason)
+	}
+	return fmt.Errorf("none of the requested skills can be read: %s; `skillfs skill list --as USER` shows the skills a user can read: %w",
+		strings.Join(names, ", "), skills.ErrNotFound)
 }

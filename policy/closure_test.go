@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"skillfs/skills"
@@ -293,4 +295,87 @@ func FuzzClosure(f *testing.F) {
 			}
 		}
 	})
+}
+
+// What a user is told about the skills left out of her session: a skill she
+// may not read, and a disabled one she only reads, look exactly like one that
+// does not exist; a disabled one she manages is reported as disabled.
+func TestDisclose(t *testing.T) {
+	g := scope("global")
+	off := func(s *skills.Skill) *skills.Skill { s.Enabled = false; return s }
+	c := testCatalog(t,
+		sk("secret", "bob", scope("user", "bob")),
+		off(sk("mine-off", "eve", scope("user", "eve"))),
+		off(sk("shared-off", "adm", g)),
+		off(sk("theirs-off", "bob", scope("user", "bob"))),
+		sk("app", "adm", g, "secret", "shared-off"),
+		sk("ok", "adm", g),
+	)
+	roots := []string{"nope", "secret", "mine-off", "shared-off", "theirs-off", "app"}
+	for _, tc := range []struct {
+		user skills.User
+		want []Skipped
+	}{
+		{eve, []Skipped{
+			{Slug: "nope", Reason: SkipMissing},
+			{Slug: "secret", Reason: SkipMissing},
+			{Slug: "mine-off", Reason: SkipDisabled},
+			{Slug: "shared-off", Reason: SkipMissing},
+			{Slug: "theirs-off", Reason: SkipMissing},
+		}},
+		// An admin manages all of them: the disabled ones are disabled.
+		{adm, []Skipped{
+			{Slug: "nope", Reason: SkipMissing},
+			{Slug: "mine-off", Reason: SkipDisabled},
+			{Slug: "shared-off", Reason: SkipDisabled},
+			{Slug: "theirs-off", Reason: SkipDisabled},
+		}},
+	} {
+		t.Run(tc.user.UID, func(t *testing.T) {
+			_, skipped := Closure(roots, lookupIn(c), visibleTo(tc.user))
+			got := Disclose(tc.user, lookupIn(c), skipped)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("disclosed = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	// A dependency keeps the skill that named it.
+	_, skipped := Closure([]string{"app"}, lookupIn(c), visibleTo(eve))
+	want := []Skipped{{Slug: "secret", Reason: SkipMissing, Via: "app"}, {Slug: "shared-off", Reason: SkipMissing, Via: "app"}}
+	if got := Disclose(eve, lookupIn(c), skipped); !slices.Equal(got, want) {
+		t.Errorf("disclosed = %+v, want %+v", got, want)
+	}
+}
+
+func TestCheckRoots(t *testing.T) {
+	miss := []Skipped{{Slug: "nope", Reason: SkipMissing}, {Slug: "off", Reason: SkipDisabled}, {Slug: "dep", Reason: SkipMissing, Via: "x"}}
+	for _, tc := range []struct {
+		name     string
+		roots    []string
+		readable []string
+		want     []string // substrings of the error; nil for none
+	}{
+		{"no roots", nil, nil, nil},
+		{"one readable root", []string{"nope", "ok"}, []string{"ok"}, nil},
+		{"none readable", []string{"nope", "off"}, nil, []string{`"nope" (missing)`, `"off" (disabled)`, "skill list"}},
+		{"only dependencies readable is still none", []string{"nope"}, []string{"lib"}, []string{`"nope" (missing)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckRoots(tc.roots, tc.readable, miss)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("CheckRoots: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, skills.ErrNotFound) {
+				t.Fatalf("CheckRoots = %v, want ErrNotFound", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
 }

@@ -47,10 +47,11 @@ func InScope(u skills.User, sc skills.Scope) bool {
 }
 
 // Permission returns what u may do with s, ignoring whether s is enabled.
-// A superadmin manages every skill. Builtin skills are readable by everyone and
-// managed by superadmins only, whatever their share says. Any other skill is
-// managed by its creator and by the users in its manage scope, and read by the
-// users in its read scope.
+// Superadmins and admins manage every skill that is not builtin. Builtin
+// skills are readable by everyone and managed by superadmins only, whatever
+// their share says (what managing a builtin allows is narrow: see the Check
+// functions). Any other skill is also managed by its creator and by the users
+// in its manage scope, and read by the users in its read scope.
 func Permission(u skills.User, s *skills.Skill) Perm {
 	switch {
 	case s == nil:
@@ -59,6 +60,8 @@ func Permission(u skills.User, s *skills.Skill) Perm {
 		return Manage
 	case s.SourceType == skills.SourceBuiltin:
 		return Read
+	case u.Role == skills.RoleAdmin:
+		return Manage
 	case u.UID != "" && s.Creator == u.UID, InScope(u, s.Share.Manage):
 		return Manage
 	case InScope(u, s.Share.Read):
@@ -72,6 +75,21 @@ func Permission(u skills.User, s *skills.Skill) Perm {
 // find them through Permission.
 func Visible(u skills.User, s *skills.Skill) bool {
 	return s != nil && s.Enabled && Permission(u, s) >= Read
+}
+
+// Known reports whether s exists as far as u may tell: u manages it, it is
+// visible to u, or it is a builtin and u an admin (who may enable it). A skill
+// that is not known to u is answered as missing, never as refused, so nobody
+// learns that skills they may not see exist, nor that a skill they read was
+// disabled.
+func Known(u skills.User, s *skills.Skill) bool {
+	switch p := Permission(u, s); {
+	case p == Manage, p == Read && s.Enabled:
+		return true
+	case p == Read:
+		return s.SourceType == skills.SourceBuiltin && isAdmin(u)
+	}
+	return false
 }
 
 // isAdmin reports whether u holds an administrative role.
@@ -92,15 +110,21 @@ func noSkill(op string) error {
 // requireManage refuses op unless actor manages s.
 func requireManage(op string, actor skills.User, s *skills.Skill) error {
 	if Permission(actor, s) < Manage {
-		return deny(op, actor, s, "only its creator, its managers and superadmins may do that")
+		return deny(op, actor, s, "only its creator, its managers, admins and superadmins may do that")
 	}
 	return nil
 }
 
 // CheckShare reports whether actor may give s the share sh. The actor must
-// manage s; builtin skills keep their share (readable by everyone). Admins and
-// superadmins may share globally, by department or by user; ordinary users only
-// with themselves: read scope user:<self>, manage scope unset or user:<self>.
+// manage s; builtin skills keep their share (readable by everyone). What a role
+// may grant:
+//   - superadmins: any share;
+//   - admins: any read scope, and a manage scope of departments or users but
+//     not a global one: handing management of a skill to every user is a
+//     superadmin's decision, since it lets anyone edit, reshare or delete it;
+//   - ordinary users: only themselves, read scope user:<self>, manage scope
+//     unset or user:<self>.
+//
 // An invalid sh is an error wrapping skills.ErrInvalid.
 func CheckShare(actor skills.User, s *skills.Skill, sh skills.Share) error {
 	const op = "share"
@@ -117,7 +141,13 @@ func CheckShare(actor skills.User, s *skills.Skill, sh skills.Share) error {
 	if err != nil {
 		return fmt.Errorf("%s skill %q as %q: %w", op, s.Slug, actor.UID, err)
 	}
-	if isAdmin(actor) {
+	switch actor.Role {
+	case skills.RoleSuperadmin:
+		return nil
+	case skills.RoleAdmin:
+		if norm.Manage.Kind == skills.ScopeGlobal {
+			return deny(op, actor, s, "only superadmins may hand management to everyone (manage scope global); name departments or users instead")
+		}
 		return nil
 	}
 	self := skills.Scope{Kind: skills.ScopeUser, IDs: []string{actor.UID}}

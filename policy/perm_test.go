@@ -43,39 +43,41 @@ var shares = map[string]skills.Share{
 }
 
 // ops are the columns of the table, in the order of the expectation strings.
-var ops = []string{"visible", "edit", "share-global", "share-department", "share-self", "toggle", "delete", "depend-on"}
+var ops = []string{"visible", "edit", "share-global", "share-department", "share-self", "share-manage-global", "toggle", "delete", "depend-on"}
 
 // expected holds, per source type, scope kind and role, one character per op:
-// 'y' allowed, '-' refused.
+// 'y' allowed, '-' refused. Admins and superadmins manage every skill that is
+// not builtin, whatever its share; only superadmins hand management to
+// everyone; ordinary users share only with themselves.
 var expected = map[string]map[string]map[string]string{
 	skills.SourceUpload: {
 		"global": {
-			"root": "yyyyyyyy", "adm": "y------y", "admgr": "yyyyyyyy", "alice": "yy--yyyy",
-			"mgr": "yy--yyyy", "dave": "y------y", "bob": "y------y", "eve": "y------y",
+			"root": "yyyyyyyyy", "adm": "yyyyy-yyy", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
+			"mgr": "yy--y-yyy", "dave": "y-------y", "bob": "y-------y", "eve": "y-------y",
 		},
 		"department": {
-			"root": "yyyyyyyy", "adm": "--------", "admgr": "yyyyyyyy", "alice": "yy--yyyy",
-			"mgr": "yy--yyyy", "dave": "y------y", "bob": "--------", "eve": "--------",
+			"root": "yyyyyyyyy", "adm": "yyyyy-yyy", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
+			"mgr": "yy--y-yyy", "dave": "y-------y", "bob": "---------", "eve": "---------",
 		},
 		"user": {
-			"root": "yyyyyyyy", "adm": "--------", "admgr": "yyyyyyyy", "alice": "yy--yyyy",
-			"mgr": "yy--yyyy", "dave": "--------", "bob": "y------y", "eve": "--------",
+			"root": "yyyyyyyyy", "adm": "yyyyy-yyy", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
+			"mgr": "yy--y-yyy", "dave": "---------", "bob": "y-------y", "eve": "---------",
 		},
 	},
 	// Builtins ignore their share: readable by all, never edited, deleted or
 	// reshared, toggled by admins.
 	skills.SourceBuiltin: {
 		"global": {
-			"root": "y----y-y", "adm": "y----y-y", "admgr": "y----y-y", "alice": "y------y",
-			"mgr": "y------y", "dave": "y------y", "bob": "y------y", "eve": "y------y",
+			"root": "y-----y-y", "adm": "y-----y-y", "admgr": "y-----y-y", "alice": "y-------y",
+			"mgr": "y-------y", "dave": "y-------y", "bob": "y-------y", "eve": "y-------y",
 		},
 		"department": {
-			"root": "y----y-y", "adm": "y----y-y", "admgr": "y----y-y", "alice": "y------y",
-			"mgr": "y------y", "dave": "y------y", "bob": "y------y", "eve": "y------y",
+			"root": "y-----y-y", "adm": "y-----y-y", "admgr": "y-----y-y", "alice": "y-------y",
+			"mgr": "y-------y", "dave": "y-------y", "bob": "y-------y", "eve": "y-------y",
 		},
 		"user": {
-			"root": "y----y-y", "adm": "y----y-y", "admgr": "y----y-y", "alice": "y------y",
-			"mgr": "y------y", "dave": "y------y", "bob": "y------y", "eve": "y------y",
+			"root": "y-----y-y", "adm": "y-----y-y", "admgr": "y-----y-y", "alice": "y-------y",
+			"mgr": "y-------y", "dave": "y-------y", "bob": "y-------y", "eve": "y-------y",
 		},
 	},
 }
@@ -96,6 +98,8 @@ func runOp(t testing.TB, op string, actor skills.User, s *skills.Skill) (bool, e
 		err = CheckShare(actor, s, skills.Share{Read: scope(skills.ScopeDepartment, "eng")})
 	case "share-self":
 		err = CheckShare(actor, s, skills.Share{Read: scope(skills.ScopeUser, actor.UID)})
+	case "share-manage-global":
+		err = CheckShare(actor, s, skills.Share{Read: scope(skills.ScopeGlobal), Manage: scope(skills.ScopeGlobal)})
 	case "toggle":
 		err = CheckToggle(actor, s)
 	case "delete":
@@ -176,7 +180,9 @@ func TestPermission(t *testing.T) {
 		{"manage scope by department", mgr, upload, Manage},
 		{"read scope by department", dave, upload, Read},
 		{"outsider", eve, upload, None},
-		{"admin outside the scopes", adm, upload, None},
+		{"admin outside the scopes manages", adm, upload, Manage},
+		{"admin manages a skill shared with nobody", adm, &skills.Skill{SourceType: skills.SourceUpload, Creator: "alice"}, Manage},
+		{"admin only reads a builtin", adm, &skills.Skill{SourceType: skills.SourceBuiltin}, Read},
 		{"no department is in no department scope", skills.User{UID: "x", Role: skills.RoleUser}, upload, None},
 		{"empty uid is no creator", skills.User{Role: skills.RoleUser}, &skills.Skill{SourceType: skills.SourceUpload}, None},
 		{"builtin creator only reads", alice, &skills.Skill{SourceType: skills.SourceBuiltin, Creator: "alice"}, Read},
@@ -189,6 +195,30 @@ func TestPermission(t *testing.T) {
 				t.Errorf("Permission = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Known is what the catalog answers "not found" by: a skill is known to its
+// managers, and to its readers while it is enabled.
+func TestKnown(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		s := &skills.Skill{Slug: "pdf", SourceType: skills.SourceUpload, Creator: "alice", Share: shares["department"], Enabled: enabled}
+		for _, u := range cast {
+			p := Permission(u, s)
+			want := p == Manage || p == Read && enabled
+			if got := Known(u, s); got != want {
+				t.Errorf("enabled=%v %s (%v): Known = %v, want %v", enabled, u.UID, p, got, want)
+			}
+		}
+	}
+	if Known(root, nil) {
+		t.Error("a nil skill is known")
+	}
+	// The two cells that matter: a reader loses a disabled skill, its
+	// managers (an admin among them) keep it.
+	off := &skills.Skill{Slug: "pdf", SourceType: skills.SourceUpload, Creator: "alice", Share: shares["department"]}
+	if Known(dave, off) || !Known(adm, off) || !Known(alice, off) {
+		t.Error("disabled skill: want unknown to a reader, known to an admin and its creator")
 	}
 }
 
@@ -222,7 +252,12 @@ func TestCheckShare(t *testing.T) {
 		{"user shares globally", alice, own, skills.Share{Read: scope("global")}, skills.ErrPermission},
 		{"user invalid share", alice, own, skills.Share{Read: scope("team", "x")}, skills.ErrInvalid},
 		{"outsider", bob, own, DefaultShare("bob"), skills.ErrPermission},
-		{"admin not managing", adm, own, skills.Share{Read: scope("global")}, skills.ErrPermission},
+		{"admin reshares another's skill globally", adm, own, skills.Share{Read: scope("global")}, nil},
+		{"admin hands management of another's skill to a department", adm, own, skills.Share{Read: scope("global"), Manage: scope("department", "eng")}, nil},
+		{"admin hands management to everyone", adm, own, skills.Share{Read: scope("global"), Manage: scope("global")}, skills.ErrPermission},
+		{"superadmin hands management to everyone", root, own, skills.Share{Read: scope("global"), Manage: scope("global")}, nil},
+		{"manager in scope hands management to everyone", mgr, &skills.Skill{Slug: "m", SourceType: skills.SourceUpload, Creator: "alice", Share: skills.Share{Read: scope("global"), Manage: scope("user", "mgr")}},
+			skills.Share{Read: scope("global"), Manage: scope("global")}, skills.ErrPermission},
 		{"admin by department with department managers", adm, adminOwn, skills.Share{Read: scope("department", "eng", "ops"), Manage: scope("department", "ops")}, nil},
 		{"admin by users", adm, adminOwn, skills.Share{Read: scope("user", "bob", "eve")}, nil},
 		{"admin manage wider than read", adm, adminOwn, skills.Share{Read: scope("department", "eng"), Manage: scope("department", "eng", "ops")}, skills.ErrInvalid},

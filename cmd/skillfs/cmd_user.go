@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/url"
 
 	"github.com/spf13/cobra"
 
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/daemon"
 	"skillfs/skills"
 )
 
@@ -68,20 +73,43 @@ func (c *cli) userList() *cobra.Command {
 }
 
 func (c *cli) userDelete() *cobra.Command {
-	cmd := leaf("delete UID", "remove a user", 1, 1)
+	cmd := leaf("delete UID [--force]", "remove a user (exit 6 while they have open sessions, unless --force)", 1, 1)
+	force := cmd.Flags().Bool("force", false, "close the user's open sessions first")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
 		defer cat.Close()
-		if err := cat.DeleteUser(c.ctx, c.as, pos[0]); err != nil {
+		var closer catalog.CloseSessions
+		if *force {
+			closer = c.closeSessions()
+		}
+		closed, err := cat.DeleteUser(c.ctx, c.as, pos[0], *force, closer)
+		if err != nil {
 			return err
 		}
 		c.notifyDaemon()
-		return c.done(map[string]string{"deleted": pos[0]}, "user %s deleted", pos[0])
+		return c.done(daemon.UserDeleted{Deleted: pos[0], Closed: nonNil(closed)},
+			"user %s deleted; %d open session(s) closed", pos[0], len(closed))
 	}
 	return cmd
+}
+
+// closeSessions closes sessions through the daemon, which serves them; when
+// no daemon runs it returns nil, for the catalog to close them in the index.
+func (c *cli) closeSessions() catalog.CloseSessions {
+	if err := c.call("GET", "/v1/health", nil, nil); errors.Is(err, errNoDaemon) {
+		return nil
+	}
+	return func(_ context.Context, ids []string) error {
+		for _, id := range ids {
+			if err := c.call("DELETE", "/v1/sessions/"+url.PathEscape(id), nil, nil); err != nil {
+				return fmt.Errorf("close session %s: %w", id, err)
+			}
+		}
+		return nil
+	}
 }
 
 func (c *cli) toolCmd(mcp bool) *cobra.Command {

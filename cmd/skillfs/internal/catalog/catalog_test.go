@@ -958,3 +958,89 @@ func TestLongPluginNamespace(t *testing.T) {
 		}
 	}
 }
+
+// Admins manage every skill that is not builtin, a reader loses a disabled
+// skill as if it did not exist, and a skill one may not see is answered in
+// the very words of a skill that does not exist.
+func TestAdminsManageAndUnknownSkillsLookMissing(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	for _, u := range []skills.User{{UID: "alice", Role: "user"}, {UID: "bob", Role: "user"}, {UID: "adm", Role: "admin"}} {
+		if err := c.PutUser(ctx, "", u, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: x")
+	if _, err := c.Import(ctx, ImportRequest{Source: src, As: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// bob: alice's private skill and a skill that does not exist, op by op.
+	for name, op := range map[string]func(slug string) error{
+		"show":    func(s string) error { _, err := c.Show(ctx, "bob", s); return err },
+		"delete":  func(s string) error { return c.Delete(ctx, "bob", s) },
+		"disable": func(s string) error { _, err := c.SetEnabled(ctx, "bob", s, false); return err },
+		"share": func(s string) error {
+			_, err := c.Share(ctx, "bob", s, skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"bob"}}})
+			return err
+		},
+		"deps": func(s string) error { _, err := c.Deps(ctx, "bob", s, nil, nil, nil); return err },
+	} {
+		hidden, missing := op("notes"), op("nothing")
+		if !errors.Is(hidden, skills.ErrNotFound) || !errors.Is(missing, skills.ErrNotFound) {
+			t.Fatalf("%s: hidden %v, missing %v: want both not found", name, hidden, missing)
+		}
+		if got, want := hidden.Error(), strings.ReplaceAll(missing.Error(), "nothing", "notes"); got != want {
+			t.Errorf("%s: a hidden skill says %q, a missing one %q", name, got, want)
+		}
+	}
+	// The admin sees and manages it although it is private to alice.
+	if list, err := c.List(ctx, "adm"); err != nil || len(list) != 1 {
+		t.Fatalf("admin's list: %v %v", list, err)
+	}
+	if _, err := c.Share(ctx, "adm", "notes", skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"alice", "bob"}}}); err != nil {
+		t.Fatalf("admin shares alice's skill: %v", err)
+	}
+	// bob reads it now; disabled, it is gone for him, not refused.
+	if _, err := c.SetEnabled(ctx, "adm", "notes", false); err != nil {
+		t.Fatalf("admin disables: %v", err)
+	}
+	if err := c.Delete(ctx, "bob", "notes"); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("a reader deleting a disabled skill: %v, want not found", err)
+	}
+	if _, err := c.Show(ctx, "alice", "notes"); err != nil {
+		t.Fatalf("the creator shows her disabled skill: %v", err)
+	}
+	if err := c.Delete(ctx, "adm", "notes"); err != nil {
+		t.Fatalf("admin deletes alice's skill: %v", err)
+	}
+}
+
+// A builtin's slug is reserved: another install is refused naming it, the
+// operator's re-sync of the builtin itself still works.
+func TestBuiltinSlugIsRefused(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	b := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin")
+	if _, err := c.Import(ctx, ImportRequest{Source: b, Builtin: true}); err != nil {
+		t.Fatal(err)
+	}
+	other := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: mine")
+	for _, req := range []ImportRequest{{Source: other}, {Source: other, Replace: true}, {Source: other, Builtin: true}} {
+		res, err := c.Import(ctx, req)
+		if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `builtin skill "triage"`) {
+			t.Fatalf("import %+v: %v (%+v), want ErrExists naming the builtin", req, err, res)
+		}
+	}
+	skillDir(t, b, "name: triage\ndescription: builtin, newer")
+	res, err := c.Import(ctx, ImportRequest{Source: b, Builtin: true})
+	if err != nil || res.Installed[0].Slug != "triage" {
+		t.Fatalf("re-sync of the builtin: %v %+v", err, res)
+	}
+	list, _ := c.List(ctx, "")
+	if len(list) != 1 {
+		t.Fatalf("catalog holds %d skills, want the builtin alone", len(list))
+	}
+	if l := leftovers(t, c); len(l) > 0 {
+		t.Fatalf("leftovers: %v", l)
+	}
+}

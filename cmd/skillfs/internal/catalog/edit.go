@@ -34,7 +34,7 @@ var EditableExtensions = []string{
 // dependencies); its slug cannot change. It returns the new version, or the
 // current one when nothing changed.
 func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Reader) (*Installed, error) {
-	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	actor, s, err := c.lookup(ctx, as, slug)
 	if err != nil {
 		return nil, err
 	}

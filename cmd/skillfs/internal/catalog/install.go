@@ -319,7 +319,9 @@ func sourceKey(key string, cand skills.Candidate, agents bool) string {
 
 // chooseSlug decides where a skill with the wanted slug goes: a new skill
 // (existing == nil) or a new version of existing. A slug in taken counts as
-// taken by a skill from elsewhere.
+// taken by a skill from elsewhere. The slug of a builtin is refused
+// (skills.ErrExists naming it) unless the operator re-syncs that builtin from
+// its own source.
 func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string, taken map[string]bool) (string, *skills.Skill, error) {
 	for n := 1; n <= maxSuffix; n++ {
 		slug := want
@@ -344,8 +346,10 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 		switch {
 		case builtin && req.Builtin && ex.Source == key:
 			return slug, ex, nil // operator re-syncs a builtin from its source
+		case builtin && n == 1:
+			return "", nil, reserved(ex)
 		case builtin:
-			continue // reserved
+			continue // a -vN some builtin took as its own name
 		case ex.Source == key && manages:
 			return slug, ex, nil // reinstall from the same source: new version
 		case req.Replace && n == 1 && manages:
@@ -355,6 +359,14 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 		}
 	}
 	return "", nil, fmt.Errorf("slug %q: every suffix up to -v%d is taken: %w", want, maxSuffix, skills.ErrExists)
+}
+
+// reserved is the refusal of an install that asks for the slug of builtin
+// skill b: builtin slugs are reserved, never taken by another install nor
+// turned into -vN.
+func reserved(b *skills.Skill) error {
+	return fmt.Errorf("slug %q is reserved by the builtin skill %q (%s): no other install may take a builtin's slug; "+
+		"give the skill another name in its SKILL.md and import it again: %w", b.Slug, b.Slug, DisplayName(b.Plugin, b.Name), skills.ErrExists)
 }
 
 // sameSource looks for the skill of source key among base and its -vN

@@ -12,7 +12,7 @@ import (
 )
 
 // List returns the skills the actor may see (managers also see disabled
-// ones), sorted by slug.
+// ones, admins disabled builtins), sorted by slug.
 func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
@@ -24,8 +24,7 @@ func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) 
 	}
 	out := make([]*skills.Skill, 0, len(all))
 	for _, s := range all {
-		p := policy.Permission(actor, s)
-		if p == policy.Manage || (p == policy.Read && s.Enabled) {
+		if policy.Known(actor, s) {
 			out = append(out, s)
 		}
 	}
@@ -41,12 +40,9 @@ type Detail struct {
 
 // Show returns one skill the actor may see.
 func (c *Catalog) Show(ctx context.Context, as, slug string) (*Detail, error) {
-	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	_, s, err := c.lookup(ctx, as, slug)
 	if err != nil {
 		return nil, err
-	}
-	if !s.Enabled && policy.Permission(actor, s) < policy.Manage {
-		return nil, notFound(slug)
 	}
 	vs, err := c.db.Versions(ctx, slug)
 	if err != nil {
@@ -89,17 +85,21 @@ func (c *Catalog) update(ctx context.Context, as, slug string, fn func(skills.Us
 	if err != nil {
 		return nil, err
 	}
-	return c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
-		if policy.Permission(actor, s) == policy.None {
-			return notFound(slug) // existence is not disclosed
+	s, err := c.db.UpdateSkill(ctx, slug, func(s *skills.Skill) error {
+		if !policy.Known(actor, s) {
+			return notFound(slug)
 		}
 		return fn(actor, snap, s)
 	})
+	if errors.Is(err, skills.ErrNotFound) {
+		return nil, notFound(slug) // the same answer whether it exists or not
+	}
+	return s, err
 }
 
 // Delete removes a skill, its versions and their content.
 func (c *Catalog) Delete(ctx context.Context, as, slug string) error {
-	actor, s, err := c.lookup(ctx, as, slug, policy.Read)
+	actor, s, err := c.lookup(ctx, as, slug)
 	if err != nil {
 		return err
 	}
@@ -186,16 +186,21 @@ func (c *Catalog) Share(ctx context.Context, as, slug string, sh skills.Share) (
 	})
 }
 
-func (c *Catalog) lookup(ctx context.Context, as, slug string, need policy.Perm) (skills.User, *skills.Skill, error) {
+// lookup finds a skill the actor knows of (policy.Known); any other is
+// answered as not found, whether it exists or not.
+func (c *Catalog) lookup(ctx context.Context, as, slug string) (skills.User, *skills.Skill, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
 		return actor, nil, err
 	}
 	s, err := c.db.Skill(ctx, slug)
+	if errors.Is(err, skills.ErrNotFound) {
+		return actor, nil, notFound(slug) // worded as for a skill not known
+	}
 	if err != nil {
 		return actor, nil, fmt.Errorf("skill %q: %w", slug, err)
 	}
-	if policy.Permission(actor, s) < need {
+	if !policy.Known(actor, s) {
 		return actor, nil, notFound(slug) // existence is not disclosed
 	}
 	return actor, s, nil
@@ -278,28 +283,69 @@ func (c *Catalog) keepASuperadmin(ctx context.Context, uid string) error {
 	return fmt.Errorf("%q is the last superadmin: %w", uid, skills.ErrPermission)
 }
 
-// DeleteUser removes a user.
-func (c *Catalog) DeleteUser(ctx context.Context, as, uid string) error {
+// CloseSessions closes the sessions with the given ids. Sessions live in the
+// daemon: it closes them there when it runs (unmounting their views and
+// binds); without one, closing them in the index is all there is to do.
+type CloseSessions func(ctx context.Context, ids []string) error
+
+// DeleteUser removes a user and returns the ids of the sessions it closed.
+// Admins delete ordinary users, only a superadmin deletes admins and
+// superadmins, and the last superadmin stays. A user with open sessions is
+// refused (skills.ErrExists, with their number and the way on) unless force,
+// which closes them first with closeSessions (nil: in the index). Nothing is
+// closed when the delete is refused.
+func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, closeSessions CloseSessions) ([]string, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if uid == Operator {
-		return fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
+		return nil, fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
 	}
 	old, err := c.db.User(ctx, uid)
 	if err != nil {
-		return fmt.Errorf("user %q: %w", uid, err)
+		return nil, fmt.Errorf("user %q: %w", uid, err)
 	}
 	if err := checkAdmin(actor, old.Role != skills.RoleUser); err != nil {
-		return err
+		return nil, err
 	}
 	if old.Role == skills.RoleSuperadmin {
 		if err := c.keepASuperadmin(ctx, uid); err != nil {
+			return nil, err
+		}
+	}
+	open, err := c.db.OpenSessionIDs(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	if len(open) > 0 && !force {
+		return nil, fmt.Errorf("user %q has %d open session(s): close them first (`skillfs session close ID`), "+
+			"or delete with --force (force=true in the API) to close them: %w", uid, len(open), skills.ErrExists)
+	}
+	if len(open) > 0 {
+		if closeSessions == nil {
+			closeSessions = c.closeInIndex
+		}
+		if err := closeSessions(ctx, open); err != nil {
+			return nil, fmt.Errorf("delete user %q: close their sessions: %w", uid, err)
+		}
+		c.log.Info("sessions closed for a deleted user", "user", uid, "count", len(open))
+	}
+	if err := c.db.DeleteUser(ctx, uid); err != nil {
+		return nil, err
+	}
+	return open, nil
+}
+
+// closeInIndex closes sessions in the index alone, for when no daemon serves
+// them.
+func (c *Catalog) closeInIndex(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if err := c.db.CloseSession(ctx, id); err != nil {
 			return err
 		}
 	}
-	return c.db.DeleteUser(ctx, uid)
+	return nil
 }
 
 // Users lists users.

@@ -98,6 +98,20 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return summarize(s), err
 		})
 	})
+	mux.HandleFunc("DELETE /v1/users/{uid}", func(w http.ResponseWriter, r *http.Request) {
+		var force bool
+		switch v := r.URL.Query().Get("force"); v {
+		case "", "false":
+		case "true":
+			force = true
+		default:
+			writeErr(w, fmt.Errorf("force=%q: want true or false: %w", v, skills.ErrInvalid))
+			return
+		}
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			return d.DeleteUser(ctx, as(r), r.PathValue("uid"), force)
+		})
+	})
 	mux.HandleFunc("PUT /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		// Streamed into the new version and cut at the file size limit:
 		// never buffered whole.
@@ -235,4 +249,31 @@ func (d *Daemon) mayReadLocal(ctx context.Context, as, source string) error {
 	return fmt.Errorf("%s may not have the daemon read a path on its machine (admins only): "+
 		"send the ZIP or SKILL.md as the request body (Content-Type application/zip or text/markdown), "+
 		"or name a remote git URL: %w", actor.UID, skills.ErrPermission)
+}
+
+// UserDeleted is the answer to deleting a user: the user, and the sessions
+// closed with them (--force).
+type UserDeleted struct {
+	Deleted string   `json:"deleted"`
+	Closed  []string `json:"closed"`
+}
+
+// DeleteUser deletes a user as the catalog does, closing their open sessions
+// here (views and binds gone) when force is set.
+func (d *Daemon) DeleteUser(ctx context.Context, as, uid string, force bool) (*UserDeleted, error) {
+	closed, err := d.cat.DeleteUser(ctx, as, uid, force, func(ctx context.Context, ids []string) error {
+		for _, id := range ids {
+			if err := d.Close(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if closed == nil {
+		closed = []string{}
+	}
+	return &UserDeleted{Deleted: uid, Closed: closed}, nil
 }

@@ -67,7 +67,9 @@ func newID() string {
 
 // closure computes what a user may read of the requested roots now, from
 // the in-memory catalog set: only the requested skills and their
-// dependencies are looked at, unless all is asked for.
+// dependencies are looked at, unless all is asked for. What is left out is
+// reported as the user may be told it (policy.Disclose): a skill she may not
+// read looks exactly like one that does not exist.
 func closure(set *index.SkillSet, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped) {
 	visible := func(s *skills.Skill) bool { return policy.Visible(u, s) }
 	if all {
@@ -83,7 +85,28 @@ func closure(set *index.SkillSet, u skills.User, all bool, roots []string) ([]sk
 	for i, slug := range readable {
 		pins[i] = skills.Pin{Slug: slug, Version: set.Get(slug).Version}
 	}
-	return pins, skipped
+	return pins, policy.Disclose(u, set.Get, skipped)
+}
+
+// readableSet is closure for a session that is choosing its skills (created,
+// or given a new list): naming skills of which the user may read none is an
+// error wrapping skills.ErrNotFound that names them, so a typo does not open
+// an empty session. A mix of readable and missing ones is no error; the
+// missing ones are in the skipped list. Refresh uses closure, which never
+// refuses: a session that exists keeps working when its skills go away.
+func readableSet(set *index.SkillSet, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped, error) {
+	pins, skipped := closure(set, u, all, roots)
+	if all {
+		return pins, skipped, nil
+	}
+	readable := make([]string, len(pins))
+	for i, p := range pins {
+		readable[i] = p.Slug
+	}
+	if err := policy.CheckRoots(roots, readable, skipped); err != nil {
+		return nil, nil, fmt.Errorf("session for %q: %w", u.UID, err)
+	}
+	return pins, skipped, nil
 }
 
 // CreateSession pins the readable set of a new session and serves it. The
@@ -105,7 +128,10 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	if err != nil {
 		return nil, err
 	}
-	pins, skipped := closure(set, u, req.All, roots)
+	pins, skipped, err := readableSet(set, u, req.All, roots)
+	if err != nil {
+		return nil, err
+	}
 	preload := dedupe(req.Preload)
 	for _, p := range preload {
 		if !req.All && !slices.Contains(roots, p) {
