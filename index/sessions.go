@@ -95,11 +95,7 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if err := checkPins(s.Pins); err != nil {
 		return wrap(err)
 	}
-	requested, err := encodeList("requested skills", s.Requested)
-	if err != nil {
-		return wrap(err)
-	}
-	preload, err := encodeList("preloaded skills", s.Preload)
+	requested, preload, err := encodeRequest(s)
 	if err != nil {
 		return wrap(err)
 	}
@@ -127,6 +123,15 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 		return wrap(err)
 	}
 	return nil
+}
+
+// encodeRequest is the stored form of what session s asked for.
+func encodeRequest(s *skills.Session) (requested, preload string, err error) {
+	if requested, err = encodeList("requested skills", s.Requested); err != nil {
+		return "", "", err
+	}
+	preload, err = encodeList("preloaded skills", s.Preload)
+	return requested, preload, err
 }
 
 const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at, pins"
@@ -245,28 +250,56 @@ func jsonIDs(ids []string) string {
 // events given in the same transaction (their ids set). An unknown session
 // is skills.ErrNotFound, a closed one skills.ErrInvalid.
 func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin, evs ...*skills.Event) error {
-	if err := checkPins(pins); err != nil {
+	if err := db.updateSession(ctx, id, pins, "", nil, evs); err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)
+	}
+	return nil
+}
+
+// SetSkills replaces what open session s.ID asked for — s.All, s.Requested
+// and s.Preload — and its readable set s.Pins, and stores the events given
+// in the same transaction (their ids set). Its user, creation time, binds
+// and activations stay. An unknown session is skills.ErrNotFound, a closed
+// one skills.ErrInvalid.
+func (db *DB) SetSkills(ctx context.Context, s *skills.Session, evs ...*skills.Event) error {
+	if s == nil || s.ID == "" {
+		return fmt.Errorf("set skills of a session: no id: %w", skills.ErrInvalid)
+	}
+	wrap := func(err error) error { return fmt.Errorf("set skills of session %q: %w", s.ID, err) }
+	requested, preload, err := encodeRequest(s)
+	if err != nil {
+		return wrap(err)
+	}
+	err = db.updateSession(ctx, s.ID, s.Pins, ", all_skills = ?, requested = ?, preload = ?",
+		[]any{s.All, requested, preload}, evs)
+	if err != nil {
+		return wrap(err)
+	}
+	return nil
+}
+
+// updateSession sets the pins of open session id, and the columns of set
+// (", col = ?, ..." with its args), and stores evs, in one transaction.
+func (db *DB) updateSession(ctx context.Context, id string, pins []skills.Pin, set string, args []any, evs []*skills.Event) error {
+	if err := checkPins(pins); err != nil {
+		return err
 	}
 	stored, err := encodePins(pins)
 	if err != nil {
-		return fmt.Errorf("set pins of session %q: %w", id, err)
+		return err
 	}
-	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	return db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
 			return errClosed
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET pins = ? WHERE id = ?", stored, id); err != nil {
+		args := append(append([]any{stored}, args...), id)
+		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET pins = ?"+set+" WHERE id = ?", args...); err != nil {
 			return err
 		}
 		return insertEvents(ctx, tx, evs)
 	})
-	if err != nil {
-		return fmt.Errorf("set pins of session %q: %w", id, err)
-	}
-	return nil
 }
 
 // CloseSession marks the session closed now and forgets its mounts; its

@@ -277,6 +277,68 @@ func TestSetPins(t *testing.T) {
 	wantErr(t, "SetPins closed", db.SetPins(ctx, "s1", []skills.Pin{{Slug: "a"}}), skills.ErrInvalid)
 }
 
+func TestSetSkills(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddBind(ctx, "s1", skills.Bind{Target: "/t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RecordActivation(ctx, "s1", "pdf", t0); err != nil {
+		t.Fatal(err)
+	}
+	want := &skills.Session{ID: "s1", UID: "alice", All: true, Requested: []string{}, Preload: []string{"docx"},
+		Pins: []skills.Pin{{Slug: "docx", Version: "d1"}, {Slug: "xlsx", Version: "x1"}}, CreatedAt: t0}
+	revoked := &skills.Event{Type: "revoked", Session: "s1", Slug: "pdf", At: t0}
+	// The user and creation time given are not the stored ones: they stay.
+	in := *want
+	in.UID, in.CreatedAt = "mallory", t0.Add(time.Hour)
+	if err := db.SetSkills(ctx, &in, revoked); err != nil {
+		t.Fatal(err)
+	}
+	if revoked.ID == 0 {
+		t.Errorf("the event got no id")
+	}
+	got, err := db.Session(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "session", got, want)
+	binds, err := db.Binds(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "binds", binds, []skills.Bind{{Target: "/t"}})
+	acts, err := db.Activations(ctx, "s1")
+	if err != nil || len(acts) != 1 || acts[0].Slug != "pdf" {
+		t.Errorf("activations after a set: %+v, %v; want the history of pdf kept", acts, err)
+	}
+
+	wantErr(t, "SetSkills missing", db.SetSkills(ctx, &skills.Session{ID: "missing"}), skills.ErrNotFound)
+	wantErr(t, "SetSkills no id", db.SetSkills(ctx, &skills.Session{}), skills.ErrInvalid)
+	bad := *want
+	bad.Pins = []skills.Pin{{Slug: "a"}, {Slug: "a"}}
+	failed := &skills.Event{Type: "revoked", Session: "s1", Slug: "docx", At: t0}
+	wantErr(t, "SetSkills duplicate", db.SetSkills(ctx, &bad, failed), skills.ErrInvalid)
+	bad = *want
+	bad.Preload = []string{"\xff"}
+	wantErr(t, "SetSkills bad preload", db.SetSkills(ctx, &bad), skills.ErrInvalid)
+	if got, err := db.Session(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	} else {
+		mustEqual(t, "session after refused sets", got, want)
+	}
+	if failed.ID != 0 {
+		t.Errorf("the event of a refused set got id %d", failed.ID)
+	}
+	if err := db.CloseSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "SetSkills closed", db.SetSkills(ctx, want), skills.ErrInvalid)
+}
+
 func TestCloseSessionAndMounts(t *testing.T) {
 	db := openTest(t)
 	ctx := context.Background()

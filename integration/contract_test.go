@@ -126,11 +126,15 @@ func TestCLIConformsToContract(t *testing.T) {
 		{"session", "read", s.ID, "skill://gamma/SKILL.md"},
 		{"session", "list", "--after", "nope"},
 		{"session", "mount", "0123456789abcdef0123456789abcdef", target},
+		{"session", "set", "0123456789abcdef0123456789abcdef", "--all"},
+		{"session", "set", s.ID, "--skills", "alpha", "--preload", "beta"},
 	} {
 		if r := e.run(args...); r.code == 0 {
 			t.Errorf("skillfs %s: exit 0, want an error", strings.Join(args, " "))
 		}
 	}
+	e.ok("session", "set", s.ID, "--skills", "alpha,gamma", "--preload", "gamma", "--json")
+	e.ok("session", "mentions", s.ID, "--text", "/skill:gamma now\nand $alpha", "--json")
 	e.ok("session", "close", s.ID)
 	conformed(t, check)
 	// Each command above made at least one call, through the proxy.

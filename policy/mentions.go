@@ -80,3 +80,46 @@ func validSlug(s string) bool {
 	}
 	return true
 }
+
+// CommandPrefix opens a skill command in a message.
+const CommandPrefix = "/skill:"
+
+// Command is a skill invoked by a message as "/skill:slug args".
+type Command struct {
+	Slug string
+	Args string // the rest of the command's line, trimmed; "" when none
+}
+
+// Commands returns the skills text invokes as commands, in order of first
+// invocation and one per slug (the first command of a slug wins), keeping
+// only slugs for which known returns true.
+//
+// A command is a line (lines end at "\n"; a "\r" before it is dropped) that
+// starts, after spaces and tabs, with "/skill:" and a slug — lower-case
+// letters, digits and single inner hyphens, at most 64 characters — ended
+// by the end of the line or white space. Its arguments are the rest of that
+// line with the white space around them trimmed; the lines after it
+// are the message, not arguments. Anything else is no command: "/skill:PDF",
+// "/skill:pdf.", "see /skill:pdf" in the middle of a line.
+func Commands(text string, known func(string) bool) []Command {
+	var out []Command
+	seen := make(map[string]bool)
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		rest, ok := strings.CutPrefix(strings.TrimLeft(line, " \t"), CommandPrefix)
+		if !ok {
+			continue
+		}
+		end := strings.IndexFunc(rest, unicode.IsSpace)
+		if end < 0 {
+			end = len(rest)
+		}
+		slug := rest[:end]
+		if !validSlug(slug) || seen[slug] || !known(slug) {
+			continue
+		}
+		seen[slug] = true
+		out = append(out, Command{Slug: slug, Args: strings.TrimSpace(rest[end:])})
+	}
+	return out
+}

@@ -16,7 +16,7 @@ import (
 
 func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
-		c.sessionCreate(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
+		c.sessionCreate(), c.sessionSet(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
 		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
 		c.sessionMentions(), c.sessionRead())
 }
@@ -38,14 +38,45 @@ func (c *cli) sessionCreate() *cobra.Command {
 		if err := c.call("POST", "/v1/sessions", req, &info); err != nil {
 			return err
 		}
-		if c.json {
-			return c.printJSON(info)
+		return c.printSession(info)
+	}
+	return cmd
+}
+
+// printSession prints what session create and set answer.
+func (c *cli) printSession(info daemon.SessionInfo) error {
+	if c.json {
+		return c.printJSON(info)
+	}
+	fmt.Fprintf(c.stdout, "session %s\npath %s\nreadable: %s\n", info.ID, info.Path, strings.Join(info.Readable, " "))
+	for _, s := range info.Skipped {
+		fmt.Fprintf(c.stdout, "left out: %s (%s)\n", s.Slug, s.Reason)
+	}
+	return nil
+}
+
+func (c *cli) sessionSet() *cobra.Command {
+	cmd := leaf("set ID (--skills a,b | --all) [--preload a,b]",
+		"change the skills of an open session: kept skills keep their version and activations, dropped ones are revoked at once", 1, 1)
+	fs := cmd.Flags()
+	var sk, preload listFlag
+	fs.Var(&sk, "skills", "the session's `SLUGS` from now on, comma-separated (repeatable; '' for none)")
+	fs.Var(&preload, "preload", "`SLUGS` to inline in the prompt and load tools for (none when not given)")
+	all := fs.Bool("all", false, "every skill the user may read")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		set := cmd.Flags().Changed("skills")
+		if set == *all {
+			return fmt.Errorf("session set needs either --skills SLUGS (--skills '' for none) or --all: %w", errUsage)
 		}
-		fmt.Fprintf(c.stdout, "session %s\npath %s\nreadable: %s\n", info.ID, info.Path, strings.Join(info.Readable, " "))
-		for _, s := range info.Skipped {
-			fmt.Fprintf(c.stdout, "left out: %s (%s)\n", s.Slug, s.Reason)
+		req := daemon.SetRequest{All: *all, Preload: preload}
+		if set {
+			req.Skills = append([]string{}, sk...)
 		}
-		return nil
+		var info daemon.SessionInfo
+		if err := c.call("PATCH", "/v1/sessions/"+url.PathEscape(pos[0]), req, &info); err != nil {
+			return err
+		}
+		return c.printSession(info)
 	}
 	return cmd
 }
@@ -196,7 +227,7 @@ func (c *cli) sessionPrompt() *cobra.Command {
 }
 
 func (c *cli) sessionMentions() *cobra.Command {
-	cmd := leaf("mentions ID --text TEXT", "the skills a message names as $slug, with their SKILL.md", 1, 1)
+	cmd := leaf("mentions ID --text TEXT", "the skills a message invokes as /skill:slug commands or names as $slug, with their SKILL.md", 1, 1)
 	text := cmd.Flags().String("text", "", "the message `TEXT`")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		var out struct {
@@ -209,7 +240,16 @@ func (c *cli) sessionMentions() *cobra.Command {
 			return c.printJSON(out)
 		}
 		for _, m := range out.Mentions {
-			fmt.Fprintf(c.stdout, "== %s (%s)\n%s\n", m.Slug, m.Path, m.Content)
+			if !m.Command {
+				fmt.Fprintf(c.stdout, "== %s (%s)\n%s\n", m.Slug, m.Path, m.Content)
+				continue
+			}
+			// What the command injects: the body, then where it came from
+			// and the user's arguments.
+			fmt.Fprintf(c.stdout, "== /skill:%s (%s)\n%s\n\nSkill: %s\n", m.Slug, m.Path, m.Body, m.Path)
+			if m.Args != "" {
+				fmt.Fprintf(c.stdout, "User: %s\n", m.Args)
+			}
 		}
 		return nil
 	}

@@ -91,6 +91,14 @@ func (d *Daemon) routes(token string) http.Handler {
 		info, err := d.SessionInfo(r.Context(), r.PathValue("id"))
 		reply(w, info, err)
 	})
+	mux.HandleFunc("PATCH /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var req SetRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		info, err := d.SetSkills(r.Context(), r.PathValue("id"), req)
+		reply(w, info, err)
+	})
 	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		err := d.Close(r.Context(), r.PathValue("id"))
 		reply(w, map[string]string{"closed": r.PathValue("id")}, err)

@@ -19,7 +19,7 @@ type Event struct {
 	// ID orders events; it keeps growing across restarts (the index gives
 	// it) and is the stream's "id:", to resume from with Last-Event-ID.
 	ID      int64     `json:"id"`
-	Type    string    `json:"type"` // "activated", "revoked", "refreshed", "closed"; "resync"
+	Type    string    `json:"type"` // "activated", "revoked", "refreshed", "changed", "closed"; "resync"
 	Session string    `json:"session"`
 	Slug    string    `json:"slug,omitempty"`
 	At      time.Time `json:"at"`

@@ -135,7 +135,8 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 
 // Prompt renders the catalog block of a session for the agent's system
 // prompt: name, description and location of each readable skill; preloaded
-// skills are inlined in full instead. A skill whose SKILL.md says
+// skills (and their dependencies) are inlined in full instead, each once
+// (in markdown, not in the list too). A skill whose SKILL.md says
 // disable-model-invocation: true is left out unless preloaded (it stays
 // readable and mentionable), and a plugin's skill shows as plugin:name.
 // Empty when nothing is listed.
@@ -210,14 +211,23 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		b.WriteString("</available_skills>\n")
 		return b.String(), nil
 	}
-	b.WriteString("## Available skills\n\n")
-	b.WriteString("Read a skill's SKILL.md before using it.\n\n")
+	// A preloaded skill is inlined below, not listed as well.
 	for _, e := range entries {
+		if e.body != "" {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("## Available skills\n\n")
+			b.WriteString("Read a skill's SKILL.md before using it.\n\n")
+		}
 		fmt.Fprintf(&b, "- **%s** (`%s`): %s\n", mdEscape(e.name), e.loc, mdEscape(e.desc))
 	}
 	for _, e := range entries {
 		if e.body != "" {
-			fmt.Fprintf(&b, "\n### %s (preloaded)\n\n%s\n", mdEscape(e.name), strings.TrimRight(e.body, "\n"))
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "### %s (preloaded)\n\nLocation: `%s`\n\n%s\n", mdEscape(e.name), e.loc, strings.TrimRight(e.body, "\n"))
 		}
 	}
 	return b.String(), nil
@@ -229,16 +239,23 @@ func mdEscape(s string) string {
 	return r.Replace(s)
 }
 
-// Mention is a skill named in a message, with its SKILL.md.
+// Mention is a skill named in a message, with its SKILL.md: mentioned as
+// $slug, or invoked as a /skill:slug command, which also gives the body
+// to inject and the command's arguments.
 type Mention struct {
 	Slug    string `json:"slug"`
 	Path    string `json:"path"`
 	Content string `json:"content"`
+	Command bool   `json:"command,omitempty"`
+	Body    string `json:"body,omitempty"` // a command's: SKILL.md without its frontmatter, trimmed
+	Args    string `json:"args,omitempty"` // a command's: the rest of its line
 }
 
-// Mentions returns the readable skills a message names as $slug or
-// [$slug](...), with their SKILL.md, and records their activation. A skill
-// whose SKILL.md says user-invocable: false is not resolved from a mention.
+// Mentions returns the readable skills a message invokes as /skill:slug
+// commands (policy.Commands) and then those it names as $slug or
+// [$slug](...) (policy.Mentions) and no command invoked, each once, with
+// their SKILL.md, and records their activation. A skill whose SKILL.md says
+// user-invocable: false is resolved from neither.
 func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
@@ -248,20 +265,38 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 	for _, p := range s.Pins {
 		pinned[p.Slug] = true
 	}
+	known := func(x string) bool { return pinned[x] }
+	named := policy.Commands(text, known)
+	commands := len(named)
+	for _, slug := range policy.Mentions(text, known) {
+		if !slices.ContainsFunc(named[:commands], func(c policy.Command) bool { return c.Slug == slug }) {
+			named = append(named, policy.Command{Slug: slug})
+		}
+	}
 	vfs := d.viewFS(s)
 	out := []Mention{}
-	for _, slug := range policy.Mentions(text, func(x string) bool { return pinned[x] }) {
-		data, err := iofs.ReadFile(vfs, slug+"/"+skills.ManifestName)
+	for i, n := range named {
+		data, err := iofs.ReadFile(vfs, n.Slug+"/"+skills.ManifestName)
 		if err != nil {
-			return nil, fmt.Errorf("read %s/SKILL.md: %w", slug, err)
+			return nil, fmt.Errorf("read %s/SKILL.md: %w", n.Slug, err)
 		}
-		if m, _, err := skills.ParseStored(data, slug); err == nil && !m.UserInvocable {
+		m, _, err := skills.ParseStored(data, n.Slug)
+		if err == nil && !m.UserInvocable {
 			continue
 		}
-		if err := d.rec.Opened(id, slug); err != nil {
+		if err := d.rec.Opened(id, n.Slug); err != nil {
 			return nil, err
 		}
-		out = append(out, Mention{Slug: slug, Path: path.Join(d.agentPath, slug, skills.ManifestName), Content: string(data)})
+		mention := Mention{Slug: n.Slug, Path: path.Join(d.agentPath, n.Slug, skills.ManifestName), Content: string(data)}
+		if i < commands {
+			mention.Command, mention.Args = true, n.Args
+			if err == nil {
+				mention.Body = strings.TrimSpace(m.Body)
+			} else {
+				mention.Body = strings.TrimSpace(string(data)) // a stored SKILL.md parses; should one not, all of it is body
+			}
+		}
+		out = append(out, mention)
 	}
 	return out, nil
 }

@@ -109,13 +109,58 @@ func readableSet(set *index.SkillSet, u skills.User, all bool, roots []string) (
 	return pins, skipped, nil
 }
 
+// selection is a session's request checked against the catalog: the
+// skills it names (roots), what its user may read of them with their
+// dependencies (pins, at the current versions, and what was left out), and
+// the skills to preload.
+type selection struct {
+	roots   []string
+	pins    []skills.Pin
+	skipped []policy.Skipped
+	preload []string
+}
+
+// checkRequest refuses a request for both a skill list and all, before
+// anything is looked up.
+func checkRequest(all bool, requested []string) error {
+	if all && len(requested) > 0 {
+		return fmt.Errorf("give either a skill list or all, not both: %w", skills.ErrInvalid)
+	}
+	return nil
+}
+
+// selectSkills checks a request — a skill list or all, and the skills to
+// preload — for user u against the catalog, and returns the catalog set it
+// used. Creating a session and changing its skills both go through it.
+func (d *Daemon) selectSkills(ctx context.Context, u skills.User, all bool, requested, preload []string) (*index.SkillSet, *selection, error) {
+	set, err := d.cat.DB().SkillSet(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots := dedupe(requested)
+	pins, skipped, err := readableSet(set, u, all, roots)
+	if err != nil {
+		return nil, nil, err
+	}
+	pre := dedupe(preload)
+	for _, p := range pre {
+		if !all && !slices.Contains(roots, p) {
+			return nil, nil, fmt.Errorf("preload %q is not among the requested skills: %w", p, skills.ErrInvalid)
+		}
+		if !slices.ContainsFunc(pins, func(pin skills.Pin) bool { return pin.Slug == p }) {
+			return nil, nil, fmt.Errorf("preload %q is not among the skills this session can read: %w", p, skills.ErrInvalid)
+		}
+	}
+	return set, &selection{roots: roots, pins: pins, skipped: skipped, preload: pre}, nil
+}
+
 // CreateSession pins the readable set of a new session and serves it. The
 // readable set is computed under the daemon's lock, so a revocation cannot
 // land between computing it and serving it (and be pinned into the session
 // until its next refresh).
 func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*SessionInfo, error) {
-	if req.All && len(req.Skills) > 0 {
-		return nil, fmt.Errorf("give either a skill list or all, not both: %w", skills.ErrInvalid)
+	if err := checkRequest(req.All, req.Skills); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -123,25 +168,12 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	if err != nil {
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
-	roots := dedupe(req.Skills)
-	set, err := d.cat.DB().SkillSet(ctx)
+	set, sel, err := d.selectSkills(ctx, u, req.All, req.Skills, req.Preload)
 	if err != nil {
 		return nil, err
 	}
-	pins, skipped, err := readableSet(set, u, req.All, roots)
-	if err != nil {
-		return nil, err
-	}
-	preload := dedupe(req.Preload)
-	for _, p := range preload {
-		if !req.All && !slices.Contains(roots, p) {
-			return nil, fmt.Errorf("preload %q is not among the requested skills: %w", p, skills.ErrInvalid)
-		}
-		if !slices.ContainsFunc(pins, func(pin skills.Pin) bool { return pin.Slug == p }) {
-			return nil, fmt.Errorf("preload %q is not among the skills this session can read: %w", p, skills.ErrInvalid)
-		}
-	}
-	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
+	pins := sel.pins
+	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: sel.roots, Preload: sel.preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
@@ -165,7 +197,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	}
 	d.log.Info("session created", "session", s.ID, "user", u.UID, "skills", len(pins))
 	info := d.info(s, nil)
-	info.Skipped = append(toSkipped(skipped), lost...)
+	info.Skipped = append(toSkipped(sel.skipped), lost...)
 	return info, nil
 }
 
@@ -332,6 +364,82 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	s.Pins = pins
 	info := d.info(s, mounts)
 	info.Skipped = toSkipped(skipped)
+	return info, nil
+}
+
+// SetRequest changes the skills of an open session: the create request's
+// skills, all and preload, which replace the session's. Skills nil and all
+// false is no request (an empty list is: the session then reads nothing).
+type SetRequest struct {
+	Skills  []string `json:"skills"`
+	All     bool     `json:"all"`
+	Preload []string `json:"preload"`
+}
+
+// SetSkills gives an open session a new request, as if it had been created
+// with it, keeping its id, binds and the activations of the skills it still
+// reads. A set is not a refresh: a skill the session read before keeps its
+// pinned version, one it did not is pinned at its current version. Skills
+// it no longer reads leave its view at once (open handles fail their next
+// read), each with a revoked event; a changed event follows.
+func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*SessionInfo, error) {
+	if req.Skills == nil && !req.All {
+		return nil, fmt.Errorf("set the skills of session %q: give a skill list (an empty one reads nothing) or all: %w",
+			id, skills.ErrInvalid)
+	}
+	if err := checkRequest(req.All, req.Skills); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	u, err := d.cat.DB().User(ctx, s.UID)
+	if err != nil {
+		return nil, fmt.Errorf("session %q: its user %q: %w", id, s.UID, err)
+	}
+	set, sel, err := d.selectSkills(ctx, u, req.All, req.Skills, req.Preload)
+	if err != nil {
+		return nil, err
+	}
+	pinned := make(map[string]string, len(s.Pins))
+	for _, p := range s.Pins {
+		pinned[p.Slug] = p.Version
+	}
+	for i, p := range sel.pins {
+		if v, ok := pinned[p.Slug]; ok {
+			sel.pins[i].Version = v
+		}
+		delete(pinned, p.Slug)
+	}
+	// Read before changing anything, so a failure leaves the session as it was.
+	mounts, err := d.cat.DB().Binds(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	var evs []Event
+	for _, p := range s.Pins {
+		if _, gone := pinned[p.Slug]; gone {
+			evs = append(evs, Event{Type: "revoked", Session: id, Slug: p.Slug, At: now})
+		}
+	}
+	evs = append(evs, Event{Type: "changed", Session: id, At: now})
+	next := &skills.Session{ID: id, UID: s.UID, All: req.All, Requested: sel.roots, Preload: sel.preload,
+		Pins: sel.pins, CreatedAt: s.CreatedAt}
+	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetSkills(ctx, next, evs...) }, evs...)
+	if err != nil {
+		return nil, err
+	}
+	lost, err := d.serveView(set, id, sel.pins)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("session skills set", "session", id, "skills", len(sel.pins), "revoked", len(evs)-1)
+	info := d.info(next, mounts)
+	info.Skipped = append(toSkipped(sel.skipped), lost...)
 	return info, nil
 }
 
