@@ -137,6 +137,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
+		req.Source = catalog.RemoteSource(req.Source)
 		if err := d.mayReadLocal(r.Context(), as(r), req.Source); err != nil {
 			writeErr(w, err)
 			return
