@@ -153,14 +153,10 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		var sh *skills.Share
-		if req.Share != "" {
-			s, err := parseShare(req.Share, "")
-			if err != nil {
-				writeErr(w, err)
-				return
-			}
-			sh = s
+		sh, err := readScope(req.Share)
+		if err != nil {
+			writeErr(w, err)
+			return
 		}
 		res, err := d.cat.Confirm(r.Context(), as(r), r.PathValue("id"), sh)
 		reply(w, res, err)
@@ -200,6 +196,15 @@ func parseShare(read, manage string) (*skills.Share, error) {
 		}
 	}
 	return &sh, nil
+}
+
+// readScope parses the read scope a request gives a new skill; "" (nil)
+// keeps the private default.
+func readScope(read string) (*skills.Share, error) {
+	if read == "" {
+		return nil, nil
+	}
+	return parseShare(read, "")
 }
 
 // uploadKind tells from a Content-Type whether a draft request carries the
