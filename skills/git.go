@@ -769,10 +769,46 @@ func newGitRunner(src GitSource, lim Limits) (*gitRunner, error) {
 			env = append(env, k+"="+v)
 		}
 	}
+	env = append(env, gitRewriteEnv(bin)...)
 	return &gitRunner{src: src, lim: lim.withDefaults(), bin: bin, home: home, env: env}, nil
 }
 
 func (g *gitRunner) close() { os.RemoveAll(g.home) }
+
+// gitRewriteEnv carries the URL rewrites (url.<base>.insteadOf) of the
+// system and global git configuration of whoever runs skillfs into the
+// scrubbed environment of a clone, as GIT_CONFIG_COUNT/KEY/VALUE entries
+// (which, unlike -c, hold any base unambiguously): a mirror of GitHub or
+// GitLab configured for git applies to skillfs too. Nothing else of that
+// configuration does: no credentials, hooks, helpers or headers. The
+// transports a rewrite may lead to are still only those gitSafeConfig
+// allows.
+func gitRewriteEnv(bin string) []string {
+	var env []string
+	n := 0
+	for _, scope := range []string{"--system", "--global"} {
+		cmd := exec.Command(bin, "config", scope, "-z", "--get-regexp", `^url\..*\.insteadof$`)
+		cmd.Dir = os.TempDir()
+		cmd.Env = append(os.Environ(), "GIT_DIR=/nonexistent")
+		out := &gitBoundedBuffer{max: 64 << 10}
+		cmd.Stdout = out
+		if cmd.Run() != nil || out.overflow {
+			continue // none, or no such file
+		}
+		for _, entry := range strings.Split(string(out.Bytes()), "\x00") {
+			key, value, ok := strings.Cut(entry, "\n")
+			if !ok || !strings.HasPrefix(strings.ToLower(key), "url.") || gitURLProblem(value) != "" {
+				continue
+			}
+			env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, value))
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", n))
+}
 
 func (g *gitRunner) display() string { return GitSource{URL: g.src.URL}.String() }
 

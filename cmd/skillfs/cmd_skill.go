@@ -20,7 +20,7 @@ func (c *cli) skillCmd() *cobra.Command {
 	return group("skill", "install, inspect and manage skills",
 		c.skillImport(), c.skillPrepare(), c.skillConfirm("confirm"), c.skillConfirm("discard"), c.skillEdit(),
 		c.skillList(), c.skillShow(), c.skillValidate(), c.skillToggle("enable"), c.skillToggle("disable"),
-		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare())
+		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare(), c.skillCurated(), c.skillInstallCurated())
 }
 
 func nonNil(s []string) []string {
@@ -65,12 +65,8 @@ func (c *cli) skillImport() *cobra.Command {
 		} else {
 			req.Source = pos[0]
 		}
-		if share != "" {
-			sc, err := policy.ParseScope(share)
-			if err != nil {
-				return err
-			}
-			req.Share = &skills.Share{Read: sc}
+		if req.Share, err = readShare(share); err != nil {
+			return err
 		}
 		cat, err := c.openCatalog()
 		if err != nil {
@@ -207,13 +203,9 @@ func (c *cli) skillConfirm(sub string) *cobra.Command {
 			}
 			return c.done(map[string]string{"discarded": pos[0]}, "draft %s discarded", pos[0])
 		}
-		var sh *skills.Share
-		if *share != "" {
-			sc, err := policy.ParseScope(*share)
-			if err != nil {
-				return err
-			}
-			sh = &skills.Share{Read: sc}
+		sh, err := readShare(*share)
+		if err != nil {
+			return err
 		}
 		res, err := cat.Confirm(c.ctx, c.as, pos[0], sh)
 		return c.importResult(res, err, false)
@@ -350,13 +342,25 @@ type validateError struct{ n int }
 func (e *validateError) Error() string { return fmt.Sprintf("%d problem(s) found", e.n) }
 
 func (c *cli) skillList() *cobra.Command {
-	cmd := leaf("list", "the catalog: the skills the acting user may see", 0, 0)
+	cmd := leaf("list", "the catalog: the skills the acting user may see, builtins first", 0, 0)
+	curated := cmd.Flags().Bool("curated", false, "list the skills curated sources offer that you have not installed instead")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
 		defer cat.Close()
+		if *curated {
+			list, err := cat.Curated(c.ctx, c.as)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				return c.printJSON(list)
+			}
+			c.printCurated(list)
+			return nil
+		}
 		list, err := cat.List(c.ctx, c.as)
 		if err != nil {
 			return err
@@ -555,6 +559,19 @@ func (c *cli) skillShare() *cobra.Command {
 		return c.done(j, "%s: read %s, manage %s", s.Slug, j.Share.Read, orCreator(j.Share.Manage))
 	}
 	return cmd
+}
+
+// readShare parses a --share read scope; "" (nil) keeps the private
+// default.
+func readShare(read string) (*skills.Share, error) {
+	if read == "" {
+		return nil, nil
+	}
+	sc, err := policy.ParseScope(read)
+	if err != nil {
+		return nil, err
+	}
+	return &skills.Share{Read: sc}, nil
 }
 
 func orCreator(s string) string {

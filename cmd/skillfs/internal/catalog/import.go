@@ -416,6 +416,7 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 // resolve turns the request's source into a directory tree.
 func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
 	sub := req.Path
+	req.Source = RemoteSource(req.Source)
 	if _, err := os.Stat(req.Source); err != nil {
 		if gs := skills.ParseGitSource(req.Source); gs.Path != "" {
 			if sub != "" && sub != gs.Path {
@@ -450,6 +451,22 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		src.sub, src.subRoot = filepath.ToSlash(rel), root
 	}
 	return src, nil
+}
+
+// RemoteSource spells a source given by a common name of a hosted
+// repository (owner/repo, github:owner/repo, a GitHub or GitLab tree URL;
+// see skills.ParseRemoteName) as the git source it stands for,
+// "URL#ref:path". A path that exists on this machine is always that path:
+// ./x, /x and ~/x are never names, and an existing folder named like
+// owner/repo wins over the repository. Anything else is returned as given.
+func RemoteSource(source string) string {
+	if _, err := os.Lstat(source); err == nil {
+		return source
+	}
+	if gs, ok := skills.ParseRemoteName(source); ok {
+		return gs.String()
+	}
+	return source
 }
 
 // resolveTree turns the request's source into a directory tree: the whole

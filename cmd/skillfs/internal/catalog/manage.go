@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"skillfs/policy"
@@ -12,7 +14,8 @@ import (
 )
 
 // List returns the skills the actor may see (managers also see disabled
-// ones, admins disabled builtins), sorted by slug.
+// ones, admins disabled builtins): builtins first, then the installed ones,
+// each by slug (the curated tier, which Curated lists, comes after them).
 func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
@@ -28,7 +31,19 @@ func (c *Catalog) List(ctx context.Context, as string) ([]*skills.Skill, error) 
 			out = append(out, s)
 		}
 	}
+	// Sorted by slug already; a stable sort keeps that within each tier.
+	slices.SortStableFunc(out, func(a, b *skills.Skill) int {
+		return cmp.Compare(tier(a), tier(b))
+	})
 	return out, nil
+}
+
+// tier orders catalog listings: system (builtin) skills, then installed.
+func tier(s *skills.Skill) int {
+	if s.SourceType == skills.SourceBuiltin {
+		return 0
+	}
+	return 1
 }
 
 // Detail is a skill with its versions, newest first.

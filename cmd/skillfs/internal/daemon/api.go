@@ -178,6 +178,7 @@ func (d *Daemon) routes(token string) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { d.stream(w, r, "", nil) })
 	d.catalogRoutes(mux)
+	d.curatedRoutes(mux)
 	mux.Handle("GET /metrics", d.metrics.handler(d.log))
 	// The catch-all is no route of the document: it is left out of patterns.
 	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { unrouted(mux.ServeMux, w, r) })

@@ -151,6 +151,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
+		req.Source = catalog.RemoteSource(req.Source)
 		if err := d.mayReadLocal(r.Context(), as(r), req.Source); err != nil {
 			writeErr(w, err)
 			return
@@ -166,14 +167,10 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		var sh *skills.Share
-		if req.Share != "" {
-			s, err := parseShare(req.Share, "")
-			if err != nil {
-				writeErr(w, err)
-				return
-			}
-			sh = s
+		sh, err := readScope(req.Share)
+		if err != nil {
+			writeErr(w, err)
+			return
 		}
 		res, err := d.cat.Confirm(r.Context(), as(r), r.PathValue("id"), sh)
 		reply(w, res, err)
@@ -213,6 +210,15 @@ func parseShare(read, manage string) (*skills.Share, error) {
 		}
 	}
 	return &sh, nil
+}
+
+// readScope parses the read scope a request gives a new skill; "" (nil)
+// keeps the private default.
+func readScope(read string) (*skills.Share, error) {
+	if read == "" {
+		return nil, nil
+	}
+	return parseShare(read, "")
 }
 
 // uploadKind tells from a Content-Type whether a draft request carries the

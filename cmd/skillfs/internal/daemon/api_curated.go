@@ -1,0 +1,60 @@
+package daemon
+
+import (
+	"net/http"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+)
+
+// curatedRoutes are the curated sources and the recommended list: the
+// CLI's skill curated commands, skill list --curated and skill
+// install-curated. Adding, removing and refreshing sources is for admins;
+// listing and installing for every registered user.
+func (d *Daemon) curatedRoutes(mux *apiMux) {
+	as := func(r *http.Request) string { return r.Header.Get(ActAsHeader) }
+	mux.HandleFunc("GET /v1/curated", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.cat.CuratedSources(r.Context(), as(r))
+		reply(w, list, err)
+	})
+	mux.HandleFunc("POST /v1/curated", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Source string `json:"source"`
+			Ref    string `json:"ref"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		src, err := d.cat.AddCurated(r.Context(), catalog.CuratedRequest{Source: req.Source, Ref: req.Ref, As: as(r)})
+		reply(w, src, err)
+	})
+	mux.HandleFunc("DELETE /v1/curated", func(w http.ResponseWriter, r *http.Request) {
+		source := r.URL.Query().Get("source")
+		err := d.cat.RemoveCurated(r.Context(), as(r), source)
+		reply(w, map[string]string{"removed": source}, err)
+	})
+	mux.HandleFunc("POST /v1/curated/refresh", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.cat.RefreshCurated(r.Context(), catalog.CuratedRequest{Source: r.URL.Query().Get("source"), As: as(r)})
+		reply(w, list, err)
+	})
+	mux.HandleFunc("GET /v1/curated/skills", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.cat.Curated(r.Context(), as(r))
+		reply(w, list, err)
+	})
+	mux.HandleFunc("POST /v1/curated/install", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Name   string `json:"name"`
+			Source string `json:"source"`
+			Share  string `json:"share"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		sh, err := readScope(req.Share)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		res, err := d.cat.InstallCurated(r.Context(), catalog.CuratedRequest{Name: req.Name, Source: req.Source, Share: sh, As: as(r)})
+		reply(w, res, err)
+	})
+}

@@ -1,0 +1,159 @@
+package skills
+
+import (
+	"path"
+	"strings"
+)
+
+// Hosts whose common names ParseRemoteName resolves.
+const (
+	githubBase = "https://github.com/"
+	gitlabBase = "https://gitlab.com/"
+)
+
+// ParseRemoteName resolves the common names of repositories on GitHub and
+// GitLab, as skill installers accept them, to the git source they stand
+// for: a URL git clones, a ref and a sub-folder.
+//
+//	owner/repo, owner/repo/path/to/skill     GitHub
+//	github:owner/repo[/path], gitlab:owner/repo[/path]
+//	https://github.com/OWNER/REPO/tree/REF[/PATH]
+//	https://github.com/OWNER/REPO/blob/REF/PATH/SKILL.md   (the folder of that SKILL.md)
+//	https://gitlab.com/GROUP[/SUB...]/REPO/-/tree/REF[/PATH]
+//	https://gitlab.com/GROUP[/SUB...]/REPO/-/blob/REF/PATH/SKILL.md
+//
+// The shorthands resolve to https://github.com/OWNER/REPO.git (or
+// gitlab.com's); a "#ref" or "#ref:path" after a shorthand works as after
+// any git URL (see ParseGitSource). A ref in a tree or blob URL is its
+// first component after tree/ or blob/: a branch holding '/' is named with
+// a shorthand and "#ref" instead. A blob URL must name a SKILL.md. A plain
+// repository URL (https://github.com/OWNER/REPO) is already what git
+// clones and is not a name this resolves.
+//
+// ok is false for anything else, including every path that starts with
+// '.', '/' or '~', so a caller that checks first whether s exists on disk
+// (a local path always wins) can hand the rest to git.
+func ParseRemoteName(s string) (g GitSource, ok bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || gitURLProblem(s) != "" {
+		return GitSource{}, false
+	}
+	lower := strings.ToLower(s)
+	for _, p := range []string{"https://", "http://"} {
+		if strings.HasPrefix(lower, p) {
+			return parseHostedURL(s[len(p):])
+		}
+	}
+	frag := ParseGitSource(s)
+	name := frag.URL
+	base := githubBase
+	switch l := strings.ToLower(name); {
+	case strings.HasPrefix(l, "github:"):
+		name = name[len("github:"):]
+	case strings.HasPrefix(l, "gitlab:"):
+		name, base = name[len("gitlab:"):], gitlabBase
+	case strings.ContainsAny(name, ":\\") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "~"):
+		return GitSource{}, false
+	}
+	parts := strings.Split(name, "/")
+	if len(parts) < 2 || strings.Contains(name, "#") || !validOwner(parts[0]) || !validRepo(parts[1]) {
+		return GitSource{}, false
+	}
+	repo := strings.TrimSuffix(parts[1], ".git")
+	if low := strings.ToLower(repo); base == githubBase && (strings.HasSuffix(low, ".zip") || strings.HasSuffix(low, ".md")) {
+		return GitSource{}, false // a missing archive or SKILL.md, not a repository
+	}
+	g = GitSource{URL: base + parts[0] + "/" + repo + ".git", Ref: frag.Ref}
+	sub := strings.Join(parts[2:], "/")
+	switch {
+	case sub != "" && frag.Path != "":
+		return GitSource{}, false // two folders: neither is the one meant
+	case sub != "":
+		g.Path = cleanSubPath(sub)
+	default:
+		g.Path = frag.Path
+	}
+	return g, true
+}
+
+// parseHostedURL resolves the tree and blob URLs of github.com and
+// gitlab.com, given without their scheme.
+func parseHostedURL(rest string) (GitSource, bool) {
+	if strings.ContainsAny(rest, "#?") {
+		return GitSource{}, false
+	}
+	host, p, _ := strings.Cut(rest, "/")
+	var repoPath, kind string
+	var tail []string
+	switch strings.ToLower(host) {
+	case "github.com", "www.github.com":
+		parts := strings.Split(p, "/")
+		if len(parts) < 4 || !validOwner(parts[0]) || !validRepo(parts[1]) {
+			return GitSource{}, false
+		}
+		repoPath, kind, tail = parts[0]+"/"+strings.TrimSuffix(parts[1], ".git"), parts[2], parts[3:]
+		host = "github.com"
+	case "gitlab.com", "www.gitlab.com":
+		project, after, found := strings.Cut(p, "/-/")
+		if !found {
+			return GitSource{}, false
+		}
+		segs := strings.Split(project, "/")
+		if len(segs) < 2 {
+			return GitSource{}, false
+		}
+		for _, s := range segs {
+			if !validRepo(s) {
+				return GitSource{}, false
+			}
+		}
+		segs[len(segs)-1] = strings.TrimSuffix(segs[len(segs)-1], ".git")
+		parts := strings.Split(after, "/")
+		if len(parts) < 2 {
+			return GitSource{}, false
+		}
+		repoPath, kind, tail = strings.Join(segs, "/"), parts[0], parts[1:]
+		host = "gitlab.com"
+	default:
+		return GitSource{}, false
+	}
+	if len(tail) == 0 || tail[0] == "" || gitRefProblem(tail[0]) != "" {
+		return GitSource{}, false
+	}
+	g := GitSource{URL: "https://" + host + "/" + repoPath + ".git", Ref: tail[0]}
+	sub := strings.Join(tail[1:], "/")
+	switch kind {
+	case "tree":
+	case "blob":
+		if path.Base(sub) != ManifestName {
+			return GitSource{}, false
+		}
+		sub = path.Dir(sub)
+	default:
+		return GitSource{}, false
+	}
+	g.Path = cleanSubPath(sub)
+	return g, true
+}
+
+// validOwner reports whether s could be a GitHub user or organisation (or
+// a GitLab group): letters, digits, '-', '_' and '.', not starting with
+// '-' or '.'.
+func validOwner(s string) bool {
+	return validRepo(s) && s[0] != '-'
+}
+
+// validRepo reports whether s could be the name of a repository: letters,
+// digits, '-', '_' and '.', and not "." or "..".
+func validRepo(s string) bool {
+	if s == "" || s == "." || s == ".." || s[0] == '.' || len(s) > 100 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
