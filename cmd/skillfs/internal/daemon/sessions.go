@@ -33,6 +33,9 @@ type SessionInfo struct {
 	Path     string        `json:"path"` // the session's subtree in the daemon's mount
 	Skipped  []Skipped     `json:"skipped"`
 	Binds    []skills.Bind `json:"binds"`
+	// Pinned are the skills the session asked for at a version, as
+	// slug@hash: refresh and restarts keep them there.
+	Pinned []string `json:"pinned"`
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.
@@ -100,12 +103,18 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	if err != nil {
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
-	roots := dedupe(req.Skills)
 	set, err := d.cat.DB().SkillSet(ctx)
 	if err != nil {
 		return nil, err
 	}
+	rq, err := d.readRequested(ctx, set, u, req.Skills, false)
+	if err != nil {
+		return nil, err
+	}
+	roots := rq.roots
 	pins, skipped := closure(set, u, req.All, roots)
+	pins = rq.pin(pins)
+	skipped = append(rq.skipped, skipped...)
 	preload := dedupe(req.Preload)
 	for _, p := range preload {
 		if !req.All && !slices.Contains(roots, p) {
@@ -115,7 +124,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 			return nil, fmt.Errorf("preload %q is not among the skills this session can read: %w", p, skills.ErrInvalid)
 		}
 	}
-	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: roots, Preload: preload,
+	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: rq.stored, Preload: preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
@@ -214,7 +223,7 @@ func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 		preload = []string{}
 	}
 	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}}
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}, Pinned: pinnedList(s.Requested)}
 }
 
 // Session returns an open session.
@@ -286,7 +295,13 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	case err != nil:
 		return nil, err
 	default:
-		pins, skipped = closure(set, u, s.All, s.Requested)
+		rq, err := d.readRequested(ctx, set, u, s.Requested, true)
+		if err != nil {
+			return nil, err
+		}
+		pins, skipped = closure(set, u, s.All, rq.roots)
+		pins = rq.pin(pins)
+		skipped = append(rq.skipped, skipped...)
 	}
 	// Read before changing anything, so a failure leaves the session as it was.
 	mounts, err := d.cat.DB().Binds(ctx, id)
