@@ -82,8 +82,8 @@ type treeFile struct {
 	size int64
 }
 
-// listTree lists the regular files of a published tree by slash path; ""
-// is the empty tree.
+// listTree lists the regular files of a published tree by slash path,
+// without the store's metadata file; "" is the empty tree.
 func listTree(root string) (map[string]treeFile, error) {
 	out := map[string]treeFile{}
 	if root == "" {
@@ -103,6 +103,9 @@ func listTree(root string) (map[string]treeFile, error) {
 		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
+		}
+		if rel == MetaFileName {
+			return nil // the store's own record, not part of the tree (see TreeHash)
 		}
 		out[filepath.ToSlash(rel)] = treeFile{abs: p, exec: fi.Mode()&0o100 != 0, size: fi.Size()}
 		return nil

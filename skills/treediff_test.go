@@ -24,6 +24,7 @@ func TestDiffTreesExact(t *testing.T) {
 		"logo.png":     "\x89PNG\x00\x01",
 		"tail.txt":     "a\nb",
 		"run/tool.txt": "x\n",
+		MetaFileName:   "{}", // the store's record: never compared
 	})
 	b := diffTree(t, map[string]string{
 		"SKILL.md":     "---\nname: x\n---\none\ntwo\nTHREE\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\n",
@@ -32,6 +33,7 @@ func TestDiffTreesExact(t *testing.T) {
 		"logo.png":     "\x89PNG\x00\x02",
 		"tail.txt":     "a\nb\n",
 		"run/tool.txt": "x\n",
+		MetaFileName:   `{"other": true}`,
 	})
 	changes, err := DiffTrees(a, b, true, 0)
 	if err != nil {
