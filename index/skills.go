@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"skillfs/skills"
 )
@@ -465,4 +466,43 @@ func (db *DB) ForgetVersion(ctx context.Context, slug, hash string) error {
 		return fmt.Errorf("forget version %s of skill %q: %w", hash, slug, err)
 	}
 	return nil
+}
+
+// ResolveVersion returns the version of slug whose hash is, or begins
+// with, prefix (lowercase hex, see skills.CleanVersion). No such version
+// is an error wrapping skills.ErrNotFound (also when there is no such
+// skill); a prefix several versions share is skills.ErrAmbiguousVersion,
+// naming them.
+func (db *DB) ResolveVersion(ctx context.Context, slug, prefix string) (*skills.Version, error) {
+	var vs []*skills.Version
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		// The prefix is hex only: no LIKE wildcard can be in it.
+		vs, err = queryAll(ctx, tx, scanVersion, "SELECT "+versionColumns+
+			" FROM versions WHERE slug = ? AND (hash = ? OR hash LIKE ? || '%') ORDER BY seq DESC LIMIT 4", slug, prefix, prefix)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("version %s of skill %q: %w", prefix, slug, err)
+	}
+	for _, v := range vs {
+		if v.Hash == prefix {
+			return v, nil
+		}
+	}
+	switch len(vs) {
+	case 0:
+		return nil, fmt.Errorf("skill %q has no version %s (see `skillfs skill versions %s`): %w", slug, prefix, slug, skills.ErrNotFound)
+	case 1:
+		return vs[0], nil
+	}
+	hashes := make([]string, len(vs))
+	for i, v := range vs {
+		hashes[i] = v.Hash[:min(len(v.Hash), len(prefix)+4)] + "…"
+	}
+	more := ""
+	if len(vs) > 3 {
+		hashes, more = hashes[:3], " and more"
+	}
+	return nil, fmt.Errorf("version %s of skill %q matches %s%s: give more digits: %w", prefix, slug, strings.Join(hashes, ", "), more, skills.ErrAmbiguousVersion)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -458,4 +459,34 @@ func TestAllVersions(t *testing.T) {
 	}
 	v2.Path = "store/skills/a/h2"
 	mustEqual(t, "versions", all, []*skills.Version{v2, v1, v3})
+}
+
+// TestResolveVersion: a full hash or a unique prefix names a version; a
+// prefix two versions share is ErrAmbiguousVersion naming them; no match,
+// or no skill, is ErrNotFound.
+func TestResolveVersion(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	s, _ := insertSkill(t, db, "pdf", "abcd1111")
+	for _, h := range []string{"abcd2222", "abce3333"} {
+		if err := db.AddVersion(ctx, s, testVersion("pdf", h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertSkill(t, db, "other", "abcf4444")
+	for prefix, want := range map[string]string{"abcd1111": "abcd1111", "abcd2": "abcd2222", "abce": "abce3333"} {
+		v, err := db.ResolveVersion(ctx, "pdf", prefix)
+		if err != nil || v.Hash != want {
+			t.Errorf("%s: %v, %v; want %s", prefix, v, err, want)
+		}
+	}
+	_, err := db.ResolveVersion(ctx, "pdf", "abcd")
+	if !errors.Is(err, skills.ErrAmbiguousVersion) || !strings.Contains(err.Error(), "abcd1111") || !strings.Contains(err.Error(), "abcd2222") {
+		t.Errorf("shared prefix: %v", err)
+	}
+	for _, c := range [][2]string{{"pdf", "abcf"}, {"pdf", "ffff"}, {"nosuch", "abcd"}} {
+		if _, err := db.ResolveVersion(ctx, c[0], c[1]); !errors.Is(err, skills.ErrNotFound) {
+			t.Errorf("%s@%s: %v, want ErrNotFound", c[0], c[1], err)
+		}
+	}
 }

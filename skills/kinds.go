@@ -36,7 +36,7 @@ var (
 	ClassInvalid = ExitClass{"invalid", 5, http.StatusBadRequest,
 		"bad input: no or invalid `SKILL.md`, unsafe path, special file, a limit hit, a bad dependency"}
 	ClassConflict = ExitClass{"conflict", 6, http.StatusConflict,
-		"conflict: already exists, or the source holds several skills and none was chosen"}
+		"conflict: already exists, the source holds several skills and none was chosen, or a version prefix matches several versions"}
 	ClassDamaged = ExitClass{"damaged", 8, http.StatusServiceUnavailable,
 		"the data directory is damaged or inconsistent (index missing, empty, unreadable or from another data directory beside published content): nothing was changed; see `skillfs check`, repair with `skillfs check --repair`"}
 )
@@ -62,6 +62,7 @@ var Kinds = []ErrorKind{
 	{ErrPermission, ClassPermission, syscall.EACCES},
 	{ErrExists, ClassConflict, syscall.EEXIST},
 	{ErrAmbiguous, ClassConflict, syscall.EIO},
+	{ErrAmbiguousVersion, ClassConflict, syscall.EIO},
 	{ErrInvalid, ClassInvalid, syscall.EINVAL},
 	{ErrUnsafePath, ClassInvalid, syscall.EACCES},
 	{ErrSpecialFile, ClassInvalid, syscall.EACCES},

@@ -58,7 +58,7 @@ func TestKindsCoverEverySentinel(t *testing.T) {
 	byName := map[string]error{
 		"ErrNotFound": ErrNotFound, "ErrExists": ErrExists, "ErrInvalidManifest": ErrInvalidManifest,
 		"ErrUnsafePath": ErrUnsafePath, "ErrSpecialFile": ErrSpecialFile, "ErrLimit": ErrLimit,
-		"ErrNoManifest": ErrNoManifest, "ErrAmbiguous": ErrAmbiguous, "ErrPermission": ErrPermission,
+		"ErrNoManifest": ErrNoManifest, "ErrAmbiguous": ErrAmbiguous, "ErrAmbiguousVersion": ErrAmbiguousVersion, "ErrPermission": ErrPermission,
 		"ErrInvalid": ErrInvalid, "ErrDependency": ErrDependency, "ErrDamaged": ErrDamaged,
 	}
 	names := sentinelNames(t)
@@ -129,6 +129,7 @@ func TestKindOf(t *testing.T) {
 		{nil, Kind{}, true},
 		{fmt.Errorf("find skill: %w", ErrNotFound), Kind{"not_found", 3, http.StatusNotFound, syscall.ENOENT}, true},
 		{ErrAmbiguous, Kind{"conflict", 6, http.StatusConflict, syscall.EIO}, true},
+		{ErrAmbiguousVersion, Kind{"conflict", 6, http.StatusConflict, syscall.EIO}, true},
 		{ErrLimit, Kind{"invalid", 5, http.StatusBadRequest, syscall.EFBIG}, true},
 		{ErrUnsafePath, Kind{"invalid", 5, http.StatusBadRequest, syscall.EACCES}, true},
 		// A damaged data directory wins over what failed because of it.

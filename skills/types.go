@@ -44,9 +44,12 @@ var (
 	ErrLimit           = errors.New("limit exceeded")
 	ErrNoManifest      = errors.New("no SKILL.md found")
 	ErrAmbiguous       = errors.New("source holds several skills")
-	ErrPermission      = errors.New("permission denied")
-	ErrInvalid         = errors.New("invalid argument")
-	ErrDependency      = errors.New("invalid dependency")
+	// ErrAmbiguousVersion marks a version prefix that matches several
+	// versions of a skill.
+	ErrAmbiguousVersion = errors.New("ambiguous version")
+	ErrPermission       = errors.New("permission denied")
+	ErrInvalid          = errors.New("invalid argument")
+	ErrDependency       = errors.New("invalid dependency")
 	// ErrDamaged marks a data directory whose index and content store do
 	// not belong together (an index missing, empty, corrupt or from another
 	// data directory): nothing may change it until it is repaired.

@@ -26,7 +26,7 @@ func (c *cli) sessionCreate() *cobra.Command {
 	fs := cmd.Flags()
 	user := fs.String("user", "", "the session's user: `UID`")
 	var sk, preload listFlag
-	fs.Var(&sk, "skills", "requested `SLUGS`, comma-separated (repeatable)")
+	fs.Var(&sk, "skills", "requested `SLUGS`, comma-separated (repeatable); SLUG@VERSION keeps that version (a unique hash prefix) across refreshes")
 	fs.Var(&preload, "preload", "`SLUGS` to inline in the prompt and load tools for from the start")
 	all := fs.Bool("all", false, "every skill the user may read")
 	cmd.RunE = func(*cobra.Command, []string) error {
@@ -49,6 +49,9 @@ func (c *cli) printSession(info daemon.SessionInfo) error {
 		return c.printJSON(info)
 	}
 	fmt.Fprintf(c.stdout, "session %s\npath %s\nreadable: %s\n", info.ID, info.Path, strings.Join(info.Readable, " "))
+	if len(info.Pinned) > 0 {
+		fmt.Fprintf(c.stdout, "pinned: %s\n", strings.Join(info.Pinned, " "))
+	}
 	for _, s := range info.Skipped {
 		fmt.Fprintf(c.stdout, "left out: %s (%s)\n", s.Slug, s.Reason)
 	}

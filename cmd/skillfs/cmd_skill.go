@@ -20,7 +20,8 @@ func (c *cli) skillCmd() *cobra.Command {
 	return group("skill", "install, inspect and manage skills",
 		c.skillImport(), c.skillPrepare(), c.skillConfirm("confirm"), c.skillConfirm("discard"), c.skillEdit(),
 		c.skillList(), c.skillShow(), c.skillValidate(), c.skillToggle("enable"), c.skillToggle("disable"),
-		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare(), c.skillCurated(), c.skillInstallCurated())
+		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare(), c.skillCurated(), c.skillInstallCurated(),
+		c.skillVersions(), c.skillDiff(), c.skillRollback(), c.skillUpdate())
 }
 
 func nonNil(s []string) []string {
@@ -130,6 +131,9 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 	}
 	for _, in := range res.Installed {
 		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, short(in.Version))
+		if in.Note != "" {
+			fmt.Fprintf(c.stdout, "  note: %s\n", in.Note)
+		}
 		for _, w := range in.Warnings {
 			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
 		}
@@ -474,23 +478,27 @@ func (c *cli) skillDelete() *cobra.Command {
 }
 
 func (c *cli) skillExport() *cobra.Command {
-	cmd := leaf("export SLUG", "a ZIP of the skill's current version", 1, 1)
+	cmd := leaf("export SLUG", "a ZIP of the skill's current version, or of another with --version", 1, 1)
 	out := cmd.Flags().StringP("output", "o", "", "write the ZIP to this `FILE` (default: standard output)")
+	version := cmd.Flags().String("version", "", "export this `VERSION` (a unique prefix of its hash) instead of the current one")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
 			return err
 		}
 		defer cat.Close()
+		if _, err := cat.ExportPath(c.ctx, c.as, pos[0], *version); err != nil {
+			return err // before the output file is made
+		}
 		if *out == "" {
-			return cat.Export(c.ctx, c.as, pos[0], c.stdout)
+			return cat.ExportVersion(c.ctx, c.as, pos[0], *version, c.stdout)
 		}
 		tmp := *out + ".partial"
 		f, err := os.Create(tmp)
 		if err != nil {
 			return fmt.Errorf("export %s: %w", pos[0], err)
 		}
-		if err := cat.Export(c.ctx, c.as, pos[0], f); err != nil {
+		if err := cat.ExportVersion(c.ctx, c.as, pos[0], *version, f); err != nil {
 			f.Close()
 			os.Remove(tmp)
 			return err

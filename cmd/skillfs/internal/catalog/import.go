@@ -70,6 +70,13 @@ type Installed struct {
 	Name     string   `json:"name"`
 	Version  string   `json:"version"`
 	Warnings []string `json:"warnings"`
+	// RenamedFrom is the slug the skill asked for when a skill from
+	// another source holds it: this one became a new skill, Slug, and
+	// Note says how to update the other instead.
+	RenamedFrom string `json:"renamed_from,omitempty"`
+	Note        string `json:"note,omitempty"`
+	// Previous is the version that was current before (a rollback).
+	Previous string `json:"previous,omitempty"`
 }
 
 // Failed is one skill of a source that could not be imported.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -163,7 +164,29 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
-	return &Installed{Slug: slug, Name: DisplayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
+	in := &Installed{Slug: slug, Name: DisplayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}
+	if want := wantedSlug(f, st); existing == nil && slug != want && strings.HasPrefix(slug, want+"-v") {
+		in.RenamedFrom = want
+		in.Note = renameNote(want, slug)
+	}
+	return in, nil
+}
+
+// wantedSlug is the slug a staged skill asks for (see settle).
+func wantedSlug(f found, st *stagedSkill) string {
+	if f.want != "" && f.Plugin != "" {
+		return f.want
+	}
+	return st.m.Slug
+}
+
+// renameNote says plainly that a skill became a new one beside a
+// same-slug skill of another source, and how to update that one instead.
+func renameNote(want, slug string) string {
+	return fmt.Sprintf("a skill from another source is already installed as %q, so this one is a new skill %q "+
+		"(two skills never overwrite each other by name). To make it a new version of %q instead, whoever manages %q "+
+		"imports it with --replace; to pick up changes of %q's own source, run `skillfs skill update %s`",
+		want, slug, want, want, want, want)
 }
 
 // requestSourceType is the source type a request records for its versions.

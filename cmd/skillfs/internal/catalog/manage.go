@@ -158,11 +158,7 @@ func (c *Catalog) checkNotNeeded(ctx context.Context, s *skills.Skill, op string
 // Export writes the current version of a skill as a ZIP whose entries sit
 // under "<slug>/"; importing it back gives the same tree hash.
 func (c *Catalog) Export(ctx context.Context, as, slug string, w io.Writer) error {
-	d, err := c.Show(ctx, as, slug)
-	if err != nil {
-		return err
-	}
-	return skills.WriteZip(w, d.Path, slug+"/")
+	return c.ExportVersion(ctx, as, slug, "", w)
 }
 
 // Deps replaces a skill's three dependency lists after validating them.

@@ -42,13 +42,65 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		}{catalog.Summarize(det.Skill), det.Versions}, nil)
 	})
 	mux.HandleFunc("GET /v1/skills/{slug}/export", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := d.cat.Show(r.Context(), as(r), r.PathValue("slug")); err != nil {
+		slug := r.PathValue("slug")
+		dir, err := d.cat.ExportPath(r.Context(), as(r), slug, r.URL.Query().Get("version"))
+		if err != nil {
 			writeErr(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/zip")
-		d.cat.Export(r.Context(), as(r), r.PathValue("slug"), w)
+		skills.WriteZip(w, dir, slug+"/")
 	})
+	mux.HandleFunc("GET /v1/skills/{slug}/versions", func(w http.ResponseWriter, r *http.Request) {
+		vs, err := d.cat.Versions(r.Context(), as(r), r.PathValue("slug"))
+		reply(w, vs, err)
+	})
+	mux.HandleFunc("GET /v1/skills/{slug}/diff", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		df, err := d.cat.Diff(r.Context(), as(r), r.PathValue("slug"), q.Get("a"), q.Get("b"))
+		reply(w, df, err)
+	})
+	mux.HandleFunc("POST /v1/skills/{slug}/rollback", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Version string `json:"version"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			return d.cat.Rollback(ctx, as(r), r.PathValue("slug"), req.Version)
+		})
+	})
+	update := func(w http.ResponseWriter, r *http.Request, slugs []string) {
+		var req struct {
+			Skills []string `json:"skills"`
+			All    bool     `json:"all"`
+			DryRun bool     `json:"dry_run"`
+			Ref    string   `json:"ref"`
+			Tag    string   `json:"tag"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if slugs == nil {
+			slugs = req.Skills
+		} else if len(req.Skills) > 0 || req.All {
+			writeErr(w, fmt.Errorf("this route updates %s: give no skills or all: %w", slugs[0], skills.ErrInvalid))
+			return
+		}
+		ref, err := catalog.UpdateRef(req.Ref, req.Tag)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		d.changed(w, r, func(ctx context.Context) (any, error) {
+			return d.cat.Update(ctx, catalog.UpdateRequest{As: as(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Ref: ref})
+		})
+	}
+	mux.HandleFunc("POST /v1/skills/{slug}/update", func(w http.ResponseWriter, r *http.Request) {
+		update(w, r, []string{r.PathValue("slug")})
+	})
+	mux.HandleFunc("POST /v1/skills/update", func(w http.ResponseWriter, r *http.Request) { update(w, r, nil) })
 	mux.HandleFunc("POST /v1/skills/{slug}/enable", func(w http.ResponseWriter, r *http.Request) {
 		d.changed(w, r, func(ctx context.Context) (any, error) {
 			s, err := d.cat.SetEnabled(ctx, as(r), r.PathValue("slug"), true)

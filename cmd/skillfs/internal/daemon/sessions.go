@@ -33,6 +33,9 @@ type SessionInfo struct {
 	Path     string        `json:"path"` // the session's subtree in the daemon's mount
 	Skipped  []Skipped     `json:"skipped"`
 	Binds    []skills.Bind `json:"binds"`
+	// Pinned are the skills the session asked for at a version, as
+	// slug@hash: refresh and restarts keep them there.
+	Pinned []string `json:"pinned"`
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.
@@ -115,9 +118,19 @@ func readableSet(set *index.SkillSet, u skills.User, all bool, roots []string) (
 // the skills to preload.
 type selection struct {
 	roots   []string
+	stored  []string // the skill list as the session records it (slug or slug@<full hash>)
 	pins    []skills.Pin
 	skipped []policy.Skipped
 	preload []string
+}
+
+// skippedSlugs are the slugs of skipped.
+func skippedSlugs(skipped []policy.Skipped) []string {
+	out := make([]string, len(skipped))
+	for i, s := range skipped {
+		out[i] = s.Slug
+	}
+	return out
 }
 
 // checkRequest refuses a request for both a skill list and all, before
@@ -137,11 +150,21 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, all bool, requ
 	if err != nil {
 		return nil, nil, err
 	}
-	roots := dedupe(requested)
+	rq, err := d.readRequested(ctx, set, u, requested, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots := rq.roots
+	if len(roots) == 0 && len(rq.skipped) > 0 {
+		// Every skill named asks for a version that does not exist.
+		return nil, nil, policy.CheckRoots(skippedSlugs(rq.skipped), nil, rq.skipped)
+	}
 	pins, skipped, err := readableSet(set, u, all, roots)
 	if err != nil {
 		return nil, nil, err
 	}
+	pins = rq.pin(pins)
+	skipped = append(rq.skipped, skipped...)
 	pre := dedupe(preload)
 	for _, p := range pre {
 		if !all && !slices.Contains(roots, p) {
@@ -151,7 +174,7 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, all bool, requ
 			return nil, nil, fmt.Errorf("preload %q is not among the skills this session can read: %w", p, skills.ErrInvalid)
 		}
 	}
-	return set, &selection{roots: roots, pins: pins, skipped: skipped, preload: pre}, nil
+	return set, &selection{roots: roots, stored: rq.stored, pins: pins, skipped: skipped, preload: pre}, nil
 }
 
 // CreateSession pins the readable set of a new session and serves it. The
@@ -173,7 +196,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 		return nil, err
 	}
 	pins := sel.pins
-	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: sel.roots, Preload: sel.preload,
+	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
 		Pins: pins, CreatedAt: time.Now().UTC()}
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
@@ -272,7 +295,7 @@ func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 		preload = []string{}
 	}
 	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}}
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}, Pinned: pinnedList(s.Requested)}
 }
 
 // Session returns an open session.
@@ -344,7 +367,13 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	case err != nil:
 		return nil, err
 	default:
-		pins, skipped = closure(set, u, s.All, s.Requested)
+		rq, err := d.readRequested(ctx, set, u, s.Requested, true)
+		if err != nil {
+			return nil, err
+		}
+		pins, skipped = closure(set, u, s.All, rq.roots)
+		pins = rq.pin(pins)
+		skipped = append(rq.skipped, skipped...)
 	}
 	// Read before changing anything, so a failure leaves the session as it was.
 	mounts, err := d.cat.DB().Binds(ctx, id)
@@ -408,9 +437,10 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	for _, p := range s.Pins {
 		pinned[p.Slug] = p.Version
 	}
+	asked := pinnedVersions(sel.stored)
 	for i, p := range sel.pins {
-		if v, ok := pinned[p.Slug]; ok {
-			sel.pins[i].Version = v
+		if v, ok := pinned[p.Slug]; ok && asked[p.Slug] == "" {
+			sel.pins[i].Version = v // kept at its version, unless another is asked for
 		}
 		delete(pinned, p.Slug)
 	}
@@ -427,7 +457,7 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 		}
 	}
 	evs = append(evs, Event{Type: "changed", Session: id, At: now})
-	next := &skills.Session{ID: id, UID: s.UID, All: req.All, Requested: sel.roots, Preload: sel.preload,
+	next := &skills.Session{ID: id, UID: s.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
 		Pins: sel.pins, CreatedAt: s.CreatedAt}
 	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetSkills(ctx, next, evs...) }, evs...)
 	if err != nil {

@@ -1,0 +1,318 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// UpdateRequest asks to re-read the recorded sources of skills.
+type UpdateRequest struct {
+	As     string
+	Slugs  []string
+	All    bool   // every skill the actor manages
+	DryRun bool   // say what would change, install nothing
+	Ref    string // read this git ref (a newer tag, another branch) instead of the one recorded
+	// Timeout bounds the reading of each git source; 0:
+	// skills.DefaultCloneTimeout.
+	Timeout time.Duration
+}
+
+// UpdateRef is the ref an update reads given --ref and --tag: at most
+// one of them; a tag is looked for among the tags only.
+func UpdateRef(ref, tag string) (string, error) {
+	switch {
+	case ref != "" && tag != "":
+		return "", fmt.Errorf("give --ref or --tag, not both: %w", skills.ErrInvalid)
+	case tag != "":
+		return "refs/tags/" + tag, nil
+	}
+	return ref, nil
+}
+
+// What updating a skill did (or, with DryRun, would do).
+const (
+	UpdateUnchanged = "unchanged"    // its source holds the current version
+	UpdateUpdated   = "updated"      // a new version was installed
+	UpdateAvailable = "would_update" // DryRun: the source holds something else
+	UpdateFailed    = "failed"       // Error says why
+	UpdateNoSource  = "no_source"    // builtin, uploaded archive or file: nothing to re-read
+)
+
+// Updated is what updating one skill did. Its JSON form is part of the CLI
+// contract.
+type Updated struct {
+	Slug     string           `json:"slug"`
+	Status   string           `json:"status"`
+	Source   string           `json:"source,omitempty"` // the recorded source, as import keys it
+	Ref      string           `json:"ref,omitempty"`    // the git ref read
+	Commit   string           `json:"commit,omitempty"` // the commit read
+	From     string           `json:"from,omitempty"`   // the current version before
+	To       string           `json:"to,omitempty"`     // the version the source holds
+	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
+	Error    string           `json:"error,omitempty"`
+	Warnings []string         `json:"warnings,omitempty"`
+}
+
+// UpdateResult is what an update did, skill by skill in slug order.
+type UpdateResult struct {
+	DryRun bool      `json:"dry_run"`
+	Skills []Updated `json:"skills"`
+}
+
+// Failed counts the skills that could not be updated.
+func (r *UpdateResult) Failed() int {
+	n := 0
+	for _, u := range r.Skills {
+		if u.Status == UpdateFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// recordedSource is where a skill was imported from, as import keyed it:
+// a git URL or a local path, and the skill's folder in it.
+type recordedSource struct {
+	kind string // "git" or "local"
+	base string // the URL or the absolute path
+	rel  string // the skill's folder, "" for the root
+}
+
+// parseSourceKey reads an import's provenance key (see sourceKey): ok is
+// false for a source there is nothing to re-read from.
+func parseSourceKey(key string) (recordedSource, bool) {
+	kind, rest, found := strings.Cut(key, ":")
+	if !found || (kind != "git" && kind != "local") || rest == "" {
+		return recordedSource{}, false
+	}
+	start := 0
+	if i := strings.Index(rest, "://"); i >= 0 {
+		start = i + 3
+	}
+	base, rel := rest, ""
+	if j := strings.Index(rest[start:], "//"); j >= 0 {
+		base, rel = rest[:start+j], rest[start+j+2:]
+	}
+	if base == "" || (kind == "local" && !filepath.IsAbs(base)) {
+		return recordedSource{}, false
+	}
+	return recordedSource{kind: kind, base: base, rel: rel}, true
+}
+
+// Update re-reads the recorded source of each skill asked for (git: the
+// ref it was last installed from, or req.Ref; a local folder: as it is on
+// disk) and installs what changed as a new version, as a reimport from
+// the same source would. Skills the actor may not see are not found; one
+// it may see but not edit, or whose source cannot be read, fails on its
+// own and the others go on.
+func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
+	res := &UpdateResult{DryRun: req.DryRun, Skills: []Updated{}}
+	actor, err := c.Actor(ctx, req.As)
+	if err != nil {
+		return res, err
+	}
+	var targets []*skills.Skill
+	switch {
+	case req.All && len(req.Slugs) > 0:
+		return res, fmt.Errorf("give either skills or all, not both: %w", skills.ErrInvalid)
+	case req.All:
+		all, err := c.db.Skills(ctx)
+		if err != nil {
+			return res, err
+		}
+		for _, s := range all {
+			if policy.Permission(actor, s) == policy.Manage && s.SourceType != skills.SourceBuiltin {
+				targets = append(targets, s)
+			}
+		}
+	case len(req.Slugs) == 0:
+		return res, fmt.Errorf("name the skills to update, or all: %w", skills.ErrInvalid)
+	default:
+		for _, slug := range dedupeStrings(req.Slugs) {
+			_, s, err := c.lookup(ctx, req.As, slug)
+			if err != nil {
+				return res, err
+			}
+			targets = append(targets, s)
+		}
+	}
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	for _, s := range targets {
+		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s))
+	}
+	return res, nil
+}
+
+func dedupeStrings(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// updateOne updates one skill; what it did, or why it could not, is in
+// the answer.
+func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill) Updated {
+	u := Updated{Slug: s.Slug, Source: s.Source, From: s.Version}
+	fail := func(err error) Updated {
+		u.Status, u.Error = UpdateFailed, err.Error()
+		c.log.Info("update failed", "slug", s.Slug, "err", err)
+		return u
+	}
+	rs, ok := parseSourceKey(s.Source)
+	if s.SourceType == skills.SourceBuiltin || !ok {
+		u.Status = UpdateNoSource
+		u.Error = "no source to update from: " + noSourceReason(s)
+		return u
+	}
+	if err := policy.CheckEdit(actor, s); err != nil {
+		return fail(fmt.Errorf("update: %w", err))
+	}
+	ireq := ImportRequest{Source: rs.base, Path: rs.rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout}
+	if ireq.Ref == "" {
+		ref, err := c.recordedRef(ctx, s)
+		if err != nil {
+			return fail(err)
+		}
+		ireq.Ref = ref
+	}
+	u.Ref = ireq.Ref
+	src, f, err := c.findRecorded(ctx, ireq, rs)
+	if err != nil {
+		return fail(err)
+	}
+	defer src.cleanup()
+	u.Commit = src.commit
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		return fail(err)
+	}
+	defer forceRemoveAll(staging) // a no-op once published
+	st, err := c.stageSkill(ireq, src, f, staging)
+	if err != nil {
+		return fail(err)
+	}
+	if err := rewriteSlugIfNeeded(st, s.Slug); err != nil {
+		return fail(err)
+	}
+	u.Warnings = nonNilStrings(append(src.warnings, st.warnings...))
+	hash, files, size, err := skills.TreeHash(staging)
+	if err != nil {
+		return fail(err)
+	}
+	u.To = hash
+	if hash == s.Version {
+		u.Status = UpdateUnchanged
+		return u
+	}
+	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0)
+	if err != nil {
+		return fail(err)
+	}
+	stat := skills.Stat(changes)
+	u.DiffStat = &stat
+	if req.DryRun {
+		u.Status = UpdateAvailable
+		return u
+	}
+	unlock, err := c.publishLock()
+	if err != nil {
+		return fail(err)
+	}
+	defer unlock()
+	existing, err := c.db.Skill(ctx, s.Slug) // it may have changed meanwhile
+	if err != nil {
+		return fail(err)
+	}
+	if existing.Source != s.Source {
+		return fail(fmt.Errorf("its source changed meanwhile (now %s): run the update again: %w", existing.Source, skills.ErrExists))
+	}
+	now := c.now().UTC()
+	sk, err := c.skillEntry(actor, ireq, src, s.Source, f, st.m, s.Slug, hash, existing, now)
+	if err != nil {
+		return fail(err)
+	}
+	sk.Plugin = existing.Plugin
+	ver := &skills.Version{Slug: s.Slug, Hash: hash, SourceType: requestSourceType(ireq, src), Source: s.Source,
+		Ref: src.ref, Commit: src.commit, Worktree: src.worktree, Installer: actor.UID, InstalledAt: now,
+		Previous: existing.Version, Files: files, Bytes: size}
+	if err := c.publishVersion(ctx, staging, sk, ver, false); err != nil {
+		return fail(err)
+	}
+	u.From, u.Status = existing.Version, UpdateUpdated
+	c.log.Info("skill updated", "slug", s.Slug, "from", existing.Version, "to", hash, "source", s.Source)
+	return u
+}
+
+// noSourceReason says why a skill cannot be updated from its source.
+func noSourceReason(s *skills.Skill) string {
+	switch {
+	case s.SourceType == skills.SourceBuiltin:
+		return "a builtin skill follows the daemon's own copy"
+	case strings.HasPrefix(s.Source, "zip:"), strings.HasPrefix(s.Source, "file:"):
+		return "it was installed from an archive or a lone SKILL.md; import the new one with --replace"
+	case strings.HasPrefix(s.Source, "agent:"):
+		return "it was installed from an agent's skill folder; import it again with --agents"
+	}
+	return fmt.Sprintf("its source %q cannot be read again; import the new content with --replace", s.Source)
+}
+
+// recordedRef is the git ref the skill's newest version from its source
+// was read at ("" for the default branch, or a local folder as on disk).
+func (c *Catalog) recordedRef(ctx context.Context, s *skills.Skill) (string, error) {
+	vs, err := c.db.Versions(ctx, s.Slug)
+	if err != nil {
+		return "", err
+	}
+	for _, v := range vs {
+		if v.Source == s.Source {
+			return v.Ref, nil
+		}
+	}
+	return "", nil
+}
+
+// findRecorded reads the source again and finds the skill's folder in it.
+// The caller cleans up the source.
+func (c *Catalog) findRecorded(ctx context.Context, req ImportRequest, rs recordedSource) (*source, found, error) {
+	src, cands, err := c.discover(ctx, req, &ImportResult{})
+	if err != nil {
+		return nil, found{}, err
+	}
+	rel := rs.rel
+	if rel == "" {
+		rel = "."
+	}
+	lim := c.lim.WithDefaults()
+	for _, f := range readFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes) {
+		if f.Rel != rel {
+			continue
+		}
+		if f.err != nil {
+			src.cleanup()
+			return nil, found{}, f.err
+		}
+		return src, f, nil
+	}
+	src.cleanup()
+	where := rs.base
+	if rs.rel != "" {
+		where += "//" + rs.rel
+	}
+	return nil, found{}, fmt.Errorf("the source holds no skill at %s any more: %w", where, skills.ErrNotFound)
+}

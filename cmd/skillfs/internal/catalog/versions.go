@@ -1,0 +1,204 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"skillfs/policy"
+	"skillfs/skills"
+)
+
+// VersionInfo is one version of a skill as `skill versions` lists it: its
+// provenance, whether it is the current one, and what changed against the
+// version before it (Against; none for the first).
+type VersionInfo struct {
+	*skills.Version
+	Current  bool             `json:"current"`
+	Against  string           `json:"against,omitempty"`
+	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
+}
+
+// Versions lists the versions of a skill the actor may see, newest first,
+// each with its diffstat against the one it replaced (or, for a version
+// recorded without one, the one installed before it).
+func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo, error) {
+	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, len(d.Versions))
+	for _, v := range d.Versions {
+		have[v.Hash] = true
+	}
+	out := make([]VersionInfo, len(d.Versions))
+	for i, v := range d.Versions {
+		prev := v.Previous
+		if !have[prev] {
+			prev = ""
+			if i+1 < len(d.Versions) {
+				prev = d.Versions[i+1].Hash
+			}
+		}
+		out[i] = VersionInfo{Version: v, Current: v.Hash == d.Version, Against: prev}
+		if prev == "" {
+			continue
+		}
+		changes, err := skills.DiffTrees(c.store.VersionPath(slug, prev), c.store.VersionPath(slug, v.Hash), false, 0)
+		if err != nil {
+			return nil, fmt.Errorf("compare version %s of %q with %s: %w", short(v.Hash), slug, short(prev), err)
+		}
+		st := skills.Stat(changes)
+		out[i].DiffStat = &st
+	}
+	return out, nil
+}
+
+// resolveVersion finds the version of slug a VERSION argument names: a
+// unique prefix of its hash.
+func (c *Catalog) resolveVersion(ctx context.Context, slug, arg string) (*skills.Version, error) {
+	prefix, err := skills.CleanVersion(arg)
+	if err != nil {
+		return nil, err
+	}
+	return c.db.ResolveVersion(ctx, slug, prefix)
+}
+
+// Diff is what changed from one version of a skill to another.
+type Diff struct {
+	Slug     string              `json:"slug"`
+	From     string              `json:"from"` // "" for the empty tree (the first version has none before it)
+	To       string              `json:"to"`
+	DiffStat skills.DiffStat     `json:"diffstat"`
+	Files    []skills.FileChange `json:"files"`
+}
+
+// Diff compares two versions of a skill the actor may see: a (default: the
+// version b replaced, or the empty tree for the first) with b (default: the
+// current version). Each of a and b is a unique prefix of a version's hash.
+func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error) {
+	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return nil, err
+	}
+	to := d.Version
+	if b != "" {
+		v, err := c.resolveVersion(ctx, slug, b)
+		if err != nil {
+			return nil, err
+		}
+		to = v.Hash
+	}
+	from := ""
+	if a != "" {
+		v, err := c.resolveVersion(ctx, slug, a)
+		if err != nil {
+			return nil, err
+		}
+		from = v.Hash
+	} else {
+		for i, v := range d.Versions {
+			if v.Hash != to {
+				continue
+			}
+			from = v.Previous
+			if from == "" && i+1 < len(d.Versions) {
+				from = d.Versions[i+1].Hash
+			}
+		}
+	}
+	fromDir := ""
+	if from != "" {
+		fromDir = c.store.VersionPath(slug, from)
+	}
+	changes, err := skills.DiffTrees(fromDir, c.store.VersionPath(slug, to), true, 0)
+	if err != nil {
+		return nil, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
+	}
+	return &Diff{Slug: slug, From: from, To: to, DiffStat: skills.Stat(changes), Files: changes}, nil
+}
+
+// ExportVersion writes one version of a skill (a unique hash prefix; ""
+// for the current one) as Export does.
+func (c *Catalog) ExportVersion(ctx context.Context, as, slug, version string, w io.Writer) error {
+	dir, err := c.ExportPath(ctx, as, slug, version)
+	if err != nil {
+		return err
+	}
+	return skills.WriteZip(w, dir, slug+"/")
+}
+
+// ExportPath checks that the actor may export a version of slug (""
+// for the current one) and returns where its content is.
+func (c *Catalog) ExportPath(ctx context.Context, as, slug, version string) (string, error) {
+	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return "", err
+	}
+	if version == "" {
+		return d.Path, nil
+	}
+	v, err := c.resolveVersion(ctx, slug, version)
+	if err != nil {
+		return "", err
+	}
+	return c.store.VersionPath(slug, v.Hash), nil
+}
+
+// Rollback makes an older version of a skill its current one again: the
+// index takes the name, description and dependencies from that version's
+// SKILL.md. It is a catalog change like an edit (and needs the right to
+// edit; builtins cannot be rolled back, they follow their source): open
+// sessions keep the version they pinned until they refresh. Rolling back
+// to the current version changes nothing.
+func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Installed, error) {
+	actor, s, err := c.lookup(ctx, as, slug)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.CheckEdit(actor, s); err != nil {
+		return nil, fmt.Errorf("roll back: %w", err)
+	}
+	v, err := c.resolveVersion(ctx, slug, version)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := c.publishLock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s, err = c.db.Skill(ctx, slug); err != nil { // the current version may have moved meanwhile
+		return nil, err
+	}
+	if s.Version == v.Hash {
+		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: v.Hash,
+			Warnings: []string{"it is the current version already: nothing changed"}}, nil
+	}
+	data, err := skills.ReadManifest(filepath.Join(c.store.VersionPath(slug, v.Hash), skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
+	if err != nil {
+		return nil, fmt.Errorf("read version %s of %q: %w", short(v.Hash), slug, err)
+	}
+	m, warnings, err := skills.ParseStored(data, slug)
+	if err != nil {
+		return nil, fmt.Errorf("version %s of %q: %w", short(v.Hash), slug, err)
+	}
+	next := *s
+	next.Name, next.Description = m.Name, m.Description
+	next.SkillDependencies, next.ToolDependencies, next.MCPDependencies = m.SkillDependencies, m.ToolDependencies, m.MCPDependencies
+	next.Version, next.UpdatedAt = v.Hash, c.now().UTC()
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.ValidateDependencies(snap, &next); err != nil {
+		return nil, fmt.Errorf("roll %q back to %s: %w", slug, short(v.Hash), err)
+	}
+	if err := c.db.AddVersion(ctx, &next, v); err != nil { // stored already: only made current
+		return nil, err
+	}
+	c.markCurrent(ctx, &next, v.Hash, next.UpdatedAt)
+	c.log.Info("skill rolled back", "slug", slug, "from", s.Version, "to", v.Hash, "by", actor.UID)
+	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: nonNilStrings(warnings)}, nil
+}
