@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,8 +105,12 @@ func TestVersionsDiffRollbackPins(t *testing.T) {
 		Readable []string `json:"readable"`
 		Skipped  []struct{ Slug, Reason string }
 	}
-	e.okJSON(&missing, "session", "create", "--user", "alice", "--skills", "delta@"+unknown)
-	if len(missing.Readable) != 0 || len(missing.Skipped) != 1 || missing.Skipped[0].Slug != "delta" || !strings.Contains(missing.Skipped[0].Reason, "no version "+unknown) {
+	// Alone it leaves nothing to read: exit 3, naming it.
+	if r := e.run("session", "create", "--user", "alice", "--skills", "delta@"+unknown); r.code != 3 || !strings.Contains(r.stderr, "no version "+unknown) {
+		t.Errorf("only an unknown version: exit %d, %s", r.code, r.stderr)
+	}
+	e.okJSON(&missing, "session", "create", "--user", "alice", "--skills", "delta@"+unknown+",release-notes")
+	if !slices.Contains(missing.Readable, "release-notes") || slices.Contains(missing.Readable, "delta") || len(missing.Skipped) != 1 || missing.Skipped[0].Slug != "delta" || !strings.Contains(missing.Skipped[0].Reason, "no version "+unknown) {
 		t.Errorf("unknown version: %+v", missing)
 	}
 	if r := e.run("session", "create", "--user", "alice", "--skills", "delta@xyz1"); r.code != 5 {
