@@ -163,6 +163,22 @@ func TestVersionsDiffRollbackPins(t *testing.T) {
 		t.Errorf("pinned = %v", shown.Pinned)
 	}
 
+	// session set: an asked-for version moves a kept skill to it; without
+	// one, a kept skill keeps its version (a set is not a refresh), and the
+	// pin is dropped from the list, so the next refresh moves it.
+	e.ok("session", "set", follow.ID, "--skills", "delta@"+v2[:8])
+	if got := readIn(t, follow, "delta/a.txt"); got != "two\n" {
+		t.Errorf("after session set delta@v2: %q", got)
+	}
+	e.ok("session", "set", follow.ID, "--skills", "delta")
+	if got := readIn(t, follow, "delta/a.txt"); got != "two\n" {
+		t.Errorf("after session set delta: %q, want the kept version", got)
+	}
+	e.ok("session", "refresh", follow.ID)
+	if got := readIn(t, follow, "delta/a.txt"); got != "three\n" {
+		t.Errorf("refresh after the pin was dropped: %q", got)
+	}
+
 	// Export of an older version.
 	zp := filepath.Join(t.TempDir(), "v2.zip")
 	e.ok("skill", "export", "delta", "--version", v2[:7], "-o", zp)
