@@ -277,7 +277,10 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 	out := []Mention{}
 	for i, n := range named {
 		data, err := iofs.ReadFile(vfs, n.Slug+"/"+skills.ManifestName)
-		if err != nil {
+		switch {
+		case errors.Is(err, iofs.ErrNotExist), errors.Is(err, iofs.ErrPermission):
+			continue // revoked since the session was read (a set, a disable): not readable now
+		case err != nil:
 			return nil, fmt.Errorf("read %s/SKILL.md: %w", n.Slug, err)
 		}
 		m, _, err := skills.ParseStored(data, n.Slug)
