@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -199,6 +200,32 @@ func TestCuratedCatalog(t *testing.T) {
 	api.do(t, "GET", "/v1/skills", "alice", nil, &apiList)
 	if len(apiList) != 4 || apiList[0].Slug != "zz-system" || apiList[1].Slug != "aa-local" {
 		t.Errorf("GET /v1/skills order: %+v", apiList)
+	}
+	// The whole catalog in one list: builtins, installed, curated; each by
+	// name; only what is not curated is active.
+	type entry struct {
+		Tier   string `json:"tier"`
+		Slug   string `json:"slug"`
+		Active bool   `json:"active"`
+		Source string `json:"source"`
+	}
+	describe := func(list []entry) (out []string) {
+		for _, x := range list {
+			out = append(out, fmt.Sprintf("%s %s %v", x.Tier, x.Slug, x.Active))
+		}
+		return out
+	}
+	want := []string{"builtin zz-system true", "installed aa-local true", "installed beta true", "installed gamma true", "curated alpha false"}
+	var whole, wholeAPI []entry
+	e.okJSON(&whole, "skill", "catalog", "--as", "alice")
+	if got := describe(whole); !slices.Equal(got, want) {
+		t.Errorf("skill catalog = %v, want %v", got, want)
+	}
+	if code := api.do(t, "GET", "/v1/catalog", "alice", nil, &wholeAPI); code != 200 || !slices.Equal(describe(wholeAPI), want) {
+		t.Errorf("GET /v1/catalog: %d %v, want %v", code, describe(wholeAPI), want)
+	}
+	if whole[len(whole)-1].Source == "" {
+		t.Errorf("a curated entry names no source: %+v", whole[len(whole)-1])
 	}
 
 	// Refresh, over the API: admins only; a new skill in the source is

@@ -150,3 +150,32 @@ func (c *cli) printCurated(list []skills.CuratedSkill) {
 	}
 	c.table([]string{"SLUG", "NAME", "TIER", "SOURCE", "PATH", "DESCRIPTION"}, rows)
 }
+
+func (c *cli) skillCatalog() *cobra.Command {
+	cmd := leaf("catalog", "the whole catalog: builtins, installed skills, then what curated sources offer that you have not installed, each by name", 0, 0)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		cat, err := c.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		list, err := cat.Entries(c.ctx, c.as)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(list)
+		}
+		rows := make([][]string, len(list))
+		for i, e := range list {
+			active := "no"
+			if e.Active {
+				active = "yes"
+			}
+			rows[i] = []string{e.Tier, e.Slug, truncate(e.Name, 40), active, truncate(e.Source, 50), truncate(e.Description, 60)}
+		}
+		c.table([]string{"TIER", "SLUG", "NAME", "ACTIVE", "SOURCE", "DESCRIPTION"}, rows)
+		return nil
+	}
+	return cmd
+}

@@ -20,7 +20,7 @@ func (c *cli) skillCmd() *cobra.Command {
 	return group("skill", "install, inspect and manage skills",
 		c.skillImport(), c.skillPrepare(), c.skillConfirm("confirm"), c.skillConfirm("discard"), c.skillEdit(),
 		c.skillList(), c.skillShow(), c.skillValidate(), c.skillToggle("enable"), c.skillToggle("disable"),
-		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare(), c.skillCurated(), c.skillInstallCurated(),
+		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare(), c.skillCurated(), c.skillInstallCurated(), c.skillCatalog(),
 		c.skillVersions(), c.skillDiff(), c.skillRollback(), c.skillUpdate())
 }
 

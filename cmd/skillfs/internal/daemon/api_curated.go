@@ -36,6 +36,10 @@ func (d *Daemon) curatedRoutes(mux *apiMux) {
 		list, err := d.cat.RefreshCurated(r.Context(), catalog.CuratedRequest{Source: r.URL.Query().Get("source"), As: as(r)})
 		reply(w, list, err)
 	})
+	mux.HandleFunc("GET /v1/catalog", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.cat.Entries(r.Context(), as(r))
+		reply(w, list, err)
+	})
 	mux.HandleFunc("GET /v1/curated/skills", func(w http.ResponseWriter, r *http.Request) {
 		list, err := d.cat.Curated(r.Context(), as(r))
 		reply(w, list, err)
