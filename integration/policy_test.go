@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -173,5 +174,54 @@ func TestMentionsAndSkillURLs(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, bad.want) {
 			t.Errorf("read %s: exit %d, stderr %q; want failure mentioning %q", bad.uri, r.code, r.stderr, bad.want)
 		}
+	}
+}
+
+// TestAdminSessionsReadByShare: an admin's or a superadmin's rights are for
+// the catalog; their sessions read, like anyone's, the enabled skills that
+// are theirs or shared with them.
+func TestAdminSessionsReadByShare(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--examples=false")
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "carol", "--role", "admin")
+	src := t.TempDir()
+	writeSkill(t, filepath.Join(src, "diary"), "name: diary\ndescription: alice's own", nil)
+	writeSkill(t, filepath.Join(src, "team"), "name: team\ndescription: for everyone", nil)
+	e.ok("skill", "import", filepath.Join(src, "diary"), "--as", "alice")
+	e.ok("skill", "import", filepath.Join(src, "team"), "--as", "alice")
+	e.ok("skill", "share", "team", "--read", "global", "--as", "carol")
+
+	for _, admin := range []string{"carol", "operator"} {
+		// Both manage diary in the catalog...
+		e.ok("skill", "show", "diary", "--as", admin)
+		// ...but no session of theirs reads it: not with --all,
+		var all sessionJSON
+		e.okJSON(&all, "session", "create", "--user", admin, "--all")
+		if slices.Contains(all.Readable, "diary") || !slices.Contains(all.Readable, "team") {
+			t.Fatalf("%s's session with --all reads %v, want team and not diary", admin, all.Readable)
+		}
+		// not by name (it is "not readable": they know it exists),
+		r := e.run("session", "create", "--user", admin, "--skills", "diary")
+		if r.code != 3 || !strings.Contains(r.stderr, `"diary" (not readable)`) {
+			t.Fatalf("%s's session naming diary: exit %d, stderr %q; want exit 3, not readable", admin, r.code, r.stderr)
+		}
+		// and not through a mention.
+		var m struct {
+			Mentions []struct {
+				Slug string `json:"slug"`
+			} `json:"mentions"`
+		}
+		e.okJSON(&m, "session", "mentions", all.ID, "--text", "use $diary and $team")
+		if len(m.Mentions) != 1 || m.Mentions[0].Slug != "team" {
+			t.Fatalf("%s's mentions = %+v, want team alone", admin, m.Mentions)
+		}
+	}
+	// Shared with carol, it is hers to read.
+	e.ok("skill", "share", "diary", "--read", "user:alice,carol", "--as", "carol")
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "carol", "--skills", "diary")
+	if strings.Join(s.Readable, ",") != "diary" {
+		t.Fatalf("carol reads %v once diary is shared with her, want [diary]", s.Readable)
 	}
 }
