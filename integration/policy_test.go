@@ -225,3 +225,85 @@ func TestAdminSessionsReadByShare(t *testing.T) {
 		t.Fatalf("carol reads %v once diary is shared with her, want [diary]", s.Readable)
 	}
 }
+
+// skillShown is what the import tests read of `skill show --json`.
+type skillShown struct {
+	Creator string `json:"creator"`
+	Share   struct {
+		Read string `json:"read"`
+	} `json:"share"`
+	Versions []struct {
+		Hash string `json:"hash"`
+	} `json:"versions"`
+}
+
+// shown is `skill show SLUG --json --as AS`.
+func (e *env) shown(slug, as string) skillShown {
+	e.t.Helper()
+	var s skillShown
+	e.okJSON(&s, "skill", "show", slug, "--as", as)
+	return s
+}
+
+// importedOne is one skill of `skill import --json`.
+type importedOne struct {
+	Slug        string `json:"slug"`
+	RenamedFrom string `json:"renamed_from"`
+	Note        string `json:"note"`
+}
+
+// importOne imports src with args, which must install exactly one skill.
+func (e *env) importOne(src string, args ...string) importedOne {
+	e.t.Helper()
+	var out struct {
+		Installed []importedOne `json:"installed"`
+	}
+	e.okJSON(&out, append([]string{"skill", "import", src}, args...)...)
+	if len(out.Installed) != 1 {
+		e.t.Fatalf("import %s %v: %+v, want one skill", src, args, out)
+	}
+	return out.Installed[0]
+}
+
+// TestCommonSourceImportsLive: a source several users import (one folder of
+// a git repository) is one skill per owner. An admin's import does not make
+// a new version of a user's private skill of the same source, unless the
+// admin asks for it with --replace.
+func TestCommonSourceImportsLive(t *testing.T) {
+	e := newCatalogEnv(t)
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "carol", "--role", "admin")
+	repo := newGitRepo(t, filepath.Join(t.TempDir(), "market"))
+	pdf := filepath.Join(repo.dir, "skills", "pdf")
+	writeSkill(t, pdf, "name: pdf\ndescription: PDF v1", nil)
+	writeSkill(t, filepath.Join(repo.dir, "skills", "docx"), "name: docx\ndescription: DOCX", nil)
+	repo.commit("v1")
+
+	e.importOne(repo.url(), "--skill", "pdf", "--as", "alice")
+	writeSkill(t, pdf, "name: pdf\ndescription: PDF v2", nil)
+	repo.commit("v2")
+	// carol's import, shared with everyone, is a skill of her own.
+	in := e.importOne(repo.url(), "--skill", "pdf", "--share", "global", "--as", "carol")
+	if in.Slug != "pdf-v2" || in.RenamedFrom != "pdf" || !strings.Contains(in.Note, `the slug "pdf" is taken`) {
+		t.Fatalf("carol's import: %+v, want a new skill pdf-v2 renamed from pdf, saying the slug is taken", in)
+	}
+	if s := e.shown("pdf", "alice"); s.Creator != "alice" || s.Share.Read != "user:alice" || len(s.Versions) != 1 {
+		t.Fatalf("alice's pdf after carol's import: %+v, want it untouched", s)
+	}
+	if s := e.shown("pdf-v2", "carol"); s.Creator != "carol" || s.Share.Read != "global" {
+		t.Fatalf("carol's pdf-v2: %+v, want hers, shared with everyone", s)
+	}
+	// Her next import updates her own; --replace makes it alice's next
+	// version, alice's share kept.
+	writeSkill(t, pdf, "name: pdf\ndescription: PDF v3", nil)
+	repo.commit("v3")
+	if in := e.importOne(repo.url(), "--skill", "pdf", "--as", "carol"); in.Slug != "pdf-v2" || len(e.shown("pdf-v2", "carol").Versions) != 2 {
+		t.Fatalf("carol's re-import: %+v, want a second version of pdf-v2", in)
+	}
+	if in := e.importOne(repo.url(), "--skill", "pdf", "--replace", "--as", "carol"); in.Slug != "pdf" {
+		t.Fatalf("carol's --replace: %+v, want a new version of pdf", in)
+	}
+	if s := e.shown("pdf", "alice"); s.Creator != "alice" || s.Share.Read != "user:alice" || len(s.Versions) != 2 {
+		t.Fatalf("alice's pdf after --replace: %+v, want two versions, her share", s)
+	}
+}

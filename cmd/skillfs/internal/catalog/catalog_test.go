@@ -1044,3 +1044,79 @@ func TestBuiltinSlugIsRefused(t *testing.T) {
 		t.Fatalf("leftovers: %v", l)
 	}
 }
+
+// addUsers registers users for a test.
+func addUsers(t testing.TB, c *Catalog, us ...skills.User) {
+	t.Helper()
+	for _, u := range us {
+		if err := c.PutUser(context.Background(), "", u, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// importAs makes req, which must install one skill, and returns it.
+func importAs(t testing.TB, c *Catalog, req ImportRequest) Installed {
+	t.Helper()
+	res, err := c.Import(context.Background(), req)
+	if err != nil || len(res.Installed) != 1 {
+		t.Fatalf("import %+v: %v %+v", req, err, res)
+	}
+	return res.Installed[0]
+}
+
+// A same-source import is a new version of the existing skill only for those
+// who manage it by explicit right (creator, manage scope); an admin's import
+// of a source another user installed privately is a skill of the admin's
+// own, with the share asked for, unless --replace.
+func TestAdminImportDoesNotTakeOverASameSourceSkill(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "mgr", Role: "user"}, skills.User{UID: "adm", Role: "admin"})
+	src := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: one")
+	mine := importAs(t, c, ImportRequest{Source: src, As: "alice"})
+
+	global := skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}
+	skillDir(t, src, "name: pdf\ndescription: two")
+	in := importAs(t, c, ImportRequest{Source: src, As: "adm", Share: &global})
+	if in.Slug != "pdf-v2" || in.RenamedFrom != "pdf" {
+		t.Fatalf("admin's import of alice's source: %+v, want a new skill pdf-v2 renamed from pdf", in)
+	}
+	if !strings.Contains(in.Note, `the slug "pdf" is taken`) || strings.Contains(in.Note, "another source") {
+		t.Errorf("note %q: want it to say the slug is taken, nothing about its source", in.Note)
+	}
+	alices, err := c.Show(ctx, "alice", "pdf")
+	if err != nil || alices.Version != mine.Version || len(alices.Versions) != 1 || alices.Share.Read.Kind != skills.ScopeUser {
+		t.Fatalf("alice's skill after the admin's import: %+v %v, want it untouched", alices, err)
+	}
+	admins, err := c.Show(ctx, "adm", "pdf-v2")
+	if err != nil || admins.Creator != "adm" || admins.Share.Read.Kind != skills.ScopeGlobal {
+		t.Fatalf("admin's skill: %+v %v, want the admin's, shared globally", admins, err)
+	}
+	// The admin's next import of the source updates the admin's own skill.
+	skillDir(t, src, "name: pdf\ndescription: three")
+	if in := importAs(t, c, ImportRequest{Source: src, As: "adm"}); in.Slug != "pdf-v2" || in.RenamedFrom != "" {
+		t.Fatalf("admin's re-import: %+v, want a new version of pdf-v2", in)
+	}
+	// A user in the manage scope of alice's skill updates it.
+	if _, err := c.Share(ctx, "adm", "pdf", skills.Share{
+		Read:   skills.Scope{Kind: skills.ScopeUser, IDs: []string{"alice", "mgr"}},
+		Manage: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"mgr"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	skillDir(t, src, "name: pdf\ndescription: four")
+	if in := importAs(t, c, ImportRequest{Source: src, As: "mgr"}); in.Slug != "pdf" {
+		t.Fatalf("manager's import: %+v, want a new version of pdf", in)
+	}
+	// --replace is the admin's explicit way to make it a new version of
+	// alice's skill, which keeps its share.
+	skillDir(t, src, "name: pdf\ndescription: five")
+	if in := importAs(t, c, ImportRequest{Source: src, As: "adm", Replace: true, Share: &global}); in.Slug != "pdf" {
+		t.Fatalf("admin's --replace: %+v, want a new version of pdf", in)
+	}
+	alices, err = c.Show(ctx, "alice", "pdf")
+	if err != nil || len(alices.Versions) != 3 || alices.Creator != "alice" || alices.Share.Read.Kind != skills.ScopeUser {
+		t.Fatalf("alice's skill after --replace: %+v %v, want 3 versions, hers, her share", alices, err)
+	}
+}

@@ -104,7 +104,7 @@ func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportReque
 		return "", nil, nil, err
 	}
 	if slug != want {
-		warnings = append(warnings, fmt.Sprintf("slug %q is taken by a skill from elsewhere: installed as %q "+
+		warnings = append(warnings, fmt.Sprintf("slug %q is taken: installed as %q "+
 			"(whoever manages %q can import with --replace to make this a new version of it instead)", want, slug, want))
 	}
 	return slug, existing, warnings, nil
@@ -180,12 +180,13 @@ func wantedSlug(f found, st *stagedSkill) string {
 	return st.m.Slug
 }
 
-// renameNote says plainly that a skill became a new one beside a
-// same-slug skill of another source, and how to update that one instead.
+// renameNote says plainly that a skill became a new one beside the skill
+// holding its slug, and how to update that one instead. It says nothing
+// about that skill (its source, its owner): the importer may not see it.
 func renameNote(want, slug string) string {
-	return fmt.Sprintf("a skill from another source is already installed as %q, so this one is a new skill %q "+
+	return fmt.Sprintf("the slug %q is taken, so this one is a new skill %q "+
 		"(two skills never overwrite each other by name). To make it a new version of %q instead, whoever manages %q "+
-		"imports it with --replace; to pick up changes of %q's own source, run `skillfs skill update %s`",
+		"imports it with --replace; to pick up changes of %q's own source, they run `skillfs skill update %s`",
 		want, slug, want, want, want, want)
 }
 
@@ -342,7 +343,12 @@ func sourceKey(key string, cand skills.Candidate, agents bool) string {
 
 // chooseSlug decides where a skill with the wanted slug goes: a new skill
 // (existing == nil) or a new version of existing. A slug in taken counts as
-// taken by a skill from elsewhere. The slug of a builtin is refused
+// taken by a skill from elsewhere. A skill of the same source becomes a new
+// version only for those who manage it by explicit right (its creator, its
+// manage scope: policy.ManagesByShare), never by an admin's role alone, so an
+// admin's import does not take over another user's skill; --replace is how
+// any manager (admins included) makes an import a new version of the skill
+// holding the wanted slug. The slug of a builtin is refused
 // (skills.ErrExists naming it) unless the operator re-syncs that builtin from
 // its own source.
 func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string, taken map[string]bool) (string, *skills.Skill, error) {
@@ -373,7 +379,7 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 			return "", nil, reserved(ex)
 		case builtin:
 			continue // a -vN some builtin took as its own name
-		case ex.Source == key && manages:
+		case ex.Source == key && policy.ManagesByShare(actor, ex):
 			return slug, ex, nil // reinstall from the same source: new version
 		case req.Replace && n == 1 && manages:
 			return slug, ex, nil
@@ -394,8 +400,8 @@ func reserved(b *skills.Skill) error {
 
 // sameSource looks for the skill of source key among base and its -vN
 // slugs, up to the first free one, as chooseSlug would settle on it: a
-// skill the actor manages (a builtin only when re-synced as one). existing
-// is nil when there is none.
+// skill the actor manages by explicit right (policy.ManagesByShare; a
+// builtin only when re-synced as one). existing is nil when there is none.
 func (c *Catalog) sameSource(ctx context.Context, actor skills.User, req ImportRequest, key, base string, taken map[string]bool) (string, *skills.Skill, error) {
 	for n := 1; n <= maxSuffix; n++ {
 		slug := base
@@ -413,7 +419,7 @@ func (c *Catalog) sameSource(ctx context.Context, actor skills.User, req ImportR
 			return "", nil, err
 		}
 		builtin := ex.SourceType == skills.SourceBuiltin
-		if ex.Source == key && (builtin && req.Builtin || !builtin && policy.Permission(actor, ex) == policy.Manage) {
+		if ex.Source == key && (builtin && req.Builtin || !builtin && policy.ManagesByShare(actor, ex)) {
 			return slug, ex, nil
 		}
 	}
