@@ -307,3 +307,34 @@ func TestCommonSourceImportsLive(t *testing.T) {
 		t.Fatalf("alice's pdf after --replace: %+v, want two versions, her share", s)
 	}
 }
+
+// TestSkillBesideABuiltinLive: a skill installed as <slug>-vN beside a
+// builtin, as imports did before builtin slugs were reserved, is still
+// updated by re-importing its source; whoever may not update it is refused
+// the builtin's slug.
+func TestSkillBesideABuiltinLive(t *testing.T) {
+	e := newCatalogEnv(t)
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "bob")
+	builtin := filepath.Join(t.TempDir(), "triage")
+	writeSkill(t, builtin, "name: triage\ndescription: the builtin", nil)
+	e.ok("skill", "import", builtin, "--builtin")
+	// Such a skill: triage-v2, of the repository's skills/triage, its
+	// SKILL.md named as an old import rewrote it.
+	repo := newGitRepo(t, filepath.Join(t.TempDir(), "market"))
+	triage := filepath.Join(repo.dir, "skills", "triage")
+	writeSkill(t, triage, "name: triage-v2\ndescription: an old install", nil)
+	writeSkill(t, filepath.Join(repo.dir, "skills", "docx"), "name: docx\ndescription: DOCX", nil)
+	repo.commit("v1")
+	if in := e.importOne(repo.url(), "--skill", "triage", "--as", "alice"); in.Slug != "triage-v2" {
+		t.Fatalf("alice's triage installed as %q", in.Slug)
+	}
+	writeSkill(t, triage, "name: triage\ndescription: named as the builtin", nil)
+	repo.commit("v2")
+	if in := e.importOne(repo.url(), "--skill", "triage", "--as", "alice"); in.Slug != "triage-v2" || len(e.shown("triage-v2", "alice").Versions) != 2 {
+		t.Fatalf("alice's re-import: %+v, want a second version of triage-v2", in)
+	}
+	if r := e.run("skill", "import", repo.url(), "--skill", "triage", "--as", "bob"); r.code != 6 || !strings.Contains(r.stderr, `slug "triage" is reserved`) {
+		t.Fatalf("bob's import of triage: exit %d, stderr %q; want 6, the slug reserved", r.code, r.stderr)
+	}
+}

@@ -1120,3 +1120,29 @@ func TestAdminImportDoesNotTakeOverASameSourceSkill(t *testing.T) {
 		t.Fatalf("alice's skill after --replace: %+v %v, want 3 versions, hers, her share", alices, err)
 	}
 }
+
+// A skill installed as <builtin>-vN beside a builtin (as installs did before
+// builtin slugs were reserved) is still updated by re-importing its source,
+// by those who may update it; anyone else is refused as before.
+func TestReimportOfASkillBesideABuiltin(t *testing.T) {
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "bob", Role: "user"})
+	b := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin")
+	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	// Such a skill: slug triage-v2, of source src. Its SKILL.md is named so
+	// for the first import, as an old import rewrote it.
+	src := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage-v2\ndescription: mine")
+	old := importAs(t, c, ImportRequest{Source: src, As: "alice"})
+	if old.Slug != "triage-v2" {
+		t.Fatalf("installed as %q", old.Slug)
+	}
+	skillDir(t, src, "name: triage\ndescription: mine, newer")
+	in := importAs(t, c, ImportRequest{Source: src, As: "alice"})
+	if in.Slug != "triage-v2" || in.Version == old.Version || in.RenamedFrom != "" {
+		t.Fatalf("re-import: %+v, want a new version of triage-v2", in)
+	}
+	res, err := c.Import(context.Background(), ImportRequest{Source: src, As: "bob"})
+	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `"triage" is reserved`) {
+		t.Fatalf("bob's import of the source: %v %+v, want the slug refused as reserved", err, res)
+	}
+}

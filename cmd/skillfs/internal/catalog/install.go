@@ -348,9 +348,10 @@ func sourceKey(key string, cand skills.Candidate, agents bool) string {
 // manage scope: policy.ManagesByShare), never by an admin's role alone, so an
 // admin's import does not take over another user's skill; --replace is how
 // any manager (admins included) makes an import a new version of the skill
-// holding the wanted slug. The slug of a builtin is refused
-// (skills.ErrExists naming it) unless the operator re-syncs that builtin from
-// its own source.
+// holding the wanted slug. The slug of a builtin is refused (skills.ErrExists)
+// unless the operator re-syncs that builtin from its own source, or the skill
+// of this source was installed as a -vN beside it (before builtin slugs were
+// reserved) and the actor may update it.
 func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string, taken map[string]bool) (string, *skills.Skill, error) {
 	for n := 1; n <= maxSuffix; n++ {
 		slug := want
@@ -376,6 +377,10 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 		case builtin && req.Builtin && ex.Source == key:
 			return slug, ex, nil // operator re-syncs a builtin from its source
 		case builtin && n == 1:
+			old, oldEx, err := c.sameSource(ctx, actor, req, key, want, taken)
+			if err != nil || oldEx != nil {
+				return old, oldEx, err // a -vN from before builtin slugs were reserved
+			}
 			return "", nil, reserved(ex)
 		case builtin:
 			continue // a -vN some builtin took as its own name
