@@ -338,3 +338,35 @@ func TestSkillBesideABuiltinLive(t *testing.T) {
 		t.Fatalf("bob's import of triage: exit %d, stderr %q; want 6, the slug reserved", r.code, r.stderr)
 	}
 }
+
+// TestReservedSlugOfADisabledBuiltinLive: a disabled builtin does not exist
+// for an ordinary user, so the refusal of its slug names no builtin; it
+// still names it to an admin.
+func TestReservedSlugOfADisabledBuiltinLive(t *testing.T) {
+	e := newCatalogEnv(t)
+	e.ok("user", "add", "dave")
+	e.ok("user", "add", "carol", "--role", "admin")
+	builtin := filepath.Join(t.TempDir(), "sys", "triage")
+	writeSkill(t, builtin, "name: triage\ndescription: the builtin", nil)
+	e.ok("skill", "import", builtin, "--builtin")
+	mine := filepath.Join(t.TempDir(), "mine", "triage")
+	writeSkill(t, mine, "name: triage\ndescription: my own", nil)
+	refusal := func(as string) string {
+		t.Helper()
+		r := e.run("skill", "import", mine, "--as", as)
+		if r.code != 6 || !strings.Contains(r.stderr, `slug "triage" is reserved`) || !strings.Contains(r.stderr, "give the skill another name") {
+			t.Fatalf("import as %s: exit %d, stderr %q; want 6, the slug reserved, the way on", as, r.code, r.stderr)
+		}
+		return r.stderr
+	}
+	if msg := refusal("dave"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("enabled builtin, dave: %q, want it named", msg)
+	}
+	e.ok("skill", "disable", "triage")
+	if msg := refusal("dave"); strings.Contains(msg, "builtin") {
+		t.Errorf("disabled builtin, dave: %q, want no builtin named", msg)
+	}
+	if msg := refusal("carol"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("disabled builtin, carol: %q, want it named", msg)
+	}
+}

@@ -1146,3 +1146,36 @@ func TestReimportOfASkillBesideABuiltin(t *testing.T) {
 		t.Fatalf("bob's import of the source: %v %+v, want the slug refused as reserved", err, res)
 	}
 }
+
+// A disabled builtin does not exist for ordinary users: the refusal of its
+// slug says it is reserved and nothing more; an enabled one, and any
+// builtin to an admin, is named.
+func TestReservedSlugOfADisabledBuiltinNamesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "adm", Role: "admin"})
+	b := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin")
+	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	other := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: mine")
+	refusal := func(as string) string {
+		t.Helper()
+		_, err := c.Import(ctx, ImportRequest{Source: other, As: as})
+		if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `slug "triage" is reserved`) ||
+			!strings.Contains(err.Error(), "give the skill another name") {
+			t.Fatalf("import as %s: %v, want the slug refused as reserved, with the way on", as, err)
+		}
+		return err.Error()
+	}
+	if msg := refusal("alice"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("enabled builtin, ordinary user: %q, want the builtin named", msg)
+	}
+	if _, err := c.SetEnabled(ctx, "adm", "triage", false); err != nil {
+		t.Fatal(err)
+	}
+	if msg := refusal("alice"); strings.Contains(msg, "builtin skill") {
+		t.Errorf("disabled builtin, ordinary user: %q, want no word of a builtin", msg)
+	}
+	if msg := refusal("adm"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("disabled builtin, admin: %q, want the builtin named", msg)
+	}
+}

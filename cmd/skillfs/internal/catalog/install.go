@@ -381,7 +381,7 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 			if err != nil || oldEx != nil {
 				return old, oldEx, err // a -vN from before builtin slugs were reserved
 			}
-			return "", nil, reserved(ex)
+			return "", nil, reserved(actor, ex)
 		case builtin:
 			continue // a -vN some builtin took as its own name
 		case ex.Source == key && policy.ManagesByShare(actor, ex):
@@ -395,12 +395,19 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 	return "", nil, fmt.Errorf("slug %q: every suffix up to -v%d is taken: %w", want, maxSuffix, skills.ErrExists)
 }
 
-// reserved is the refusal of an install that asks for the slug of builtin
-// skill b: builtin slugs are reserved, never taken by another install nor
-// turned into -vN.
-func reserved(b *skills.Skill) error {
+// reserved is the refusal of an install by actor that asks for the slug of
+// builtin skill b: builtin slugs are reserved, never taken by another install
+// nor turned into -vN, whether the builtin is enabled or not. The builtin is
+// named only to an actor who may know it (policy.Known: it is enabled, or
+// the actor is an admin); to anyone else a disabled builtin does not exist,
+// so the slug is only said to be reserved.
+func reserved(actor skills.User, b *skills.Skill) error {
+	const rename = "give the skill another name in its SKILL.md and import it again"
+	if !policy.Known(actor, b) {
+		return fmt.Errorf("slug %q is reserved: no install may take it; %s: %w", b.Slug, rename, skills.ErrExists)
+	}
 	return fmt.Errorf("slug %q is reserved by the builtin skill %q (%s): no other install may take a builtin's slug; "+
-		"give the skill another name in its SKILL.md and import it again: %w", b.Slug, b.Slug, DisplayName(b.Plugin, b.Name), skills.ErrExists)
+		"%s: %w", b.Slug, b.Slug, DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
 }
 
 // sameSource looks for the skill of source key among base and its -vN
