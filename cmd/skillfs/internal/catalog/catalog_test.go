@@ -1179,3 +1179,64 @@ func TestReservedSlugOfADisabledBuiltinNamesNothing(t *testing.T) {
 		t.Errorf("disabled builtin, admin: %q, want the builtin named", msg)
 	}
 }
+
+// user delete --force closes the sessions a user opened while being deleted
+// (between the listing of their sessions and the delete) as it closes the
+// others, and never deletes a user with a session left open.
+func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "bob", Role: "user"}, skills.User{UID: "zed", Role: "user"})
+	n := 0
+	openSession := func(uid string) string {
+		t.Helper()
+		n++
+		id := uid + strconv.Itoa(n)
+		if err := c.db.CreateSession(ctx, &skills.Session{ID: id, UID: uid, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// closer closes ids as the daemon would and, the first `racing` times,
+	// a session of uid is created meanwhile.
+	closer := func(uid string, racing int, calls *[][]string) CloseSessions {
+		return func(ctx context.Context, ids []string) error {
+			*calls = append(*calls, ids)
+			if err := c.closeInIndex(ctx, ids); err != nil {
+				return err
+			}
+			if len(*calls) <= racing {
+				openSession(uid)
+			}
+			return nil
+		}
+	}
+
+	first := openSession("bob")
+	var calls [][]string
+	closed, err := c.DeleteUser(ctx, "", "bob", true, closer("bob", 1, &calls))
+	if err != nil {
+		t.Fatalf("delete --force: %v", err)
+	}
+	straggler := calls[len(calls)-1]
+	if len(calls) != 2 || !slices.Equal(closed, []string{first, straggler[0]}) || straggler[0] == first {
+		t.Fatalf("closed %v in calls %v, want %s and then the session opened meanwhile", closed, calls, first)
+	}
+	if ids, err := c.db.OpenSessionIDs(ctx, "bob"); err != nil || len(ids) != 0 {
+		t.Fatalf("bob's open sessions after the delete: %v %v", ids, err)
+	}
+	if _, err := c.db.User(ctx, "bob"); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("bob after the delete: %v, want not found", err)
+	}
+
+	// A user whose sessions keep coming is not deleted, and says so.
+	openSession("zed")
+	calls = nil
+	_, err = c.DeleteUser(ctx, "", "zed", true, closer("zed", deleteRounds, &calls))
+	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), "keeps opening sessions") || len(calls) != deleteRounds {
+		t.Fatalf("delete --force of a user who keeps opening sessions: %v after %d closes, want refused after %d", err, len(calls), deleteRounds)
+	}
+	if _, err := c.db.User(ctx, "zed"); err != nil {
+		t.Fatalf("zed after a refused delete: %v", err)
+	}
+}
