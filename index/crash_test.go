@@ -173,6 +173,7 @@ func TestCrashMidTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	insertSkill(t, db, "kept", "h1")
+	addSessionUsers(t, db)
 	createSessions(t, db, "s1")
 	if _, err := db.RecordActivation(ctx, "s1", "kept", t0); err != nil {
 		t.Fatal(err)

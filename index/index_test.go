@@ -27,8 +27,32 @@ func openTest(t testing.TB) *DB {
 	return openAt(t, filepath.Join(t.TempDir(), "index.db"))
 }
 
-// openAt opens the index at path and closes it when the test ends.
+// sessionUsers are the users the tests' sessions belong to: openAt
+// registers them, since CreateSession refuses a user that does not exist.
+var sessionUsers = []string{"alice", "bob", "eve", "root"}
+
+// openAt opens the index at path, with sessionUsers registered, and closes
+// it when the test ends.
 func openAt(t testing.TB, path string) *DB {
+	t.Helper()
+	db := openBare(t, path)
+	addSessionUsers(t, db)
+	return db
+}
+
+// addSessionUsers registers sessionUsers in db.
+func addSessionUsers(t testing.TB, db *DB) {
+	t.Helper()
+	for _, uid := range sessionUsers {
+		if err := db.PutUser(context.Background(), skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openBare opens the index at path as it is and closes it when the test
+// ends.
+func openBare(t testing.TB, path string) *DB {
 	t.Helper()
 	db, err := Open(path)
 	if err != nil {

@@ -169,7 +169,7 @@ func TestDamagedIndexIsErrDamaged(t *testing.T) {
 
 func TestCountAndRestoreSkill(t *testing.T) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := openBare(t, filepath.Join(t.TempDir(), "index.db"))
 	if n, err := db.Count(ctx); err != nil || n != (Rows{}) {
 		t.Fatalf("Count of a new index = %+v, %v", n, err)
 	}

@@ -63,9 +63,25 @@ func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
 }
 
 // DeleteUser removes the user uid, or returns an error wrapping
-// skills.ErrNotFound. Skills the user created and sessions they ran stay.
+// skills.ErrNotFound. Skills the user created and sessions they ran stay. A
+// user with open sessions is refused with an error wrapping skills.ErrExists
+// that says how many: checked in the transaction that deletes, as
+// CreateSession checks the user in the transaction that stores a session, so
+// whatever runs between a caller's look at the sessions and the delete, no
+// session stays open for a deleted user.
 func (db *DB) DeleteUser(ctx context.Context, uid string) error {
-	if err := db.deleteName(ctx, "users", "uid", uid); err != nil {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var open int
+		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE closed_at IS NULL AND uid = ?", uid).Scan(&open)
+		if err != nil {
+			return err
+		}
+		if open > 0 {
+			return fmt.Errorf("%d open session(s): %w", open, skills.ErrExists)
+		}
+		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM users WHERE uid = ?", uid)
+	})
+	if err != nil {
 		return fmt.Errorf("delete user %q: %w", uid, err)
 	}
 	return nil

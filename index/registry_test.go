@@ -2,13 +2,14 @@ package index
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"skillfs/skills"
 )
 
 func TestUsers(t *testing.T) {
-	db := openTest(t)
+	db := openBare(t, filepath.Join(t.TempDir(), "index.db"))
 	ctx := context.Background()
 	us, err := db.Users(ctx)
 	if err != nil || us == nil || len(us) != 0 {

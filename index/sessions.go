@@ -86,7 +86,10 @@ func sessionClosed(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
 }
 
 // CreateSession stores a new session with its pins. An id already used is
-// an error wrapping skills.ErrExists.
+// an error wrapping skills.ErrExists; a user s.UID that does not exist (or
+// no longer: deleted since the caller looked it up) is one wrapping
+// skills.ErrNotFound, checked in the transaction that stores the session
+// (see DeleteUser).
 func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if s == nil || s.ID == "" {
 		return fmt.Errorf("create session: no id: %w", skills.ErrInvalid)
@@ -112,7 +115,15 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 		return wrap(err)
 	}
 	err = db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins)
+		var user int
+		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users WHERE uid = ?", s.UID).Scan(&user)
+		if err != nil {
+			return err
+		}
+		if user == 0 {
+			return fmt.Errorf("user %q: %w", s.UID, skills.ErrNotFound)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed, pins)
 		if isUniqueViolation(err) {
 			return skills.ErrExists

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -65,7 +66,7 @@ func TestCreateSessionErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	clash := testSession("s1", t0.Add(time.Hour))
-	clash.UID = "mallory"
+	clash.UID = "bob"
 	clash.Pins = []skills.Pin{{Slug: "evil", Version: "x"}}
 	for _, tc := range []struct {
 		name string
@@ -73,6 +74,7 @@ func TestCreateSessionErrors(t *testing.T) {
 		want error
 	}{
 		{"id clash", clash, skills.ErrExists},
+		{"unknown user", &skills.Session{ID: "s2", UID: "mallory"}, skills.ErrNotFound},
 		{"no id", &skills.Session{UID: "bob"}, skills.ErrInvalid},
 		{"nil", nil, skills.ErrInvalid},
 		{"duplicate pin", &skills.Session{ID: "dup", Pins: []skills.Pin{{Slug: "a"}, {Slug: "a"}}}, skills.ErrInvalid},
@@ -447,4 +449,38 @@ func FuzzPins(f *testing.F) {
 			t.Fatalf("pins %q came back as %q (stored %q)", pins, back, stored)
 		}
 	})
+}
+
+// A user is deleted only while they have no open session, checked in the
+// deleting transaction, and a session is stored only for a user that
+// exists, checked in the storing one: whichever commits first, the other
+// fails, so no session is left open for a deleted user.
+func TestDeleteUserAndCreateSessionExcludeEachOther(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
+		t.Fatal(err)
+	}
+	err := db.DeleteUser(ctx, "alice")
+	wantErr(t, "DeleteUser with an open session", err, skills.ErrExists)
+	if err == nil || !strings.Contains(err.Error(), "1 open session") {
+		t.Errorf("DeleteUser = %v, want it to say how many sessions are open", err)
+	}
+	if _, err := db.User(ctx, "alice"); err != nil {
+		t.Fatalf("a refused delete removed the user: %v", err)
+	}
+	if err := db.CloseSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatalf("DeleteUser without open sessions: %v", err)
+	}
+	wantErr(t, "CreateSession for a deleted user", db.CreateSession(ctx, testSession("s2", t0)), skills.ErrNotFound)
+	if ids, err := db.OpenSessionIDs(ctx, "alice"); err != nil || len(ids) != 0 {
+		t.Fatalf("open sessions of the deleted user: %v %v", ids, err)
+	}
+	// Closed sessions stay, and do not keep a user.
+	if _, err := db.Session(ctx, "s1"); err != nil {
+		t.Fatalf("the closed session of a deleted user: %v", err)
+	}
 }

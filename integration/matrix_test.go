@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,8 @@ import (
 // matrixOps are the columns of the live permission table, each one API call
 // made as the row's user on the row's skill. A refusal is 403 to a user who
 // can see the skill and 404 (the answer for a skill that does not exist) to
-// one who cannot.
+// one who cannot; a session naming only a skill it may not read is 404 for
+// everyone.
 var matrixOps = []struct {
 	name string
 	do   func(t *testing.T, api *apiClient, user, slug string) int
@@ -40,6 +42,22 @@ var matrixOps = []struct {
 		}
 		return code
 	}},
+	// A session of the row's user naming the skill: it opens reading the
+	// skill, or is refused as naming only skills that do not exist (404,
+	// whatever the user may do in the catalog).
+	{"session", func(t *testing.T, api *apiClient, user, slug string) int {
+		var s sessionJSON
+		code := api.do(t, "POST", "/v1/sessions", "", map[string]any{"user": user, "skills": []string{slug}}, &s)
+		if code == http.StatusOK {
+			if !slices.Contains(s.Readable, slug) {
+				t.Errorf("session of %s opened reading %v, not %s", user, s.Readable, slug)
+			}
+			if c := api.do(t, "DELETE", "/v1/sessions/"+s.ID, "", nil, nil); c != http.StatusOK {
+				t.Fatalf("close session %s: %d", s.ID, c)
+			}
+		}
+		return code
+	}},
 	{"delete", func(t *testing.T, api *apiClient, user, slug string) int {
 		return api.do(t, "DELETE", "/v1/skills/"+slug, user, nil, nil)
 	}},
@@ -59,15 +77,17 @@ var matrixShares = map[string][2]string{
 // admins manage every skill that is not builtin; only superadmins hand
 // management to everyone; ordinary users share only with themselves;
 // builtins are read by all, toggled by admins, edited, reshared or deleted
-// by nobody.
+// by nobody. Sessions read by share alone: root and adm, in no scope of the
+// department and user shares, manage those skills but their sessions do not
+// read them.
 var matrixWant = map[string]map[string]map[string]string{
 	"upload": {
-		"global":     {"root": "yyyyyyy", "adm": "yyyy-yy", "alice": "yy-y-yy", "mgr": "yy-y-yy", "dave": "y------", "eve": "y------"},
-		"department": {"root": "yyyyyyy", "adm": "yyyy-yy", "alice": "yy-y-yy", "mgr": "yy-y-yy", "dave": "y------", "eve": "-------"},
-		"user":       {"root": "yyyyyyy", "adm": "yyyy-yy", "alice": "yy-y-yy", "mgr": "yy-y-yy", "dave": "y------", "eve": "-------"},
+		"global":     {"root": "yyyyyyyy", "adm": "yyyy-yyy", "alice": "yy-y-yyy", "mgr": "yy-y-yyy", "dave": "y-----y-", "eve": "y-----y-"},
+		"department": {"root": "yyyyyy-y", "adm": "yyyy-y-y", "alice": "yy-y-yyy", "mgr": "yy-y-yyy", "dave": "y-----y-", "eve": "--------"},
+		"user":       {"root": "yyyyyy-y", "adm": "yyyy-y-y", "alice": "yy-y-yyy", "mgr": "yy-y-yyy", "dave": "y-----y-", "eve": "--------"},
 	},
 	"builtin": {
-		"global": {"root": "y----y-", "adm": "y----y-", "alice": "y------", "mgr": "y------", "dave": "y------", "eve": "y------"},
+		"global": {"root": "y----yy-", "adm": "y----yy-", "alice": "y-----y-", "mgr": "y-----y-", "dave": "y-----y-", "eve": "y-----y-"},
 	},
 }
 
@@ -121,7 +141,7 @@ func TestPermissionMatrixLive(t *testing.T) {
 						wantCode := http.StatusOK
 						switch {
 						case want[i] == 'y':
-						case visible:
+						case visible && op.name != "session":
 							wantCode = http.StatusForbidden
 						default:
 							wantCode = http.StatusNotFound

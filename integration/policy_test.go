@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -173,5 +174,199 @@ func TestMentionsAndSkillURLs(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, bad.want) {
 			t.Errorf("read %s: exit %d, stderr %q; want failure mentioning %q", bad.uri, r.code, r.stderr, bad.want)
 		}
+	}
+}
+
+// TestAdminSessionsReadByShare: an admin's or a superadmin's rights are for
+// the catalog; their sessions read, like anyone's, the enabled skills that
+// are theirs or shared with them.
+func TestAdminSessionsReadByShare(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--examples=false")
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "carol", "--role", "admin")
+	src := t.TempDir()
+	writeSkill(t, filepath.Join(src, "diary"), "name: diary\ndescription: alice's own", nil)
+	writeSkill(t, filepath.Join(src, "team"), "name: team\ndescription: for everyone", nil)
+	e.ok("skill", "import", filepath.Join(src, "diary"), "--as", "alice")
+	e.ok("skill", "import", filepath.Join(src, "team"), "--as", "alice")
+	e.ok("skill", "share", "team", "--read", "global", "--as", "carol")
+
+	for _, admin := range []string{"carol", "operator"} {
+		// Both manage diary in the catalog...
+		e.ok("skill", "show", "diary", "--as", admin)
+		// ...but no session of theirs reads it: not with --all,
+		var all sessionJSON
+		e.okJSON(&all, "session", "create", "--user", admin, "--all")
+		if slices.Contains(all.Readable, "diary") || !slices.Contains(all.Readable, "team") {
+			t.Fatalf("%s's session with --all reads %v, want team and not diary", admin, all.Readable)
+		}
+		// not by name (it is "not readable": they know it exists),
+		r := e.run("session", "create", "--user", admin, "--skills", "diary")
+		if r.code != 3 || !strings.Contains(r.stderr, `"diary" (not readable)`) {
+			t.Fatalf("%s's session naming diary: exit %d, stderr %q; want exit 3, not readable", admin, r.code, r.stderr)
+		}
+		// and not through a mention.
+		var m struct {
+			Mentions []struct {
+				Slug string `json:"slug"`
+			} `json:"mentions"`
+		}
+		e.okJSON(&m, "session", "mentions", all.ID, "--text", "use $diary and $team")
+		if len(m.Mentions) != 1 || m.Mentions[0].Slug != "team" {
+			t.Fatalf("%s's mentions = %+v, want team alone", admin, m.Mentions)
+		}
+	}
+	// Shared with carol, it is hers to read.
+	e.ok("skill", "share", "diary", "--read", "user:alice,carol", "--as", "carol")
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "carol", "--skills", "diary")
+	if strings.Join(s.Readable, ",") != "diary" {
+		t.Fatalf("carol reads %v once diary is shared with her, want [diary]", s.Readable)
+	}
+}
+
+// skillShown is what the import tests read of `skill show --json`.
+type skillShown struct {
+	Creator string `json:"creator"`
+	Share   struct {
+		Read string `json:"read"`
+	} `json:"share"`
+	Versions []struct {
+		Hash string `json:"hash"`
+	} `json:"versions"`
+}
+
+// shown is `skill show SLUG --json --as AS`.
+func (e *env) shown(slug, as string) skillShown {
+	e.t.Helper()
+	var s skillShown
+	e.okJSON(&s, "skill", "show", slug, "--as", as)
+	return s
+}
+
+// importedOne is one skill of `skill import --json`.
+type importedOne struct {
+	Slug        string `json:"slug"`
+	RenamedFrom string `json:"renamed_from"`
+	Note        string `json:"note"`
+}
+
+// importOne imports src with args, which must install exactly one skill.
+func (e *env) importOne(src string, args ...string) importedOne {
+	e.t.Helper()
+	var out struct {
+		Installed []importedOne `json:"installed"`
+	}
+	e.okJSON(&out, append([]string{"skill", "import", src}, args...)...)
+	if len(out.Installed) != 1 {
+		e.t.Fatalf("import %s %v: %+v, want one skill", src, args, out)
+	}
+	return out.Installed[0]
+}
+
+// TestCommonSourceImportsLive: a source several users import (one folder of
+// a git repository) is one skill per owner. An admin's import does not make
+// a new version of a user's private skill of the same source, unless the
+// admin asks for it with --replace.
+func TestCommonSourceImportsLive(t *testing.T) {
+	e := newCatalogEnv(t)
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "carol", "--role", "admin")
+	repo := newGitRepo(t, filepath.Join(t.TempDir(), "market"))
+	pdf := filepath.Join(repo.dir, "skills", "pdf")
+	writeSkill(t, pdf, "name: pdf\ndescription: PDF v1", nil)
+	writeSkill(t, filepath.Join(repo.dir, "skills", "docx"), "name: docx\ndescription: DOCX", nil)
+	repo.commit("v1")
+
+	e.importOne(repo.url(), "--skill", "pdf", "--as", "alice")
+	writeSkill(t, pdf, "name: pdf\ndescription: PDF v2", nil)
+	repo.commit("v2")
+	// carol's import, shared with everyone, is a skill of her own.
+	in := e.importOne(repo.url(), "--skill", "pdf", "--share", "global", "--as", "carol")
+	if in.Slug != "pdf-v2" || in.RenamedFrom != "pdf" || !strings.Contains(in.Note, `the slug "pdf" is taken`) {
+		t.Fatalf("carol's import: %+v, want a new skill pdf-v2 renamed from pdf, saying the slug is taken", in)
+	}
+	if s := e.shown("pdf", "alice"); s.Creator != "alice" || s.Share.Read != "user:alice" || len(s.Versions) != 1 {
+		t.Fatalf("alice's pdf after carol's import: %+v, want it untouched", s)
+	}
+	if s := e.shown("pdf-v2", "carol"); s.Creator != "carol" || s.Share.Read != "global" {
+		t.Fatalf("carol's pdf-v2: %+v, want hers, shared with everyone", s)
+	}
+	// Her next import updates her own; --replace makes it alice's next
+	// version, alice's share kept.
+	writeSkill(t, pdf, "name: pdf\ndescription: PDF v3", nil)
+	repo.commit("v3")
+	if in := e.importOne(repo.url(), "--skill", "pdf", "--as", "carol"); in.Slug != "pdf-v2" || len(e.shown("pdf-v2", "carol").Versions) != 2 {
+		t.Fatalf("carol's re-import: %+v, want a second version of pdf-v2", in)
+	}
+	if in := e.importOne(repo.url(), "--skill", "pdf", "--replace", "--as", "carol"); in.Slug != "pdf" {
+		t.Fatalf("carol's --replace: %+v, want a new version of pdf", in)
+	}
+	if s := e.shown("pdf", "alice"); s.Creator != "alice" || s.Share.Read != "user:alice" || len(s.Versions) != 2 {
+		t.Fatalf("alice's pdf after --replace: %+v, want two versions, her share", s)
+	}
+}
+
+// TestSkillBesideABuiltinLive: a skill installed as <slug>-vN beside a
+// builtin, as imports did before builtin slugs were reserved, is still
+// updated by re-importing its source; whoever may not update it is refused
+// the builtin's slug.
+func TestSkillBesideABuiltinLive(t *testing.T) {
+	e := newCatalogEnv(t)
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "bob")
+	builtin := filepath.Join(t.TempDir(), "triage")
+	writeSkill(t, builtin, "name: triage\ndescription: the builtin", nil)
+	e.ok("skill", "import", builtin, "--builtin")
+	// Such a skill: triage-v2, of the repository's skills/triage, its
+	// SKILL.md named as an old import rewrote it.
+	repo := newGitRepo(t, filepath.Join(t.TempDir(), "market"))
+	triage := filepath.Join(repo.dir, "skills", "triage")
+	writeSkill(t, triage, "name: triage-v2\ndescription: an old install", nil)
+	writeSkill(t, filepath.Join(repo.dir, "skills", "docx"), "name: docx\ndescription: DOCX", nil)
+	repo.commit("v1")
+	if in := e.importOne(repo.url(), "--skill", "triage", "--as", "alice"); in.Slug != "triage-v2" {
+		t.Fatalf("alice's triage installed as %q", in.Slug)
+	}
+	writeSkill(t, triage, "name: triage\ndescription: named as the builtin", nil)
+	repo.commit("v2")
+	if in := e.importOne(repo.url(), "--skill", "triage", "--as", "alice"); in.Slug != "triage-v2" || len(e.shown("triage-v2", "alice").Versions) != 2 {
+		t.Fatalf("alice's re-import: %+v, want a second version of triage-v2", in)
+	}
+	if r := e.run("skill", "import", repo.url(), "--skill", "triage", "--as", "bob"); r.code != 6 || !strings.Contains(r.stderr, `slug "triage" is reserved`) {
+		t.Fatalf("bob's import of triage: exit %d, stderr %q; want 6, the slug reserved", r.code, r.stderr)
+	}
+}
+
+// TestReservedSlugOfADisabledBuiltinLive: a disabled builtin does not exist
+// for an ordinary user, so the refusal of its slug names no builtin; it
+// still names it to an admin.
+func TestReservedSlugOfADisabledBuiltinLive(t *testing.T) {
+	e := newCatalogEnv(t)
+	e.ok("user", "add", "dave")
+	e.ok("user", "add", "carol", "--role", "admin")
+	builtin := filepath.Join(t.TempDir(), "sys", "triage")
+	writeSkill(t, builtin, "name: triage\ndescription: the builtin", nil)
+	e.ok("skill", "import", builtin, "--builtin")
+	mine := filepath.Join(t.TempDir(), "mine", "triage")
+	writeSkill(t, mine, "name: triage\ndescription: my own", nil)
+	refusal := func(as string) string {
+		t.Helper()
+		r := e.run("skill", "import", mine, "--as", as)
+		if r.code != 6 || !strings.Contains(r.stderr, `slug "triage" is reserved`) || !strings.Contains(r.stderr, "give the skill another name") {
+			t.Fatalf("import as %s: exit %d, stderr %q; want 6, the slug reserved, the way on", as, r.code, r.stderr)
+		}
+		return r.stderr
+	}
+	if msg := refusal("dave"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("enabled builtin, dave: %q, want it named", msg)
+	}
+	e.ok("skill", "disable", "triage")
+	if msg := refusal("dave"); strings.Contains(msg, "builtin") {
+		t.Errorf("disabled builtin, dave: %q, want no builtin named", msg)
+	}
+	if msg := refusal("carol"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("disabled builtin, carol: %q, want it named", msg)
 	}
 }

@@ -92,12 +92,14 @@ func skipReason(s *skills.Skill, visible func(*skills.Skill) bool) string {
 // Disclose returns skipped as u may be told it: a slug naming a skill u does
 // not know (see Known) — one u may not read, or a disabled one u reads but
 // does not manage — is reported as SkipMissing, exactly like a slug that names
-// no skill, so the answer reveals nothing about skills u may not see. lookup
-// finds the skill of a slug (nil: none). skipped is not modified.
+// no skill, so the answer reveals nothing about skills u may not see. A skill
+// u knows but whose share does not reach u (an admin's, who manages it in the
+// catalog) stays SkipNotReadable. lookup finds the skill of a slug (nil:
+// none). skipped is not modified.
 func Disclose(u skills.User, lookup func(slug string) *skills.Skill, skipped []Skipped) []Skipped {
 	out := make([]Skipped, len(skipped))
 	for i, s := range skipped {
-		if s.Reason == SkipNotReadable || s.Reason == SkipDisabled && !Known(u, lookup(s.Slug)) {
+		if (s.Reason == SkipNotReadable || s.Reason == SkipDisabled) && !Known(u, lookup(s.Slug)) {
 			s.Reason = SkipMissing
 		}
 		out[i] = s

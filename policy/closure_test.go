@@ -323,21 +323,31 @@ func TestDisclose(t *testing.T) {
 			{Slug: "shared-off", Reason: SkipMissing},
 			{Slug: "theirs-off", Reason: SkipMissing},
 		}},
-		// An admin manages all of them: the disabled ones are disabled.
+		// An admin manages all of them in the catalog, but her sessions read
+		// by share: the private skills of others are not readable (she knows
+		// they exist, so they are not answered as missing); the disabled one
+		// shared with her is disabled.
 		{adm, []Skipped{
 			{Slug: "nope", Reason: SkipMissing},
-			{Slug: "mine-off", Reason: SkipDisabled},
+			{Slug: "secret", Reason: SkipNotReadable},
+			{Slug: "mine-off", Reason: SkipNotReadable},
 			{Slug: "shared-off", Reason: SkipDisabled},
-			{Slug: "theirs-off", Reason: SkipDisabled},
+			{Slug: "theirs-off", Reason: SkipNotReadable},
 		}},
 	} {
-		t.Run(tc.user.UID, func(t *testing.T) {
-			_, skipped := Closure(roots, lookupIn(c), visibleTo(tc.user))
-			got := Disclose(tc.user, lookupIn(c), skipped)
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("disclosed = %+v, want %+v", got, tc.want)
-			}
-		})
+		users := []skills.User{tc.user}
+		if tc.user == adm {
+			users = append(users, root) // a superadmin likewise
+		}
+		for _, u := range users {
+			t.Run(u.UID, func(t *testing.T) {
+				_, skipped := Closure(roots, lookupIn(c), visibleTo(u))
+				got := Disclose(u, lookupIn(c), skipped)
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("disclosed = %+v, want %+v", got, tc.want)
+				}
+			})
+		}
 	}
 	// A dependency keeps the skill that named it.
 	_, skipped := Closure([]string{"app"}, lookupIn(c), visibleTo(eve))

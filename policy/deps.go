@@ -96,7 +96,8 @@ func (e *DependencyError) Unwrap() error { return skills.ErrDependency }
 //     and manage scopes and its creator): a builtin or globally shared
 //     dependency always is; departments must be inside the dependency's
 //     department scopes by id; listed users and the creator must each be able
-//     to read it, judged with their role and department from c.Users;
+//     to read it in their sessions, judged by share with their department
+//     from c.Users (ReadsByShare: an admin's role gives no session reads);
 //   - no dependency leads back to s; each such cycle is named by its shortest
 //     path, e.g. "cycle: a -> b -> a".
 //
@@ -196,7 +197,8 @@ func depProblems(users func(string) (skills.User, bool), s *skills.Skill, dep st
 
 // uncoveredReaders names the readers of s who may not read d. Departments are
 // compared by id, since their future members are unknown; users are judged
-// one by one with Permission, so roles, departments and d's creator count.
+// one by one as their sessions read (ReadsByShare), so departments and d's
+// creator count, roles do not.
 func uncoveredReaders(users func(string) (skills.User, bool), s, d *skills.Skill) []string {
 	if d.SourceType == skills.SourceBuiltin || d.Share.Read.Kind == skills.ScopeGlobal || d.Share.Manage.Kind == skills.ScopeGlobal {
 		return nil
@@ -232,7 +234,7 @@ func uncoveredReaders(users func(string) (skills.User, bool), s, d *skills.Skill
 		if !ok {
 			u = skills.User{UID: uid, Role: skills.RoleUser}
 		}
-		if Permission(u, d) < Read {
+		if !ReadsByShare(u, d) {
 			out = append(out, "user "+uid)
 		}
 	}

@@ -108,8 +108,14 @@ func TestValidateDependencies(t *testing.T) {
 		{"creator cannot read it", sk("n", "eve", scope("user", "bob"), "bob-only"), []string{
 			`skill dependency "bob-only" is not readable by everyone who can read "n" (not by user eve)`,
 		}},
-		{"superadmin reads anything", sk("n", "root", scope("user", "root"), "bob-only"), nil},
-		{"admin reads anything not builtin", sk("n", "adm", scope("user", "adm"), "bob-only"), nil},
+		// A role gives no session reads: the sessions of an admin or a
+		// superadmin who read n would not read bob's private skill.
+		{"superadmin reads by share", sk("n", "root", scope("user", "root"), "bob-only"), []string{
+			`skill dependency "bob-only" is not readable by everyone who can read "n" (not by user root)`,
+		}},
+		{"admin reads by share", sk("n", "adm", scope("user", "adm"), "bob-only"), []string{
+			`skill dependency "bob-only" is not readable by everyone who can read "n" (not by user adm)`,
+		}},
 		{"manage scope readers count", &skills.Skill{
 			Slug: "n", SourceType: skills.SourceUpload, Enabled: true, Creator: "alice",
 			Share:             skills.Share{Read: scope("global"), Manage: scope("department", "eng")},

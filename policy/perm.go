@@ -46,12 +46,14 @@ func InScope(u skills.User, sc skills.Scope) bool {
 	return false
 }
 
-// Permission returns what u may do with s, ignoring whether s is enabled.
-// Superadmins and admins manage every skill that is not builtin. Builtin
-// skills are readable by everyone and managed by superadmins only, whatever
-// their share says (what managing a builtin allows is narrow: see the Check
-// functions). Any other skill is also managed by its creator and by the users
-// in its manage scope, and read by the users in its read scope.
+// Permission returns what u may do with s in the catalog, ignoring whether s
+// is enabled. Superadmins and admins manage every skill that is not builtin.
+// Builtin skills are readable by everyone and managed by superadmins only,
+// whatever their share says (what managing a builtin allows is narrow: see the
+// Check functions). Any other skill is also managed by its creator and by the
+// users in its manage scope (ManagesByShare), and read by the users in its
+// read scope. What a session reads is not this but Visible: an admin's
+// management rights are for the catalog.
 func Permission(u skills.User, s *skills.Skill) Perm {
 	switch {
 	case s == nil:
@@ -60,9 +62,7 @@ func Permission(u skills.User, s *skills.Skill) Perm {
 		return Manage
 	case s.SourceType == skills.SourceBuiltin:
 		return Read
-	case u.Role == skills.RoleAdmin:
-		return Manage
-	case u.UID != "" && s.Creator == u.UID, InScope(u, s.Share.Manage):
+	case u.Role == skills.RoleAdmin, ManagesByShare(u, s):
 		return Manage
 	case InScope(u, s.Share.Read):
 		return Read
@@ -70,11 +70,34 @@ func Permission(u skills.User, s *skills.Skill) Perm {
 	return None
 }
 
-// Visible reports whether s is in u's catalog: enabled and readable. Disabled
-// skills are invisible to every session, their managers' included; managers
-// find them through Permission.
+// ManagesByShare reports whether u manages s by explicit right, whatever u's
+// role: s is not builtin and u created it or is in its manage scope.
+func ManagesByShare(u skills.User, s *skills.Skill) bool {
+	return s != nil && s.SourceType != skills.SourceBuiltin &&
+		(u.UID != "" && s.Creator == u.UID || InScope(u, s.Share.Manage))
+}
+
+// ReadsByShare reports whether s is accessible to u by its share, whatever
+// u's role and whether s is enabled: s is builtin, u manages it by explicit
+// right (ManagesByShare), or u is in its read scope. Admins and superadmins
+// read by share like anyone else.
+func ReadsByShare(u skills.User, s *skills.Skill) bool {
+	switch {
+	case s == nil:
+		return false
+	case s.SourceType == skills.SourceBuiltin:
+		return true
+	}
+	return ManagesByShare(u, s) || InScope(u, s.Share.Read)
+}
+
+// Visible reports whether a session of u may read s: s is enabled and
+// accessible to u by its share (ReadsByShare). Roles give nothing here: an
+// admin's or a superadmin's session reads what is theirs or shared with them,
+// not every skill they may manage. Disabled skills are invisible to every
+// session, their managers' included; managers find them through Permission.
 func Visible(u skills.User, s *skills.Skill) bool {
-	return s != nil && s.Enabled && Permission(u, s) >= Read
+	return s != nil && s.Enabled && ReadsByShare(u, s)
 }
 
 // Known reports whether s exists as far as u may tell: u manages it, it is

@@ -48,7 +48,10 @@ var ops = []string{"visible", "edit", "share-global", "share-department", "share
 // expected holds, per source type, scope kind and role, one character per op:
 // 'y' allowed, '-' refused. Admins and superadmins manage every skill that is
 // not builtin, whatever its share; only superadmins hand management to
-// everyone; ordinary users share only with themselves.
+// everyone; ordinary users share only with themselves. What a session reads
+// ("visible") and what one's own skill may depend on go by share alone, for
+// admins and superadmins too: root and adm are in no scope of the
+// department and user shares, admgr is.
 var expected = map[string]map[string]map[string]string{
 	skills.SourceUpload: {
 		"global": {
@@ -56,11 +59,11 @@ var expected = map[string]map[string]map[string]string{
 			"mgr": "yy--y-yyy", "dave": "y-------y", "bob": "y-------y", "eve": "y-------y",
 		},
 		"department": {
-			"root": "yyyyyyyyy", "adm": "yyyyy-yyy", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
+			"root": "-yyyyyyy-", "adm": "-yyyy-yy-", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
 			"mgr": "yy--y-yyy", "dave": "y-------y", "bob": "---------", "eve": "---------",
 		},
 		"user": {
-			"root": "yyyyyyyyy", "adm": "yyyyy-yyy", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
+			"root": "-yyyyyyy-", "adm": "-yyyy-yy-", "admgr": "yyyyy-yyy", "alice": "yy--y-yyy",
 			"mgr": "yy--y-yyy", "dave": "---------", "bob": "y-------y", "eve": "---------",
 		},
 	},
@@ -193,6 +196,58 @@ func TestPermission(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Permission(tc.u, tc.s); got != tc.want {
 				t.Errorf("Permission = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// ReadsByShare and ManagesByShare go by explicit rights: a role gives
+// nothing, so an admin's or superadmin's sessions read what is theirs or
+// shared with them, and a same-source import updates only their own skills.
+func TestByShare(t *testing.T) {
+	private := &skills.Skill{SourceType: skills.SourceUpload, Creator: "alice", Share: DefaultShare("alice")}
+	dept := &skills.Skill{SourceType: skills.SourceUpload, Creator: "alice", Share: shares["department"]}
+	users := &skills.Skill{SourceType: skills.SourceUpload, Creator: "alice", Share: shares["user"]}
+	own := &skills.Skill{SourceType: skills.SourceUpload, Creator: "adm", Share: DefaultShare("adm")}
+	builtin := &skills.Skill{SourceType: skills.SourceBuiltin, Creator: "root", Share: DefaultShare("root")}
+	tests := []struct {
+		name          string
+		u             skills.User
+		s             *skills.Skill
+		reads, manage bool
+	}{
+		{"nil skill", root, nil, false, false},
+		{"creator", alice, private, true, true},
+		{"admin, another's private skill", adm, private, false, false},
+		{"superadmin, another's private skill", root, private, false, false},
+		{"admin, own skill", adm, own, true, true},
+		{"admin in the manage scope by department", admgr, dept, true, true},
+		{"admin in neither scope", adm, dept, false, false},
+		{"superadmin in neither scope", root, dept, false, false},
+		{"admin in the manage scope by uid", admgr, users, true, true},
+		{"reader by department", dave, dept, true, false},
+		{"reader by uid", bob, users, true, false},
+		{"outsider", eve, dept, false, false},
+		{"builtin: read by all, managed by share by nobody", root, builtin, true, false},
+		{"builtin, ordinary user", eve, builtin, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ReadsByShare(tc.u, tc.s); got != tc.reads {
+				t.Errorf("ReadsByShare = %v, want %v", got, tc.reads)
+			}
+			if got := ManagesByShare(tc.u, tc.s); got != tc.manage {
+				t.Errorf("ManagesByShare = %v, want %v", got, tc.manage)
+			}
+			if tc.s != nil {
+				on := *tc.s
+				on.Enabled = true
+				if got := Visible(tc.u, &on); got != tc.reads {
+					t.Errorf("Visible (enabled) = %v, want %v", got, tc.reads)
+				}
+				if Visible(tc.u, tc.s) {
+					t.Error("Visible (disabled) = true")
+				}
 			}
 		})
 	}

@@ -171,9 +171,15 @@ func TestDefaultShare(t *testing.T) {
 			t.Errorf("%s sees a skill with the default share", u.UID)
 		}
 	}
-	// Admins see every skill that is not builtin, private ones included.
-	if !Visible(adm, s) {
-		t.Error("an admin does not see a skill with the default share")
+	// Admins and superadmins manage it, but their sessions do not read it:
+	// it is not shared with them.
+	for _, u := range []skills.User{adm, root} {
+		if Permission(u, s) != Manage {
+			t.Errorf("%s does not manage a skill with the default share", u.UID)
+		}
+		if Visible(u, s) {
+			t.Errorf("%s's sessions read a skill with the default share", u.UID)
+		}
 	}
 }
 

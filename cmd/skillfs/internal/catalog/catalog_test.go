@@ -1044,3 +1044,199 @@ func TestBuiltinSlugIsRefused(t *testing.T) {
 		t.Fatalf("leftovers: %v", l)
 	}
 }
+
+// addUsers registers users for a test.
+func addUsers(t testing.TB, c *Catalog, us ...skills.User) {
+	t.Helper()
+	for _, u := range us {
+		if err := c.PutUser(context.Background(), "", u, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// importAs makes req, which must install one skill, and returns it.
+func importAs(t testing.TB, c *Catalog, req ImportRequest) Installed {
+	t.Helper()
+	res, err := c.Import(context.Background(), req)
+	if err != nil || len(res.Installed) != 1 {
+		t.Fatalf("import %+v: %v %+v", req, err, res)
+	}
+	return res.Installed[0]
+}
+
+// A same-source import is a new version of the existing skill only for those
+// who manage it by explicit right (creator, manage scope); an admin's import
+// of a source another user installed privately is a skill of the admin's
+// own, with the share asked for, unless --replace.
+func TestAdminImportDoesNotTakeOverASameSourceSkill(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "mgr", Role: "user"}, skills.User{UID: "adm", Role: "admin"})
+	src := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: one")
+	mine := importAs(t, c, ImportRequest{Source: src, As: "alice"})
+
+	global := skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}
+	skillDir(t, src, "name: pdf\ndescription: two")
+	in := importAs(t, c, ImportRequest{Source: src, As: "adm", Share: &global})
+	if in.Slug != "pdf-v2" || in.RenamedFrom != "pdf" {
+		t.Fatalf("admin's import of alice's source: %+v, want a new skill pdf-v2 renamed from pdf", in)
+	}
+	if !strings.Contains(in.Note, `the slug "pdf" is taken`) || strings.Contains(in.Note, "another source") {
+		t.Errorf("note %q: want it to say the slug is taken, nothing about its source", in.Note)
+	}
+	alices, err := c.Show(ctx, "alice", "pdf")
+	if err != nil || alices.Version != mine.Version || len(alices.Versions) != 1 || alices.Share.Read.Kind != skills.ScopeUser {
+		t.Fatalf("alice's skill after the admin's import: %+v %v, want it untouched", alices, err)
+	}
+	admins, err := c.Show(ctx, "adm", "pdf-v2")
+	if err != nil || admins.Creator != "adm" || admins.Share.Read.Kind != skills.ScopeGlobal {
+		t.Fatalf("admin's skill: %+v %v, want the admin's, shared globally", admins, err)
+	}
+	// The admin's next import of the source updates the admin's own skill.
+	skillDir(t, src, "name: pdf\ndescription: three")
+	if in := importAs(t, c, ImportRequest{Source: src, As: "adm"}); in.Slug != "pdf-v2" || in.RenamedFrom != "" {
+		t.Fatalf("admin's re-import: %+v, want a new version of pdf-v2", in)
+	}
+	// A user in the manage scope of alice's skill updates it.
+	if _, err := c.Share(ctx, "adm", "pdf", skills.Share{
+		Read:   skills.Scope{Kind: skills.ScopeUser, IDs: []string{"alice", "mgr"}},
+		Manage: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"mgr"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	skillDir(t, src, "name: pdf\ndescription: four")
+	if in := importAs(t, c, ImportRequest{Source: src, As: "mgr"}); in.Slug != "pdf" {
+		t.Fatalf("manager's import: %+v, want a new version of pdf", in)
+	}
+	// --replace is the admin's explicit way to make it a new version of
+	// alice's skill, which keeps its share.
+	skillDir(t, src, "name: pdf\ndescription: five")
+	if in := importAs(t, c, ImportRequest{Source: src, As: "adm", Replace: true, Share: &global}); in.Slug != "pdf" {
+		t.Fatalf("admin's --replace: %+v, want a new version of pdf", in)
+	}
+	alices, err = c.Show(ctx, "alice", "pdf")
+	if err != nil || len(alices.Versions) != 3 || alices.Creator != "alice" || alices.Share.Read.Kind != skills.ScopeUser {
+		t.Fatalf("alice's skill after --replace: %+v %v, want 3 versions, hers, her share", alices, err)
+	}
+}
+
+// A skill installed as <builtin>-vN beside a builtin (as installs did before
+// builtin slugs were reserved) is still updated by re-importing its source,
+// by those who may update it; anyone else is refused as before.
+func TestReimportOfASkillBesideABuiltin(t *testing.T) {
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "bob", Role: "user"})
+	b := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin")
+	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	// Such a skill: slug triage-v2, of source src. Its SKILL.md is named so
+	// for the first import, as an old import rewrote it.
+	src := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage-v2\ndescription: mine")
+	old := importAs(t, c, ImportRequest{Source: src, As: "alice"})
+	if old.Slug != "triage-v2" {
+		t.Fatalf("installed as %q", old.Slug)
+	}
+	skillDir(t, src, "name: triage\ndescription: mine, newer")
+	in := importAs(t, c, ImportRequest{Source: src, As: "alice"})
+	if in.Slug != "triage-v2" || in.Version == old.Version || in.RenamedFrom != "" {
+		t.Fatalf("re-import: %+v, want a new version of triage-v2", in)
+	}
+	res, err := c.Import(context.Background(), ImportRequest{Source: src, As: "bob"})
+	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `"triage" is reserved`) {
+		t.Fatalf("bob's import of the source: %v %+v, want the slug refused as reserved", err, res)
+	}
+}
+
+// A disabled builtin does not exist for ordinary users: the refusal of its
+// slug says it is reserved and nothing more; an enabled one, and any
+// builtin to an admin, is named.
+func TestReservedSlugOfADisabledBuiltinNamesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "adm", Role: "admin"})
+	b := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin")
+	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	other := skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: mine")
+	refusal := func(as string) string {
+		t.Helper()
+		_, err := c.Import(ctx, ImportRequest{Source: other, As: as})
+		if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `slug "triage" is reserved`) ||
+			!strings.Contains(err.Error(), "give the skill another name") {
+			t.Fatalf("import as %s: %v, want the slug refused as reserved, with the way on", as, err)
+		}
+		return err.Error()
+	}
+	if msg := refusal("alice"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("enabled builtin, ordinary user: %q, want the builtin named", msg)
+	}
+	if _, err := c.SetEnabled(ctx, "adm", "triage", false); err != nil {
+		t.Fatal(err)
+	}
+	if msg := refusal("alice"); strings.Contains(msg, "builtin skill") {
+		t.Errorf("disabled builtin, ordinary user: %q, want no word of a builtin", msg)
+	}
+	if msg := refusal("adm"); !strings.Contains(msg, `builtin skill "triage"`) {
+		t.Errorf("disabled builtin, admin: %q, want the builtin named", msg)
+	}
+}
+
+// user delete --force closes the sessions a user opened while being deleted
+// (between the listing of their sessions and the delete) as it closes the
+// others, and never deletes a user with a session left open.
+func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "bob", Role: "user"}, skills.User{UID: "zed", Role: "user"})
+	n := 0
+	openSession := func(uid string) string {
+		t.Helper()
+		n++
+		id := uid + strconv.Itoa(n)
+		if err := c.db.CreateSession(ctx, &skills.Session{ID: id, UID: uid, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// closer closes ids as the daemon would and, the first `racing` times,
+	// a session of uid is created meanwhile.
+	closer := func(uid string, racing int, calls *[][]string) CloseSessions {
+		return func(ctx context.Context, ids []string) error {
+			*calls = append(*calls, ids)
+			if err := c.closeInIndex(ctx, ids); err != nil {
+				return err
+			}
+			if len(*calls) <= racing {
+				openSession(uid)
+			}
+			return nil
+		}
+	}
+
+	first := openSession("bob")
+	var calls [][]string
+	closed, err := c.DeleteUser(ctx, "", "bob", true, closer("bob", 1, &calls))
+	if err != nil {
+		t.Fatalf("delete --force: %v", err)
+	}
+	straggler := calls[len(calls)-1]
+	if len(calls) != 2 || !slices.Equal(closed, []string{first, straggler[0]}) || straggler[0] == first {
+		t.Fatalf("closed %v in calls %v, want %s and then the session opened meanwhile", closed, calls, first)
+	}
+	if ids, err := c.db.OpenSessionIDs(ctx, "bob"); err != nil || len(ids) != 0 {
+		t.Fatalf("bob's open sessions after the delete: %v %v", ids, err)
+	}
+	if _, err := c.db.User(ctx, "bob"); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("bob after the delete: %v, want not found", err)
+	}
+
+	// A user whose sessions keep coming is not deleted, and says so.
+	openSession("zed")
+	calls = nil
+	_, err = c.DeleteUser(ctx, "", "zed", true, closer("zed", deleteRounds, &calls))
+	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), "keeps opening sessions") || len(calls) != deleteRounds {
+		t.Fatalf("delete --force of a user who keeps opening sessions: %v after %d closes, want refused after %d", err, len(calls), deleteRounds)
+	}
+	if _, err := c.db.User(ctx, "zed"); err != nil {
+		t.Fatalf("zed after a refused delete: %v", err)
+	}
+}

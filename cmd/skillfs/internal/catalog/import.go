@@ -29,7 +29,7 @@ type ImportRequest struct {
 	List    bool          // only list what the source holds
 	As      string        // acting uid ("" = Operator)
 	Share   *skills.Share // nil = default for the actor (private to them; global for builtins)
-	Replace bool          // a manager replaces a same-slug skill from another source
+	Replace bool          // a manager makes this a new version of the skill holding the slug
 	Builtin bool          // register as a builtin (system) skill
 	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
 	Timeout time.Duration // a git source must be read within this; 0: skills.DefaultCloneTimeout
@@ -70,9 +70,11 @@ type Installed struct {
 	Name     string   `json:"name"`
 	Version  string   `json:"version"`
 	Warnings []string `json:"warnings"`
-	// RenamedFrom is the slug the skill asked for when a skill from
-	// another source holds it: this one became a new skill, Slug, and
-	// Note says how to update the other instead.
+	// RenamedFrom is the slug the skill asked for when a skill the
+	// importer may not update holds it (another source's, or one of the
+	// same source the importer does not manage by explicit right): this
+	// one became a new skill, Slug, and Note says how to update the other
+	// instead.
 	RenamedFrom string `json:"renamed_from,omitempty"`
 	Note        string `json:"note,omitempty"`
 	// Previous is the version that was current before (a rollback).

@@ -104,7 +104,7 @@ func (c *Catalog) settle(ctx context.Context, actor skills.User, req ImportReque
 		return "", nil, nil, err
 	}
 	if slug != want {
-		warnings = append(warnings, fmt.Sprintf("slug %q is taken by a skill from elsewhere: installed as %q "+
+		warnings = append(warnings, fmt.Sprintf("slug %q is taken: installed as %q "+
 			"(whoever manages %q can import with --replace to make this a new version of it instead)", want, slug, want))
 	}
 	return slug, existing, warnings, nil
@@ -180,12 +180,13 @@ func wantedSlug(f found, st *stagedSkill) string {
 	return st.m.Slug
 }
 
-// renameNote says plainly that a skill became a new one beside a
-// same-slug skill of another source, and how to update that one instead.
+// renameNote says plainly that a skill became a new one beside the skill
+// holding its slug, and how to update that one instead. It says nothing
+// about that skill (its source, its owner): the importer may not see it.
 func renameNote(want, slug string) string {
-	return fmt.Sprintf("a skill from another source is already installed as %q, so this one is a new skill %q "+
+	return fmt.Sprintf("the slug %q is taken, so this one is a new skill %q "+
 		"(two skills never overwrite each other by name). To make it a new version of %q instead, whoever manages %q "+
-		"imports it with --replace; to pick up changes of %q's own source, run `skillfs skill update %s`",
+		"imports it with --replace; to pick up changes of %q's own source, they run `skillfs skill update %s`",
 		want, slug, want, want, want, want)
 }
 
@@ -342,9 +343,15 @@ func sourceKey(key string, cand skills.Candidate, agents bool) string {
 
 // chooseSlug decides where a skill with the wanted slug goes: a new skill
 // (existing == nil) or a new version of existing. A slug in taken counts as
-// taken by a skill from elsewhere. The slug of a builtin is refused
-// (skills.ErrExists naming it) unless the operator re-syncs that builtin from
-// its own source.
+// taken by a skill from elsewhere. A skill of the same source becomes a new
+// version only for those who manage it by explicit right (its creator, its
+// manage scope: policy.ManagesByShare), never by an admin's role alone, so an
+// admin's import does not take over another user's skill; --replace is how
+// any manager (admins included) makes an import a new version of the skill
+// holding the wanted slug. The slug of a builtin is refused (skills.ErrExists)
+// unless the operator re-syncs that builtin from its own source, or the skill
+// of this source was installed as a -vN beside it (before builtin slugs were
+// reserved) and the actor may update it.
 func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportRequest, key, want string, taken map[string]bool) (string, *skills.Skill, error) {
 	for n := 1; n <= maxSuffix; n++ {
 		slug := want
@@ -370,10 +377,14 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 		case builtin && req.Builtin && ex.Source == key:
 			return slug, ex, nil // operator re-syncs a builtin from its source
 		case builtin && n == 1:
-			return "", nil, reserved(ex)
+			old, oldEx, err := c.sameSource(ctx, actor, req, key, want, taken)
+			if err != nil || oldEx != nil {
+				return old, oldEx, err // a -vN from before builtin slugs were reserved
+			}
+			return "", nil, reserved(actor, ex)
 		case builtin:
 			continue // a -vN some builtin took as its own name
-		case ex.Source == key && manages:
+		case ex.Source == key && policy.ManagesByShare(actor, ex):
 			return slug, ex, nil // reinstall from the same source: new version
 		case req.Replace && n == 1 && manages:
 			return slug, ex, nil
@@ -384,18 +395,25 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 	return "", nil, fmt.Errorf("slug %q: every suffix up to -v%d is taken: %w", want, maxSuffix, skills.ErrExists)
 }
 
-// reserved is the refusal of an install that asks for the slug of builtin
-// skill b: builtin slugs are reserved, never taken by another install nor
-// turned into -vN.
-func reserved(b *skills.Skill) error {
+// reserved is the refusal of an install by actor that asks for the slug of
+// builtin skill b: builtin slugs are reserved, never taken by another install
+// nor turned into -vN, whether the builtin is enabled or not. The builtin is
+// named only to an actor who may know it (policy.Known: it is enabled, or
+// the actor is an admin); to anyone else a disabled builtin does not exist,
+// so the slug is only said to be reserved.
+func reserved(actor skills.User, b *skills.Skill) error {
+	const rename = "give the skill another name in its SKILL.md and import it again"
+	if !policy.Known(actor, b) {
+		return fmt.Errorf("slug %q is reserved: no install may take it; %s: %w", b.Slug, rename, skills.ErrExists)
+	}
 	return fmt.Errorf("slug %q is reserved by the builtin skill %q (%s): no other install may take a builtin's slug; "+
-		"give the skill another name in its SKILL.md and import it again: %w", b.Slug, b.Slug, DisplayName(b.Plugin, b.Name), skills.ErrExists)
+		"%s: %w", b.Slug, b.Slug, DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
 }
 
 // sameSource looks for the skill of source key among base and its -vN
 // slugs, up to the first free one, as chooseSlug would settle on it: a
-// skill the actor manages (a builtin only when re-synced as one). existing
-// is nil when there is none.
+// skill the actor manages by explicit right (policy.ManagesByShare; a
+// builtin only when re-synced as one). existing is nil when there is none.
 func (c *Catalog) sameSource(ctx context.Context, actor skills.User, req ImportRequest, key, base string, taken map[string]bool) (string, *skills.Skill, error) {
 	for n := 1; n <= maxSuffix; n++ {
 		slug := base
@@ -413,7 +431,7 @@ func (c *Catalog) sameSource(ctx context.Context, actor skills.User, req ImportR
 			return "", nil, err
 		}
 		builtin := ex.SourceType == skills.SourceBuiltin
-		if ex.Source == key && (builtin && req.Builtin || !builtin && policy.Permission(actor, ex) == policy.Manage) {
+		if ex.Source == key && (builtin && req.Builtin || !builtin && policy.ManagesByShare(actor, ex)) {
 			return slug, ex, nil
 		}
 	}

@@ -299,12 +299,23 @@ func (c *Catalog) keepASuperadmin(ctx context.Context, uid string) error {
 // binds); without one, closing them in the index is all there is to do.
 type CloseSessions func(ctx context.Context, ids []string) error
 
+// deleteRounds bounds how often DeleteUser with force closes the sessions a
+// user opened while being deleted before it gives up.
+const deleteRounds = 3
+
 // DeleteUser removes a user and returns the ids of the sessions it closed.
 // Admins delete ordinary users, only a superadmin deletes admins and
 // superadmins, and the last superadmin stays. A user with open sessions is
 // refused (skills.ErrExists, with their number and the way on) unless force,
 // which closes them first with closeSessions (nil: in the index). Nothing is
 // closed when the delete is refused.
+//
+// The sessions are listed and closed outside the transaction that deletes
+// the user, and a session may be created meanwhile; that transaction
+// re-checks (index.DB.DeleteUser) and refuses while one is open, as
+// storing a session checks its user. With force, the stragglers are closed
+// the same way and the delete tried again, deleteRounds times at most; the
+// user is never deleted with a session left open.
 func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, closeSessions CloseSessions) ([]string, error) {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
@@ -325,27 +336,41 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, cl
 			return nil, err
 		}
 	}
-	open, err := c.db.OpenSessionIDs(ctx, uid)
-	if err != nil {
-		return nil, err
+	if closeSessions == nil {
+		closeSessions = c.closeInIndex
 	}
-	if len(open) > 0 && !force {
-		return nil, fmt.Errorf("user %q has %d open session(s): close them first (`skillfs session close ID`), "+
-			"or delete with --force (force=true in the API) to close them: %w", uid, len(open), skills.ErrExists)
-	}
-	if len(open) > 0 {
-		if closeSessions == nil {
-			closeSessions = c.closeInIndex
+	var closed []string
+	for round := 1; ; round++ {
+		open, err := c.db.OpenSessionIDs(ctx, uid)
+		if err != nil {
+			return nil, err
 		}
-		if err := closeSessions(ctx, open); err != nil {
-			return nil, fmt.Errorf("delete user %q: close their sessions: %w", uid, err)
+		if len(open) > 0 && !force {
+			return nil, fmt.Errorf("user %q has %d open session(s): close them first (`skillfs session close ID`), "+
+				"or delete with --force (force=true in the API) to close them: %w", uid, len(open), skills.ErrExists)
 		}
-		c.log.Info("sessions closed for a deleted user", "user", uid, "count", len(open))
+		if len(open) > 0 {
+			if err := closeSessions(ctx, open); err != nil {
+				return nil, fmt.Errorf("delete user %q: close their sessions: %w", uid, err)
+			}
+			closed = append(closed, open...)
+			c.log.Info("sessions closed for a deleted user", "user", uid, "count", len(open))
+		}
+		err = c.db.DeleteUser(ctx, uid)
+		switch {
+		case err == nil:
+			return closed, nil
+		case !errors.Is(err, skills.ErrExists):
+			return nil, err
+		case !force:
+			// Opened since we looked: refused like any open session.
+			return nil, fmt.Errorf("user %q has open session(s), opened while it was being deleted: close them first "+
+				"(`skillfs session close ID`), or delete with --force (force=true in the API) to close them: %w", uid, skills.ErrExists)
+		case round == deleteRounds:
+			return nil, fmt.Errorf("user %q keeps opening sessions while being deleted (%d closed so far): "+
+				"stop what opens them and delete again: %w", uid, len(closed), skills.ErrExists)
+		}
 	}
-	if err := c.db.DeleteUser(ctx, uid); err != nil {
-		return nil, err
-	}
-	return open, nil
 }
 
 // closeInIndex closes sessions in the index alone, for when no daemon serves

@@ -13,6 +13,8 @@ import (
 	"skillfs/skills"
 )
 
+// openDB opens a new index with users alice and bob and alice's open
+// session s1.
 func openDB(t testing.TB) *index.DB {
 	t.Helper()
 	db, err := index.Open(filepath.Join(t.TempDir(), "index.db"))
@@ -20,12 +22,23 @@ func openDB(t testing.TB) *index.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	addUsers(t, db, "alice", "bob")
 	s := &skills.Session{ID: "s1", UID: "alice", Requested: []string{}, Preload: []string{},
 		Pins: []skills.Pin{}, CreatedAt: time.Now()}
 	if err := db.CreateSession(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// addUsers registers ordinary users, whom sessions may then name.
+func addUsers(t testing.TB, db *index.DB, uids ...string) {
+	t.Helper()
+	for _, uid := range uids {
+		if err := db.PutUser(context.Background(), skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func opens(t testing.TB, db *index.DB, r *recorder) map[string]int64 {

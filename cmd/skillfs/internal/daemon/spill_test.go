@@ -30,6 +30,7 @@ func TestRecorderSpillsWhatTheIndexCannotTake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addUsers(t, db, "alice")
 	if err := db.CreateSession(ctx, &skills.Session{ID: "s1", UID: "alice", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
