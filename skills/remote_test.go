@@ -3,7 +3,6 @@ package skills
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,23 +62,7 @@ func TestParseRemoteName(t *testing.T) {
 func TestCloneGitHonoursURLRewrites(t *testing.T) {
 	requireGit(t)
 	root := t.TempDir()
-	repo := filepath.Join(root, "mirror", "o", "r.git")
-	work := filepath.Join(root, "work")
-	writeTestFile(t, filepath.Join(work, "SKILL.md"), []byte("---\nname: x\ndescription: d\n---\n"), 0o644)
-	env := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	for _, args := range [][]string{
-		{"init", "--quiet", "-b", "main", work},
-		{"-C", work, "add", "."},
-		{"-C", work, "commit", "--quiet", "-m", "one"},
-		{"clone", "--quiet", "--bare", work, repo},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "d")
 	src, ok := ParseRemoteName("o/r")
 	if !ok {
 		t.Fatal("o/r is not a remote name")

@@ -292,14 +292,20 @@ func uploadKind(contentType string) string {
 // mayReadLocal refuses a source on the daemon's own machine unless the
 // acting user is an admin: whoever reaches the API says whom it acts for,
 // and the daemon (root) must not read any file for any user. Ordinary users
-// upload the skill's bytes or name a remote repository.
+// upload the skill's bytes or name a remote repository. What counts is
+// where a clone reads, after the URL rewrites of git's configuration: a
+// remote URL that a rewrite sends to a folder of this machine is local.
 func (d *Daemon) mayReadLocal(ctx context.Context, as, source string) error {
-	if skills.IsRemoteGitURL(source) {
+	remote, rerr := skills.ReadsRemote(source)
+	if remote {
 		return nil
 	}
 	actor, err := d.cat.Actor(ctx, as)
 	if err != nil {
 		return err
+	}
+	if rerr != nil {
+		return rerr
 	}
 	if actor.Role == skills.RoleAdmin || actor.Role == skills.RoleSuperadmin {
 		return nil
