@@ -632,42 +632,73 @@ func gitLocalPath(u string) (string, bool) {
 	return u, true
 }
 
+// splitUserinfo splits raw, a URL with "://", around the user information
+// of its authority: what comes before it (the scheme and "://"), the user
+// information and what comes after its '@'. The authority is read up to the
+// first '/' and its last '@' ends the user information, so a URL that does
+// not parse (a '#', '?' or space in a password, a bad port) still has its
+// credentials found. ok is false when there are none.
+func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return "", "", "", false
+	}
+	auth := raw[i+3:]
+	if j := strings.IndexByte(auth, '/'); j >= 0 {
+		auth = auth[:j]
+	}
+	at := strings.LastIndexByte(auth, '@')
+	if at < 0 {
+		return "", "", "", false
+	}
+	return raw[:i+3], raw[i+3 : i+3+at], raw[i+3+at+1:], true
+}
+
+// isHTTPURL reports whether head, a scheme with "://", is http's or https's.
+func isHTTPURL(head string) bool {
+	h := strings.ToLower(head)
+	return h == "http://" || h == "https://"
+}
+
 // redactGitURL hides credentials in a URL: the whole user part of an http(s)
 // URL (a username alone is often a token), the password elsewhere.
 func redactGitURL(raw string) string {
-	if !strings.Contains(raw, "://") {
+	head, user, rest, ok := splitUserinfo(raw)
+	if !ok {
 		return raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if isHTTPURL(head) {
+		return head + "xxxxx@" + rest
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-		u.User = url.User("xxxxx")
-		return u.String()
+	if name, _, hasPass := strings.Cut(user, ":"); hasPass {
+		return head + name + ":xxxxx@" + rest
 	}
-	return u.Redacted()
+	return raw
 }
 
-// gitSecrets lists the strings of raw that must never appear in a message.
+// gitSecrets lists the strings of raw that must never appear in a message:
+// what redactGitURL hides, as written, decoded and encoded.
 func gitSecrets(raw string) []string {
-	if !strings.Contains(raw, "://") {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	head, user, _, ok := splitUserinfo(raw)
+	if !ok {
 		return nil
 	}
 	var s []string
-	if p, ok := u.User.Password(); ok && p != "" {
-		s = append(s, p, url.QueryEscape(p), url.PathEscape(p))
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-		if n := u.User.Username(); n != "" {
-			s = append(s, n, url.QueryEscape(n), url.PathEscape(n))
+	add := func(v string) {
+		if v == "" || v == "xxxxx" {
+			return
 		}
+		s = append(s, v, url.QueryEscape(v), url.PathEscape(v))
+		if d := percentDecode(v); d != v {
+			s = append(s, d)
+		}
+	}
+	name, pass, hasPass := strings.Cut(user, ":")
+	if hasPass {
+		add(pass)
+	}
+	if isHTTPURL(head) {
+		add(name)
 	}
 	return s
 }

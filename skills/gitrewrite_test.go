@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -186,5 +187,32 @@ func TestCloneGitRewritesOnce(t *testing.T) {
 	_, err := CloneGit(context.Background(), GitSource{URL: "https://a.invalid/o/r.git"}, filepath.Join(t.TempDir(), "c"), CloneOptions{viaClone: true})
 	if err == nil {
 		t.Fatal("https://a.invalid/ was rewritten twice: git applied a rewrite of its own")
+	}
+}
+
+func TestSourceCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://tok@github.com/o/r.git#main:skills/x": "https://xxxxx@github.com/o/r.git#main:skills/x",
+		"https://me:s3cret@host:bad/r.git":             "https://xxxxx@host:bad/r.git",
+		"ssh://git:pw@host/r.git#v1":                   "ssh://git:xxxxx@host/r.git#v1",
+	} {
+		if !HasCredentials(in) {
+			t.Errorf("HasCredentials(%q) = false", in)
+		}
+		if got := RedactSource(in); got != want {
+			t.Errorf("RedactSource(%q) = %q, want %q", in, got, want)
+		}
+		if err := RefuseCredentials("curated source", in); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "s3cret") ||
+			strings.Contains(err.Error(), "tok@") || strings.Contains(err.Error(), ":pw@") {
+			t.Errorf("RefuseCredentials(%q) = %v", in, err)
+		}
+	}
+	for _, in := range []string{"https://github.com/o/r.git", "git@github.com:o/r.git", "ssh://git@host/r.git", "/srv/a@b/r", "owner/repo", "https://xxxxx@host/r.git"} {
+		if HasCredentials(in) || RedactSource(in) != in || RefuseCredentials("curated source", in) != nil {
+			t.Errorf("%q seen to carry credentials", in)
+		}
+	}
+	if got := gitSecrets("https://me:a%40b@host/r"); !slices.Contains(got, "a%40b") || !slices.Contains(got, "a@b") || !slices.Contains(got, "me") {
+		t.Errorf("gitSecrets = %q", got)
 	}
 }

@@ -60,6 +60,11 @@ func (c *Catalog) AddCurated(ctx context.Context, req CuratedRequest) (*skills.C
 	if name == "" {
 		return nil, fmt.Errorf("add a curated source: no source given: %w", skills.ErrInvalid)
 	}
+	// Every user lists curated sources: credentials in one would be shown
+	// to all of them.
+	if err := skills.RefuseCredentials("curated source", name); err != nil {
+		return nil, err
+	}
 	if _, err := c.curatedSource(ctx, name); err == nil {
 		return nil, fmt.Errorf("%q is a curated source already (refresh it with `skillfs skill curated refresh`): %w", name, skills.ErrExists)
 	}
@@ -116,9 +121,9 @@ func (c *Catalog) curatedSource(ctx context.Context, name string) (*skills.Curat
 		names[i] = all[i].Source
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%q is not a curated source: there are none (add one with `skillfs skill curated add SOURCE`): %w", name, skills.ErrNotFound)
+		return nil, fmt.Errorf("%q is not a curated source: there are none (add one with `skillfs skill curated add SOURCE`): %w", skills.RedactSource(name), skills.ErrNotFound)
 	}
-	return nil, fmt.Errorf("%q is not a curated source (curated: %s): %w", name, strings.Join(names, ", "), skills.ErrNotFound)
+	return nil, fmt.Errorf("%q is not a curated source (curated: %s): %w", skills.RedactSource(name), strings.Join(names, ", "), skills.ErrNotFound)
 }
 
 // RefreshCurated reads every curated source again (admins only), or only

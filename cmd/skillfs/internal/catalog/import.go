@@ -43,12 +43,13 @@ type ImportRequest struct {
 	Project   string
 }
 
-// display is the name of the source in messages.
+// display is the name of the source in messages, answers and logs, with
+// any credentials in its URL hidden (see skills.RedactSource).
 func (r ImportRequest) display() string {
 	if r.Display != "" {
 		return r.Display
 	}
-	return r.Source
+	return skills.RedactSource(r.Source)
 }
 
 // where names a skill of the request's source in messages: the source as
