@@ -70,3 +70,51 @@ func TestRewriteEscape(t *testing.T) {
 		t.Fatalf("carol, an admin, drafts the mirrored repository: %s", a)
 	}
 }
+
+// TestAPISourcesHaveNoWorkingDirectory: through the API, a name shaped like
+// owner/repo is that repository even when a folder of that name exists
+// where the daemon runs, so an ordinary user's answer never tells whether
+// a path exists there, and an admin's read is the repository, not the
+// folder. Only an absolute path names a path; other relative paths are
+// refused. (github.com is a closed local port here: no network.)
+func TestAPISourcesHaveNoWorkingDirectory(t *testing.T) {
+	e := newCatalogEnv(t)
+	cwd := t.TempDir()
+	writeSkill(t, filepath.Join(cwd, "home", "alice"), "name: local\ndescription: LOCAL-FOLDER", nil)
+	config := filepath.Join(t.TempDir(), "gitconfig")
+	writeFile(t, config, []byte("[url \"https://127.0.0.1:1/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
+	t.Setenv("GIT_CONFIG_GLOBAL", config)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Chdir(cwd) // the daemon runs here
+	e.serve("--examples=false")
+	e.ok("user", "add", "alice")
+	api := newHostileAPI(e.home)
+	draft := func(user, source string) apiAnswer {
+		t.Helper()
+		body, _ := json.Marshal(map[string]string{"source": source})
+		a := api.send(t, "POST", "/v1/drafts", user, "application/json", nil, bytes.NewReader(body))
+		if bytes.Contains(a.body, []byte("LOCAL-FOLDER")) {
+			t.Errorf("%s drafts %s: read the folder of the daemon's working directory: %s", user, source, a)
+		}
+		return a
+	}
+	for _, user := range []string{"alice", ""} {
+		there, missing := draft(user, "home/alice"), draft(user, "home/nobody")
+		if there.status != 404 || missing.status != 404 {
+			t.Errorf("%q drafts home/alice (a folder where the daemon runs) and home/nobody: %d and %d, want the repositories, both 404", user, there.status, missing.status)
+		}
+	}
+	for _, src := range []string{"./home/alice", "home/alice.zip", "alice"} {
+		if a := draft("", src); a.status != 400 || !strings.Contains(a.err.Error, "absolute") {
+			t.Errorf("the operator drafts %s: %s, want 400 asking for an absolute path", src, a)
+		}
+		if a := draft("alice", src); a.status != 403 {
+			t.Errorf("alice drafts %s: %s, want 403", src, a)
+		}
+	}
+	abs := filepath.Join(cwd, "home", "alice")
+	body, _ := json.Marshal(map[string]string{"source": abs})
+	if a := api.send(t, "POST", "/v1/drafts", "", "application/json", nil, bytes.NewReader(body)); a.status != 200 || !bytes.Contains(a.body, []byte("LOCAL-FOLDER")) {
+		t.Errorf("the operator drafts the folder by its absolute path: %s", a)
+	}
+}

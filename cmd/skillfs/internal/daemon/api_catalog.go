@@ -179,8 +179,9 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 	})
 	// The two-step install: prepare a source, then confirm with a share
 	// scope, or discard. The source is the request body (a ZIP or a
-	// SKILL.md, streamed and cut at the import limits), a remote git URL,
-	// or — for admins only — a path on the daemon's machine.
+	// SKILL.md, streamed and cut at the import limits), a remote git URL
+	// or repository name, or — for admins only — an absolute path on the
+	// daemon's machine.
 	mux.Handle("POST /v1/drafts", d.metrics.importStage("prepare", func(w http.ResponseWriter, r *http.Request) {
 		if kind := uploadKind(r.Header.Get("Content-Type")); kind != "" {
 			q := r.URL.Query()
@@ -203,13 +204,15 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		req.Source = catalog.RemoteSource(req.Source)
+		// The API has no working directory: only an absolute path is a
+		// path, a name is that repository (nothing is looked up on disk).
+		req.Source = catalog.APISource(req.Source)
 		if err := d.mayReadLocal(r.Context(), as(r), req.Source); err != nil {
 			writeErr(w, err)
 			return
 		}
 		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
-			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r)})
+			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r), API: true})
 		reply(w, dr, err)
 	}))
 	mux.Handle("POST /v1/drafts/{id}/confirm", d.metrics.importStage("confirm", func(w http.ResponseWriter, r *http.Request) {
