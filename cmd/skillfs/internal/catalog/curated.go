@@ -290,7 +290,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 		return res, fmt.Errorf("curated skill %q is installed already as %q (to update it, whoever manages it imports its source again: `skillfs skill import %s --skill %s`): %w",
 			name, visible[i].Slug, cs.Source, cs.Path, skills.ErrExists)
 	}
-	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Skills: []string{cs.Path}, As: req.As, Share: req.Share, Timeout: req.Timeout})
+	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Folder: cs.Path, As: req.As, Share: req.Share, Timeout: req.Timeout})
 	if err != nil || len(res.Installed) != 1 {
 		return res, err
 	}

@@ -24,6 +24,7 @@ type ImportRequest struct {
 	Ref     string        // git ref; also accepted as Source "URL#ref"
 	Path    string        // import only from this folder of the source; also accepted as Source "URL#ref:path"
 	Skills  []string      // pick these skills (folder name, slug, name or path; globs allowed) from a multi-skill source
+	Folder  string        // pick the one skill whose folder in the source is this slash path, exactly ("." for the root)
 	Ignore  []string      // leave out the skills these globs match (folder name, slug, name or path)
 	All     bool          // import every skill the source holds
 	List    bool          // only list what the source holds
@@ -230,6 +231,13 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 	if len(fs) == 0 {
 		src.cleanup()
 		return nil, fmt.Errorf("every skill of %q is ignored: %w", req.display(), skills.ErrNotFound)
+	}
+	if req.Folder != "" {
+		fs = slices.DeleteFunc(fs, func(f found) bool { return f.Rel != req.Folder })
+		if len(fs) == 0 {
+			src.cleanup()
+			return nil, fmt.Errorf("%q holds no skill in the folder %q (any more): %w", req.display(), req.Folder, skills.ErrNotFound)
+		}
 	}
 	if len(req.Skills) > 0 {
 		picked, err := pick(fs, req.Skills)
