@@ -16,6 +16,9 @@ func (db *DB) AddCuratedSource(ctx context.Context, src skills.CuratedSource, li
 	if src.Source == "" || src.AddedBy == "" {
 		return fmt.Errorf("add curated source: empty source or user: %w", skills.ErrInvalid)
 	}
+	if err := skills.RefuseCredentials("curated source", src.Source); err != nil {
+		return err // every user lists them
+	}
 	added, err := encodeTime(src.AddedAt)
 	if err != nil {
 		return fmt.Errorf("add curated source %q: %w", src.Source, err)

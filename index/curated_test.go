@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,12 @@ func TestCuratedSources(t *testing.T) {
 	}
 	if err := db.AddCuratedSource(ctx, src, offer("c")); !errors.Is(err, skills.ErrExists) {
 		t.Fatalf("add again: %v, want ErrExists", err)
+	}
+	// Every user lists curated sources: one carrying credentials is refused.
+	creds := src
+	creds.Source = "https://bot:t0ken@h/o/r.git"
+	if err := db.AddCuratedSource(ctx, creds, offer("c")); !errors.Is(err, skills.ErrInvalid) || strings.Contains(err.Error(), "t0ken") {
+		t.Fatalf("add a source with credentials: %v, want ErrInvalid not showing them", err)
 	}
 	list, err := db.CuratedSkills(ctx)
 	if err != nil || len(list) != 2 || list[0].Slug != "a" || list[0].Ref != "main" || list[0].Commit != "c1" || list[0].Origin == "" || !list[0].RefreshedAt.Equal(at) {

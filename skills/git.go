@@ -242,7 +242,11 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // configuration: a scrubbed environment (a fresh empty HOME, no system or
 // global config, no terminal or askpass prompts, ssh in batch mode with no
 // keys or agent), no credential helper, no hooks, no templates, and only the
-// https, http, ssh, git and file transports. A repository that needs
+// https, http, ssh, git and file transports. The one thing taken from that
+// configuration, its URL rewrites (url.<base>.insteadOf), is applied here
+// before git runs (see ResolveGitURL): git is handed the rewritten URL, and
+// a remote URL with a "." or ".." path segment, or a rewrite leading
+// outside its folder, is refused with ErrInvalid. A repository that needs
 // credentials is reported as not found. Clones are shallow where the ref
 // allows: the default branch, a branch or a tag by depth-1 clone, a full
 // commit hash by depth-1 fetch; an abbreviated hash (or a server that will
@@ -278,13 +282,19 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 			return "", &GitError{Source: src, Reason: "invalid ref: " + reason, Err: ErrInvalid}
 		}
 	}
-	if local, ok := gitLocalPath(src.URL); ok {
+	// What git reads: the URL with git's URL rewrites applied here, and
+	// checked; git itself gets no rewrite configuration.
+	fetchURL, err := resolveGitURL(src.URL, gitRewrites())
+	if err != nil {
+		return "", &GitError{Source: src, Reason: "invalid URL: " + err.Error(), Err: err}
+	}
+	if local, ok := gitLocalPath(fetchURL); ok {
 		// Absolute, because later steps run git inside dir.
 		abs, err := filepath.Abs(local)
 		if err != nil {
-			return "", fmt.Errorf("clone git repository %q: %w", src.URL, err)
+			return "", fmt.Errorf("clone git repository %q: %w", redactGitURL(src.URL), err)
 		}
-		src.URL = abs
+		fetchURL = abs
 	}
 
 	created, err := prepareCloneDir(dir)
@@ -294,7 +304,7 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 	timeout := opts.timeout()
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, &cloneTimeoutError{d: timeout})
 	defer cancel()
-	g, err := newGitRunner(src, opts.Limits)
+	g, err := newGitRunner(src, fetchURL, opts.Limits)
 	if err != nil {
 		return "", err
 	}
@@ -307,7 +317,7 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 		}
 	}()
 
-	if local, ok := localRepoPath(src.URL); ok && !opts.viaClone {
+	if local, ok := localRepoPath(fetchURL); ok && !opts.viaClone {
 		if objects, ok := localObjectDir(local); ok {
 			return g.readLocal(ctx, dir, objects)
 		}
@@ -418,7 +428,7 @@ func (g *gitRunner) fetch(ctx context.Context, dir string) (string, error) {
 // src.Ref. Listing the refs first tells "repository not found" from "ref not
 // found" without reading git's messages, and picks the cheapest clone.
 func (g *gitRunner) listRefs(ctx context.Context) (map[string]string, error) {
-	args := []string{"ls-remote", "--", g.src.URL, "HEAD"}
+	args := []string{"ls-remote", "--", g.url, "HEAD"}
 	if g.src.Ref != "" {
 		short := strings.TrimPrefix(strings.TrimPrefix(g.src.Ref, "refs/heads/"), "refs/tags/")
 		args = append(args, "refs/heads/"+short, "refs/tags/"+short)
@@ -434,7 +444,7 @@ func (g *gitRunner) listRefs(ctx context.Context) (map[string]string, error) {
 // other than cancellation (dumb http servers cannot serve shallow clones),
 // a full one.
 func (g *gitRunner) cloneShallowFirst(ctx context.Context, dir string, args []string) error {
-	shallow := append(append([]string(nil), args...), "--depth", "1", "--", g.src.URL, dir)
+	shallow := append(append([]string(nil), args...), "--depth", "1", "--", g.url, dir)
 	_, res := g.run(ctx, "", shallow...)
 	if res.err == nil {
 		return nil
@@ -445,7 +455,7 @@ func (g *gitRunner) cloneShallowFirst(ctx context.Context, dir string, args []st
 	if err := clearCloneDir(dir, false); err != nil {
 		return err
 	}
-	full := append(append([]string(nil), args...), "--", g.src.URL, dir)
+	full := append(append([]string(nil), args...), "--", g.url, dir)
 	if _, res := g.run(ctx, "", full...); res.err != nil {
 		return g.fail(ctx, res, "clone failed", res.err)
 	}
@@ -460,7 +470,7 @@ func (g *gitRunner) fetchCommit(ctx context.Context, dir string, base []string, 
 		if _, res := g.run(ctx, "", "init", "--quiet", "--template=", "--", dir); res.err != nil {
 			return "", g.fail(ctx, res, "initialise repository failed", res.err)
 		}
-		_, res := g.run(ctx, dir, "fetch", "--quiet", "--depth", "1", "--no-tags", "--no-recurse-submodules", "--", g.src.URL, ref)
+		_, res := g.run(ctx, dir, "fetch", "--quiet", "--depth", "1", "--no-tags", "--no-recurse-submodules", "--", g.url, ref)
 		if res.err == nil {
 			return g.resolveCommit(ctx, dir, "FETCH_HEAD")
 		}
@@ -471,7 +481,7 @@ func (g *gitRunner) fetchCommit(ctx context.Context, dir string, base []string, 
 			return "", err
 		}
 	}
-	full := append(append([]string(nil), base...), "--", g.src.URL, dir)
+	full := append(append([]string(nil), base...), "--", g.url, dir)
 	if _, res := g.run(ctx, "", full...); res.err != nil {
 		return "", g.fail(ctx, res, "clone failed", res.err)
 	}
@@ -622,42 +632,73 @@ func gitLocalPath(u string) (string, bool) {
 	return u, true
 }
 
+// splitUserinfo splits raw, a URL with "://", around the user information
+// of its authority: what comes before it (the scheme and "://"), the user
+// information and what comes after its '@'. The authority is read up to the
+// first '/' and its last '@' ends the user information, so a URL that does
+// not parse (a '#', '?' or space in a password, a bad port) still has its
+// credentials found. ok is false when there are none.
+func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return "", "", "", false
+	}
+	auth := raw[i+3:]
+	if j := strings.IndexByte(auth, '/'); j >= 0 {
+		auth = auth[:j]
+	}
+	at := strings.LastIndexByte(auth, '@')
+	if at < 0 {
+		return "", "", "", false
+	}
+	return raw[:i+3], raw[i+3 : i+3+at], raw[i+3+at+1:], true
+}
+
+// isHTTPURL reports whether head, a scheme with "://", is http's or https's.
+func isHTTPURL(head string) bool {
+	h := strings.ToLower(head)
+	return h == "http://" || h == "https://"
+}
+
 // redactGitURL hides credentials in a URL: the whole user part of an http(s)
 // URL (a username alone is often a token), the password elsewhere.
 func redactGitURL(raw string) string {
-	if !strings.Contains(raw, "://") {
+	head, user, rest, ok := splitUserinfo(raw)
+	if !ok {
 		return raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if isHTTPURL(head) {
+		return head + "xxxxx@" + rest
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-		u.User = url.User("xxxxx")
-		return u.String()
+	if name, _, hasPass := strings.Cut(user, ":"); hasPass {
+		return head + name + ":xxxxx@" + rest
 	}
-	return u.Redacted()
+	return raw
 }
 
-// gitSecrets lists the strings of raw that must never appear in a message.
+// gitSecrets lists the strings of raw that must never appear in a message:
+// what redactGitURL hides, as written, decoded and encoded.
 func gitSecrets(raw string) []string {
-	if !strings.Contains(raw, "://") {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	head, user, _, ok := splitUserinfo(raw)
+	if !ok {
 		return nil
 	}
 	var s []string
-	if p, ok := u.User.Password(); ok && p != "" {
-		s = append(s, p, url.QueryEscape(p), url.PathEscape(p))
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-		if n := u.User.Username(); n != "" {
-			s = append(s, n, url.QueryEscape(n), url.PathEscape(n))
+	add := func(v string) {
+		if v == "" || v == "xxxxx" {
+			return
 		}
+		s = append(s, v, url.QueryEscape(v), url.PathEscape(v))
+		if d := percentDecode(v); d != v {
+			s = append(s, d)
+		}
+	}
+	name, pass, hasPass := strings.Cut(user, ":")
+	if hasPass {
+		add(pass)
+	}
+	if isHTTPURL(head) {
+		add(name)
 	}
 	return s
 }
@@ -705,8 +746,9 @@ func clearCloneDir(dir string, created bool) error {
 
 // gitRunner runs git for one CloneGit call.
 type gitRunner struct {
-	src  GitSource
-	lim  Limits // with defaults filled in
+	src  GitSource // as given: what messages name
+	url  string    // what git reads: src.URL rewritten (see ResolveGitURL), a local path made absolute
+	lim  Limits    // with defaults filled in
 	bin  string
 	home string
 	env  []string
@@ -743,7 +785,7 @@ var gitSafeConfig = []string{
 	"protocol.file.allow=always",
 }
 
-func newGitRunner(src GitSource, lim Limits) (*gitRunner, error) {
+func newGitRunner(src GitSource, fetchURL string, lim Limits) (*gitRunner, error) {
 	bin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("clone git repository %q: find git: %w", redactGitURL(src.URL), err)
@@ -769,46 +811,10 @@ func newGitRunner(src GitSource, lim Limits) (*gitRunner, error) {
 			env = append(env, k+"="+v)
 		}
 	}
-	env = append(env, gitRewriteEnv(bin)...)
-	return &gitRunner{src: src, lim: lim.withDefaults(), bin: bin, home: home, env: env}, nil
+	return &gitRunner{src: src, url: fetchURL, lim: lim.withDefaults(), bin: bin, home: home, env: env}, nil
 }
 
 func (g *gitRunner) close() { os.RemoveAll(g.home) }
-
-// gitRewriteEnv carries the URL rewrites (url.<base>.insteadOf) of the
-// system and global git configuration of whoever runs skillfs into the
-// scrubbed environment of a clone, as GIT_CONFIG_COUNT/KEY/VALUE entries
-// (which, unlike -c, hold any base unambiguously): a mirror of GitHub or
-// GitLab configured for git applies to skillfs too. Nothing else of that
-// configuration does: no credentials, hooks, helpers or headers. The
-// transports a rewrite may lead to are still only those gitSafeConfig
-// allows.
-func gitRewriteEnv(bin string) []string {
-	var env []string
-	n := 0
-	for _, scope := range []string{"--system", "--global"} {
-		cmd := exec.Command(bin, "config", scope, "-z", "--get-regexp", `^url\..*\.insteadof$`)
-		cmd.Dir = os.TempDir()
-		cmd.Env = append(os.Environ(), "GIT_DIR=/nonexistent")
-		out := &gitBoundedBuffer{max: 64 << 10}
-		cmd.Stdout = out
-		if cmd.Run() != nil || out.overflow {
-			continue // none, or no such file
-		}
-		for _, entry := range strings.Split(string(out.Bytes()), "\x00") {
-			key, value, ok := strings.Cut(entry, "\n")
-			if !ok || !strings.HasPrefix(strings.ToLower(key), "url.") || gitURLProblem(value) != "" {
-				continue
-			}
-			env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, value))
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", n))
-}
 
 func (g *gitRunner) display() string { return GitSource{URL: g.src.URL}.String() }
 
@@ -861,7 +867,7 @@ func (g *gitRunner) fail(ctx context.Context, res gitResult, reason string, err 
 	if ctx.Err() != nil {
 		return g.stopped(ctx)
 	}
-	return &GitError{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, gitSecrets(g.src.URL)), Err: err}
+	return &GitError{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, append(gitSecrets(g.src.URL), gitSecrets(g.url)...)), Err: err}
 }
 
 // stopped builds the GitError for a command killed because ctx is done: the

@@ -657,6 +657,12 @@ func TestGitSourceString(t *testing.T) {
 		{"path only", GitSource{URL: "git@example.com:o/r.git", Path: "skills/x"}, "git@example.com:o/r.git#:skills/x"},
 		{"path with credentials", GitSource{URL: "https://tok@example.com/r.git", Path: "x"}, "https://xxxxx@example.com/r.git#:x"},
 		{"URL with '#' and a path", GitSource{URL: "./a#b", Path: "x"}, "./a#b#:x"},
+		// URLs that do not parse still have their credentials hidden.
+		{"bad port", GitSource{URL: "https://me:tok3n@example.com:bad/r.git"}, "https://xxxxx@example.com:bad/r.git"},
+		{"space in password", GitSource{URL: "https://me:to ken@example.com/r.git"}, "https://xxxxx@example.com/r.git"},
+		{"'@' in password", GitSource{URL: "HTTPS://me:a@b@example.com/r.git"}, "HTTPS://xxxxx@example.com/r.git"},
+		{"'@' in the path only", GitSource{URL: "https://example.com/o/r@v1.git"}, "https://example.com/o/r@v1.git"},
+		{"ssh bad port", GitSource{URL: "ssh://git:pw@example.com:x/r.git"}, "ssh://git:xxxxx@example.com:x/r.git"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -739,13 +745,17 @@ func FuzzParseGitSource(f *testing.F) {
 		if gitURLProblem(g.URL) == "" && (strings.HasPrefix(g.URL, "-") || strings.ContainsAny(g.URL, "\n\r\x00")) {
 			t.Fatalf("unsafe URL %q accepted", g.URL)
 		}
-		if len(gitSecrets(g.URL)) > 0 {
-			u, err := url.Parse(redactGitURL(g.URL))
-			if err != nil {
-				t.Fatalf("redacted URL %q does not parse: %v", redactGitURL(g.URL), err)
+		if u, err := url.Parse(g.URL); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok && p != "" && p != "xxxxx" && redactGitURL(g.URL) == g.URL {
+				t.Fatalf("URL %q with password %q not seen to carry credentials", g.URL, p)
 			}
-			if p, ok := u.User.Password(); ok && p != "xxxxx" {
-				t.Fatalf("redacted URL %q keeps password %q", u, p)
+		}
+		if r := redactGitURL(g.URL); r != g.URL {
+			if _, user, _, _ := splitUserinfo(r); strings.Contains(r, "@") && !strings.Contains(user, "xxxxx") {
+				t.Fatalf("redacted URL %q keeps its user information %q", r, user)
+			}
+			if redactGitURL(r) != r {
+				t.Fatalf("redacting %q again changes it: %q", r, redactGitURL(r))
 			}
 		}
 		_ = isSCPLike(g.URL)

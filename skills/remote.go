@@ -16,7 +16,8 @@ const (
 // for: a URL git clones, a ref and a sub-folder.
 //
 //	owner/repo, owner/repo/path/to/skill     GitHub
-//	github:owner/repo[/path], gitlab:owner/repo[/path]
+//	github:owner/repo[/path]
+//	gitlab:group[/sub...]/repo[//path]       GitLab, whose groups nest
 //	https://github.com/OWNER/REPO/tree/REF[/PATH]
 //	https://github.com/OWNER/REPO/blob/REF/PATH/SKILL.md   (the folder of that SKILL.md)
 //	https://gitlab.com/GROUP[/SUB...]/REPO/-/tree/REF[/PATH]
@@ -24,7 +25,10 @@ const (
 //
 // The shorthands resolve to https://github.com/OWNER/REPO.git (or
 // gitlab.com's); a "#ref" or "#ref:path" after a shorthand works as after
-// any git URL (see ParseGitSource). A ref in a tree or blob URL is its
+// any git URL (see ParseGitSource). GitLab groups nest, so every component
+// of a gitlab: name is the project's path, and its folder comes after
+// "//" (or as "#ref:path"): gitlab:group/sub/repo is the repository
+// group/sub/repo, never group/sub with the folder repo. A ref in a tree or blob URL is its
 // first component after tree/ or blob/: a branch holding '/' is named with
 // a shorthand and "#ref" instead. A blob URL must name a SKILL.md. A plain
 // repository URL (https://github.com/OWNER/REPO) is already what git
@@ -55,16 +59,41 @@ func ParseRemoteName(s string) (g GitSource, ok bool) {
 	case strings.ContainsAny(name, ":\\") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "~"):
 		return GitSource{}, false
 	}
-	parts := strings.Split(name, "/")
-	if len(parts) < 2 || strings.Contains(name, "#") || !validOwner(parts[0]) || !validRepo(parts[1]) {
+	if strings.Contains(name, "#") {
 		return GitSource{}, false
 	}
-	repo := strings.TrimSuffix(parts[1], ".git")
-	if low := strings.ToLower(repo); base == githubBase && (strings.HasSuffix(low, ".zip") || strings.HasSuffix(low, ".md")) {
+	var project []string
+	var sub string
+	if base == gitlabBase {
+		p, folder, _ := strings.Cut(name, "//")
+		project, sub = strings.Split(p, "/"), folder
+		if len(project) < 2 || sub == "" && strings.HasSuffix(name, "//") {
+			return GitSource{}, false
+		}
+	} else {
+		parts := strings.Split(name, "/")
+		if len(parts) < 2 {
+			return GitSource{}, false
+		}
+		project, sub = parts[:2], strings.Join(parts[2:], "/")
+	}
+	if !validOwner(project[0]) {
+		return GitSource{}, false
+	}
+	for _, seg := range project[1:] {
+		if !validRepo(seg) {
+			return GitSource{}, false
+		}
+	}
+	last := len(project) - 1
+	project[last] = strings.TrimSuffix(project[last], ".git")
+	if low := strings.ToLower(project[last]); base == githubBase && (strings.HasSuffix(low, ".zip") || strings.HasSuffix(low, ".md")) {
 		return GitSource{}, false // a missing archive or SKILL.md, not a repository
 	}
-	g = GitSource{URL: base + parts[0] + "/" + repo + ".git", Ref: frag.Ref}
-	sub := strings.Join(parts[2:], "/")
+	if !validRepo(project[last]) {
+		return GitSource{}, false // "..git" was ".."
+	}
+	g = GitSource{URL: base + strings.Join(project, "/") + ".git", Ref: frag.Ref}
 	switch {
 	case sub != "" && frag.Path != "":
 		return GitSource{}, false // two folders: neither is the one meant
@@ -102,8 +131,8 @@ func parseHostedURL(rest string) (GitSource, bool) {
 		if len(segs) < 2 {
 			return GitSource{}, false
 		}
-		for _, s := range segs {
-			if !validRepo(s) {
+		for i, s := range segs {
+			if !validRepo(s) || i == 0 && !validOwner(s) {
 				return GitSource{}, false
 			}
 		}
@@ -140,13 +169,14 @@ func parseHostedURL(rest string) (GitSource, bool) {
 // a GitLab group): letters, digits, '-', '_' and '.', not starting with
 // '-' or '.'.
 func validOwner(s string) bool {
-	return validRepo(s) && s[0] != '-'
+	return validRepo(s) && s[0] != '-' && s[0] != '.'
 }
 
-// validRepo reports whether s could be the name of a repository: letters,
-// digits, '-', '_' and '.', and not "." or "..".
+// validRepo reports whether s could be the name of a repository (or a
+// GitLab subgroup): letters, digits, '-', '_' and '.', and not "." or "..";
+// a leading '.' is allowed, as in .github.
 func validRepo(s string) bool {
-	if s == "" || s == "." || s == ".." || s[0] == '.' || len(s) > 100 {
+	if s == "" || s == "." || s == ".." || len(s) > 100 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

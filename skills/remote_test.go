@@ -3,7 +3,6 @@ package skills
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,7 +28,16 @@ func TestParseRemoteName(t *testing.T) {
 		{"github:owner/repo", gh("owner/repo", "", "")},
 		{"GitHub:owner/repo/a/b", gh("owner/repo", "", "a/b")},
 		{"gitlab:group/repo", gl("group/repo", "", "")},
-		{"gitlab:group/repo/skills/x#main", gl("group/repo", "main", "skills/x")},
+		{"gitlab:group/repo//skills/x#main", gl("group/repo", "main", "skills/x")},
+		{"gitlab:group/repo#main:skills/x", gl("group/repo", "main", "skills/x")},
+		// GitLab groups nest: every component is the project's path.
+		{"gitlab:group/sub/repo", gl("group/sub/repo", "", "")},
+		{"gitlab:group/sub/deeper/repo.git//a//b/", gl("group/sub/deeper/repo", "", "a/b")},
+		// A leading '.' is a repository name (.github), not an owner's.
+		{"o/.github", gh("o/.github", "", "")},
+		{"github:o/.github/skills/x", gh("o/.github", "", "skills/x")},
+		{"https://github.com/o/.github/tree/main/x", gh("o/.github", "main", "x")},
+		{"gitlab:g/.sub/r", gl("g/.sub/r", "", "")},
 		{"https://github.com/o/r/tree/main", gh("o/r", "main", "")},
 		{"https://github.com/o/r/tree/v1.2/skills/pdf", gh("o/r", "v1.2", "skills/pdf")},
 		{"http://www.github.com/o/r.git/tree/dev/x/", gh("o/r", "dev", "x")},
@@ -45,7 +53,8 @@ func TestParseRemoteName(t *testing.T) {
 		}
 	}
 	for _, in := range []string{
-		"", "repo", "./owner/repo", "../o/r", "/abs/o/r", "~/o/r", "owner/", "/repo", "-o/r", ".o/r", "o/.r", "o/..",
+		"", "repo", "./owner/repo", "../o/r", "/abs/o/r", "~/o/r", "owner/", "/repo", "-o/r", ".o/r", "o/..", "o/.", "o/.git", "o/..git", "gitlab:.g/r", "gitlab:g/../r", "gitlab:g/r//", "gitlab:g", "gitlab:g/r//a#v1:b",
+		"https://gitlab.com/.g/r/-/tree/main", "https://github.com/.o/r/tree/main",
 		"dist/skill.zip", "docs/SKILL.md", "git@github.com:o/r", `C:\o\r`, "file:///o/r", "o/r/a#v1:b",
 		"https://github.com/o/r", "https://github.com/o/r.git", "https://github.com/o/r/tree/", "https://github.com/o/r/blob/main/README.md",
 		"https://github.com/o/r/issues/1", "https://github.com/o/r/tree/main?x=1", "https://gitlab.com/g/r", "https://gitlab.com/r/-/tree/main",
@@ -63,23 +72,7 @@ func TestParseRemoteName(t *testing.T) {
 func TestCloneGitHonoursURLRewrites(t *testing.T) {
 	requireGit(t)
 	root := t.TempDir()
-	repo := filepath.Join(root, "mirror", "o", "r.git")
-	work := filepath.Join(root, "work")
-	writeTestFile(t, filepath.Join(work, "SKILL.md"), []byte("---\nname: x\ndescription: d\n---\n"), 0o644)
-	env := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	for _, args := range [][]string{
-		{"init", "--quiet", "-b", "main", work},
-		{"-C", work, "add", "."},
-		{"-C", work, "commit", "--quiet", "-m", "one"},
-		{"clone", "--quiet", "--bare", work, repo},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "d")
 	src, ok := ParseRemoteName("o/r")
 	if !ok {
 		t.Fatal("o/r is not a remote name")
@@ -108,7 +101,7 @@ func TestCloneGitHonoursURLRewrites(t *testing.T) {
 
 func FuzzParseRemoteName(f *testing.F) {
 	for _, s := range []string{
-		"owner/repo", "o/r/a/b#v1", "github:o/r", "gitlab:g/r/x", "https://github.com/o/r/tree/main/a",
+		"owner/repo", "o/r/a/b#v1", "github:o/r", "gitlab:g/r/x", "gitlab:g/s/r//x#v1", "o/.github", "https://github.com/o/r/tree/main/a",
 		"https://github.com/o/r/blob/v1/a/SKILL.md", "https://gitlab.com/g/s/r/-/tree/m/x", "./o/r", "o/r/../..", "o/r/a#:b",
 	} {
 		f.Add(s)
@@ -124,12 +117,16 @@ func FuzzParseRemoteName(f *testing.F) {
 		if !strings.HasPrefix(g.URL, githubBase) && !strings.HasPrefix(g.URL, gitlabBase) || !strings.HasSuffix(g.URL, ".git") {
 			t.Fatalf("URL %q", g.URL)
 		}
-		if !IsRemoteGitURL(g.URL) || gitURLProblem(g.URL) != "" {
+		if !IsRemoteGitURL(g.URL) || gitURLProblem(g.URL) != "" || dotSegmentProblem(g.URL) != "" {
 			t.Fatalf("URL %q is not a remote git URL", g.URL)
 		}
-		// A ref after '#' is kept for CloneGit to refuse; one from a URL is safe.
-		if strings.ContainsAny(g.Ref, "#:") || gitRefProblem(g.Ref) == "" && strings.HasPrefix(g.Ref, "-") {
+		// A ref after '#' is kept as written, for CloneGit to refuse; one
+		// from a URL is safe (below).
+		if strings.ContainsAny(g.Ref, "#:") {
 			t.Fatalf("ref %q", g.Ref)
+		}
+		if !strings.Contains(s, "://") && g.Ref != ParseGitSource(s).Ref {
+			t.Fatalf("ref %q of a shorthand, want %q as written after '#'", g.Ref, ParseGitSource(s).Ref)
 		}
 		if strings.Contains(strings.ToLower(s), "://") && g.Ref != "" && gitRefProblem(g.Ref) != "" {
 			t.Fatalf("ref %q of a URL accepted", g.Ref)

@@ -36,7 +36,7 @@ func WorktreeState(ctx context.Context, dir string) (commit, state string, err e
 	if !inWorktree(abs) {
 		return "", "", nil
 	}
-	g, err := newGitRunner(GitSource{URL: abs}, Limits{})
+	g, err := newGitRunner(GitSource{URL: abs}, abs, Limits{})
 	if err != nil {
 		return "", "", err
 	}

@@ -29,20 +29,40 @@ type CuratedRequest struct {
 	As      string        // acting uid ("" = Operator)
 	Share   *skills.Share // install: nil = the default for the actor
 	Timeout time.Duration // a git source must be read within this; 0: skills.DefaultCloneTimeout
+	API     bool          // the source came through the daemon's API (see ImportRequest.API)
 }
 
-// curatedName is how a curated source is registered and found again: an
-// existing local path as its absolute path, a common name of a hosted
-// repository as the git source it stands for (see RemoteSource), anything
-// else as given.
-func curatedName(source string) string {
+// curatedName is how a curated source is registered: an existing local
+// path as its absolute path, a common name of a hosted repository as the
+// git source it stands for (see RemoteSource), anything else as given.
+// Through the API, as APISource spells it.
+func curatedName(source string, api bool) string {
 	source = strings.TrimSpace(source)
+	if api {
+		return APISource(source)
+	}
 	if _, err := os.Lstat(source); err == nil {
 		if abs, err := filepath.Abs(source); err == nil {
 			return abs
 		}
 	}
 	return RemoteSource(source)
+}
+
+// curatedNames are the registered names source may stand for, found
+// without looking at the disk (so the answer never tells whether a path
+// exists): as given, as the repository a common name stands for, and as
+// an absolute path.
+func curatedNames(source string) []string {
+	source = strings.TrimSpace(source)
+	names := []string{source}
+	if gs, ok := skills.ParseRemoteName(source); ok {
+		names = append(names, gs.String())
+	}
+	if abs, err := filepath.Abs(source); err == nil && abs != source {
+		names = append(names, abs)
+	}
+	return names
 }
 
 // AddCurated registers a source as curated (admins only). The source is
@@ -56,14 +76,19 @@ func (c *Catalog) AddCurated(ctx context.Context, req CuratedRequest) (*skills.C
 	if err := checkAdmin(actor, false); err != nil {
 		return nil, fmt.Errorf("add a curated source: %w", err)
 	}
-	name := curatedName(req.Source)
+	name := curatedName(req.Source, req.API)
 	if name == "" {
 		return nil, fmt.Errorf("add a curated source: no source given: %w", skills.ErrInvalid)
 	}
-	if _, err := c.curatedSource(ctx, name); err == nil {
+	// Every user lists curated sources: credentials in one would be shown
+	// to all of them.
+	if err := skills.RefuseCredentials("curated source", name); err != nil {
+		return nil, err
+	}
+	if _, err := c.curatedSource(ctx, []string{name}); err == nil {
 		return nil, fmt.Errorf("%q is a curated source already (refresh it with `skillfs skill curated refresh`): %w", name, skills.ErrExists)
 	}
-	commit, list, err := c.readCurated(ctx, name, req.Ref, req.Timeout)
+	commit, list, err := c.readCurated(ctx, ImportRequest{Source: name, Ref: req.Ref, Timeout: req.Timeout, API: req.API})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +98,7 @@ func (c *Catalog) AddCurated(ctx context.Context, req CuratedRequest) (*skills.C
 		return nil, err
 	}
 	c.log.Info("curated source added", "source", name, "skills", len(list), "by", actor.UID)
-	return c.curatedSource(ctx, name)
+	return c.curatedSource(ctx, []string{name})
 }
 
 // RemoveCurated unregisters a curated source (admins only); the skills
@@ -86,7 +111,7 @@ func (c *Catalog) RemoveCurated(ctx context.Context, as, source string) error {
 	if err := checkAdmin(actor, false); err != nil {
 		return fmt.Errorf("remove a curated source: %w", err)
 	}
-	src, err := c.curatedSource(ctx, curatedName(source))
+	src, err := c.curatedSource(ctx, curatedNames(source))
 	if err != nil {
 		return err
 	}
@@ -101,24 +126,28 @@ func (c *Catalog) CuratedSources(ctx context.Context, as string) ([]skills.Curat
 	return c.db.CuratedSources(ctx)
 }
 
-// curatedSource finds a registered curated source by its registered name,
-// or fails with an error wrapping skills.ErrNotFound that lists them.
-func (c *Catalog) curatedSource(ctx context.Context, name string) (*skills.CuratedSource, error) {
+// curatedSource finds a registered curated source by the first of names
+// registered, or fails with an error wrapping skills.ErrNotFound that lists
+// them.
+func (c *Catalog) curatedSource(ctx context.Context, names []string) (*skills.CuratedSource, error) {
 	all, err := c.db.CuratedSources(ctx)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(all))
-	for i := range all {
-		if all[i].Source == name {
+	for _, name := range names {
+		if i := slices.IndexFunc(all, func(s skills.CuratedSource) bool { return s.Source == name }); i >= 0 {
 			return &all[i], nil
 		}
-		names[i] = all[i].Source
 	}
-	if len(names) == 0 {
+	name := skills.RedactSource(names[0])
+	if len(all) == 0 {
 		return nil, fmt.Errorf("%q is not a curated source: there are none (add one with `skillfs skill curated add SOURCE`): %w", name, skills.ErrNotFound)
 	}
-	return nil, fmt.Errorf("%q is not a curated source (curated: %s): %w", name, strings.Join(names, ", "), skills.ErrNotFound)
+	registered := make([]string, len(all))
+	for i := range all {
+		registered[i] = all[i].Source
+	}
+	return nil, fmt.Errorf("%q is not a curated source (curated: %s): %w", name, strings.Join(registered, ", "), skills.ErrNotFound)
 }
 
 // RefreshCurated reads every curated source again (admins only), or only
@@ -138,7 +167,7 @@ func (c *Catalog) RefreshCurated(ctx context.Context, req CuratedRequest) ([]ski
 		return nil, err
 	}
 	if strings.TrimSpace(req.Source) != "" {
-		one, err := c.curatedSource(ctx, curatedName(req.Source))
+		one, err := c.curatedSource(ctx, curatedNames(req.Source))
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +175,7 @@ func (c *Catalog) RefreshCurated(ctx context.Context, req CuratedRequest) ([]ski
 	}
 	var errs []error
 	for _, src := range all {
-		commit, list, err := c.readCurated(ctx, src.Source, src.Ref, req.Timeout)
+		commit, list, err := c.readCurated(ctx, ImportRequest{Source: src.Source, Ref: src.Ref, Timeout: req.Timeout})
 		if err == nil {
 			err = c.db.RefreshCuratedSource(ctx, src.Source, commit, c.now().UTC(), list)
 		}
@@ -173,13 +202,12 @@ func (c *Catalog) RefreshCurated(ctx context.Context, req CuratedRequest) ([]ski
 
 // readCurated reads a source as an import would and describes each skill
 // it holds; skills whose SKILL.md cannot be read are left out.
-func (c *Catalog) readCurated(ctx context.Context, source, ref string, timeout time.Duration) (string, []skills.CuratedSkill, error) {
+func (c *Catalog) readCurated(ctx context.Context, req ImportRequest) (string, []skills.CuratedSkill, error) {
 	unlock, err := c.sharedLock()
 	if err != nil {
 		return "", nil, err
 	}
 	defer unlock()
-	req := ImportRequest{Source: source, Ref: ref, Timeout: timeout}
 	src, cands, err := c.discover(ctx, req, &ImportResult{})
 	if err != nil {
 		return "", nil, err
@@ -197,7 +225,7 @@ func (c *Catalog) readCurated(ctx context.Context, source, ref string, timeout t
 			Origin: sourceKey(src.key, f.Candidate, false)})
 	}
 	if len(list) == 0 {
-		return "", nil, fmt.Errorf("%q holds no skill that can be read: %w", source, skills.ErrNoManifest)
+		return "", nil, fmt.Errorf("%q holds no skill that can be read: %w", req.display(), skills.ErrNoManifest)
 	}
 	return src.commit, list, nil
 }
@@ -233,16 +261,16 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 		return res, err
 	}
 	name := strings.TrimSpace(req.Name)
-	var from string
+	var from []string
 	if strings.TrimSpace(req.Source) != "" {
-		from = curatedName(req.Source)
+		from = curatedNames(req.Source)
 	}
 	matches := slices.DeleteFunc(all, func(s skills.CuratedSkill) bool {
-		return s.Slug != name && s.Name != name || from != "" && s.Source != from
+		return s.Slug != name && s.Name != name || from != nil && !slices.Contains(from, s.Source)
 	})
 	switch {
-	case len(matches) == 0 && from != "":
-		return res, fmt.Errorf("curated source %q offers no skill named %q (see `skillfs skill list --curated`): %w", from, name, skills.ErrNotFound)
+	case len(matches) == 0 && from != nil:
+		return res, fmt.Errorf("curated source %q offers no skill named %q (see `skillfs skill list --curated`): %w", skills.RedactSource(from[0]), name, skills.ErrNotFound)
 	case len(matches) == 0:
 		return res, fmt.Errorf("no curated skill is named %q (see `skillfs skill list --curated`): %w", name, skills.ErrNotFound)
 	case len(matches) > 1:
@@ -262,7 +290,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 		return res, fmt.Errorf("curated skill %q is installed already as %q (to update it, whoever manages it imports its source again: `skillfs skill import %s --skill %s`): %w",
 			name, visible[i].Slug, cs.Source, cs.Path, skills.ErrExists)
 	}
-	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Skills: []string{cs.Path}, As: req.As, Share: req.Share, Timeout: req.Timeout})
+	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Folder: cs.Path, As: req.As, Share: req.Share, Timeout: req.Timeout})
 	if err != nil || len(res.Installed) != 1 {
 		return res, err
 	}

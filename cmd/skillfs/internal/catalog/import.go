@@ -24,6 +24,7 @@ type ImportRequest struct {
 	Ref     string        // git ref; also accepted as Source "URL#ref"
 	Path    string        // import only from this folder of the source; also accepted as Source "URL#ref:path"
 	Skills  []string      // pick these skills (folder name, slug, name or path; globs allowed) from a multi-skill source
+	Folder  string        // pick the one skill whose folder in the source is this slash path, exactly ("." for the root)
 	Ignore  []string      // leave out the skills these globs match (folder name, slug, name or path)
 	All     bool          // import every skill the source holds
 	List    bool          // only list what the source holds
@@ -33,6 +34,11 @@ type ImportRequest struct {
 	Builtin bool          // register as a builtin (system) skill
 	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
 	Timeout time.Duration // a git source must be read within this; 0: skills.DefaultCloneTimeout
+	// API marks a source named through the daemon's API, which has no
+	// working directory: only an absolute path (or a file:// URL) names
+	// something on this machine, a name is never looked up on disk first,
+	// and any other relative path is refused (see APISource).
+	API bool
 
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
@@ -43,12 +49,13 @@ type ImportRequest struct {
 	Project   string
 }
 
-// display is the name of the source in messages.
+// display is the name of the source in messages, answers and logs, with
+// any credentials in its URL hidden (see skills.RedactSource).
 func (r ImportRequest) display() string {
 	if r.Display != "" {
 		return r.Display
 	}
-	return r.Source
+	return skills.RedactSource(r.Source)
 }
 
 // where names a skill of the request's source in messages: the source as
@@ -226,6 +233,13 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 	if len(fs) == 0 {
 		src.cleanup()
 		return nil, fmt.Errorf("every skill of %q is ignored: %w", req.display(), skills.ErrNotFound)
+	}
+	if req.Folder != "" {
+		fs = slices.DeleteFunc(fs, func(f found) bool { return f.Rel != req.Folder })
+		if len(fs) == 0 {
+			src.cleanup()
+			return nil, fmt.Errorf("%q holds no skill in the folder %q (any more): %w", req.display(), req.Folder, skills.ErrNotFound)
+		}
 	}
 	if len(req.Skills) > 0 {
 		picked, err := pick(fs, req.Skills)
@@ -425,8 +439,16 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 // resolve turns the request's source into a directory tree.
 func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
 	sub := req.Path
-	req.Source = RemoteSource(req.Source)
-	if _, err := os.Stat(req.Source); err != nil {
+	if req.API {
+		req.Source = APISource(req.Source)
+		if u := skills.ParseGitSource(req.Source).URL; !filepath.IsAbs(u) && !strings.Contains(u, "://") && !skills.IsRemoteGitURL(u) {
+			return nil, fmt.Errorf("source %q: a path on the daemon's machine is named by its absolute path (the daemon has no working directory of yours), "+
+				"and this is neither that nor a git URL or repository name: %w", req.display(), skills.ErrInvalid)
+		}
+	} else {
+		req.Source = RemoteSource(req.Source)
+	}
+	if _, err := req.stat(req.Source); err != nil {
 		if gs := skills.ParseGitSource(req.Source); gs.Path != "" {
 			if sub != "" && sub != gs.Path {
 				return nil, fmt.Errorf("source %q names the folder %q and --path %q: choose one: %w", req.display(), gs.Path, sub, skills.ErrInvalid)
@@ -468,6 +490,8 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 // "URL#ref:path". A path that exists on this machine is always that path:
 // ./x, /x and ~/x are never names, and an existing folder named like
 // owner/repo wins over the repository. Anything else is returned as given.
+// This is the command line's rule, which has a working directory; the API's
+// is APISource.
 func RemoteSource(source string) string {
 	if _, err := os.Lstat(source); err == nil {
 		return source
@@ -476,6 +500,32 @@ func RemoteSource(source string) string {
 		return gs.String()
 	}
 	return source
+}
+
+// APISource is RemoteSource for a source named through the daemon's API,
+// which has no working directory: an absolute path is that path, whether
+// it exists or not, and anything else that is a common name of a hosted
+// repository is that repository, whatever exists on disk. Nothing is looked
+// up on disk, so the answer never tells whether a path exists. Anything
+// else is returned as given.
+func APISource(source string) string {
+	source = strings.TrimSpace(source)
+	if filepath.IsAbs(source) {
+		return source
+	}
+	if gs, ok := skills.ParseRemoteName(source); ok {
+		return gs.String()
+	}
+	return source
+}
+
+// stat is os.Stat of a path the request's source may be; through the API,
+// a path that is not absolute is never looked up (see ImportRequest.API).
+func (r ImportRequest) stat(p string) (os.FileInfo, error) {
+	if r.API && !filepath.IsAbs(p) {
+		return nil, fmt.Errorf("stat %s: not an absolute path: %w", p, os.ErrNotExist)
+	}
+	return os.Stat(p)
 }
 
 // resolveTree turns the request's source into a directory tree: the whole
@@ -497,10 +547,10 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	// ask for git (a commit), where a plain PATH asks for the folder.
 	spec := req.Source
 	asGit := false
-	if _, err := os.Stat(spec); err != nil {
+	if _, err := req.stat(spec); err != nil {
 		gs := skills.ParseGitSource(spec)
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
-			if _, err := os.Stat(p); err == nil {
+			if _, err := req.stat(p); err == nil {
 				spec, asGit = p, true
 				if req.Ref == "" {
 					req.Ref = gs.Ref
@@ -508,7 +558,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 			}
 		}
 	}
-	fi, statErr := os.Stat(spec)
+	fi, statErr := req.stat(spec)
 	local := statErr == nil
 	// A local folder is read as it is on disk, working-tree edits included
 	// (its commit and whether the files match it are recorded); only a ref

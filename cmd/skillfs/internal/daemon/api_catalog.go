@@ -179,8 +179,9 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 	})
 	// The two-step install: prepare a source, then confirm with a share
 	// scope, or discard. The source is the request body (a ZIP or a
-	// SKILL.md, streamed and cut at the import limits), a remote git URL,
-	// or — for admins only — a path on the daemon's machine.
+	// SKILL.md, streamed and cut at the import limits), a remote git URL
+	// or repository name, or — for admins only — an absolute path on the
+	// daemon's machine.
 	mux.Handle("POST /v1/drafts", d.metrics.importStage("prepare", func(w http.ResponseWriter, r *http.Request) {
 		if kind := uploadKind(r.Header.Get("Content-Type")); kind != "" {
 			q := r.URL.Query()
@@ -203,13 +204,15 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		req.Source = catalog.RemoteSource(req.Source)
+		// The API has no working directory: only an absolute path is a
+		// path, a name is that repository (nothing is looked up on disk).
+		req.Source = catalog.APISource(req.Source)
 		if err := d.mayReadLocal(r.Context(), as(r), req.Source); err != nil {
 			writeErr(w, err)
 			return
 		}
 		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
-			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r)})
+			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r), API: true})
 		reply(w, dr, err)
 	}))
 	mux.Handle("POST /v1/drafts/{id}/confirm", d.metrics.importStage("confirm", func(w http.ResponseWriter, r *http.Request) {
@@ -292,14 +295,20 @@ func uploadKind(contentType string) string {
 // mayReadLocal refuses a source on the daemon's own machine unless the
 // acting user is an admin: whoever reaches the API says whom it acts for,
 // and the daemon (root) must not read any file for any user. Ordinary users
-// upload the skill's bytes or name a remote repository.
+// upload the skill's bytes or name a remote repository. What counts is
+// where a clone reads, after the URL rewrites of git's configuration: a
+// remote URL that a rewrite sends to a folder of this machine is local.
 func (d *Daemon) mayReadLocal(ctx context.Context, as, source string) error {
-	if skills.IsRemoteGitURL(source) {
+	remote, rerr := skills.ReadsRemote(source)
+	if remote {
 		return nil
 	}
 	actor, err := d.cat.Actor(ctx, as)
 	if err != nil {
 		return err
+	}
+	if rerr != nil {
+		return rerr
 	}
 	if actor.Role == skills.RoleAdmin || actor.Role == skills.RoleSuperadmin {
 		return nil

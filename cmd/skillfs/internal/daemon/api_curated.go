@@ -24,7 +24,7 @@ func (d *Daemon) curatedRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		src, err := d.cat.AddCurated(r.Context(), catalog.CuratedRequest{Source: req.Source, Ref: req.Ref, As: as(r)})
+		src, err := d.cat.AddCurated(r.Context(), catalog.CuratedRequest{Source: req.Source, Ref: req.Ref, As: as(r), API: true})
 		reply(w, src, err)
 	})
 	mux.HandleFunc("DELETE /v1/curated", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,218 @@
+package skills
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestResolveGitURL(t *testing.T) {
+	rules := []gitRewrite{
+		{base: "file:///srv/mirror/", prefix: "https://github.com/"},
+		{base: "https://mirror.example/gl/", prefix: "https://gitlab.com/"},
+		{base: "https://mirror.example/special/", prefix: "https://gitlab.com/special/"},
+		{base: "https://first.example/", prefix: "https://dup.example/"},
+		{base: "https://second.example/", prefix: "https://dup.example/"},
+		{base: "/srv/plain", prefix: "https://plain.example"},
+		{base: "file:///srv/dots/../elsewhere/", prefix: "https://dots.example/"},
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"https://github.com/o/r.git", "file:///srv/mirror/o/r.git"},
+		{"https://gitlab.com/g/sub/r.git", "https://mirror.example/gl/g/sub/r.git"},
+		// The longest prefix wins, whatever the order; of equal ones, the first.
+		{"https://gitlab.com/special/r.git", "https://mirror.example/special/r.git"},
+		{"https://dup.example/r.git", "https://first.example/r.git"},
+		{"https://plain.example/r.git", "/srv/plain/r.git"},
+		// Rewritten once: the result is not rewritten again.
+		{"https://example.com/a..b/r...git", "https://example.com/a..b/r...git"},
+		{"git@host:o/r.git", "git@host:o/r.git"},
+		// A path on this machine is an admin's, and kept as written.
+		{"/srv/repos/../r.git", "/srv/repos/../r.git"},
+		{"file:///srv/./r.git", "file:///srv/./r.git"},
+	} {
+		got, err := resolveGitURL(tc.in, rules)
+		if err != nil || got != tc.want {
+			t.Errorf("resolveGitURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{
+		"https://github.com/../../home/team-b/private.git",
+		"https://github.com/o/../../x.git",
+		"https://github.com/%2e%2e/%2E%2e/etc",
+		"https://github.com/%252e%252E/x",
+		"https://github.com/o/%2E/r.git",
+		"https://github.com/..%2f..%2Fhome/x",
+		`https://github.com/..\x`,
+		"https://github.com/..?x",
+		"https://example.com/../r.git",
+		"ssh://host/../r.git",
+		"git@host:../r.git",
+		"git@host:o/./r.git",
+		// A local rewrite must stay in its folder: a sibling named alike is outside.
+		"https://plain.example.evil/r.git",
+		"https://plain.example-x/r.git",
+		// A base with a dot segment makes every result refused.
+		"https://dots.example/r.git",
+	} {
+		if got, err := resolveGitURL(in, rules); !errors.Is(err, ErrInvalid) {
+			t.Errorf("resolveGitURL(%q) = %q, %v; want ErrInvalid", in, got, err)
+		} else if strings.Contains(err.Error(), "/srv/") {
+			t.Errorf("resolveGitURL(%q): the error %q names where the rewrite leads", in, err)
+		}
+	}
+}
+
+func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
+	requireGit(t)
+	root := t.TempDir()
+	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file:///srv/Mirror.dir/\"]\n\tinsteadOf = https://github.com/\n"+
+		"[URL \"https://m.example/x/\"]\n\tINSTEADOF = https://github.com/x/\n\tinsteadOf = git@github.com:x/\n"), 0o644)
+	got := gitRewrites()
+	want := []gitRewrite{{"file:///srv/Mirror.dir/", "https://github.com/"}, {"https://m.example/x/", "https://github.com/x/"}, {"https://m.example/x/", "git@github.com:x/"}}
+	if len(got) != len(want) {
+		t.Fatalf("gitRewrites() = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("gitRewrites()[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for in, want := range map[string]bool{
+		"https://github.com/o/r.git":                 true, // stays remote as written...
+		"https://example.com/o/r.git":                true,
+		"git@github.com:x/r.git":                     true,  // rewritten to another host
+		"/srv/Mirror.dir/o/r.git":                    false, // local as written
+		"https://github.com/../../home/b/x.git#main": false,
+	} {
+		remote, err := ReadsRemote(in)
+		if in == "https://github.com/o/r.git" {
+			// ...but read from this machine.
+			if remote || err != nil {
+				t.Errorf("ReadsRemote(%q) = %v, %v; want false: it is read from a folder here", in, remote, err)
+			}
+			continue
+		}
+		if remote != want {
+			t.Errorf("ReadsRemote(%q) = %v, %v; want %v", in, remote, err, want)
+		}
+	}
+	if _, err := ReadsRemote("https://github.com/../../home/b/x.git#main"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ReadsRemote of a URL with '..': %v, want ErrInvalid", err)
+	}
+}
+
+// makeBareRepo makes a bare repository at dir holding one skill whose
+// description is desc.
+func makeBareRepo(t *testing.T, dir, desc string) {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "work")
+	writeTestFile(t, filepath.Join(work, "SKILL.md"), []byte("---\nname: x\ndescription: "+desc+"\n---\n"), 0o644)
+	env := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	for _, args := range [][]string{
+		{"init", "--quiet", "-b", "main", work},
+		{"-C", work, "add", "."},
+		{"-C", work, "commit", "--quiet", "-m", "one"},
+		{"clone", "--quiet", "--bare", work, dir},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// A rewrite to a mirror on this machine cannot be walked out of: the
+// repository next to the mirror is never read, by any spelling of "..", nor
+// through a sibling folder whose name starts like the mirror's.
+func TestCloneGitRewriteStaysInItsFolder(t *testing.T) {
+	requireGit(t)
+	root := t.TempDir()
+	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "mirrored")
+	makeBareRepo(t, filepath.Join(root, "private.git"), "PRIVATE")
+	makeBareRepo(t, filepath.Join(root, "mirror-x", "r.git"), "PRIVATE")
+	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://github.com/\n"+
+		"[url \"file://"+filepath.Join(root, "mirror")+"\"]\n\tinsteadOf = https://mirror.example\n"), 0o644)
+
+	for _, m := range readModes {
+		if _, err := CloneGit(context.Background(), GitSource{URL: "https://github.com/o/r.git"}, filepath.Join(t.TempDir(), "c"), CloneOptions{viaClone: m.viaClone}); err != nil {
+			t.Fatalf("%s: the mirror itself: %v", m.name, err)
+		}
+		for _, u := range []string{
+			"https://github.com/../private.git",
+			"https://github.com/o/../../private.git",
+			"https://github.com/%2e%2e/private.git",
+			"https://github.com/%2E%2e/private.git",
+			"https://github.com/o/%252e%252e/../private.git",
+			"https://mirror.example-x/r.git",
+		} {
+			dir := filepath.Join(t.TempDir(), "c")
+			_, err := CloneGit(context.Background(), GitSource{URL: u}, dir, CloneOptions{viaClone: m.viaClone})
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: CloneGit(%q) = %v, want ErrInvalid", m.name, u, err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "SKILL.md")); strings.Contains(string(b), "PRIVATE") {
+				t.Errorf("%s: CloneGit(%q) read the repository outside the mirror", m.name, u)
+			}
+			if err != nil && strings.Contains(err.Error(), root) {
+				t.Errorf("%s: CloneGit(%q): the error names the mirror's folder: %v", m.name, u, err)
+			}
+		}
+	}
+}
+
+// Git is handed the rewritten URL and no rewrite configuration: a URL is
+// rewritten once, as git does, never a second time by git itself.
+func TestCloneGitRewritesOnce(t *testing.T) {
+	requireGit(t)
+	root := t.TempDir()
+	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "mirrored")
+	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://b.invalid/\n"+
+		"[url \"https://b.invalid/\"]\n\tinsteadOf = https://a.invalid/\n"), 0o644)
+	if _, err := CloneGit(context.Background(), GitSource{URL: "https://b.invalid/o/r.git"}, filepath.Join(t.TempDir(), "c"), CloneOptions{viaClone: true}); err != nil {
+		t.Fatalf("the rewritten name: %v", err)
+	}
+	_, err := CloneGit(context.Background(), GitSource{URL: "https://a.invalid/o/r.git"}, filepath.Join(t.TempDir(), "c"), CloneOptions{viaClone: true})
+	if err == nil {
+		t.Fatal("https://a.invalid/ was rewritten twice: git applied a rewrite of its own")
+	}
+}
+
+func TestSourceCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://tok@github.com/o/r.git#main:skills/x": "https://xxxxx@github.com/o/r.git#main:skills/x",
+		"https://me:s3cret@host:bad/r.git":             "https://xxxxx@host:bad/r.git",
+		"ssh://git:pw@host/r.git#v1":                   "ssh://git:xxxxx@host/r.git#v1",
+	} {
+		if !HasCredentials(in) {
+			t.Errorf("HasCredentials(%q) = false", in)
+		}
+		if got := RedactSource(in); got != want {
+			t.Errorf("RedactSource(%q) = %q, want %q", in, got, want)
+		}
+		if err := RefuseCredentials("curated source", in); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "s3cret") ||
+			strings.Contains(err.Error(), "tok@") || strings.Contains(err.Error(), ":pw@") {
+			t.Errorf("RefuseCredentials(%q) = %v", in, err)
+		}
+	}
+	for _, in := range []string{"https://github.com/o/r.git", "git@github.com:o/r.git", "ssh://git@host/r.git", "/srv/a@b/r", "owner/repo", "https://xxxxx@host/r.git"} {
+		if HasCredentials(in) || RedactSource(in) != in || RefuseCredentials("curated source", in) != nil {
+			t.Errorf("%q seen to carry credentials", in)
+		}
+	}
+	if got := gitSecrets("https://me:a%40b@host/r"); !slices.Contains(got, "a%40b") || !slices.Contains(got, "a@b") || !slices.Contains(got, "me") {
+		t.Errorf("gitSecrets = %q", got)
+	}
+}
