@@ -108,9 +108,10 @@ func parseSourceKey(key string) (recordedSource, bool) {
 // Update re-reads the recorded source of each skill asked for (git: the
 // ref it was last installed from, or req.Ref; a local folder: as it is on
 // disk) and installs what changed as a new version, as a reimport from
-// the same source would. Skills the actor may not see are not found; one
-// it may see but not edit, or whose source cannot be read, fails on its
-// own and the others go on.
+// the same source would. Skills the actor may not see are not found, and
+// a named one it may see but not edit is skills.ErrPermission, both for
+// the whole request; --all takes only what the actor manages. One whose
+// source cannot be read fails on its own and the others go on.
 func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
 	res := &UpdateResult{DryRun: req.DryRun, Skills: []Updated{}}
 	actor, err := c.Actor(ctx, req.As)
@@ -138,6 +139,14 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 			_, s, err := c.lookup(ctx, req.As, slug)
 			if err != nil {
 				return res, err
+			}
+			// A skill the actor sees but may not change refuses the
+			// whole request, as rollback does; a builtin is answered
+			// below as having no source to update from.
+			if s.SourceType != skills.SourceBuiltin {
+				if err := policy.CheckEdit(actor, s); err != nil {
+					return res, fmt.Errorf("update: %w", err)
+				}
 			}
 			targets = append(targets, s)
 		}
