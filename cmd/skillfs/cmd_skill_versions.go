@@ -143,6 +143,7 @@ func (c *cli) skillUpdate() *cobra.Command {
 	fs := cmd.Flags()
 	all := fs.Bool("all", false, "every skill you manage")
 	dry := fs.Bool("dry-run", false, "show what would change, install nothing")
+	force := fs.Bool("force", false, "install what the source holds even when it is a version it delivered before (undoes a rollback or an edit)")
 	ref := fs.String("ref", "", "read this git branch, tag or commit `REF` instead of the one recorded")
 	tag := fs.String("tag", "", "read this git `TAG` (e.g. a newer release) instead of the recorded ref")
 	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
@@ -159,7 +160,7 @@ func (c *cli) skillUpdate() *cobra.Command {
 			return err
 		}
 		defer cat.Close()
-		res, err := cat.Update(c.ctx, catalog.UpdateRequest{As: c.as, Slugs: pos, All: *all, DryRun: *dry, Ref: r, Timeout: *timeout})
+		res, err := cat.Update(c.ctx, catalog.UpdateRequest{As: c.as, Slugs: pos, All: *all, DryRun: *dry, Force: *force, Ref: r, Timeout: *timeout})
 		if err != nil {
 			return err
 		}
@@ -193,6 +194,8 @@ func (c *cli) printUpdate(res *catalog.UpdateResult) {
 				verb = "would update"
 			}
 			fmt.Fprintf(c.stdout, "%s: %s %s → %s (%s)\n", u.Slug, verb, short(u.From), short(u.To), diffStatLine(*u.DiffStat))
+		case catalog.UpdateHeld:
+			fmt.Fprintf(c.stdout, "%s: held at %s: %s\n", u.Slug, short(u.From), u.Note)
 		case catalog.UpdateUnchanged:
 			fmt.Fprintf(c.stdout, "%s: unchanged (%s)\n", u.Slug, short(u.From))
 		case catalog.UpdateNoSource:

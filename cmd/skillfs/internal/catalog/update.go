@@ -17,6 +17,7 @@ type UpdateRequest struct {
 	Slugs  []string
 	All    bool   // every skill the actor manages
 	DryRun bool   // say what would change, install nothing
+	Force  bool   // install what the source holds also when the skill is held (see UpdateHeld)
 	Ref    string // read this git ref (a newer tag, another branch) instead of the one recorded
 	// Timeout bounds the reading of each git source; 0:
 	// skills.DefaultCloneTimeout.
@@ -41,6 +42,7 @@ const (
 	UpdateUpdated   = "updated"      // a new version was installed
 	UpdateAvailable = "would_update" // DryRun: the source holds something else
 	UpdateFailed    = "failed"       // Error says why
+	UpdateHeld      = "held"         // the source holds a version it delivered before, not the current one: installed only with Force; Note says why
 	UpdateNoSource  = "no_source"    // builtin, uploaded archive or file: nothing to re-read
 )
 
@@ -56,6 +58,7 @@ type Updated struct {
 	To       string           `json:"to,omitempty"`     // the version the source holds
 	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
 	Error    string           `json:"error,omitempty"`
+	Note     string           `json:"note,omitempty"` // why a skill is held
 	Warnings []string         `json:"warnings,omitempty"`
 }
 
@@ -108,7 +111,10 @@ func parseSourceKey(key string) (recordedSource, bool) {
 // Update re-reads the recorded source of each skill asked for (git: the
 // ref it was last installed from, or req.Ref; a local folder: as it is on
 // disk) and installs what changed as a new version, as a reimport from
-// the same source would. Skills the actor may not see are not found, and
+// the same source would. A skill whose source still holds a version it
+// delivered before, while the skill's current version is another (a
+// rollback or an edit since), is held: nothing is installed unless
+// req.Force. Skills the actor may not see are not found, and
 // a named one it may see but not edit is skills.ErrPermission, both for
 // the whole request; --all takes only what the actor manages. One whose
 // source cannot be read fails on its own and the others go on.
@@ -229,12 +235,24 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 		u.Status = UpdateUnchanged
 		return u
 	}
+	held := false
+	if !req.Force {
+		if held, err = c.deliveredBefore(ctx, s, hash); err != nil {
+			return fail(err)
+		}
+	}
 	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0)
 	if err != nil {
 		return fail(err)
 	}
 	stat := skills.Stat(changes)
 	u.DiffStat = &stat
+	if held {
+		u.Status = UpdateHeld
+		u.Note = fmt.Sprintf("the source still holds %s, a version it delivered before: the current version differs "+
+			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", short(hash))
+		return u
+	}
 	if req.DryRun {
 		u.Status = UpdateAvailable
 		return u
@@ -279,6 +297,21 @@ func noSourceReason(s *skills.Skill) string {
 		return "it was installed from an agent's skill folder; import it again with --agents"
 	}
 	return fmt.Sprintf("its source %q cannot be read again; import the new content with --replace", s.Source)
+}
+
+// deliveredBefore reports whether hash is a version s has from its
+// recorded source (not an edit's or another source's).
+func (c *Catalog) deliveredBefore(ctx context.Context, s *skills.Skill, hash string) (bool, error) {
+	vs, err := c.db.Versions(ctx, s.Slug)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range vs {
+		if v.Hash == hash && v.Source == s.Source {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // recordedRef is the git ref the skill's newest version from its source

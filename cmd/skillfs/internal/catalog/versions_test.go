@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"skillfs/skills"
@@ -59,5 +61,84 @@ func TestUpdateRefusesAReaderUpFront(t *testing.T) {
 	res, err = c.Update(ctx, UpdateRequest{As: "alice", Slugs: []string{"notes"}})
 	if err != nil || len(res.Skills) != 1 || res.Skills[0].Status != UpdateUpdated {
 		t.Fatalf("the creator updates: %v, %+v", err, res.Skills)
+	}
+}
+
+// updateOnly updates one skill as the operator and returns what it did.
+func updateOnly(t testing.TB, c *Catalog, slug string, dry, force bool) Updated {
+	t.Helper()
+	res, err := c.Update(context.Background(), UpdateRequest{Slugs: []string{slug}, DryRun: dry, Force: force})
+	if err != nil || len(res.Skills) != 1 {
+		t.Fatalf("update %s: %v, %+v", slug, err, res)
+	}
+	return res.Skills[0]
+}
+
+func currentOf(t testing.TB, c *Catalog, slug string) (string, int) {
+	t.Helper()
+	d, err := c.Show(context.Background(), "", slug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Version, len(d.Versions)
+}
+
+// TestUpdateHoldsARollbackAndAnEdit: a source that still holds what it
+// delivered before does not undo a rollback or an online edit: the skill
+// is held, nothing installed, until --force; a source with new content
+// updates as before.
+func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: x")
+	writeNotes(t, src, "one\n")
+	res, err := c.Import(ctx, ImportRequest{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := res.Installed[0].Version
+	writeNotes(t, src, "two, bad\n")
+	u := updateOnly(t, c, "notes", false, false)
+	v2 := u.To
+	if u.Status != UpdateUpdated || v2 == v1 {
+		t.Fatalf("first update: %+v", u)
+	}
+	if _, err := c.Rollback(ctx, "", "notes", v1); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		u = updateOnly(t, c, "notes", dry, false)
+		if u.Status != UpdateHeld || u.From != v1 || u.To != v2 || !strings.Contains(u.Note, "--force") || u.DiffStat == nil || u.DiffStat.FilesChanged != 1 {
+			t.Fatalf("update after a rollback (dry run %v): %+v", dry, u)
+		}
+		if cur, n := currentOf(t, c, "notes"); cur != v1 || n != 2 {
+			t.Fatalf("a held update installed something: current %s of %d versions", short(cur), n)
+		}
+	}
+	if u = updateOnly(t, c, "notes", true, true); u.Status != UpdateAvailable {
+		t.Fatalf("dry run with --force: %+v", u)
+	}
+	if u = updateOnly(t, c, "notes", false, true); u.Status != UpdateUpdated || u.From != v1 || u.To != v2 {
+		t.Fatalf("--force: %+v", u)
+	}
+	if cur, n := currentOf(t, c, "notes"); cur != v2 || n != 2 {
+		t.Fatalf("after --force: current %s of %d versions", short(cur), n)
+	}
+
+	// An online edit is held the same way.
+	ed, err := c.Edit(ctx, "", "notes", "notes.txt", bytes.NewReader([]byte("two, fixed here\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u = updateOnly(t, c, "notes", false, false); u.Status != UpdateHeld || u.From != ed.Version || u.To != v2 {
+		t.Fatalf("update after an edit: %+v", u)
+	}
+	// New content at the source is installed over the edit.
+	writeNotes(t, src, "three\n")
+	if u = updateOnly(t, c, "notes", false, false); u.Status != UpdateUpdated || u.From != ed.Version {
+		t.Fatalf("update to new content: %+v", u)
+	}
+	if cur, n := currentOf(t, c, "notes"); cur != u.To || n != 4 {
+		t.Fatalf("after the new content: current %s of %d versions", short(cur), n)
 	}
 }
