@@ -39,7 +39,8 @@ func (c *cli) skillVersions() *cobra.Command {
 				src += " @ " + short(v.Commit)
 			}
 			changes := "first version"
-			if v.DiffStat != nil {
+			switch {
+			case v.DiffStat != nil:
 				changes = fmt.Sprintf("%s vs %s", diffStatLine(*v.DiffStat), short(v.Against))
 			}
 			rows[i] = []string{cur + short(v.Hash), v.InstalledAt.Local().Format("2006-01-02 15:04:05"), v.Installer,
@@ -51,9 +52,17 @@ func (c *cli) skillVersions() *cobra.Command {
 	return cmd
 }
 
-// diffStatLine is a diffstat in a few words: "+1 -0 ~2 files, +10 -3 lines".
+// diffStatLine is a diffstat in a few words: "+1 -0 ~2 files, +10 -3
+// lines", and what it leaves out.
 func diffStatLine(s skills.DiffStat) string {
-	return fmt.Sprintf("+%d -%d ~%d files, +%d -%d lines", s.FilesAdded, s.FilesRemoved, s.FilesChanged, s.Insertions, s.Deletions)
+	line := fmt.Sprintf("+%d -%d ~%d files, +%d -%d lines", s.FilesAdded, s.FilesRemoved, s.FilesChanged, s.Insertions, s.Deletions)
+	if n := s.LinesUnknown - s.NotCompared; n > 0 {
+		line += fmt.Sprintf(" (%d binary or large files not counted)", n)
+	}
+	if s.NotCompared > 0 {
+		line += fmt.Sprintf(" (%d files not compared: the comparison budget was spent)", s.NotCompared)
+	}
+	return line
 }
 
 func (c *cli) skillDiff() *cobra.Command {
@@ -93,7 +102,7 @@ func (c *cli) skillDiff() *cobra.Command {
 		fmt.Fprintf(w, "%s %s..%s: %s\n", d.Slug, from, short(d.To), diffStatLine(d.DiffStat))
 		for _, f := range d.Files {
 			line := fmt.Sprintf("%-7s %s", f.Status, f.Path)
-			if !f.Binary {
+			if !f.LinesUnknown {
 				line += fmt.Sprintf(" (+%d -%d)", f.Added, f.Removed)
 			}
 			if f.Note != "" {

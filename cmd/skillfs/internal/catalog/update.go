@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -162,8 +163,9 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		return res, err
 	}
 	defer unlock()
+	budget := c.diffBudget() // what comparing may take, for all the skills together
 	for _, s := range targets {
-		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s))
+		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s, budget))
 	}
 	return res, nil
 }
@@ -182,7 +184,7 @@ func dedupeStrings(in []string) []string {
 
 // updateOne updates one skill; what it did, or why it could not, is in
 // the answer.
-func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill) Updated {
+func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, budget *skills.DiffBudget) Updated {
 	u := Updated{Slug: s.Slug, Source: s.Source, From: s.Version}
 	fail := func(err error) Updated {
 		u.Status, u.Error = UpdateFailed, err.Error()
@@ -241,7 +243,8 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 			return fail(err)
 		}
 	}
-	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0)
+	fresh := budget.Untouched()
+	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0, budget)
 	if err != nil {
 		return fail(err)
 	}
@@ -282,6 +285,11 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 		return fail(err)
 	}
 	u.From, u.Status = existing.Version, UpdateUpdated
+	// What `skill versions` shows for the new version (not for one --force
+	// made current again: it keeps the version it first replaced).
+	if !req.Force && existing.Version == s.Version && (stat.NotCompared == 0 || fresh) {
+		c.keepStat(ctx, s.Slug, index.DiffStatKey{Hash: hash, Against: s.Version}, stat)
+	}
 	c.log.Info("skill updated", "slug", s.Slug, "from", existing.Version, "to", hash, "source", s.Source)
 	return u
 }

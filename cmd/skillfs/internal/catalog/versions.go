@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -22,9 +23,17 @@ type VersionInfo struct {
 
 // Versions lists the versions of a skill the actor may see, newest first,
 // each with its diffstat against the one it replaced (or, for a version
-// recorded without one, the one installed before it).
+// recorded without one, the one installed before it). A diffstat is
+// computed once and kept in the index; those not kept yet are computed
+// within one comparison budget for the whole listing (see
+// skills.DiffBudget): once it is spent the rest report their files not
+// compared, and are computed in full by a later listing.
 func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo, error) {
 	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := c.db.DiffStats(ctx, slug)
 	if err != nil {
 		return nil, err
 	}
@@ -32,6 +41,7 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 	for _, v := range d.Versions {
 		have[v.Hash] = true
 	}
+	budget := c.diffBudget()
 	out := make([]VersionInfo, len(d.Versions))
 	for i, v := range d.Versions {
 		prev := v.Previous
@@ -45,14 +55,33 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 		if prev == "" {
 			continue
 		}
-		changes, err := skills.DiffTrees(c.store.VersionPath(slug, prev), c.store.VersionPath(slug, v.Hash), false, 0)
+		key := index.DiffStatKey{Hash: v.Hash, Against: prev}
+		if st, ok := kept[key]; ok {
+			out[i].DiffStat = &st
+			continue
+		}
+		fresh := budget.Untouched()
+		changes, err := skills.DiffTrees(c.store.VersionPath(slug, prev), c.store.VersionPath(slug, v.Hash), false, 0, budget)
 		if err != nil {
 			return nil, fmt.Errorf("compare version %s of %q with %s: %w", short(v.Hash), slug, short(prev), err)
 		}
 		st := skills.Stat(changes)
 		out[i].DiffStat = &st
+		// Kept when the same comparison will always give it: complete, or
+		// started on an untouched budget.
+		if st.NotCompared == 0 || fresh {
+			c.keepStat(ctx, slug, key, st)
+		}
 	}
 	return out, nil
+}
+
+// keepStat stores a diffstat so it is not computed again. A failure only
+// costs that: it is logged.
+func (c *Catalog) keepStat(ctx context.Context, slug string, key index.DiffStatKey, st skills.DiffStat) {
+	if err := c.db.PutDiffStat(ctx, slug, key, st); err != nil {
+		c.log.Warn("keep a diffstat", "slug", slug, "version", key.Hash, "against", key.Against, "err", err)
+	}
 }
 
 // resolveVersion finds the version of slug a VERSION argument names: a
@@ -112,7 +141,7 @@ func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error
 	if from != "" {
 		fromDir = c.store.VersionPath(slug, from)
 	}
-	changes, err := skills.DiffTrees(fromDir, c.store.VersionPath(slug, to), true, 0)
+	changes, err := skills.DiffTrees(fromDir, c.store.VersionPath(slug, to), true, 0, c.diffBudget())
 	if err != nil {
 		return nil, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
 	}

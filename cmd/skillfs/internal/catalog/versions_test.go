@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"skillfs/index"
 	"skillfs/skills"
 )
 
@@ -140,5 +143,94 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != u.To || n != 4 {
 		t.Fatalf("after the new content: current %s of %d versions", short(cur), n)
+	}
+}
+
+// wholly writes n files of 3,000 lines in dir, each line unlike those of
+// another tag.
+func wholly(t testing.TB, dir, tag string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		var b strings.Builder
+		for j := 0; j < 3000; j++ {
+			fmt.Fprintf(&b, "%s line %d\n", tag, j)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d.txt", i)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestVersionsDiffStatsAreBoundedAndKept: listing versions whose files
+// all differ wholly stays within one comparison budget per listing (and a
+// bounded memory); a diffstat the budget cut short says which files were
+// not compared and is computed in full by the next listing; complete ones
+// are kept in the index and not computed again.
+func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	c.diffLimit = [2]int64{0, 10 << 20} // a pair of 3,000-line files takes about 4 million steps: two pairs fit, four do not
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: x")
+	for _, tag := range []string{"one", "two", "three"} {
+		wholly(t, src, tag, 2)
+		if _, err := c.Import(ctx, ImportRequest{Source: src}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var vs []VersionInfo
+	var err error
+	n := allocated(func() { vs, err = c.Versions(ctx, "", "notes") })
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("versions: %v %+v", err, vs)
+	}
+	if n > 16<<20 {
+		t.Errorf("listing allocated %d bytes", n)
+	}
+	// The newest pair took most of the budget; the one after it is cut
+	// short: its files ("one"/"two" lines of the same size) not compared.
+	full := skills.DiffStat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}
+	if vs[0].DiffStat == nil || *vs[0].DiffStat != full || vs[1].DiffStat == nil ||
+		*vs[1].DiffStat != (skills.DiffStat{LinesUnknown: 2, NotCompared: 2}) || vs[2].DiffStat != nil {
+		t.Fatalf("first listing: %+v / %+v / %+v", vs[0].DiffStat, vs[1].DiffStat, vs[2])
+	}
+	// The complete one is kept, the cut-short one is not.
+	kept, err := c.db.DiffStats(ctx, "notes")
+	if err != nil || len(kept) != 1 || kept[index.DiffStatKey{Hash: vs[0].Hash, Against: vs[1].Hash}] != full {
+		t.Fatalf("kept after the first listing: %+v, %v", kept, err)
+	}
+	again, err := c.Versions(ctx, "", "notes")
+	if err != nil || *again[0].DiffStat != full || *again[1].DiffStat != full {
+		t.Fatalf("second listing: %v %+v", err, again)
+	}
+	if kept, _ = c.db.DiffStats(ctx, "notes"); len(kept) != 2 {
+		t.Fatalf("kept after the second listing: %+v", kept)
+	}
+
+	// With the default budget, every pair is complete; a kept stat is
+	// read, not computed: it stays when the content goes.
+	c.diffLimit = [2]int64{}
+	src2 := skillDir(t, filepath.Join(t.TempDir(), "other"), "name: other\ndescription: y")
+	for _, tag := range []string{"one", "two"} {
+		wholly(t, src2, tag, 2)
+		if _, err := c.Import(ctx, ImportRequest{Source: src2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs, err = c.Versions(ctx, "", "other")
+	if err != nil || vs[0].DiffStat == nil || *vs[0].DiffStat != (skills.DiffStat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}) {
+		t.Fatalf("default budget: %v %+v", err, vs)
+	}
+	forceRemoveAll(c.store.VersionPath("other", vs[1].Hash))
+	if again, err := c.Versions(ctx, "", "other"); err != nil || again[0].DiffStat == nil || *again[0].DiffStat != *vs[0].DiffStat {
+		t.Fatalf("kept stat after the content went: %v %+v", err, again)
 	}
 }
