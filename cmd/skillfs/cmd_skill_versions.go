@@ -42,6 +42,8 @@ func (c *cli) skillVersions() *cobra.Command {
 			switch {
 			case v.DiffStat != nil:
 				changes = fmt.Sprintf("%s vs %s", diffStatLine(*v.DiffStat), short(v.Against))
+			case v.DiffStatError != "":
+				changes = fmt.Sprintf("not compared with %s: %s", short(v.Against), v.DiffStatError)
 			}
 			rows[i] = []string{cur + short(v.Hash), v.InstalledAt.Local().Format("2006-01-02 15:04:05"), v.Installer,
 				fmt.Sprintf("%d files, %d bytes", v.Files, v.Bytes), changes, src}

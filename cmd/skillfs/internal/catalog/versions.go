@@ -2,8 +2,11 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"skillfs/index"
@@ -13,12 +16,15 @@ import (
 
 // VersionInfo is one version of a skill as `skill versions` lists it: its
 // provenance, whether it is the current one, and what changed against the
-// version before it (Against; none for the first).
+// version before it (Against; none for the first). When the two cannot be
+// compared (the content of one is missing from the store) DiffStatError
+// says so instead of a DiffStat.
 type VersionInfo struct {
 	*skills.Version
-	Current  bool             `json:"current"`
-	Against  string           `json:"against,omitempty"`
-	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
+	Current       bool             `json:"current"`
+	Against       string           `json:"against,omitempty"`
+	DiffStat      *skills.DiffStat `json:"diffstat,omitempty"`
+	DiffStatError string           `json:"diffstat_error,omitempty"`
 }
 
 // Versions lists the versions of a skill the actor may see, newest first,
@@ -61,11 +67,11 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 			continue
 		}
 		fresh := budget.Untouched()
-		changes, err := skills.DiffTrees(c.store.VersionPath(slug, prev), c.store.VersionPath(slug, v.Hash), false, 0, budget)
+		st, err := c.versionStat(slug, prev, v.Hash, budget)
 		if err != nil {
-			return nil, fmt.Errorf("compare version %s of %q with %s: %w", short(v.Hash), slug, short(prev), err)
+			out[i].DiffStatError = err.Error()
+			continue
 		}
-		st := skills.Stat(changes)
 		out[i].DiffStat = &st
 		// Kept when the same comparison will always give it: complete, or
 		// started on an untouched budget.
@@ -74,6 +80,25 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 		}
 	}
 	return out, nil
+}
+
+// versionStat compares two stored versions of slug for their diffstat;
+// the error says, without a path, why they could not be compared.
+func (c *Catalog) versionStat(slug, from, to string, budget *skills.DiffBudget) (skills.DiffStat, error) {
+	for _, h := range []string{from, to} {
+		if _, err := os.Lstat(c.store.VersionPath(slug, h)); err != nil {
+			return skills.DiffStat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
+		}
+	}
+	changes, err := skills.DiffTrees(c.store.VersionPath(slug, from), c.store.VersionPath(slug, to), false, 0, budget)
+	if err != nil {
+		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return skills.DiffStat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", short(from), short(to))
+		}
+		return skills.DiffStat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
+	}
+	return skills.Stat(changes), nil
 }
 
 // keepStat stores a diffstat so it is not computed again. A failure only

@@ -230,7 +230,39 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 		t.Fatalf("default budget: %v %+v", err, vs)
 	}
 	forceRemoveAll(c.store.VersionPath("other", vs[1].Hash))
-	if again, err := c.Versions(ctx, "", "other"); err != nil || again[0].DiffStat == nil || *again[0].DiffStat != *vs[0].DiffStat {
+	if again, err := c.Versions(ctx, "", "other"); err != nil || again[0].DiffStat == nil || *again[0].DiffStat != *vs[0].DiffStat || again[0].DiffStatError != "" {
 		t.Fatalf("kept stat after the content went: %v %+v", err, again)
+	}
+}
+
+// TestVersionsWithMissingContent: a version whose content is missing from
+// the store does not fail the listing: the stats that need it say so.
+func TestVersionsWithMissingContent(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: x")
+	var hashes []string
+	for _, body := range []string{"one\n", "two\n", "three\n"} {
+		writeNotes(t, src, body)
+		res, err := c.Import(ctx, ImportRequest{Source: src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, res.Installed[0].Version)
+	}
+	forceRemoveAll(c.store.VersionPath("notes", hashes[0]))
+	vs, err := c.Versions(ctx, "", "notes")
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("versions with one missing: %v %+v", err, vs)
+	}
+	if vs[0].DiffStat == nil || vs[0].DiffStat.FilesChanged != 1 || vs[0].DiffStatError != "" {
+		t.Errorf("the newest pair: %+v", vs[0])
+	}
+	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+short(hashes[0])+" is missing from the store") ||
+		strings.Contains(vs[1].DiffStatError, c.home) {
+		t.Errorf("the pair with the missing version: %+v", vs[1])
+	}
+	if kept, _ := c.db.DiffStats(ctx, "notes"); len(kept) != 1 {
+		t.Errorf("kept %+v: an error is not kept", kept)
 	}
 }
