@@ -266,3 +266,32 @@ func TestVersionsWithMissingContent(t *testing.T) {
 		t.Errorf("kept %+v: an error is not kept", kept)
 	}
 }
+
+// TestUpdateComparesWithinOneBudget: the skills of one update share one
+// comparison budget, with or without --dry-run: once it is spent the next
+// skill's files are reported not compared.
+func TestUpdateComparesWithinOneBudget(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	c.diffLimit = [2]int64{0, 10 << 20} // about two pairs of wholly different 3,000-line files
+	var srcs []string
+	for _, name := range []string{"alpha", "beta"} {
+		src := skillDir(t, filepath.Join(t.TempDir(), name), "name: "+name+"\ndescription: x")
+		wholly(t, src, "one", 2)
+		if _, err := c.Import(ctx, ImportRequest{Source: src}); err != nil {
+			t.Fatal(err)
+		}
+		wholly(t, src, "two", 2)
+		srcs = append(srcs, src)
+	}
+	for _, dry := range []bool{true, false} {
+		res, err := c.Update(ctx, UpdateRequest{Slugs: []string{"alpha", "beta"}, DryRun: dry})
+		if err != nil || len(res.Skills) != 2 {
+			t.Fatalf("update: %v %+v", err, res)
+		}
+		a, b := res.Skills[0].DiffStat, res.Skills[1].DiffStat
+		if a == nil || b == nil || a.NotCompared != 0 || a.FilesChanged != 2 || b.NotCompared != 2 {
+			t.Fatalf("dry run %v: alpha %+v, beta %+v", dry, a, b)
+		}
+	}
+}
