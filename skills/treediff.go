@@ -15,6 +15,13 @@ import (
 // MaxDiffFileBytes a side and up to MaxDiffEdits lines changed; past those
 // the change is named, its diff left out. DefaultDiffOutput bounds the
 // text of all diffs together.
+//
+// The line diff is Myers' algorithm in linear space (the "middle snake",
+// divide and conquer): besides the two files it holds 4 bytes per line of
+// each, the distinct lines of the part that differs once more (with a map
+// entry each), and O(MaxDiffEdits) words for the search, never a trace of
+// the search. A diffstat alone does not build the edit script at all: one
+// search from both ends gives the number of lines changed.
 const (
 	MaxDiffFileBytes  = 1 << 20
 	MaxDiffEdits      = 4000
@@ -22,33 +29,94 @@ const (
 	diffContext       = 3
 )
 
+// The comparison budget of one request (see DiffBudget): bytes of files
+// read to compare them, and steps of the line diff (a line compared with
+// another, or a diagonal of the edit graph visited). A pair of wholly
+// different 3,000-line files takes about 4 million steps (some 50 ms) and
+// under 1 MiB; a request stops after about eight of them.
+const (
+	DefaultDiffBudgetBytes = 64 << 20
+	DefaultDiffBudgetSteps = 32 << 20
+)
+
+// DiffBudget is what one request may spend comparing trees, shared by
+// every DiffTrees call it makes. Once it is spent the files not yet looked
+// at are reported not compared (FileChange.NotCompared), so the work and
+// memory of a request stay bounded whatever the trees hold.
+type DiffBudget struct {
+	Bytes, Steps int64 // what is left
+	full         [2]int64
+}
+
+// NewDiffBudget is a budget of bytes and steps (0: the defaults).
+func NewDiffBudget(bytes, steps int64) *DiffBudget {
+	if bytes <= 0 {
+		bytes = DefaultDiffBudgetBytes
+	}
+	if steps <= 0 {
+		steps = DefaultDiffBudgetSteps
+	}
+	return &DiffBudget{Bytes: bytes, Steps: steps, full: [2]int64{bytes, steps}}
+}
+
+// Untouched reports whether nothing of the budget was spent yet: a diff
+// that starts on an untouched budget always comes out the same.
+func (b *DiffBudget) Untouched() bool { return b.Bytes == b.full[0] && b.Steps == b.full[1] }
+
+// Spent reports whether the budget is used up.
+func (b *DiffBudget) Spent() bool { return b.Bytes <= 0 || b.Steps <= 0 }
+
+// take spends n bytes if that many are left; otherwise the budget is
+// spent from here on.
+func (b *DiffBudget) take(n int64) bool {
+	if b.Spent() || n > b.Bytes {
+		b.Bytes = 0
+		return false
+	}
+	b.Bytes -= n
+	return true
+}
+
 // Statuses of a FileChange.
 const (
 	FileAdded   = "added"
 	FileRemoved = "removed"
 	FileChanged = "changed"
+	// FileNotCompared is a file in both trees, of the same size and
+	// mode, left when the budget was spent: it may or may not differ.
+	FileNotCompared = "not_compared"
 )
 
 // FileChange is one file that differs between two trees.
 type FileChange struct {
 	Path    string `json:"path"`
-	Status  string `json:"status"` // FileAdded, FileRemoved or FileChanged
+	Status  string `json:"status"` // FileAdded, FileRemoved, FileChanged or FileNotCompared
 	Binary  bool   `json:"binary,omitempty"`
-	Added   int    `json:"added"`   // lines added (0 for a binary file)
+	Added   int    `json:"added"`   // lines added (0 when LinesUnknown)
 	Removed int    `json:"removed"` // lines removed
+	// LinesUnknown: the lines were not counted (a binary file, one over
+	// MaxDiffFileBytes, or one not compared).
+	LinesUnknown bool `json:"lines_unknown,omitempty"`
+	// NotCompared: the request's budget was spent before this file.
+	NotCompared bool `json:"not_compared,omitempty"`
 	// Diff is the unified diff of a text file; Note says why there is
 	// none, or what else changed (the mode).
 	Diff string `json:"diff,omitempty"`
 	Note string `json:"note,omitempty"`
 }
 
-// DiffStat sums up a tree diff.
+// DiffStat sums up a tree diff. Insertions and deletions leave out the
+// files counted in LinesUnknown; NotCompared counts the files the budget
+// left (those in both trees with the same size and mode may not differ at
+// all, and are in no other count).
 type DiffStat struct {
 	FilesAdded   int `json:"files_added"`
 	FilesRemoved int `json:"files_removed"`
 	FilesChanged int `json:"files_changed"`
 	Insertions   int `json:"insertions"`
 	Deletions    int `json:"deletions"`
+	LinesUnknown int `json:"lines_unknown"`
+	NotCompared  int `json:"not_compared"`
 }
 
 // String is the stat as one line: "+2 -1 files, +10 -3 lines".
@@ -66,8 +134,14 @@ func Stat(changes []FileChange) DiffStat {
 			s.FilesAdded++
 		case FileRemoved:
 			s.FilesRemoved++
-		default:
+		case FileChanged:
 			s.FilesChanged++
+		}
+		if c.LinesUnknown {
+			s.LinesUnknown++
+		}
+		if c.NotCompared {
+			s.NotCompared++
 		}
 		s.Insertions += c.Added
 		s.Deletions += c.Removed
@@ -116,10 +190,15 @@ func listTree(root string) (map[string]treeFile, error) {
 // DiffTrees compares the published trees a (old) and b (new), either ""
 // for an empty tree, file by file in path order. With text set, changed
 // text files get a unified diff, all of them together cut at maxOutput
-// bytes (0: DefaultDiffOutput); without, only the line counts.
-func DiffTrees(a, b string, text bool, maxOutput int) ([]FileChange, error) {
+// bytes (0: DefaultDiffOutput); without, only the line counts, and no
+// edit script is built. The work is taken from budget (nil: a budget of
+// its own, NewDiffBudget(0, 0)).
+func DiffTrees(a, b string, text bool, maxOutput int, budget *DiffBudget) ([]FileChange, error) {
 	if maxOutput <= 0 {
 		maxOutput = DefaultDiffOutput
+	}
+	if budget == nil {
+		budget = NewDiffBudget(0, 0)
 	}
 	fa, err := listTree(a)
 	if err != nil {
@@ -144,7 +223,7 @@ func DiffTrees(a, b string, text bool, maxOutput int) ([]FileChange, error) {
 	for _, p := range paths {
 		x, inA := fa[p]
 		y, inB := fb[p]
-		c, err := diffFile(p, x, inA, y, inB, text, &left)
+		c, err := diffFile(p, x, inA, y, inB, text, &left, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -155,16 +234,20 @@ func DiffTrees(a, b string, text bool, maxOutput int) ([]FileChange, error) {
 	return out, nil
 }
 
-// readSide reads one side of a file pair; a missing side is empty.
-func readSide(f treeFile, present bool) ([]byte, error) {
-	if !present || f.size > MaxDiffFileBytes {
-		return nil, nil
+// notCompared is what is known of a file once the budget is spent: a
+// side missing or a size or mode that differs says it changed, nothing
+// says it did not.
+func notCompared(c *FileChange, x treeFile, inA bool, y treeFile, inB bool) *FileChange {
+	c.NotCompared, c.LinesUnknown = true, true
+	c.Note = "not compared: the comparison budget of this request is spent"
+	if inA && inB && x.size == y.size && x.exec == y.exec {
+		c.Status = FileNotCompared
 	}
-	return os.ReadFile(f.abs)
+	return c
 }
 
 // diffFile compares one path of two trees; nil when it did not change.
-func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, left *int) (*FileChange, error) {
+func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, left *int, budget *DiffBudget) (*FileChange, error) {
 	c := &FileChange{Path: p, Status: FileChanged}
 	switch {
 	case !inA:
@@ -172,21 +255,41 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 	case !inB:
 		c.Status = FileRemoved
 	}
-	old, err := readSide(x, inA)
-	if err != nil {
-		return nil, err
-	}
-	cur, err := readSide(y, inB)
-	if err != nil {
-		return nil, err
-	}
 	tooBig := inA && x.size > MaxDiffFileBytes || inB && y.size > MaxDiffFileBytes
 	if tooBig {
-		if inA && inB && x.size == y.size && x.exec == y.exec && sameFile(x.abs, y.abs) {
-			return nil, nil
+		if inA && inB && x.size == y.size && x.exec == y.exec {
+			if !budget.take(x.size + y.size) {
+				return notCompared(c, x, inA, y, inB), nil
+			}
+			if sameFile(x.abs, y.abs) {
+				return nil, nil
+			}
 		}
+		c.LinesUnknown = true
 		c.Note = fmt.Sprintf("files differ (over %d bytes: not compared line by line)", MaxDiffFileBytes)
 		return c, nil
+	}
+	var need int64
+	if inA {
+		need += x.size
+	}
+	if inB {
+		need += y.size
+	}
+	if !budget.take(need) {
+		return notCompared(c, x, inA, y, inB), nil
+	}
+	var old, cur []byte
+	var err error
+	if inA {
+		if old, err = os.ReadFile(x.abs); err != nil {
+			return nil, err
+		}
+	}
+	if inB {
+		if cur, err = os.ReadFile(y.abs); err != nil {
+			return nil, err
+		}
 	}
 	if inA && inB && bytes.Equal(old, cur) {
 		if x.exec == y.exec {
@@ -196,23 +299,25 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 		return c, nil
 	}
 	if !isText(old) || !isText(cur) {
-		c.Binary, c.Note = true, "binary files differ"
+		c.Binary, c.LinesUnknown, c.Note = true, true, "binary files differ"
 		return c, nil
 	}
-	la, lb := splitLines(old), splitLines(cur)
-	ops, ok := lineEdits(la, lb)
-	if !ok {
-		c.Added, c.Removed = len(lb), len(la)
+	d := newLineDiff(old, cur, &budget.Steps)
+	var ok bool
+	if text {
+		ok = d.script()
+	} else {
+		ok = d.count()
+	}
+	c.Added, c.Removed = d.added, d.removed
+	switch {
+	case d.stepsOut:
+		budget.Steps = 0
+		c.Added, c.Removed = 0, 0
+		return notCompared(c, x, inA, y, inB), nil
+	case !ok:
 		c.Note = fmt.Sprintf("more than %d lines changed: diff not shown", MaxDiffEdits)
 		return c, nil
-	}
-	for _, o := range ops {
-		switch o.kind {
-		case '+':
-			c.Added++
-		case '-':
-			c.Removed++
-		}
 	}
 	if inA && inB && x.exec != y.exec {
 		c.Note = fmt.Sprintf("mode %s → %s", modeName(x.exec), modeName(y.exec))
@@ -220,14 +325,14 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 	if !text {
 		return c, nil
 	}
-	d := unified(p, inA, inB, la, lb, ops)
-	if len(d) > *left {
+	u := unified(p, inA, inB, d)
+	if len(u) > *left {
 		c.Note = strings.TrimPrefix(c.Note+"; diff not shown: the output limit is reached", "; ")
 		*left = 0
 		return c, nil
 	}
-	*left -= len(d)
-	c.Diff = d
+	*left -= len(u)
+	c.Diff = u
 	return c, nil
 }
 
@@ -282,124 +387,258 @@ func isText(b []byte) bool {
 	return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
 }
 
-// splitLines cuts b into lines, each with its newline; the last may lack one.
-func splitLines(b []byte) []string {
-	var out []string
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			out = append(out, string(b))
-			break
+// lines is a text cut into lines, each with its newline (the last may
+// lack one): line i is buf[end[i-1]:end[i]].
+type lines struct {
+	buf []byte
+	end []int32 // MaxDiffFileBytes fits
+}
+
+func splitLines(b []byte) lines {
+	l := lines{buf: b, end: make([]int32, 0, bytes.Count(b, []byte{'\n'})+1)}
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			i = len(b)
+		} else {
+			i += j + 1
 		}
-		out = append(out, string(b[:i+1]))
-		b = b[i+1:]
+		l.end = append(l.end, int32(i))
 	}
-	return out
+	return l
 }
 
-// edit is one line of an edit script: ' ' kept, '-' removed from a, '+'
-// added from b; a and b are the line's indexes in each (where it is, or
-// would be).
-type edit struct {
-	kind byte
-	a, b int
+func (l lines) n() int { return len(l.end) }
+
+func (l lines) at(i int) []byte {
+	start := int32(0)
+	if i > 0 {
+		start = l.end[i-1]
+	}
+	return l.buf[start:l.end[i]]
 }
 
-// lineEdits is the shortest edit script from a to b (Myers' algorithm,
-// after the common head and tail are taken off); ok is false when it needs
-// more than MaxDiffEdits edits.
-func lineEdits(a, b []string) (ops []edit, ok bool) {
-	head := 0
-	for head < len(a) && head < len(b) && a[head] == b[head] {
-		head++
+// hunk is one run of changes: lines a0..a1 of a replaced by b0..b1 of b
+// (either run may be empty). The lines between two hunks are kept.
+type hunk struct{ a0, a1, b0, b1 int }
+
+// lineDiff compares two texts line by line. The lines of the part that
+// differs (after the common head and tail) are numbered so that equal
+// lines get equal numbers, and the search compares those numbers.
+type lineDiff struct {
+	a, b           lines
+	head           int     // lines the texts share at the start
+	ida, idb       []int32 // the middle's lines, numbered
+	steps          *int64  // left of the budget
+	stepsOut       bool    // the budget ran out
+	hunks          []hunk  // the edit script (script only), in whole-text line numbers
+	added, removed int
+}
+
+func newLineDiff(old, cur []byte, steps *int64) *lineDiff {
+	d := &lineDiff{a: splitLines(old), b: splitLines(cur), steps: steps}
+	na, nb := d.a.n(), d.b.n()
+	for d.head < na && d.head < nb && d.spend(1) && bytes.Equal(d.a.at(d.head), d.b.at(d.head)) {
+		d.head++
 	}
 	tail := 0
-	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+	for tail < na-d.head && tail < nb-d.head && d.spend(1) && bytes.Equal(d.a.at(na-1-tail), d.b.at(nb-1-tail)) {
 		tail++
 	}
-	for i := 0; i < head; i++ {
-		ops = append(ops, edit{' ', i, i})
+	if d.stepsOut {
+		return d
 	}
-	mid, ok := myers(a[head:len(a)-tail], b[head:len(b)-tail], MaxDiffEdits)
+	ids := map[string]int32{}
+	number := func(l lines, from, to int) []int32 {
+		out := make([]int32, to-from)
+		for i := range out {
+			line := l.at(from + i)
+			id, ok := ids[string(line)]
+			if !ok {
+				id = int32(len(ids))
+				ids[string(line)] = id
+			}
+			out[i] = id
+		}
+		return out
+	}
+	d.ida, d.idb = number(d.a, d.head, na-tail), number(d.b, d.head, nb-tail)
+	return d
+}
+
+// spend takes n steps of the budget; false once it has run out.
+func (d *lineDiff) spend(n int64) bool {
+	if *d.steps < n {
+		*d.steps, d.stepsOut = 0, true
+		return false
+	}
+	*d.steps -= n
+	return true
+}
+
+// count counts the lines added and removed without an edit script: one
+// search gives the length of the shortest one. ok is false when it is
+// longer than MaxDiffEdits; then the counts are those of the whole middle.
+func (d *lineDiff) count() bool {
+	n, m := len(d.ida), len(d.idb)
+	if n == 0 || m == 0 {
+		d.added, d.removed = m, n
+		return true
+	}
+	_, _, e, ok := d.middleSnake(0, n, 0, m, MaxDiffEdits)
 	if !ok {
-		return nil, false
+		d.added, d.removed = m, n
+		return false
 	}
-	for _, o := range mid {
-		ops = append(ops, edit{o.kind, o.a + head, o.b + head})
-	}
-	for i := 0; i < tail; i++ {
-		ops = append(ops, edit{' ', len(a) - tail + i, len(b) - tail + i})
-	}
-	return ops, true
+	// e = added + removed, and added - removed = m - n.
+	d.added, d.removed = (e+m-n)/2, (e-m+n)/2
+	return true
 }
 
-// myers computes the shortest edit script from a to b with at most maxD
-// edits, keeping for each number of edits d the furthest reach of each
-// diagonal (O(d²) memory).
-func myers(a, b []string, maxD int) ([]edit, bool) {
-	n, m := len(a), len(b)
-	limit := min(n+m, maxD)
-	off := limit + 1
-	v := make([]int, 2*limit+3)
-	var trace [][]int
-	for d := 0; d <= limit; d++ {
-		trace = append(trace, slices.Clone(v[off-d-1:off+d+2]))
-		for k := -d; k <= d; k += 2 {
-			var x int
-			if k == -d || k != d && v[off+k-1] < v[off+k+1] {
-				x = v[off+k+1]
-			} else {
-				x = v[off+k-1] + 1
+// script builds the shortest edit script as hunks (see count for ok).
+func (d *lineDiff) script() bool {
+	n, m := len(d.ida), len(d.idb)
+	if n > 0 && m > 0 { // a first search holds it to the bound; split searches again
+		if _, _, _, ok := d.middleSnake(0, n, 0, m, MaxDiffEdits); !ok {
+			d.added, d.removed = m, n
+			return false
+		}
+	}
+	if !d.split(0, n, 0, m) {
+		return false
+	}
+	for _, h := range d.hunks {
+		d.added += h.b1 - h.b0
+		d.removed += h.a1 - h.a0
+	}
+	return true
+}
+
+// add appends a hunk of middle lines, joined to the one before it when
+// they touch.
+func (d *lineDiff) add(a0, a1, b0, b1 int) {
+	a0, a1, b0, b1 = a0+d.head, a1+d.head, b0+d.head, b1+d.head
+	if k := len(d.hunks) - 1; k >= 0 && d.hunks[k].a1 == a0 && d.hunks[k].b1 == b0 {
+		d.hunks[k].a1, d.hunks[k].b1 = a1, b1
+		return
+	}
+	d.hunks = append(d.hunks, hunk{a0, a1, b0, b1})
+}
+
+// split finds the edit script of ida[a0:a1] → idb[b0:b1] by halves: the
+// middle snake of the shortest one cuts it in two smaller problems.
+func (d *lineDiff) split(a0, a1, b0, b1 int) bool {
+	for a0 < a1 && b0 < b1 && d.ida[a0] == d.idb[b0] {
+		a0, b0 = a0+1, b0+1
+	}
+	for a0 < a1 && b0 < b1 && d.ida[a1-1] == d.idb[b1-1] {
+		a1, b1 = a1-1, b1-1
+	}
+	if a0 == a1 || b0 == b1 {
+		if a0 < a1 || b0 < b1 {
+			d.add(a0, a1, b0, b1)
+		}
+		return true
+	}
+	x, y, _, ok := d.middleSnake(a0, a1, b0, b1, (a1-a0)+(b1-b0))
+	if !ok {
+		return false
+	}
+	if (x == a0 && y == b0) || (x == a1 && y == b1) { // cannot happen once head and tail are off; never loop
+		d.add(a0, a1, b0, b1)
+		return true
+	}
+	return d.split(a0, x, b0, y) && d.split(x, a1, y, b1)
+}
+
+// middleSnake searches from both ends of ida[a0:a1] → idb[b0:b1] (both
+// not empty, first and last lines different) at once until the paths
+// meet, as Myers' linear-space algorithm does, in at most maxE edits. It
+// returns where the forward path ends on the meeting snake, which splits
+// the problem in two, and the length e of the shortest edit script; ok is
+// false when that is over maxE or the budget ran out. Memory: two vectors
+// of O(min(maxE, n+m)) entries.
+func (d *lineDiff) middleSnake(a0, a1, b0, b1, maxE int) (x, y, e int, ok bool) {
+	n, m := a1-a0, b1-b0
+	delta := n - m
+	odd := delta%2 != 0
+	dmax := min((n+m+1)/2, (maxE+2)/2)
+	off := dmax + 1
+	vf := make([]int, 2*off+1) // furthest x on diagonal k, forward
+	vb := make([]int, 2*off+1) // furthest x on diagonal k, from the end
+	for i := range vf {
+		vf[i], vb[i] = -1, -1
+	}
+	vf[off+1], vb[off+1] = 0, 0
+	ida, idb := d.ida[a0:a1], d.idb[b0:b1]
+	for D := 0; D <= dmax; D++ {
+		if !d.spend(int64(2*D + 2)) {
+			return 0, 0, 0, false
+		}
+		for k := -D; k <= D; k += 2 {
+			x1, y1, ok := d.reach(vf, off, k, D, ida, idb, false)
+			if d.stepsOut {
+				return 0, 0, 0, false
 			}
-			y := x - k
-			for x < n && y < m && a[x] == b[y] {
-				x, y = x+1, y+1
+			if kb := delta - k; ok && odd && kb >= -(D-1) && kb <= D-1 && vb[off+kb] >= 0 && x1+vb[off+kb] >= n {
+				if e = 2*D - 1; e > maxE {
+					return 0, 0, 0, false
+				}
+				return a0 + x1, b0 + y1, e, true
 			}
-			v[off+k] = x
-			if x >= n && y >= m {
-				return backtrack(trace, n, m), true
+		}
+		for k := -D; k <= D; k += 2 {
+			x2, _, ok := d.reach(vb, off, k, D, ida, idb, true)
+			if d.stepsOut {
+				return 0, 0, 0, false
+			}
+			if kf := delta - k; ok && !odd && kf >= -D && kf <= D && vf[off+kf] >= 0 && vf[off+kf]+x2 >= n {
+				if e = 2 * D; e > maxE {
+					return 0, 0, 0, false
+				}
+				xf := vf[off+kf]
+				return a0 + xf, b0 + xf - kf, e, true
 			}
 		}
 	}
-	return nil, false
+	return 0, 0, 0, false // more than maxE edits
 }
 
-// backtrack walks trace back from (n, m) to the start, in reverse, and
-// returns the edits in order.
-func backtrack(trace [][]int, n, m int) []edit {
-	var rev []edit
-	x, y := n, m
-	for d := len(trace) - 1; d >= 0; d-- {
-		v := trace[d] // index k+d+1
-		at := func(k int) int { return v[k+d+1] }
-		k := x - y
-		var pk int
-		if k == -d || k != d && at(k-1) < at(k+1) {
-			pk = k + 1
-		} else {
-			pk = k - 1
-		}
-		px := at(pk)
-		py := px - pk
-		for x > px && y > py {
-			x, y = x-1, y-1
-			rev = append(rev, edit{' ', x, y})
-		}
-		if d > 0 {
-			if x == px {
-				rev = append(rev, edit{'+', x, y - 1})
-			} else {
-				rev = append(rev, edit{'-', x - 1, y})
-			}
-		}
-		x, y = px, py
+// reach takes diagonal k of one direction's search (v: the furthest x
+// on each diagonal, from the start, or with back from the end) one edit
+// and the snake after it further, and returns where it ends; ok is false
+// when that is off the grid (v unchanged) or the budget ran out.
+func (d *lineDiff) reach(v []int, off, k, D int, ida, idb []int32, back bool) (x, y int, ok bool) {
+	n, m := len(ida), len(idb)
+	if k == -D || k != D && v[off+k-1] < v[off+k+1] {
+		x = v[off+k+1]
+	} else {
+		x = v[off+k-1] + 1
 	}
-	slices.Reverse(rev)
-	return rev
+	y = x - k
+	if x < 0 || y < 0 || x > n || y > m {
+		return 0, 0, false
+	}
+	x0 := x
+	if back {
+		for x < n && y < m && ida[n-x-1] == idb[m-y-1] {
+			x, y = x+1, y+1
+		}
+	} else {
+		for x < n && y < m && ida[x] == idb[y] {
+			x, y = x+1, y+1
+		}
+	}
+	if !d.spend(int64(x - x0)) {
+		return 0, 0, false
+	}
+	v[off+k] = x
+	return x, y, true
 }
 
-// unified writes ops as a unified diff with diffContext lines of context.
-func unified(p string, inA, inB bool, a, b []string, ops []edit) string {
+// unified writes the hunks of d as a unified diff with diffContext lines
+// of context; hunks closer than 2*diffContext kept lines share one.
+func unified(p string, inA, inB bool, d *lineDiff) string {
 	var w strings.Builder
 	from, to := "a/"+p, "b/"+p
 	if !inA {
@@ -409,56 +648,49 @@ func unified(p string, inA, inB bool, a, b []string, ops []edit) string {
 		to = "/dev/null"
 	}
 	fmt.Fprintf(&w, "--- %s\n+++ %s\n", from, to)
-	for i := 0; i < len(ops); {
-		if ops[i].kind == ' ' {
-			i++
-			continue
+	hs := d.hunks
+	for i := 0; i < len(hs); {
+		j := i
+		for j+1 < len(hs) && hs[j+1].a0-hs[j].a1 <= 2*diffContext {
+			j++
 		}
-		// A hunk: from diffContext lines before this change to
-		// diffContext lines after the last change that follows within
-		// 2*diffContext kept lines.
-		start := max(0, i-diffContext)
-		end := i
-		for j := i; j < len(ops); j++ {
-			if ops[j].kind != ' ' {
-				end = j
-				continue
-			}
-			if j-end > 2*diffContext {
-				break
-			}
-		}
-		stop := min(len(ops), end+1+diffContext)
-		writeHunk(&w, a, b, ops[start:stop])
-		i = stop
+		writeHunk(&w, d.a, d.b, hs[i:j+1])
+		i = j + 1
 	}
 	return w.String()
 }
 
-func writeHunk(w *strings.Builder, a, b []string, ops []edit) {
-	na, nb := 0, 0
-	for _, o := range ops {
-		if o.kind != '+' {
-			na++
-		}
-		if o.kind != '-' {
-			nb++
-		}
-	}
-	fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(ops[0].a, na), hunkRange(ops[0].b, nb))
-	for _, o := range ops {
-		line := ""
-		switch o.kind {
-		case '+':
-			line = b[o.b]
-		default:
-			line = a[o.a]
-		}
-		w.WriteByte(o.kind)
-		w.WriteString(line)
-		if !strings.HasSuffix(line, "\n") {
+// writeHunk writes hunks that share one header, with their context.
+func writeHunk(w *strings.Builder, a, b lines, hs []hunk) {
+	first, last := hs[0], hs[len(hs)-1]
+	pre := min(diffContext, first.a0)
+	post := min(diffContext, a.n()-last.a1)
+	a0, b0 := first.a0-pre, first.b0-pre
+	na := last.a1 + post - a0
+	nb := last.b1 + post - b0
+	fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(a0, na), hunkRange(b0, nb))
+	line := func(kind byte, l []byte) {
+		w.WriteByte(kind)
+		w.Write(l)
+		if !bytes.HasSuffix(l, []byte{'\n'}) {
 			w.WriteString("\n\\ No newline at end of file\n")
 		}
+	}
+	at := a0
+	for _, h := range hs {
+		for ; at < h.a0; at++ {
+			line(' ', a.at(at))
+		}
+		for i := h.a0; i < h.a1; i++ {
+			line('-', a.at(i))
+		}
+		for i := h.b0; i < h.b1; i++ {
+			line('+', b.at(i))
+		}
+		at = h.a1
+	}
+	for ; at < last.a1+post; at++ {
+		line(' ', a.at(at))
 	}
 }
 

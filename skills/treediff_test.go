@@ -1,7 +1,9 @@
 package skills
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -35,7 +37,7 @@ func TestDiffTreesExact(t *testing.T) {
 		"run/tool.txt": "x\n",
 		MetaFileName:   `{"other": true}`,
 	})
-	changes, err := DiffTrees(a, b, true, 0)
+	changes, err := DiffTrees(a, b, true, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +87,14 @@ changed tail.txt
 		t.Errorf("diff:\n%s\nwant:\n%s", got.String(), want)
 	}
 	st := Stat(changes)
-	if st != (DiffStat{FilesAdded: 1, FilesRemoved: 1, FilesChanged: 3, Insertions: 5, Deletions: 3}) {
+	if st != (DiffStat{FilesAdded: 1, FilesRemoved: 1, FilesChanged: 3, Insertions: 5, Deletions: 3, LinesUnknown: 1}) {
 		t.Errorf("stat %+v", st)
 	}
 	// The other way round, and against itself.
-	if back, _ := DiffTrees(b, a, false, 0); Stat(back) != (DiffStat{FilesAdded: 1, FilesRemoved: 1, FilesChanged: 3, Insertions: 3, Deletions: 5}) {
+	if back, _ := DiffTrees(b, a, false, 0, nil); Stat(back) != (DiffStat{FilesAdded: 1, FilesRemoved: 1, FilesChanged: 3, Insertions: 3, Deletions: 5, LinesUnknown: 1}) {
 		t.Errorf("reverse stat %+v", Stat(back))
 	}
-	if none, _ := DiffTrees(a, a, true, 0); len(none) != 0 {
+	if none, _ := DiffTrees(a, a, true, 0, nil); len(none) != 0 {
 		t.Errorf("a tree differs from itself: %+v", none)
 	}
 }
@@ -103,7 +105,7 @@ func TestDiffTreesBounds(t *testing.T) {
 	big := strings.Repeat("line\n", MaxDiffFileBytes/5+1)
 	a := diffTree(t, map[string]string{"big.txt": big, "x.txt": "1\n", "y.txt": "1\n"})
 	b := diffTree(t, map[string]string{"big.txt": big + "more\n", "x.txt": "2\n", "y.txt": "2\n"})
-	changes, err := DiffTrees(a, b, true, 50) // one 42-byte diff fits, two do not
+	changes, err := DiffTrees(a, b, true, 50, nil) // one 42-byte diff fits, two do not
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,50 +118,51 @@ func TestDiffTreesBounds(t *testing.T) {
 }
 
 // TestLineEditsMinimal checks the edit script on random inputs: applied to
-// a it gives b, and it is as short as the longest common subsequence allows.
+// a it gives b, it is as short as the longest common subsequence allows,
+// and the count without a script agrees with it.
 func TestLineEditsMinimal(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	gen := func() []string {
-		n := r.IntN(12)
-		out := make([]string, n)
+	gen := func(n, letters int) []string {
+		out := make([]string, r.IntN(n))
 		for i := range out {
-			out[i] = string(rune('a' + r.IntN(3)))
+			out[i] = string(rune('a'+r.IntN(letters))) + "\n"
 		}
 		return out
 	}
-	for i := 0; i < 3000; i++ {
-		a, b := gen(), gen()
-		ops, ok := lineEdits(a, b)
-		if !ok {
+	for i := 0; i < 20000; i++ {
+		n, letters := 14, 3
+		if i%4 == 0 {
+			n, letters = 60, 2+i%5
+		}
+		a, b := gen(n, letters), gen(n, letters)
+		steps := int64(1 << 30)
+		d := newLineDiff([]byte(strings.Join(a, "")), []byte(strings.Join(b, "")), &steps)
+		if !d.script() {
 			t.Fatal("bound hit on a small input")
 		}
 		var got []string
-		edits := 0
-		ai := 0
-		for _, o := range ops {
-			switch o.kind {
-			case ' ':
-				if a[o.a] != b[o.b] || o.a != ai {
-					t.Fatalf("%v→%v: bad kept line %+v", a, b, o)
-				}
-				got = append(got, a[o.a])
-				ai++
-			case '-':
-				if o.a != ai {
-					t.Fatalf("%v→%v: removal out of order %+v", a, b, o)
-				}
-				ai++
-				edits++
-			case '+':
-				got = append(got, b[o.b])
-				edits++
+		at := 0
+		for _, h := range d.hunks {
+			if h.a0 < at || h.a1 < h.a0 || h.b1 < h.b0 || h.a0 == h.a1 && h.b0 == h.b1 {
+				t.Fatalf("%v→%v: bad hunk %+v", a, b, h)
 			}
+			got = append(got, a[at:h.a0]...)
+			if len(got) != h.b0 {
+				t.Fatalf("%v→%v: hunk %+v out of step", a, b, h)
+			}
+			got = append(got, b[h.b0:h.b1]...)
+			at = h.a1
 		}
-		if strings.Join(got, "") != strings.Join(b, "") || ai != len(a) {
+		got = append(got, a[at:]...)
+		if strings.Join(got, "") != strings.Join(b, "") {
 			t.Fatalf("%v→%v: script gives %v", a, b, got)
 		}
-		if want := len(a) + len(b) - 2*lcs(a, b); edits != want {
-			t.Fatalf("%v→%v: %d edits, shortest is %d", a, b, edits, want)
+		if want := len(a) + len(b) - 2*lcs(a, b); d.added+d.removed != want {
+			t.Fatalf("%v→%v: %d edits, shortest is %d", a, b, d.added+d.removed, want)
+		}
+		c := newLineDiff([]byte(strings.Join(a, "")), []byte(strings.Join(b, "")), &steps)
+		if !c.count() || c.added != d.added || c.removed != d.removed {
+			t.Fatalf("%v→%v: count +%d -%d, script +%d -%d", a, b, c.added, c.removed, d.added, d.removed)
 		}
 	}
 }
@@ -179,4 +182,78 @@ func lcs(a, b []string) int {
 		}
 	}
 	return dp[0][0]
+}
+
+// differentFiles is n lines, each unlike any line of another prefix.
+func differentFiles(prefix string, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "%s line %d\n", prefix, i)
+	}
+	return b.String()
+}
+
+// allocated is the bytes fn allocates.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDiffOfWhollyDifferentFilesIsBounded: two wholly different 3,000-line
+// files (6,000 edits, past MaxDiffEdits) take under 1 MiB to compare, with
+// a diff or without (a search that kept its trace took about 128 MB), and
+// count only the lines between the shared head and tail; many such files
+// in one request stop at the budget, the rest reported not compared.
+func TestDiffOfWhollyDifferentFilesIsBounded(t *testing.T) {
+	shared := differentFiles("shared", 50)
+	one := map[string]string{"f.txt": shared + differentFiles("old", 3000) + shared}
+	other := map[string]string{"f.txt": shared + differentFiles("new", 3000) + shared}
+	a, b := diffTree(t, one), diffTree(t, other)
+	for _, text := range []bool{false, true} {
+		var changes []FileChange
+		var err error
+		n := allocated(func() { changes, err = DiffTrees(a, b, text, 0, nil) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 1<<20 {
+			t.Errorf("text %v: %d bytes allocated for one pair of files", text, n)
+		}
+		if len(changes) != 1 || changes[0].Added != 3000 || changes[0].Removed != 3000 || changes[0].Diff != "" ||
+			!strings.Contains(changes[0].Note, "more than 4000 lines changed") {
+			t.Errorf("text %v: %+v", text, changes)
+		}
+	}
+
+	const files = 40
+	many, manyOther := map[string]string{}, map[string]string{}
+	for i := 0; i < files; i++ {
+		name := fmt.Sprintf("f%02d.txt", i)
+		many[name], manyOther[name] = differentFiles("old", 3000), differentFiles("new", 3000)
+	}
+	a, b = diffTree(t, many), diffTree(t, manyOther)
+	var changes []FileChange
+	budget := NewDiffBudget(0, 0)
+	n := allocated(func() { changes, _ = DiffTrees(a, b, false, 0, budget) })
+	if n > files<<20 {
+		t.Errorf("%d pairs: %d bytes allocated", files, n)
+	}
+	st := Stat(changes)
+	if !budget.Spent() || st.NotCompared == 0 || st.NotCompared == files || st.FilesChanged != files-st.NotCompared {
+		t.Errorf("%d pairs in one budget: %+v", files, st)
+	}
+	for _, c := range changes[files-st.NotCompared:] {
+		if c.Status != FileNotCompared || !c.NotCompared || c.Added+c.Removed != 0 || !strings.Contains(c.Note, "budget") {
+			t.Fatalf("a file past the budget: %+v", c)
+		}
+	}
+	// The same request again comes out the same.
+	again, _ := DiffTrees(a, b, false, 0, NewDiffBudget(0, 0))
+	if Stat(again) != st {
+		t.Errorf("the same budget gave %+v, then %+v", st, Stat(again))
+	}
 }

@@ -39,8 +39,11 @@ func (c *cli) skillVersions() *cobra.Command {
 				src += " @ " + short(v.Commit)
 			}
 			changes := "first version"
-			if v.DiffStat != nil {
+			switch {
+			case v.DiffStat != nil:
 				changes = fmt.Sprintf("%s vs %s", diffStatLine(*v.DiffStat), short(v.Against))
+			case v.DiffStatError != "":
+				changes = fmt.Sprintf("not compared with %s: %s", short(v.Against), v.DiffStatError)
 			}
 			rows[i] = []string{cur + short(v.Hash), v.InstalledAt.Local().Format("2006-01-02 15:04:05"), v.Installer,
 				fmt.Sprintf("%d files, %d bytes", v.Files, v.Bytes), changes, src}
@@ -51,9 +54,17 @@ func (c *cli) skillVersions() *cobra.Command {
 	return cmd
 }
 
-// diffStatLine is a diffstat in a few words: "+1 -0 ~2 files, +10 -3 lines".
+// diffStatLine is a diffstat in a few words: "+1 -0 ~2 files, +10 -3
+// lines", and what it leaves out.
 func diffStatLine(s skills.DiffStat) string {
-	return fmt.Sprintf("+%d -%d ~%d files, +%d -%d lines", s.FilesAdded, s.FilesRemoved, s.FilesChanged, s.Insertions, s.Deletions)
+	line := fmt.Sprintf("+%d -%d ~%d files, +%d -%d lines", s.FilesAdded, s.FilesRemoved, s.FilesChanged, s.Insertions, s.Deletions)
+	if n := s.LinesUnknown - s.NotCompared; n > 0 {
+		line += fmt.Sprintf(" (%d binary or large files not counted)", n)
+	}
+	if s.NotCompared > 0 {
+		line += fmt.Sprintf(" (%d files not compared: the comparison budget was spent)", s.NotCompared)
+	}
+	return line
 }
 
 func (c *cli) skillDiff() *cobra.Command {
@@ -93,7 +104,7 @@ func (c *cli) skillDiff() *cobra.Command {
 		fmt.Fprintf(w, "%s %s..%s: %s\n", d.Slug, from, short(d.To), diffStatLine(d.DiffStat))
 		for _, f := range d.Files {
 			line := fmt.Sprintf("%-7s %s", f.Status, f.Path)
-			if !f.Binary {
+			if !f.LinesUnknown {
 				line += fmt.Sprintf(" (+%d -%d)", f.Added, f.Removed)
 			}
 			if f.Note != "" {
@@ -143,6 +154,7 @@ func (c *cli) skillUpdate() *cobra.Command {
 	fs := cmd.Flags()
 	all := fs.Bool("all", false, "every skill you manage")
 	dry := fs.Bool("dry-run", false, "show what would change, install nothing")
+	force := fs.Bool("force", false, "install what the source holds even when it is a version it delivered before (undoes a rollback or an edit)")
 	ref := fs.String("ref", "", "read this git branch, tag or commit `REF` instead of the one recorded")
 	tag := fs.String("tag", "", "read this git `TAG` (e.g. a newer release) instead of the recorded ref")
 	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
@@ -159,7 +171,7 @@ func (c *cli) skillUpdate() *cobra.Command {
 			return err
 		}
 		defer cat.Close()
-		res, err := cat.Update(c.ctx, catalog.UpdateRequest{As: c.as, Slugs: pos, All: *all, DryRun: *dry, Ref: r, Timeout: *timeout})
+		res, err := cat.Update(c.ctx, catalog.UpdateRequest{As: c.as, Slugs: pos, All: *all, DryRun: *dry, Force: *force, Ref: r, Timeout: *timeout})
 		if err != nil {
 			return err
 		}
@@ -193,6 +205,8 @@ func (c *cli) printUpdate(res *catalog.UpdateResult) {
 				verb = "would update"
 			}
 			fmt.Fprintf(c.stdout, "%s: %s %s → %s (%s)\n", u.Slug, verb, short(u.From), short(u.To), diffStatLine(*u.DiffStat))
+		case catalog.UpdateHeld:
+			fmt.Fprintf(c.stdout, "%s: held at %s: %s\n", u.Slug, short(u.From), u.Note)
 		case catalog.UpdateUnchanged:
 			fmt.Fprintf(c.stdout, "%s: unchanged (%s)\n", u.Slug, short(u.From))
 		case catalog.UpdateNoSource:

@@ -1,4 +1,4 @@
--- 010_curated: sources an operator registered as curated (the recommended
+-- 009_curated: sources an operator registered as curated (the recommended
 -- list), and the skills each held when last refreshed. Their content is not
 -- kept: installing one reads its source again, as any import does.
 

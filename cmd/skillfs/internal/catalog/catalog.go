@@ -44,6 +44,14 @@ type Catalog struct {
 	imp   *importLock // shared while importing, exclusive to sweep and reconcile
 	pub   *os.File    // publish lock: exclusive from choosing a slug to the index row
 	pubMu sync.Mutex  // the same between goroutines (flock does not exclude within a process)
+	// diffLimit is the comparison budget of one request, bytes and steps
+	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
+	diffLimit [2]int64
+}
+
+// diffBudget is a fresh comparison budget for one request.
+func (c *Catalog) diffBudget() *skills.DiffBudget {
+	return skills.NewDiffBudget(c.diffLimit[0], c.diffLimit[1])
 }
 
 // Layout of a data directory.

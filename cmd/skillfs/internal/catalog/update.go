@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -17,6 +18,7 @@ type UpdateRequest struct {
 	Slugs  []string
 	All    bool   // every skill the actor manages
 	DryRun bool   // say what would change, install nothing
+	Force  bool   // install what the source holds also when the skill is held (see UpdateHeld)
 	Ref    string // read this git ref (a newer tag, another branch) instead of the one recorded
 	// Timeout bounds the reading of each git source; 0:
 	// skills.DefaultCloneTimeout.
@@ -41,6 +43,7 @@ const (
 	UpdateUpdated   = "updated"      // a new version was installed
 	UpdateAvailable = "would_update" // DryRun: the source holds something else
 	UpdateFailed    = "failed"       // Error says why
+	UpdateHeld      = "held"         // the source holds a version it delivered before, not the current one: installed only with Force; Note says why
 	UpdateNoSource  = "no_source"    // builtin, uploaded archive or file: nothing to re-read
 )
 
@@ -56,6 +59,7 @@ type Updated struct {
 	To       string           `json:"to,omitempty"`     // the version the source holds
 	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
 	Error    string           `json:"error,omitempty"`
+	Note     string           `json:"note,omitempty"` // why a skill is held
 	Warnings []string         `json:"warnings,omitempty"`
 }
 
@@ -108,9 +112,13 @@ func parseSourceKey(key string) (recordedSource, bool) {
 // Update re-reads the recorded source of each skill asked for (git: the
 // ref it was last installed from, or req.Ref; a local folder: as it is on
 // disk) and installs what changed as a new version, as a reimport from
-// the same source would. Skills the actor may not see are not found; one
-// it may see but not edit, or whose source cannot be read, fails on its
-// own and the others go on.
+// the same source would. A skill whose source still holds a version it
+// delivered before, while the skill's current version is another (a
+// rollback or an edit since), is held: nothing is installed unless
+// req.Force. Skills the actor may not see are not found, and
+// a named one it may see but not edit is skills.ErrPermission, both for
+// the whole request; --all takes only what the actor manages. One whose
+// source cannot be read fails on its own and the others go on.
 func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
 	res := &UpdateResult{DryRun: req.DryRun, Skills: []Updated{}}
 	actor, err := c.Actor(ctx, req.As)
@@ -139,6 +147,14 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 			if err != nil {
 				return res, err
 			}
+			// A skill the actor sees but may not change refuses the
+			// whole request, as rollback does; a builtin is answered
+			// below as having no source to update from.
+			if s.SourceType != skills.SourceBuiltin {
+				if err := policy.CheckEdit(actor, s); err != nil {
+					return res, fmt.Errorf("update: %w", err)
+				}
+			}
 			targets = append(targets, s)
 		}
 	}
@@ -147,8 +163,9 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		return res, err
 	}
 	defer unlock()
+	budget := c.diffBudget() // what comparing may take, for all the skills together
 	for _, s := range targets {
-		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s))
+		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s, budget))
 	}
 	return res, nil
 }
@@ -167,7 +184,7 @@ func dedupeStrings(in []string) []string {
 
 // updateOne updates one skill; what it did, or why it could not, is in
 // the answer.
-func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill) Updated {
+func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, budget *skills.DiffBudget) Updated {
 	u := Updated{Slug: s.Slug, Source: s.Source, From: s.Version}
 	fail := func(err error) Updated {
 		u.Status, u.Error = UpdateFailed, err.Error()
@@ -220,12 +237,25 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 		u.Status = UpdateUnchanged
 		return u
 	}
-	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0)
+	held := false
+	if !req.Force {
+		if held, err = c.deliveredBefore(ctx, s, hash); err != nil {
+			return fail(err)
+		}
+	}
+	fresh := budget.Untouched()
+	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0, budget)
 	if err != nil {
 		return fail(err)
 	}
 	stat := skills.Stat(changes)
 	u.DiffStat = &stat
+	if held {
+		u.Status = UpdateHeld
+		u.Note = fmt.Sprintf("the source still holds %s, a version it delivered before: the current version differs "+
+			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", short(hash))
+		return u
+	}
 	if req.DryRun {
 		u.Status = UpdateAvailable
 		return u
@@ -255,6 +285,11 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 		return fail(err)
 	}
 	u.From, u.Status = existing.Version, UpdateUpdated
+	// What `skill versions` shows for the new version (not for one --force
+	// made current again: it keeps the version it first replaced).
+	if !req.Force && existing.Version == s.Version && (stat.NotCompared == 0 || fresh) {
+		c.keepStat(ctx, s.Slug, index.DiffStatKey{Hash: hash, Against: s.Version}, stat)
+	}
 	c.log.Info("skill updated", "slug", s.Slug, "from", existing.Version, "to", hash, "source", s.Source)
 	return u
 }
@@ -270,6 +305,21 @@ func noSourceReason(s *skills.Skill) string {
 		return "it was installed from an agent's skill folder; import it again with --agents"
 	}
 	return fmt.Sprintf("its source %q cannot be read again; import the new content with --replace", s.Source)
+}
+
+// deliveredBefore reports whether hash is a version s has from its
+// recorded source (not an edit's or another source's).
+func (c *Catalog) deliveredBefore(ctx context.Context, s *skills.Skill, hash string) (bool, error) {
+	vs, err := c.db.Versions(ctx, s.Slug)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range vs {
+		if v.Hash == hash && v.Source == s.Source {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // recordedRef is the git ref the skill's newest version from its source

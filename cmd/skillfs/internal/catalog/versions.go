@@ -2,29 +2,44 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 
+	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 )
 
 // VersionInfo is one version of a skill as `skill versions` lists it: its
 // provenance, whether it is the current one, and what changed against the
-// version before it (Against; none for the first).
+// version before it (Against; none for the first). When the two cannot be
+// compared (the content of one is missing from the store) DiffStatError
+// says so instead of a DiffStat.
 type VersionInfo struct {
 	*skills.Version
-	Current  bool             `json:"current"`
-	Against  string           `json:"against,omitempty"`
-	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
+	Current       bool             `json:"current"`
+	Against       string           `json:"against,omitempty"`
+	DiffStat      *skills.DiffStat `json:"diffstat,omitempty"`
+	DiffStatError string           `json:"diffstat_error,omitempty"`
 }
 
 // Versions lists the versions of a skill the actor may see, newest first,
 // each with its diffstat against the one it replaced (or, for a version
-// recorded without one, the one installed before it).
+// recorded without one, the one installed before it). A diffstat is
+// computed once and kept in the index; those not kept yet are computed
+// within one comparison budget for the whole listing (see
+// skills.DiffBudget): once it is spent the rest report their files not
+// compared, and are computed in full by a later listing.
 func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo, error) {
 	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := c.db.DiffStats(ctx, slug)
 	if err != nil {
 		return nil, err
 	}
@@ -32,6 +47,7 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 	for _, v := range d.Versions {
 		have[v.Hash] = true
 	}
+	budget := c.diffBudget()
 	out := make([]VersionInfo, len(d.Versions))
 	for i, v := range d.Versions {
 		prev := v.Previous
@@ -45,14 +61,52 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 		if prev == "" {
 			continue
 		}
-		changes, err := skills.DiffTrees(c.store.VersionPath(slug, prev), c.store.VersionPath(slug, v.Hash), false, 0)
-		if err != nil {
-			return nil, fmt.Errorf("compare version %s of %q with %s: %w", short(v.Hash), slug, short(prev), err)
+		key := index.DiffStatKey{Hash: v.Hash, Against: prev}
+		if st, ok := kept[key]; ok {
+			out[i].DiffStat = &st
+			continue
 		}
-		st := skills.Stat(changes)
+		fresh := budget.Untouched()
+		st, err := c.versionStat(slug, prev, v.Hash, budget)
+		if err != nil {
+			out[i].DiffStatError = err.Error()
+			continue
+		}
 		out[i].DiffStat = &st
+		// Kept when the same comparison will always give it: complete, or
+		// started on an untouched budget.
+		if st.NotCompared == 0 || fresh {
+			c.keepStat(ctx, slug, key, st)
+		}
 	}
 	return out, nil
+}
+
+// versionStat compares two stored versions of slug for their diffstat;
+// the error says, without a path, why they could not be compared.
+func (c *Catalog) versionStat(slug, from, to string, budget *skills.DiffBudget) (skills.DiffStat, error) {
+	for _, h := range []string{from, to} {
+		if _, err := os.Lstat(c.store.VersionPath(slug, h)); err != nil {
+			return skills.DiffStat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
+		}
+	}
+	changes, err := skills.DiffTrees(c.store.VersionPath(slug, from), c.store.VersionPath(slug, to), false, 0, budget)
+	if err != nil {
+		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return skills.DiffStat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", short(from), short(to))
+		}
+		return skills.DiffStat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
+	}
+	return skills.Stat(changes), nil
+}
+
+// keepStat stores a diffstat so it is not computed again. A failure only
+// costs that: it is logged.
+func (c *Catalog) keepStat(ctx context.Context, slug string, key index.DiffStatKey, st skills.DiffStat) {
+	if err := c.db.PutDiffStat(ctx, slug, key, st); err != nil {
+		c.log.Warn("keep a diffstat", "slug", slug, "version", key.Hash, "against", key.Against, "err", err)
+	}
 }
 
 // resolveVersion finds the version of slug a VERSION argument names: a
@@ -112,7 +166,7 @@ func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error
 	if from != "" {
 		fromDir = c.store.VersionPath(slug, from)
 	}
-	changes, err := skills.DiffTrees(fromDir, c.store.VersionPath(slug, to), true, 0)
+	changes, err := skills.DiffTrees(fromDir, c.store.VersionPath(slug, to), true, 0, c.diffBudget())
 	if err != nil {
 		return nil, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
 	}

@@ -76,6 +76,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			Skills []string `json:"skills"`
 			All    bool     `json:"all"`
 			DryRun bool     `json:"dry_run"`
+			Force  bool     `json:"force"`
 			Ref    string   `json:"ref"`
 			Tag    string   `json:"tag"`
 		}
@@ -94,7 +95,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return d.cat.Update(ctx, catalog.UpdateRequest{As: as(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Ref: ref})
+			return d.cat.Update(ctx, catalog.UpdateRequest{As: as(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Force: req.Force, Ref: ref})
 		})
 	}
 	mux.HandleFunc("POST /v1/skills/{slug}/update", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,77 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"skillfs/skills"
+)
+
+// DiffStatKey names a stored diffstat: version Hash of a skill against
+// version Against.
+type DiffStatKey struct{ Hash, Against string }
+
+// DiffStats returns the stored diffstats of slug's versions.
+func (db *DB) DiffStats(ctx context.Context, slug string) (map[DiffStatKey]skills.DiffStat, error) {
+	out := map[DiffStatKey]skills.DiffStat{}
+	err := db.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT hash, against, stat FROM version_diffstats WHERE slug = ?", slug)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k DiffStatKey
+			var stat string
+			if err := rows.Scan(&k.Hash, &k.Against, &stat); err != nil {
+				return err
+			}
+			var st skills.DiffStat
+			if err := json.Unmarshal([]byte(stat), &st); err != nil {
+				continue // unreadable: computed again
+			}
+			out[k] = st
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("diffstats of skill %q: %w", slug, err)
+	}
+	return out, nil
+}
+
+// PutDiffStat stores the diffstat of version k.Hash of slug against
+// k.Against. Both versions must be stored (skills.ErrNotFound otherwise,
+// as when one was removed meanwhile); a stat already stored is kept.
+func (db *DB) PutDiffStat(ctx context.Context, slug string, k DiffStatKey, st skills.DiffStat) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO version_diffstats (slug, hash, against, stat)
+			SELECT ?1, ?2, ?3, ?4 WHERE
+				(SELECT COUNT(*) FROM versions WHERE slug = ?1 AND hash IN (?2, ?3)) = 2
+			ON CONFLICT (slug, hash, against) DO NOTHING`, slug, k.Hash, k.Against, string(data))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			var ok bool
+			if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM version_diffstats WHERE slug = ? AND hash = ? AND against = ?)",
+				slug, k.Hash, k.Against).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return skills.ErrNotFound
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store the diffstat of version %s of skill %q against %s: %w", k.Hash, slug, k.Against, err)
+	}
+	return nil
+}
