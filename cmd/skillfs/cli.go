@@ -179,6 +179,25 @@ func (c *cli) openCatalog() (*catalog.Catalog, error) {
 	return c.open(home, catalog.Options{Logger: slog.New(slog.DiscardHandler)})
 }
 
+// query runs fn on the catalog and prints what it returns: as JSON with
+// --json, else with text.
+func query[T any](c *cli, fn func(*catalog.Catalog) (T, error), text func(T)) error {
+	cat, err := c.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	v, err := fn(cat)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(v)
+	}
+	text(v)
+	return nil
+}
+
 // open opens the data directory at home, saying so on stderr when it makes
 // a new one: a forgotten --home must not go unnoticed. serve says it in its
 // log (c.log), in the log's format.

@@ -38,20 +38,8 @@ func (c *cli) curatedAdd() *cobra.Command {
 func (c *cli) curatedList() *cobra.Command {
 	cmd := leaf("list", "the curated sources, with what each offers and when it was last read", 0, 0)
 	cmd.RunE = func(*cobra.Command, []string) error {
-		cat, err := c.openCatalog()
-		if err != nil {
-			return err
-		}
-		defer cat.Close()
-		list, err := cat.CuratedSources(c.ctx, c.as)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.printJSON(list)
-		}
-		c.printCuratedSources(list)
-		return nil
+		return query(c, func(cat *catalog.Catalog) ([]skills.CuratedSource, error) { return cat.CuratedSources(c.ctx, c.as) },
+			c.printCuratedSources)
 	}
 	return cmd
 }
@@ -154,28 +142,17 @@ func (c *cli) printCurated(list []skills.CuratedSkill) {
 func (c *cli) skillCatalog() *cobra.Command {
 	cmd := leaf("catalog", "the whole catalog: builtins, installed skills, then what curated sources offer that you have not installed, each by name", 0, 0)
 	cmd.RunE = func(*cobra.Command, []string) error {
-		cat, err := c.openCatalog()
-		if err != nil {
-			return err
-		}
-		defer cat.Close()
-		list, err := cat.Entries(c.ctx, c.as)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.printJSON(list)
-		}
-		rows := make([][]string, len(list))
-		for i, e := range list {
-			active := "no"
-			if e.Active {
-				active = "yes"
+		return query(c, func(cat *catalog.Catalog) ([]catalog.Entry, error) { return cat.Entries(c.ctx, c.as) }, func(list []catalog.Entry) {
+			rows := make([][]string, len(list))
+			for i, e := range list {
+				active := "no"
+				if e.Active {
+					active = "yes"
+				}
+				rows[i] = []string{e.Tier, e.Slug, truncate(e.Name, 40), active, truncate(e.Source, 50), truncate(e.Description, 60)}
 			}
-			rows[i] = []string{e.Tier, e.Slug, truncate(e.Name, 40), active, truncate(e.Source, 50), truncate(e.Description, 60)}
-		}
-		c.table([]string{"TIER", "SLUG", "NAME", "ACTIVE", "SOURCE", "DESCRIPTION"}, rows)
-		return nil
+			c.table([]string{"TIER", "SLUG", "NAME", "ACTIVE", "SOURCE", "DESCRIPTION"}, rows)
+		})
 	}
 	return cmd
 }
