@@ -632,18 +632,23 @@ func gitLocalPath(u string) (string, bool) {
 	return u, true
 }
 
-// splitUserinfo splits raw, a URL with "://", around the user information
+// splitUserinfo splits raw, a URL with "://" (or scheme-relative "//"), around the user information
 // of its authority: what comes before it (the scheme and "://"), the user
 // information and what comes after its '@'. The authority is read up to the
 // first '/' and its last '@' ends the user information, so a URL that does
 // not parse (a '#', '?' or space in a password, a bad port) still has its
 // credentials found. ok is false when there are none.
 func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
-	i := strings.Index(raw, "://")
-	if i < 0 {
+	var start int
+	switch i := strings.Index(raw, "://"); {
+	case i >= 0:
+		start = i + 3
+	case strings.HasPrefix(raw, "//"): // scheme-relative: URL parsers find user information in it too
+		start = 2
+	default:
 		return "", "", "", false
 	}
-	auth := raw[i+3:]
+	auth := raw[start:]
 	if j := strings.IndexByte(auth, '/'); j >= 0 {
 		auth = auth[:j]
 	}
@@ -651,7 +656,7 @@ func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
 	if at < 0 {
 		return "", "", "", false
 	}
-	return raw[:i+3], raw[i+3 : i+3+at], raw[i+3+at+1:], true
+	return raw[:start], raw[start : start+at], raw[start+at+1:], true
 }
 
 // isHTTPURL reports whether head, a scheme with "://", is http's or https's.
