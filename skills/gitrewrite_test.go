@@ -216,3 +216,44 @@ func TestSourceCredentials(t *testing.T) {
 		t.Errorf("gitSecrets = %q", got)
 	}
 }
+
+// FuzzResolveGitURL: whatever URL is asked for, what a mirror rewrite
+// yields is refused or stays in the mirror's folder, and no URL that is
+// let through reads a "." or ".." segment.
+func FuzzResolveGitURL(f *testing.F) {
+	for _, s := range []string{
+		"https://github.com/o/r.git", "https://github.com/../../etc", "https://github.com/%2e%2e/x",
+		"https://github.com/o/%252e%252e/r", "https://github.com/o\\..\\r", "https://github.com/o/r;..",
+		"https://gitlab.com/o/r", "git@github.com:o/r.git", "file:///srv/mirror/x", "HTTPS://github.com/o/r",
+		"https://github.com", "https://github.com/", "https://github.com/./r",
+	} {
+		f.Add(s)
+	}
+	const mirror = "/srv/mirror"
+	rules := []gitRewrite{
+		{base: "file://" + mirror + "/", prefix: "https://github.com/"},
+		{base: mirror + "/gl/", prefix: "https://gitlab.com/"},
+		{base: "https://mirror.example/", prefix: "git@github.com:"},
+	}
+	f.Fuzz(func(t *testing.T, u string) {
+		out, err := resolveGitURL(u, rules)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("resolveGitURL(%q): %v, want ErrInvalid", u, err)
+			}
+			return
+		}
+		if _, _, rewritten := rewriteGitURL(u, rules); !rewritten {
+			return
+		}
+		if dotSegmentProblem(out) != "" {
+			t.Fatalf("resolveGitURL(%q) = %q, which reads a dot segment", u, out)
+		}
+		if !isRemoteURL(out) {
+			p := filepath.Clean(rewriteLocalPath(out))
+			if p != mirror && !strings.HasPrefix(p, mirror+"/") {
+				t.Fatalf("resolveGitURL(%q) = %q, outside %s", u, out, mirror)
+			}
+		}
+	})
+}
