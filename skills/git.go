@@ -297,6 +297,10 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 		fetchURL = abs
 	}
 
+	// Absolute too: git runs in the runner's empty home (see command).
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", fmt.Errorf("clone git repository %q: %w", redactGitURL(src.URL), err)
+	}
 	created, err := prepareCloneDir(dir)
 	if err != nil {
 		return "", err
@@ -805,6 +809,8 @@ func newGitRunner(src GitSource, fetchURL string, lim Limits) (*gitRunner, error
 		"LC_ALL=C",
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_CONFIG_GLOBAL=/dev/null",
+		// No repository above the empty home it runs in is discovered.
+		"GIT_CEILING_DIRECTORIES=" + filepath.Dir(home),
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_ASKPASS=",
 		"GIT_SSH_COMMAND=" + gitSSHCommand,
@@ -829,8 +835,8 @@ type gitResult struct {
 	err    error
 }
 
-// command prepares git with the safe configuration, in dir when not "", in
-// its own session so cancellation can kill everything it started.
+// command prepares git with the safe configuration, in dir when not "" (else
+// in the runner's empty home), in its own session so cancellation can kill everything it started.
 func (g *gitRunner) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	full := make([]string, 0, 2*len(gitSafeConfig)+len(args)+2)
 	for _, c := range gitSafeConfig {
@@ -841,6 +847,10 @@ func (g *gitRunner) command(ctx context.Context, dir string, args ...string) *ex
 	}
 	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, g.bin, full...)
+	// Never where the daemon happens to run: git would read the config
+	// of a repository enclosing that folder (url.*.insteadOf included),
+	// and take a name for a path found there.
+	cmd.Dir = g.home
 	cmd.Env = g.env
 	cmd.Stdin = nil
 	// A new session has no controlling terminal, so nothing git starts

@@ -257,3 +257,35 @@ func FuzzResolveGitURL(f *testing.F) {
 		}
 	})
 }
+
+// Git never runs where skillfs happens to run: the configuration of a
+// repository enclosing the working directory (a rewrite to a repository of
+// this machine, here) does not apply to a clone, so a name it maps is not
+// found, not read.
+func TestCloneGitIgnoresTheWorkingDirectory(t *testing.T) {
+	requireGit(t)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+	root := t.TempDir()
+	secret := filepath.Join(root, "secret")
+	writeTestFile(t, filepath.Join(secret, "SKILL.md"), []byte("---\nname: s\ndescription: secret\n---\n"), 0o644)
+	testGit(t, secret, "init", "-q")
+	testGit(t, secret, "add", ".")
+	testGit(t, secret, "commit", "-q", "-m", "x")
+	cwd := filepath.Join(root, "cwd")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const url = "https://example.invalid/acme/x.git"
+	testGit(t, cwd, "init", "-q")
+	testGit(t, cwd, "config", "url."+secret+".insteadOf", url)
+	t.Chdir(cwd)
+	dst := filepath.Join(root, "out")
+	_, err := CloneGit(context.Background(), GitSource{URL: url}, dst, CloneOptions{})
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("clone of %s beside a repository rewriting it: %v, want not found", url, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "SKILL.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the clone read the rewritten repository: %v", err)
+	}
+}

@@ -175,7 +175,9 @@ func (c *Catalog) RefreshCurated(ctx context.Context, req CuratedRequest) ([]ski
 	}
 	var errs []error
 	for _, src := range all {
-		commit, list, err := c.readCurated(ctx, ImportRequest{Source: src.Source, Ref: src.Ref, Timeout: req.Timeout})
+		// Registered names are absolute paths or repositories: never read
+		// relative to a working directory.
+		commit, list, err := c.readCurated(ctx, ImportRequest{Source: src.Source, Ref: src.Ref, Timeout: req.Timeout, API: true})
 		if err == nil {
 			err = c.db.RefreshCuratedSource(ctx, src.Source, commit, c.now().UTC(), list)
 		}
@@ -290,7 +292,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 		return res, fmt.Errorf("curated skill %q is installed already as %q (to update it, whoever manages it imports its source again: `skillfs skill import %s --skill %s`): %w",
 			name, visible[i].Slug, cs.Source, cs.Path, skills.ErrExists)
 	}
-	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Folder: cs.Path, As: req.As, Share: req.Share, Timeout: req.Timeout})
+	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Folder: cs.Path, As: req.As, Share: req.Share, Timeout: req.Timeout, API: true})
 	if err != nil || len(res.Installed) != 1 {
 		return res, err
 	}

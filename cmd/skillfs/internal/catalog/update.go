@@ -200,7 +200,9 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err := policy.CheckEdit(actor, s); err != nil {
 		return fail(fmt.Errorf("update: %w", err))
 	}
-	ireq := ImportRequest{Source: rs.base, Path: rs.rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout}
+	// A recorded source is read as the daemon reads one: never relative to
+	// a working directory (recorded paths are absolute).
+	ireq := ImportRequest{Source: rs.base, Path: rs.rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout, API: true}
 	if ireq.Ref == "" {
 		ref, err := c.recordedRef(ctx, s)
 		if err != nil {

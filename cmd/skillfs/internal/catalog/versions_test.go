@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -293,5 +294,48 @@ func TestUpdateComparesWithinOneBudget(t *testing.T) {
 		if a == nil || b == nil || a.NotCompared != 0 || a.FilesChanged != 2 || b.NotCompared != 2 {
 			t.Fatalf("dry run %v: alpha %+v, beta %+v", dry, a, b)
 		}
+	}
+}
+
+// An update re-reads the recorded source as the daemon reads one: a folder
+// in the working directory named like the recorded URL is never taken for
+// it, and neither is a repository enclosing the working directory (its
+// git configuration does not apply).
+func TestUpdateIgnoresTheWorkingDirectory(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	repo := skillDir(t, filepath.Join(root, "repo"), "name: notes\ndescription: from the repository")
+	gitIn := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@a"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	gitIn(repo, "init", "-q")
+	gitIn(repo, "add", ".")
+	gitIn(repo, "commit", "-q", "-m", "x")
+	const url = "https://example.invalid/acme/notes.git"
+	cfg := filepath.Join(root, "gitconfig")
+	if err := os.WriteFile(cfg, []byte("[url \""+repo+"\"]\n\tinsteadOf = "+url+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_CONFIG_GLOBAL", cfg)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	c := open(t)
+	if _, err := c.Import(ctx, ImportRequest{Source: url}); err != nil {
+		t.Fatal(err)
+	}
+	cwd := filepath.Join(root, "cwd")
+	skillDir(t, filepath.Join(cwd, "https:", "example.invalid", "acme", "notes.git"), "name: notes\ndescription: planted in the working directory")
+	gitIn(cwd, "init", "-q") // a repository around the working directory, with a rewrite of its own
+	gitIn(cwd, "config", "url."+filepath.Join(cwd, "https:", "example.invalid", "acme", "notes.git")+".insteadOf", url)
+	t.Chdir(cwd)
+	if u := updateOnly(t, c, "notes", false, false); u.Status != UpdateUnchanged {
+		t.Fatalf("update from %s with a look-alike in the working directory: %+v", cwd, u)
+	}
+	if d, err := c.Show(ctx, "", "notes"); err != nil || d.Description != "from the repository" {
+		t.Fatalf("after the update: %+v, %v", d, err)
 	}
 }
