@@ -195,6 +195,7 @@ func TestSourceCredentials(t *testing.T) {
 		"https://tok@github.com/o/r.git#main:skills/x": "https://xxxxx@github.com/o/r.git#main:skills/x",
 		"https://me:s3cret@host:bad/r.git":             "https://xxxxx@host:bad/r.git",
 		"ssh://git:pw@host/r.git#v1":                   "ssh://git:xxxxx@host/r.git#v1",
+		"https://user:p#s3cret@github.com/a/b.git":     "https://xxxxx@github.com/a/b.git", // a '#' in the password, no ref
 	} {
 		if !HasCredentials(in) {
 			t.Errorf("HasCredentials(%q) = false", in)

@@ -42,12 +42,17 @@ func ReadsRemote(s string) (bool, error) {
 // are what String and error messages hide as "xxxxx".
 func HasCredentials(s string) bool {
 	u := ParseGitSource(s).URL
-	return redactGitURL(u) != u
+	return redactGitURL(u) != u || redactGitURL(s) != s // a '#' in a password cuts the URL short
 }
 
 // RedactSource returns the source s as given, with credentials in its URL
 // (see HasCredentials) replaced by "xxxxx": safe to show, log and record.
 func RedactSource(s string) string {
+	if r := redactGitURL(s); r != s {
+		// The user information as written, read up to the authority's
+		// last '@' before any '/': a '#' in a password is part of it.
+		return r
+	}
 	u := ParseGitSource(s).URL
 	r := redactGitURL(u)
 	if r == u || u == "" {
