@@ -31,7 +31,7 @@ func gitRewrites() []gitRewrite {
 	}
 	var rules []gitRewrite
 	for _, scope := range []string{"--system", "--global"} {
-		cmd := exec.Command(bin, "config", scope, "-z", "--get-regexp", `^url\..*\.insteadof$`)
+		cmd := exec.Command(bin, "config", scope, "--includes", "-z", "--get-regexp", `^url\..*\.insteadof$`)
 		cmd.Dir = os.TempDir()
 		cmd.Env = append(os.Environ(), "GIT_DIR=/nonexistent")
 		out := &gitBoundedBuffer{max: 64 << 10}
@@ -53,12 +53,23 @@ func gitRewrites() []gitRewrite {
 }
 
 // rewriteGitURL applies to u the rule whose prefix is the longest one u
-// starts with, the first of equally long ones, as git does (once: the
-// result is not rewritten again). ok is false when no rule applies.
+// starts with, as git does (once: the result is not rewritten again); of
+// equally long ones, git takes the base that first appeared in its
+// configuration. ok is false when no rule applies.
 func rewriteGitURL(u string, rules []gitRewrite) (string, gitRewrite, bool) {
+	first := map[string]int{} // base → where it first appears
+	for i, r := range rules {
+		if _, ok := first[r.base]; !ok {
+			first[r.base] = i
+		}
+	}
 	best := -1
 	for i, r := range rules {
-		if strings.HasPrefix(u, r.prefix) && (best < 0 || len(r.prefix) > len(rules[best].prefix)) {
+		if !strings.HasPrefix(u, r.prefix) {
+			continue
+		}
+		if best < 0 || len(r.prefix) > len(rules[best].prefix) ||
+			len(r.prefix) == len(rules[best].prefix) && first[r.base] < first[rules[best].base] {
 			best = i
 		}
 	}

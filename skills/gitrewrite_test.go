@@ -106,6 +106,19 @@ func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
 	if _, err := ReadsRemote("https://github.com/../../home/b/x.git#main"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ReadsRemote of a URL with '..': %v, want ErrInvalid", err)
 	}
+
+	// Rules in an included file apply, as they do for git; of equally long
+	// prefixes, the base that appears first wins, as in git.
+	writeTestFile(t, filepath.Join(root, "included"), []byte("[url \"https://b.example/\"]\n\tinsteadOf = q://\n"+
+		"[url \"https://a.example/\"]\n\tinsteadOf = p://\n[url \"https://b.example/\"]\n\tinsteadOf = p://\n"), 0o644)
+	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[include]\n\tpath = "+filepath.Join(root, "included")+"\n"), 0o644)
+	read, _, ok := rewriteGitURL("p://r.git", gitRewrites())
+	if !ok || read != "https://b.example/r.git" {
+		t.Errorf("p://r.git is read from %q (%v), want https://b.example/r.git as git reads it", read, ok)
+	}
+	if out, err := exec.Command("git", "ls-remote", "--get-url", "p://r.git").Output(); err != nil || strings.TrimSpace(string(out)) != read {
+		t.Errorf("git itself reads p://r.git from %q (%v), skillfs from %q", out, err, read)
+	}
 }
 
 // makeBareRepo makes a bare repository at dir holding one skill whose
