@@ -1232,9 +1232,13 @@ func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
 	// A user whose sessions keep coming is not deleted, and says so.
 	openSession("zed")
 	calls = nil
-	_, err = c.DeleteUser(ctx, "", "zed", true, closer("zed", deleteRounds, &calls))
+	gone, err := c.DeleteUser(ctx, "", "zed", true, closer("zed", deleteRounds, &calls))
 	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), "keeps opening sessions") || len(calls) != deleteRounds {
 		t.Fatalf("delete --force of a user who keeps opening sessions: %v after %d closes, want refused after %d", err, len(calls), deleteRounds)
+	}
+	// What it closed before giving up is reported, not lost.
+	if len(gone) != deleteRounds || !strings.Contains(err.Error(), "sessions closed before it failed: "+gone[0]) {
+		t.Fatalf("a refused delete --force closed %v and says %q", gone, err)
 	}
 	if _, err := c.db.User(ctx, "zed"); err != nil {
 		t.Fatalf("zed after a refused delete: %v", err)

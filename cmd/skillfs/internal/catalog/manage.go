@@ -307,8 +307,9 @@ const deleteRounds = 3
 // Admins delete ordinary users, only a superadmin deletes admins and
 // superadmins, and the last superadmin stays. A user with open sessions is
 // refused (skills.ErrExists, with their number and the way on) unless force,
-// which closes them first with closeSessions (nil: in the index). Nothing is
-// closed when the delete is refused.
+// which closes them first with closeSessions (nil: in the index). Without
+// force nothing is closed; with force, a delete that fails after closing
+// sessions returns their ids with the error, and its message names them.
 //
 // The sessions are listed and closed outside the transaction that deletes
 // the user, and a session may be created meanwhile; that transaction
@@ -349,9 +350,16 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, cl
 			return nil, fmt.Errorf("user %q has %d open session(s): close them first (`skillfs session close ID`), "+
 				"or delete with --force (force=true in the API) to close them: %w", uid, len(open), skills.ErrExists)
 		}
+		// failed is err with the sessions closed so far named.
+		failed := func(err error) ([]string, error) {
+			if len(closed) == 0 {
+				return nil, err
+			}
+			return closed, fmt.Errorf("%w (sessions closed before it failed: %s)", err, strings.Join(closed, ", "))
+		}
 		if len(open) > 0 {
 			if err := closeSessions(ctx, open); err != nil {
-				return nil, fmt.Errorf("delete user %q: close their sessions: %w", uid, err)
+				return failed(fmt.Errorf("delete user %q: close their sessions: %w", uid, err))
 			}
 			closed = append(closed, open...)
 			c.log.Info("sessions closed for a deleted user", "user", uid, "count", len(open))
@@ -361,14 +369,14 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, cl
 		case err == nil:
 			return closed, nil
 		case !errors.Is(err, skills.ErrExists):
-			return nil, err
+			return failed(err)
 		case !force:
 			// Opened since we looked: refused like any open session.
 			return nil, fmt.Errorf("user %q has open session(s), opened while it was being deleted: close them first "+
 				"(`skillfs session close ID`), or delete with --force (force=true in the API) to close them: %w", uid, skills.ErrExists)
 		case round == deleteRounds:
-			return nil, fmt.Errorf("user %q keeps opening sessions while being deleted (%d closed so far): "+
-				"stop what opens them and delete again: %w", uid, len(closed), skills.ErrExists)
+			return failed(fmt.Errorf("user %q keeps opening sessions while being deleted: "+
+				"stop what opens them and delete again: %w", uid, skills.ErrExists))
 		}
 	}
 }
