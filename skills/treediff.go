@@ -44,12 +44,13 @@ const (
 )
 
 // DiffBudget is what one request may spend comparing trees, shared by
-// every DiffTrees call it makes. Once it is spent the files not yet looked
-// at are reported not compared (FileChange.NotCompared), so the work and
-// memory of a request stay bounded whatever the trees hold.
+// every DiffTrees call it makes. A file whose bytes do not fit what is
+// left is reported not compared (FileChange.NotCompared) and the files
+// after it are still compared; once the steps run out, or no byte is
+// left, every file after is not compared. So the work and memory of a
+// request stay bounded whatever the trees hold.
 type DiffBudget struct {
 	Bytes, Steps int64 // what is left
-	full         [2]int64
 }
 
 // NewDiffBudget is a budget of bytes and steps (0: the defaults).
@@ -60,21 +61,16 @@ func NewDiffBudget(bytes, steps int64) *DiffBudget {
 	if steps <= 0 {
 		steps = DefaultDiffBudgetSteps
 	}
-	return &DiffBudget{Bytes: bytes, Steps: steps, full: [2]int64{bytes, steps}}
+	return &DiffBudget{Bytes: bytes, Steps: steps}
 }
-
-// Untouched reports whether nothing of the budget was spent yet: a diff
-// that starts on an untouched budget always comes out the same.
-func (b *DiffBudget) Untouched() bool { return b.Bytes == b.full[0] && b.Steps == b.full[1] }
 
 // Spent reports whether the budget is used up.
 func (b *DiffBudget) Spent() bool { return b.Bytes <= 0 || b.Steps <= 0 }
 
-// take spends n bytes if that many are left; otherwise the budget is
-// spent from here on.
+// take spends n bytes if that many are left; otherwise it spends nothing
+// (a smaller file may still fit).
 func (b *DiffBudget) take(n int64) bool {
 	if b.Spent() || n > b.Bytes {
-		b.Bytes = 0
 		return false
 	}
 	b.Bytes -= n
@@ -87,7 +83,7 @@ const (
 	FileRemoved = "removed"
 	FileChanged = "changed"
 	// FileNotCompared is a file in both trees, of the same size and
-	// mode, left when the budget was spent: it may or may not differ.
+	// mode, the budget left out: it may or may not differ.
 	FileNotCompared = "not_compared"
 )
 
@@ -101,7 +97,8 @@ type FileChange struct {
 	// LinesUnknown: the lines were not counted (a binary file, one over
 	// MaxDiffFileBytes, or one not compared).
 	LinesUnknown bool `json:"lines_unknown,omitempty"`
-	// NotCompared: the request's budget was spent before this file.
+	// NotCompared: the request's budget was spent before this file, or
+	// what was left of it was too little for it.
 	NotCompared bool `json:"not_compared,omitempty"`
 	// Diff is the unified diff of a text file; Note says why there is
 	// none, or what else changed (the mode).
@@ -238,12 +235,15 @@ func DiffTrees(a, b string, text bool, maxOutput int, budget *DiffBudget) ([]Fil
 	return out, nil
 }
 
-// notCompared is what is known of a file once the budget is spent: a
-// side missing or a size or mode that differs says it changed, nothing
-// says it did not.
-func notCompared(c *FileChange, x treeFile, inA bool, y treeFile, inB bool) *FileChange {
+// notCompared is what is known of a file the budget left out: a side
+// missing or a size or mode that differs says it changed, nothing says it
+// did not.
+func notCompared(c *FileChange, x treeFile, inA bool, y treeFile, inB bool, budget *DiffBudget) *FileChange {
 	c.NotCompared, c.LinesUnknown = true, true
 	c.Note = "not compared: the comparison budget of this request is spent"
+	if !budget.Spent() {
+		c.Note = "not compared: larger than what is left of the comparison budget of this request"
+	}
 	if inA && inB && x.size == y.size && x.exec == y.exec {
 		c.Status = FileNotCompared
 	}
@@ -263,7 +263,7 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 	if tooBig {
 		if inA && inB && x.size == y.size && x.exec == y.exec {
 			if !budget.take(x.size + y.size) {
-				return notCompared(c, x, inA, y, inB), nil
+				return notCompared(c, x, inA, y, inB, budget), nil
 			}
 			if sameFile(x.abs, y.abs) {
 				return nil, nil
@@ -281,7 +281,7 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 		need += y.size
 	}
 	if !budget.take(need) {
-		return notCompared(c, x, inA, y, inB), nil
+		return notCompared(c, x, inA, y, inB, budget), nil
 	}
 	var old, cur []byte
 	var err error
@@ -318,7 +318,7 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 	case d.stepsOut:
 		budget.Steps = 0
 		c.Added, c.Removed = 0, 0
-		return notCompared(c, x, inA, y, inB), nil
+		return notCompared(c, x, inA, y, inB, budget), nil
 	case !ok:
 		c.Note = fmt.Sprintf("more than %d lines changed: diff not shown", MaxDiffEdits)
 		return c, nil

@@ -320,3 +320,32 @@ func TestNumberingLinesIsCharged(t *testing.T) {
 		t.Errorf("in 100,000 steps: %+v", changes)
 	}
 }
+
+// TestFileOverTheBudgetLeavesTheOthers: a file that does not fit what is
+// left of the budget is the only one not compared; the files after it
+// are, an identical large file and a changed small one alike.
+func TestFileOverTheBudgetLeavesTheOthers(t *testing.T) {
+	big := strings.Repeat("\x00", 2<<20)
+	mid := strings.Repeat("line\n", 20000)
+	a := diffTree(t, map[string]string{"a.bin": big, "m.txt": mid + "old\n", "z.md": "one\n"})
+	b := diffTree(t, map[string]string{"a.bin": big, "m.txt": mid + "new\n", "z.md": "two\n"})
+	budget := NewDiffBudget(150<<10, 0) // neither a.bin (4 MiB) nor m.txt (200 KB) fits
+	changes, err := DiffTrees(a, b, true, 0, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 3 {
+		t.Fatalf("changes: %+v", changes)
+	}
+	for _, c := range changes[:2] {
+		if c.Status != FileNotCompared || !c.NotCompared || !strings.Contains(c.Note, "larger than what is left") {
+			t.Errorf("a file over the budget: %+v", c)
+		}
+	}
+	if z := changes[2]; z.Path != "z.md" || z.NotCompared || z.Added != 1 || z.Removed != 1 || z.Diff == "" {
+		t.Errorf("the small file after them: %+v", z)
+	}
+	if st := Stat(changes); st.FilesChanged != 1 || st.NotCompared != 2 || budget.Bytes != 150<<10-8 {
+		t.Errorf("stat %+v, %d bytes left", st, budget.Bytes)
+	}
+}
