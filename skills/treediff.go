@@ -3,6 +3,7 @@ package skills
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 //
 // The line diff is Myers' algorithm in linear space (the "middle snake",
 // divide and conquer): besides the two files it holds 4 bytes per line of
-// each, the distinct lines of the part that differs once more (with a map
-// entry each), and O(MaxDiffEdits) words for the search, never a trace of
-// the search. A diffstat alone does not build the edit script at all: one
-// search from both ends gives the number of lines changed.
+// each twice (where it ends, its number), a table of 8 to 16 bytes per line
+// of the part that differs to number them (no copy of a line), and
+// two vectors of O(MaxDiffEdits) words for the search, allocated once per
+// file and shared by every level of it, never a trace of the search. A
+// diffstat alone does not build the edit script at all: one search from
+// both ends gives the number of lines changed.
 const (
 	MaxDiffFileBytes  = 1 << 20
 	MaxDiffEdits      = 4000
@@ -31,7 +34,8 @@ const (
 
 // The comparison budget of one request (see DiffBudget): bytes of files
 // read to compare them, and steps of the line diff (a line compared with
-// another, or a diagonal of the edit graph visited). A pair of wholly
+// another, a line numbered, or a diagonal of the edit graph visited or
+// made ready for the search). A pair of wholly
 // different 3,000-line files takes about 4 million steps (some 50 ms) and
 // under 1 MiB; a request stops after about eight of them.
 const (
@@ -40,12 +44,13 @@ const (
 )
 
 // DiffBudget is what one request may spend comparing trees, shared by
-// every DiffTrees call it makes. Once it is spent the files not yet looked
-// at are reported not compared (FileChange.NotCompared), so the work and
-// memory of a request stay bounded whatever the trees hold.
+// every DiffTrees call it makes. A file whose bytes do not fit what is
+// left is reported not compared (FileChange.NotCompared) and the files
+// after it are still compared; once the steps run out, or no byte is
+// left, every file after is not compared. So the work and memory of a
+// request stay bounded whatever the trees hold.
 type DiffBudget struct {
 	Bytes, Steps int64 // what is left
-	full         [2]int64
 }
 
 // NewDiffBudget is a budget of bytes and steps (0: the defaults).
@@ -56,21 +61,16 @@ func NewDiffBudget(bytes, steps int64) *DiffBudget {
 	if steps <= 0 {
 		steps = DefaultDiffBudgetSteps
 	}
-	return &DiffBudget{Bytes: bytes, Steps: steps, full: [2]int64{bytes, steps}}
+	return &DiffBudget{Bytes: bytes, Steps: steps}
 }
-
-// Untouched reports whether nothing of the budget was spent yet: a diff
-// that starts on an untouched budget always comes out the same.
-func (b *DiffBudget) Untouched() bool { return b.Bytes == b.full[0] && b.Steps == b.full[1] }
 
 // Spent reports whether the budget is used up.
 func (b *DiffBudget) Spent() bool { return b.Bytes <= 0 || b.Steps <= 0 }
 
-// take spends n bytes if that many are left; otherwise the budget is
-// spent from here on.
+// take spends n bytes if that many are left; otherwise it spends nothing
+// (a smaller file may still fit).
 func (b *DiffBudget) take(n int64) bool {
 	if b.Spent() || n > b.Bytes {
-		b.Bytes = 0
 		return false
 	}
 	b.Bytes -= n
@@ -83,7 +83,7 @@ const (
 	FileRemoved = "removed"
 	FileChanged = "changed"
 	// FileNotCompared is a file in both trees, of the same size and
-	// mode, left when the budget was spent: it may or may not differ.
+	// mode, the budget left out: it may or may not differ.
 	FileNotCompared = "not_compared"
 )
 
@@ -97,7 +97,8 @@ type FileChange struct {
 	// LinesUnknown: the lines were not counted (a binary file, one over
 	// MaxDiffFileBytes, or one not compared).
 	LinesUnknown bool `json:"lines_unknown,omitempty"`
-	// NotCompared: the request's budget was spent before this file.
+	// NotCompared: the request's budget was spent before this file, or
+	// what was left of it was too little for it.
 	NotCompared bool `json:"not_compared,omitempty"`
 	// Diff is the unified diff of a text file; Note says why there is
 	// none, or what else changed (the mode).
@@ -234,12 +235,15 @@ func DiffTrees(a, b string, text bool, maxOutput int, budget *DiffBudget) ([]Fil
 	return out, nil
 }
 
-// notCompared is what is known of a file once the budget is spent: a
-// side missing or a size or mode that differs says it changed, nothing
-// says it did not.
-func notCompared(c *FileChange, x treeFile, inA bool, y treeFile, inB bool) *FileChange {
+// notCompared is what is known of a file the budget left out: a side
+// missing or a size or mode that differs says it changed, nothing says it
+// did not.
+func notCompared(c *FileChange, x treeFile, inA bool, y treeFile, inB bool, budget *DiffBudget) *FileChange {
 	c.NotCompared, c.LinesUnknown = true, true
 	c.Note = "not compared: the comparison budget of this request is spent"
+	if !budget.Spent() {
+		c.Note = "not compared: larger than what is left of the comparison budget of this request"
+	}
 	if inA && inB && x.size == y.size && x.exec == y.exec {
 		c.Status = FileNotCompared
 	}
@@ -259,7 +263,7 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 	if tooBig {
 		if inA && inB && x.size == y.size && x.exec == y.exec {
 			if !budget.take(x.size + y.size) {
-				return notCompared(c, x, inA, y, inB), nil
+				return notCompared(c, x, inA, y, inB, budget), nil
 			}
 			if sameFile(x.abs, y.abs) {
 				return nil, nil
@@ -277,7 +281,7 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 		need += y.size
 	}
 	if !budget.take(need) {
-		return notCompared(c, x, inA, y, inB), nil
+		return notCompared(c, x, inA, y, inB, budget), nil
 	}
 	var old, cur []byte
 	var err error
@@ -314,7 +318,7 @@ func diffFile(p string, x treeFile, inA bool, y treeFile, inB bool, text bool, l
 	case d.stepsOut:
 		budget.Steps = 0
 		c.Added, c.Removed = 0, 0
-		return notCompared(c, x, inA, y, inB), nil
+		return notCompared(c, x, inA, y, inB, budget), nil
 	case !ok:
 		c.Note = fmt.Sprintf("more than %d lines changed: diff not shown", MaxDiffEdits)
 		return c, nil
@@ -433,6 +437,7 @@ type lineDiff struct {
 	stepsOut       bool    // the budget ran out
 	hunks          []hunk  // the edit script (script only), in whole-text line numbers
 	added, removed int
+	vf, vb         []int // the search's vectors (see middleSnake), made once
 }
 
 func newLineDiff(old, cur []byte, steps *int64) *lineDiff {
@@ -445,25 +450,57 @@ func newLineDiff(old, cur []byte, steps *int64) *lineDiff {
 	for tail < na-d.head && tail < nb-d.head && d.spend(1) && bytes.Equal(d.a.at(na-1-tail), d.b.at(nb-1-tail)) {
 		tail++
 	}
-	if d.stepsOut {
+	// A step for each line numbered (a hash and a look-up).
+	if d.stepsOut || !d.spend(int64(na-d.head-tail)+int64(nb-d.head-tail)) {
 		return d
 	}
-	ids := map[string]int32{}
-	number := func(l lines, from, to int) []int32 {
+	d.ida, d.idb = numberLines(d.a, d.head, na-tail, d.b, d.head, nb-tail)
+	return d
+}
+
+// numberLines numbers the lines a[a0:a1] and b[b0:b1] so that equal lines
+// get equal numbers: an open-addressing table of the lines seen, hashed by
+// content, at most half full. It holds 4 bytes per slot (2 to 4 per line)
+// and 4 per distinct line, no copy of a line.
+func numberLines(a lines, a0, a1 int, b lines, b0, b1 int) (ida, idb []int32) {
+	size := 1
+	for size < 2*((a1-a0)+(b1-b0)) {
+		size <<= 1
+	}
+	slots := make([]int32, size) // 0: empty; else 1 + the number of the lines there
+	var first []int32            // per number: where a line with it is (a's lines, then b's after a.n())
+	at := func(pos int32) []byte {
+		if int(pos) < a.n() {
+			return a.at(int(pos))
+		}
+		return b.at(int(pos) - a.n())
+	}
+	seed := maphash.MakeSeed()
+	number := func(l lines, from, to, base int) []int32 {
 		out := make([]int32, to-from)
 		for i := range out {
 			line := l.at(from + i)
-			id, ok := ids[string(line)]
-			if !ok {
-				id = int32(len(ids))
-				ids[string(line)] = id
+			k := maphash.Bytes(seed, line) & uint64(size-1)
+			for {
+				id := slots[k]
+				if id == 0 {
+					first = append(first, int32(base+from+i))
+					slots[k] = int32(len(first))
+					out[i] = int32(len(first) - 1)
+					break
+				}
+				if bytes.Equal(at(first[id-1]), line) {
+					out[i] = id - 1
+					break
+				}
+				k = (k + 1) & uint64(size-1)
 			}
-			out[i] = id
 		}
 		return out
 	}
-	d.ida, d.idb = number(d.a, d.head, na-tail), number(d.b, d.head, nb-tail)
-	return d
+	ida = number(a, a0, a1, 0)
+	idb = number(b, b0, b1, a.n())
+	return ida, idb
 }
 
 // spend takes n steps of the budget; false once it has run out.
@@ -498,13 +535,15 @@ func (d *lineDiff) count() bool {
 // script builds the shortest edit script as hunks (see count for ok).
 func (d *lineDiff) script() bool {
 	n, m := len(d.ida), len(d.idb)
+	e := 0
 	if n > 0 && m > 0 { // a first search holds it to the bound; split searches again
-		if _, _, _, ok := d.middleSnake(0, n, 0, m, MaxDiffEdits); !ok {
+		var ok bool
+		if _, _, e, ok = d.middleSnake(0, n, 0, m, MaxDiffEdits); !ok {
 			d.added, d.removed = m, n
 			return false
 		}
 	}
-	if !d.split(0, n, 0, m) {
+	if !d.split(0, n, 0, m, e) {
 		return false
 	}
 	for _, h := range d.hunks {
@@ -525,9 +564,10 @@ func (d *lineDiff) add(a0, a1, b0, b1 int) {
 	d.hunks = append(d.hunks, hunk{a0, a1, b0, b1})
 }
 
-// split finds the edit script of ida[a0:a1] → idb[b0:b1] by halves: the
-// middle snake of the shortest one cuts it in two smaller problems.
-func (d *lineDiff) split(a0, a1, b0, b1 int) bool {
+// split finds the edit script of ida[a0:a1] → idb[b0:b1], at most maxE
+// edits long, by halves: the middle snake of the shortest one cuts it in
+// two smaller problems, neither longer than it.
+func (d *lineDiff) split(a0, a1, b0, b1, maxE int) bool {
 	for a0 < a1 && b0 < b1 && d.ida[a0] == d.idb[b0] {
 		a0, b0 = a0+1, b0+1
 	}
@@ -540,7 +580,7 @@ func (d *lineDiff) split(a0, a1, b0, b1 int) bool {
 		}
 		return true
 	}
-	x, y, _, ok := d.middleSnake(a0, a1, b0, b1, (a1-a0)+(b1-b0))
+	x, y, e, ok := d.middleSnake(a0, a1, b0, b1, maxE)
 	if !ok {
 		return false
 	}
@@ -548,7 +588,7 @@ func (d *lineDiff) split(a0, a1, b0, b1 int) bool {
 		d.add(a0, a1, b0, b1)
 		return true
 	}
-	return d.split(a0, x, b0, y) && d.split(x, a1, y, b1)
+	return d.split(a0, x, b0, y, e) && d.split(x, a1, y, b1, e)
 }
 
 // middleSnake searches from both ends of ida[a0:a1] → idb[b0:b1] (both
@@ -557,15 +597,23 @@ func (d *lineDiff) split(a0, a1, b0, b1 int) bool {
 // returns where the forward path ends on the meeting snake, which splits
 // the problem in two, and the length e of the shortest edit script; ok is
 // false when that is over maxE or the budget ran out. Memory: two vectors
-// of O(min(maxE, n+m)) entries.
+// of O(min(maxE, n+m)) entries, made on the first search of d and reused
+// by the later ones, whose maxE is never larger; making them ready costs
+// a step per entry.
 func (d *lineDiff) middleSnake(a0, a1, b0, b1, maxE int) (x, y, e int, ok bool) {
 	n, m := a1-a0, b1-b0
 	delta := n - m
 	odd := delta%2 != 0
 	dmax := min((n+m+1)/2, (maxE+2)/2)
 	off := dmax + 1
-	vf := make([]int, 2*off+1) // furthest x on diagonal k, forward
-	vb := make([]int, 2*off+1) // furthest x on diagonal k, from the end
+	if !d.spend(int64(2*off + 1)) {
+		return 0, 0, 0, false
+	}
+	if len(d.vf) < 2*off+1 {
+		d.vf, d.vb = make([]int, 2*off+1), make([]int, 2*off+1)
+	}
+	vf := d.vf[:2*off+1] // furthest x on diagonal k, forward
+	vb := d.vb[:2*off+1] // furthest x on diagonal k, from the end
 	for i := range vf {
 		vf[i], vb[i] = -1, -1
 	}

@@ -184,6 +184,19 @@ func lcs(a, b []string) int {
 	return dp[0][0]
 }
 
+// diffAllocated compares two trees on a budget of their own, and says
+// how many bytes that allocated.
+func diffAllocated(t *testing.T, a, b string, text bool) ([]FileChange, uint64) {
+	t.Helper()
+	var changes []FileChange
+	var err error
+	n := allocated(func() { changes, err = DiffTrees(a, b, text, 0, nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return changes, n
+}
+
 // differentFiles is n lines, each unlike any line of another prefix.
 func differentFiles(prefix string, n int) string {
 	var b strings.Builder
@@ -214,12 +227,7 @@ func TestDiffOfWhollyDifferentFilesIsBounded(t *testing.T) {
 	other := map[string]string{"f.txt": shared + differentFiles("new", 3000) + shared}
 	a, b := diffTree(t, one), diffTree(t, other)
 	for _, text := range []bool{false, true} {
-		var changes []FileChange
-		var err error
-		n := allocated(func() { changes, err = DiffTrees(a, b, text, 0, nil) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		changes, n := diffAllocated(t, a, b, text)
 		if n > 1<<20 {
 			t.Errorf("text %v: %d bytes allocated for one pair of files", text, n)
 		}
@@ -255,5 +263,89 @@ func TestDiffOfWhollyDifferentFilesIsBounded(t *testing.T) {
 	again, _ := DiffTrees(a, b, false, 0, NewDiffBudget(0, 0))
 	if Stat(again) != st {
 		t.Errorf("the same budget gave %+v, then %+v", st, Stat(again))
+	}
+}
+
+// spreadEdits is a text of about 1 MiB of distinct short lines, and the
+// same with edits lines replaced, evenly spread.
+func spreadEdits(edits int) (string, string) {
+	var a strings.Builder
+	for n := 0; a.Len() < MaxDiffFileBytes-16; n++ {
+		fmt.Fprintf(&a, "%x\n", n)
+	}
+	lines := strings.SplitAfter(a.String(), "\n")
+	lines = lines[:len(lines)-1]
+	for i := 0; i < edits; i++ {
+		lines[i*len(lines)/edits+1] = "zz\n"
+	}
+	return a.String(), strings.Join(lines, "")
+}
+
+// TestDiffOfLargeFilesIsBounded: a pair of 1 MiB files (some 175,000
+// lines) with 64 lines changed takes little more memory than the files
+// and their lines, diff or not: the search's vectors are made once per
+// file, sized by the edits, not by the lines at every level of the
+// recursion (that took some 50 MB a pair, and 1.2 GB a request).
+func TestDiffOfLargeFilesIsBounded(t *testing.T) {
+	old, cur := spreadEdits(64)
+	a, b := diffTree(t, map[string]string{"f.txt": old}), diffTree(t, map[string]string{"f.txt": cur})
+	for _, text := range []bool{false, true} {
+		changes, n := diffAllocated(t, a, b, text)
+		if len(changes) != 1 || changes[0].Added != 64 || changes[0].Removed != 64 || text != (changes[0].Diff != "") {
+			t.Fatalf("text %v: %+v", text, changes)
+		}
+		if n > 16<<20 {
+			t.Errorf("text %v: %d MiB allocated for one pair of 1 MiB files", text, n>>20)
+		}
+	}
+}
+
+// TestNumberingLinesIsCharged: numbering the lines to compare costs a
+// step each, so a budget of fewer steps than lines leaves the file not
+// compared before the work is done, whatever the search would cost.
+func TestNumberingLinesIsCharged(t *testing.T) {
+	same := differentFiles("same", 20000)
+	a := diffTree(t, map[string]string{"f.txt": "old\n" + same + "old\n"})
+	b := diffTree(t, map[string]string{"f.txt": "new\n" + same + "new\n"})
+	budget := NewDiffBudget(0, 60000) // the search alone takes about 40,000 (a snake each way)
+	changes, err := DiffTrees(a, b, false, 0, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || !changes[0].NotCompared || !budget.Spent() {
+		t.Errorf("40,004 lines to number in 60,000 steps: %+v, %d steps left", changes, budget.Steps)
+	}
+	budget = NewDiffBudget(0, 100000)
+	if changes, _ = DiffTrees(a, b, false, 0, budget); len(changes) != 1 || changes[0].Added != 2 || changes[0].Removed != 2 {
+		t.Errorf("in 100,000 steps: %+v", changes)
+	}
+}
+
+// TestFileOverTheBudgetLeavesTheOthers: a file that does not fit what is
+// left of the budget is the only one not compared; the files after it
+// are, an identical large file and a changed small one alike.
+func TestFileOverTheBudgetLeavesTheOthers(t *testing.T) {
+	big := strings.Repeat("\x00", 2<<20)
+	mid := strings.Repeat("line\n", 20000)
+	a := diffTree(t, map[string]string{"a.bin": big, "m.txt": mid + "old\n", "z.md": "one\n"})
+	b := diffTree(t, map[string]string{"a.bin": big, "m.txt": mid + "new\n", "z.md": "two\n"})
+	budget := NewDiffBudget(150<<10, 0) // neither a.bin (4 MiB) nor m.txt (200 KB) fits
+	changes, err := DiffTrees(a, b, true, 0, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 3 {
+		t.Fatalf("changes: %+v", changes)
+	}
+	for _, c := range changes[:2] {
+		if c.Status != FileNotCompared || !c.NotCompared || !strings.Contains(c.Note, "larger than what is left") {
+			t.Errorf("a file over the budget: %+v", c)
+		}
+	}
+	if z := changes[2]; z.Path != "z.md" || z.NotCompared || z.Added != 1 || z.Removed != 1 || z.Diff == "" {
+		t.Errorf("the small file after them: %+v", z)
+	}
+	if st := Stat(changes); st.FilesChanged != 1 || st.NotCompared != 2 || budget.Bytes != 150<<10-8 {
+		t.Errorf("stat %+v, %d bytes left", st, budget.Bytes)
 	}
 }

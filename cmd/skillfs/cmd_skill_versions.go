@@ -62,7 +62,7 @@ func diffStatLine(s skills.DiffStat) string {
 		line += fmt.Sprintf(" (%d binary or large files not counted)", n)
 	}
 	if s.NotCompared > 0 {
-		line += fmt.Sprintf(" (%d files not compared: the comparison budget was spent)", s.NotCompared)
+		line += fmt.Sprintf(" (%d files not compared: over the comparison budget)", s.NotCompared)
 	}
 	return line
 }

@@ -245,7 +245,6 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 			return fail(err)
 		}
 	}
-	fresh := budget.Untouched()
 	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0, budget)
 	if err != nil {
 		return fail(err)
@@ -289,7 +288,8 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	u.From, u.Status = existing.Version, UpdateUpdated
 	// What `skill versions` shows for the new version (not for one --force
 	// made current again: it keeps the version it first replaced).
-	if !req.Force && existing.Version == s.Version && (stat.NotCompared == 0 || fresh) {
+	// Only a complete one (see Versions).
+	if !req.Force && existing.Version == s.Version && stat.NotCompared == 0 {
 		c.keepStat(ctx, s.Slug, index.DiffStatKey{Hash: hash, Against: s.Version}, stat)
 	}
 	c.log.Info("skill updated", "slug", s.Slug, "from", existing.Version, "to", hash, "source", s.Source)

@@ -32,8 +32,9 @@ type VersionInfo struct {
 // recorded without one, the one installed before it). A diffstat is
 // computed once and kept in the index; those not kept yet are computed
 // within one comparison budget for the whole listing (see
-// skills.DiffBudget): once it is spent the rest report their files not
-// compared, and are computed in full by a later listing.
+// skills.DiffBudget): the files that do not fit what is left of it are
+// reported not compared, and such a diffstat is not kept (a later listing
+// computes it again): only a complete one is.
 func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo, error) {
 	d, err := c.Show(ctx, as, slug)
 	if err != nil {
@@ -66,16 +67,15 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 			out[i].DiffStat = &st
 			continue
 		}
-		fresh := budget.Untouched()
 		st, err := c.versionStat(slug, prev, v.Hash, budget)
 		if err != nil {
 			out[i].DiffStatError = err.Error()
 			continue
 		}
 		out[i].DiffStat = &st
-		// Kept when the same comparison will always give it: complete, or
-		// started on an untouched budget.
-		if st.NotCompared == 0 || fresh {
+		// Kept only complete: one with files not compared says what this
+		// request's budget allowed, not what the versions hold.
+		if st.NotCompared == 0 {
 			c.keepStat(ctx, slug, key, st)
 		}
 	}

@@ -236,6 +236,46 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 	}
 }
 
+// TestVersionsKeepOnlyCompleteStats: a file that does not fit the
+// listing's budget leaves the others compared, and a diffstat with a file
+// not compared is not kept: with a larger budget the next listing has it
+// all, and `skill diff` shows the change.
+func TestVersionsKeepOnlyCompleteStats(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	c.diffLimit = [2]int64{8 << 10, 0} // big.bin takes 16 KiB to compare
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: x")
+	if err := os.WriteFile(filepath.Join(src, "big.bin"), make([]byte, 8<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"one\n", "two\n"} {
+		writeNotes(t, src, body)
+		if _, err := c.Import(ctx, ImportRequest{Source: src}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs, err := c.Versions(ctx, "", "notes")
+	if err != nil || len(vs) != 2 || vs[0].DiffStat == nil ||
+		*vs[0].DiffStat != (skills.DiffStat{FilesChanged: 1, Insertions: 1, Deletions: 1, LinesUnknown: 1, NotCompared: 1}) {
+		t.Fatalf("listing on a small budget: %v %+v", err, vs)
+	}
+	if kept, _ := c.db.DiffStats(ctx, "notes"); len(kept) != 0 {
+		t.Fatalf("kept %+v: a stat with a file not compared", kept)
+	}
+	d, err := c.Diff(ctx, "", "notes", "", "")
+	if err != nil || len(d.Files) != 2 || d.Files[1].Path != "notes.txt" || d.Files[1].Diff == "" {
+		t.Fatalf("diff on a small budget: %v %+v", err, d)
+	}
+	c.diffLimit = [2]int64{}
+	full := skills.DiffStat{FilesChanged: 1, Insertions: 1, Deletions: 1}
+	if vs, err = c.Versions(ctx, "", "notes"); err != nil || *vs[0].DiffStat != full {
+		t.Fatalf("listing on the default budget: %v %+v", err, vs[0].DiffStat)
+	}
+	if kept, _ := c.db.DiffStats(ctx, "notes"); len(kept) != 1 {
+		t.Fatalf("kept after the complete listing: %+v", kept)
+	}
+}
+
 // TestVersionsWithMissingContent: a version whose content is missing from
 // the store does not fail the listing: the stats that need it say so.
 func TestVersionsWithMissingContent(t *testing.T) {
