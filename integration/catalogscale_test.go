@@ -71,7 +71,7 @@ func BenchmarkCatalogScale(b *testing.B) {
 		b.ReportMetric(rates[len(rates)-1], "skills/s-last1k")
 		b.Logf("import rate per batch of %d (skills/s): %.0f", scaleBatch, rates)
 
-		api := newAPIClient(e.home)
+		api := newTimingClient(e.home) // times the daemon, not the contract check
 		create := func(req map[string]any) time.Duration {
 			var out struct {
 				ID       string   `json:"id"`
