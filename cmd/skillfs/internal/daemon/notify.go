@@ -48,22 +48,15 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration, log *slog.Lo
 		return
 	}
 	log.Info("service manager watchdog", "every", every)
-	t := time.NewTicker(every / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodically(ctx, every/2, func() {
 		if c := d.check("mount", &d.watchBusy, d.checkMount); !c.OK {
 			log.Warn("watchdog withheld: the mount does not answer", "err", c.Error)
-			continue
+			return
 		}
 		if err := notify("WATCHDOG=1"); err != nil {
 			log.Warn("watchdog", "err", err)
 		}
-	}
+	})
 }
 
 // notify tells the service manager about the daemon's state (systemd's
