@@ -21,9 +21,8 @@ const ActAsHeader = "X-Skillfs-As"
 // commands for front ends that talk to the daemon. Changes that can revoke
 // reach every session before the call returns.
 func (d *Daemon) catalogRoutes(mux *apiMux) {
-	as := func(r *http.Request) string { return r.Header.Get(ActAsHeader) }
 	mux.HandleFunc("GET /v1/skills", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.cat.List(r.Context(), as(r))
+		list, err := d.cat.List(r.Context(), actingAs(r))
 		out := make([]catalog.Summary, len(list))
 		for i, s := range list {
 			out[i] = catalog.Summarize(s)
@@ -31,7 +30,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		reply(w, out, err)
 	})
 	mux.HandleFunc("GET /v1/skills/{slug}", func(w http.ResponseWriter, r *http.Request) {
-		det, err := d.cat.Show(r.Context(), as(r), r.PathValue("slug"))
+		det, err := d.cat.Show(r.Context(), actingAs(r), r.PathValue("slug"))
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -43,7 +42,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 	})
 	mux.HandleFunc("GET /v1/skills/{slug}/export", func(w http.ResponseWriter, r *http.Request) {
 		slug := r.PathValue("slug")
-		dir, err := d.cat.ExportPath(r.Context(), as(r), slug, r.URL.Query().Get("version"))
+		dir, err := d.cat.ExportPath(r.Context(), actingAs(r), slug, r.URL.Query().Get("version"))
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -52,12 +51,12 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		skills.WriteZip(w, dir, slug+"/")
 	})
 	mux.HandleFunc("GET /v1/skills/{slug}/versions", func(w http.ResponseWriter, r *http.Request) {
-		vs, err := d.cat.Versions(r.Context(), as(r), r.PathValue("slug"))
+		vs, err := d.cat.Versions(r.Context(), actingAs(r), r.PathValue("slug"))
 		reply(w, vs, err)
 	})
 	mux.HandleFunc("GET /v1/skills/{slug}/diff", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		df, err := d.cat.Diff(r.Context(), as(r), r.PathValue("slug"), q.Get("a"), q.Get("b"))
+		df, err := d.cat.Diff(r.Context(), actingAs(r), r.PathValue("slug"), q.Get("a"), q.Get("b"))
 		reply(w, df, err)
 	})
 	mux.HandleFunc("POST /v1/skills/{slug}/rollback", func(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +67,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return d.cat.Rollback(ctx, as(r), r.PathValue("slug"), req.Version)
+			return d.cat.Rollback(ctx, actingAs(r), r.PathValue("slug"), req.Version)
 		})
 	})
 	update := func(w http.ResponseWriter, r *http.Request, slugs []string) {
@@ -95,7 +94,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return d.cat.Update(ctx, catalog.UpdateRequest{As: as(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Force: req.Force, Ref: ref})
+			return d.cat.Update(ctx, catalog.UpdateRequest{As: actingAs(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Force: req.Force, Ref: ref})
 		})
 	}
 	mux.HandleFunc("POST /v1/skills/{slug}/update", func(w http.ResponseWriter, r *http.Request) {
@@ -104,19 +103,19 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 	mux.HandleFunc("POST /v1/skills/update", func(w http.ResponseWriter, r *http.Request) { update(w, r, nil) })
 	mux.HandleFunc("POST /v1/skills/{slug}/enable", func(w http.ResponseWriter, r *http.Request) {
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			s, err := d.cat.SetEnabled(ctx, as(r), r.PathValue("slug"), true)
+			s, err := d.cat.SetEnabled(ctx, actingAs(r), r.PathValue("slug"), true)
 			return summarize(s), err
 		})
 	})
 	mux.HandleFunc("POST /v1/skills/{slug}/disable", func(w http.ResponseWriter, r *http.Request) {
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			s, err := d.cat.SetEnabled(ctx, as(r), r.PathValue("slug"), false)
+			s, err := d.cat.SetEnabled(ctx, actingAs(r), r.PathValue("slug"), false)
 			return summarize(s), err
 		})
 	})
 	mux.HandleFunc("DELETE /v1/skills/{slug}", func(w http.ResponseWriter, r *http.Request) {
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return map[string]string{"deleted": r.PathValue("slug")}, d.cat.Delete(ctx, as(r), r.PathValue("slug"))
+			return map[string]string{"deleted": r.PathValue("slug")}, d.cat.Delete(ctx, actingAs(r), r.PathValue("slug"))
 		})
 	})
 	mux.HandleFunc("PUT /v1/skills/{slug}/deps", func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +128,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			s, err := d.cat.Deps(ctx, as(r), r.PathValue("slug"), req.Skills, req.Tools, req.MCPs)
+			s, err := d.cat.Deps(ctx, actingAs(r), r.PathValue("slug"), req.Skills, req.Tools, req.MCPs)
 			return summarize(s), err
 		})
 	})
@@ -147,7 +146,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			s, err := d.cat.Share(ctx, as(r), r.PathValue("slug"), *sh)
+			s, err := d.cat.Share(ctx, actingAs(r), r.PathValue("slug"), *sh)
 			return summarize(s), err
 		})
 	})
@@ -162,20 +161,20 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return d.DeleteUser(ctx, as(r), r.PathValue("uid"), force)
+			return d.DeleteUser(ctx, actingAs(r), r.PathValue("uid"), force)
 		})
 	})
 	mux.HandleFunc("PUT /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		// Streamed into the new version and cut at the file size limit:
 		// never buffered whole.
-		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), r.Body)
+		in, err := d.cat.Edit(r.Context(), actingAs(r), r.PathValue("slug"), r.PathValue("path"), r.Body)
 		if err != nil {
 			w.Header().Set("Connection", "close") // the rest of a refused body is not read
 		}
 		reply(w, in, err)
 	})
 	mux.HandleFunc("DELETE /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		in, err := d.cat.Edit(r.Context(), as(r), r.PathValue("slug"), r.PathValue("path"), nil)
+		in, err := d.cat.Edit(r.Context(), actingAs(r), r.PathValue("slug"), r.PathValue("path"), nil)
 		reply(w, in, err)
 	})
 	// The two-step install: prepare a source, then confirm with a share
@@ -187,7 +186,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		if kind := uploadKind(r.Header.Get("Content-Type")); kind != "" {
 			q := r.URL.Query()
 			dr, err := d.cat.PrepareUpload(r.Context(), catalog.ImportRequest{Skills: q["skill"],
-				All: q.Get("all") == "true", Replace: q.Get("replace") == "true", As: as(r)}, kind, q.Get("name"), r.Body)
+				All: q.Get("all") == "true", Replace: q.Get("replace") == "true", As: actingAs(r)}, kind, q.Get("name"), r.Body)
 			if err != nil {
 				w.Header().Set("Connection", "close") // the rest of a refused body is not read
 			}
@@ -208,12 +207,12 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		// The API has no working directory: only an absolute path is a
 		// path, a name is that repository (nothing is looked up on disk).
 		req.Source = catalog.APISource(req.Source)
-		if err := d.mayReadLocal(r.Context(), as(r), req.Source); err != nil {
+		if err := d.mayReadLocal(r.Context(), actingAs(r), req.Source); err != nil {
 			writeErr(w, err)
 			return
 		}
 		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
-			Skills: req.Skills, All: req.All, Replace: req.Replace, As: as(r), API: true})
+			Skills: req.Skills, All: req.All, Replace: req.Replace, As: actingAs(r), API: true})
 		reply(w, dr, err)
 	}))
 	mux.Handle("POST /v1/drafts/{id}/confirm", d.metrics.importStage("confirm", func(w http.ResponseWriter, r *http.Request) {
@@ -228,11 +227,11 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			writeErr(w, err)
 			return
 		}
-		res, err := d.cat.Confirm(r.Context(), as(r), r.PathValue("id"), sh)
+		res, err := d.cat.Confirm(r.Context(), actingAs(r), r.PathValue("id"), sh)
 		reply(w, res, err)
 	}))
 	mux.HandleFunc("DELETE /v1/drafts/{id}", func(w http.ResponseWriter, r *http.Request) {
-		err := d.cat.Discard(r.Context(), as(r), r.PathValue("id"))
+		err := d.cat.Discard(r.Context(), actingAs(r), r.PathValue("id"))
 		reply(w, map[string]string{"discarded": r.PathValue("id")}, err)
 	})
 }
@@ -267,6 +266,10 @@ func parseShare(read, manage string) (*skills.Share, error) {
 	}
 	return &sh, nil
 }
+
+// actingAs is the user a catalog request acts as (ActAsHeader; "" for the
+// operator).
+func actingAs(r *http.Request) string { return r.Header.Get(ActAsHeader) }
 
 // readScope parses the read scope a request gives a new skill; "" (nil)
 // keeps the private default.

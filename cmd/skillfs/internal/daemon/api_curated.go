@@ -11,9 +11,8 @@ import (
 // install-curated. Adding, removing and refreshing sources is for admins;
 // listing and installing for every registered user.
 func (d *Daemon) curatedRoutes(mux *apiMux) {
-	as := func(r *http.Request) string { return r.Header.Get(ActAsHeader) }
 	mux.HandleFunc("GET /v1/curated", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.cat.CuratedSources(r.Context(), as(r))
+		list, err := d.cat.CuratedSources(r.Context(), actingAs(r))
 		reply(w, list, err)
 	})
 	mux.HandleFunc("POST /v1/curated", func(w http.ResponseWriter, r *http.Request) {
@@ -24,24 +23,24 @@ func (d *Daemon) curatedRoutes(mux *apiMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		src, err := d.cat.AddCurated(r.Context(), catalog.CuratedRequest{Source: req.Source, Ref: req.Ref, As: as(r), API: true})
+		src, err := d.cat.AddCurated(r.Context(), catalog.CuratedRequest{Source: req.Source, Ref: req.Ref, As: actingAs(r), API: true})
 		reply(w, src, err)
 	})
 	mux.HandleFunc("DELETE /v1/curated", func(w http.ResponseWriter, r *http.Request) {
 		source := r.URL.Query().Get("source")
-		err := d.cat.RemoveCurated(r.Context(), as(r), source)
+		err := d.cat.RemoveCurated(r.Context(), actingAs(r), source)
 		reply(w, map[string]string{"removed": source}, err)
 	})
 	mux.HandleFunc("POST /v1/curated/refresh", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.cat.RefreshCurated(r.Context(), catalog.CuratedRequest{Source: r.URL.Query().Get("source"), As: as(r)})
+		list, err := d.cat.RefreshCurated(r.Context(), catalog.CuratedRequest{Source: r.URL.Query().Get("source"), As: actingAs(r)})
 		reply(w, list, err)
 	})
 	mux.HandleFunc("GET /v1/catalog", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.cat.Entries(r.Context(), as(r))
+		list, err := d.cat.Entries(r.Context(), actingAs(r))
 		reply(w, list, err)
 	})
 	mux.HandleFunc("GET /v1/curated/skills", func(w http.ResponseWriter, r *http.Request) {
-		list, err := d.cat.Curated(r.Context(), as(r))
+		list, err := d.cat.Curated(r.Context(), actingAs(r))
 		reply(w, list, err)
 	})
 	mux.HandleFunc("POST /v1/curated/install", func(w http.ResponseWriter, r *http.Request) {
@@ -58,7 +57,7 @@ func (d *Daemon) curatedRoutes(mux *apiMux) {
 			writeErr(w, err)
 			return
 		}
-		res, err := d.cat.InstallCurated(r.Context(), catalog.CuratedRequest{Name: req.Name, Source: req.Source, Share: sh, As: as(r)})
+		res, err := d.cat.InstallCurated(r.Context(), catalog.CuratedRequest{Name: req.Name, Source: req.Source, Share: sh, As: actingAs(r)})
 		reply(w, res, err)
 	})
 }
