@@ -71,13 +71,21 @@ func (r *recorder) Opened(session, slug string) error {
 		r.metrics.opened(slug, false)
 		return nil
 	}
+	// What the skill adds is read before the section that serialises
+	// first opens, so those of different skills do not wait on each
+	// other's lookups.
+	ev, err := r.activatedEvent(session, slug, now)
+	if err != nil {
+		r.log.Error("record activation", "session", session, "slug", slug, "err", err)
+		return err
+	}
 	r.firstMu.Lock()
 	defer r.firstMu.Unlock()
 	if r.countIfSeen(k, now) {
 		r.metrics.opened(slug, false)
 		return nil
 	}
-	first, err := r.recordFirst(session, slug, now)
+	first, err := r.recordFirst(ev)
 	if err != nil {
 		r.log.Error("record activation", "session", session, "slug", slug, "err", err)
 		return err
@@ -90,21 +98,26 @@ func (r *recorder) Opened(session, slug string) error {
 	return nil
 }
 
-// recordFirst stores an open that is not known to be a later one; if it is
-// the session's first of the skill, its activated event is stored with it,
-// naming the tools and MCP servers the skill adds, and published.
-func (r *recorder) recordFirst(session, slug string, now time.Time) (first bool, err error) {
-	ctx := context.Background()
+// activatedEvent is the event of a session's first open of slug at now,
+// naming the tools and MCP servers the skill adds.
+func (r *recorder) activatedEvent(session, slug string, now time.Time) (Event, error) {
 	ev := Event{Type: "activated", Session: session, Slug: slug, At: now}
-	sk, err := r.db.Skill(ctx, slug)
+	sk, err := r.db.Skill(context.Background(), slug)
 	switch {
 	case err == nil:
 		ev.Tools, ev.MCPs, _ = policy.ToolsToLoad([]*skills.Skill{sk})
 	case !errors.Is(err, skills.ErrNotFound): // deleted meanwhile: it adds nothing
-		return false, err // a failed query is not "no tools"
+		return ev, err // a failed query is not "no tools"
 	}
+	return ev, nil
+}
+
+// recordFirst stores an open that is not known to be a later one; if it is
+// the session's first of the skill, ev (its activated event) is stored with
+// it and published.
+func (r *recorder) recordFirst(ev Event) (first bool, err error) {
 	err = r.events.record(func(evs ...*skills.Event) error {
-		first, err = r.db.RecordActivation(ctx, session, slug, now, evs...)
+		first, err = r.db.RecordActivation(context.Background(), ev.Session, ev.Slug, ev.At, evs...)
 		return err
 	}, ev)
 	return first, err
