@@ -353,24 +353,38 @@ func TestStatus(t *testing.T) {
 
 // Under a service manager (Type=notify) the daemon says READY=1 once it
 // serves and STOPPING=1 when it begins to shut down.
-func TestServiceManagerNotify(t *testing.T) {
-	e := newEnv(t)
+// serviceManager listens as a service manager does for what daemons
+// started from now on in t tell it ($NOTIFY_SOCKET), and returns a function
+// that reads the next datagram, or "" when none comes within wait.
+func serviceManager(t *testing.T) func(wait time.Duration) string {
 	sock := filepath.Join(t.TempDir(), "notify")
 	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	t.Setenv("NOTIFY_SOCKET", sock)
-	d := e.serve()
-	read := func() string {
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return func(wait time.Duration) string {
+		c.SetReadDeadline(time.Now().Add(wait))
 		buf := make([]byte, 4096)
 		n, err := c.Read(buf)
 		if err != nil {
-			t.Fatalf("no word from the daemon: %v\n%s", err, d.logs())
+			return ""
 		}
 		return string(buf[:n])
+	}
+}
+
+func TestServiceManagerNotify(t *testing.T) {
+	e := newEnv(t)
+	next := serviceManager(t)
+	d := e.serve()
+	read := func() string {
+		got := next(10 * time.Second)
+		if got == "" {
+			t.Fatalf("no word from the daemon\n%s", d.logs())
+		}
+		return got
 	}
 	if got := read(); !strings.HasPrefix(got, "READY=1\n") || !strings.Contains(got, "STATUS=serving "+d.mount) {
 		t.Fatalf("first notification %q, want READY=1 with a status", got)
@@ -401,25 +415,9 @@ func TestServiceManagerNotify(t *testing.T) {
 // connected, so the daemon does not exit on its own: only the watchdog sees.)
 func TestServiceManagerWatchdog(t *testing.T) {
 	e := newEnv(t)
-	sock := filepath.Join(t.TempDir(), "notify")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
+	read := serviceManager(t)
 	t.Setenv("WATCHDOG_USEC", "200000")
 	d := e.serve()
-	// read returns the next datagram, or "" when none came within wait.
-	read := func(wait time.Duration) string {
-		c.SetReadDeadline(time.Now().Add(wait))
-		buf := make([]byte, 4096)
-		n, err := c.Read(buf)
-		if err != nil {
-			return ""
-		}
-		return string(buf[:n])
-	}
 	if got := read(10 * time.Second); !strings.HasPrefix(got, "READY=1\n") {
 		t.Fatalf("first notification %q, want READY=1\n%s", got, d.logs())
 	}
