@@ -37,12 +37,14 @@ var (
 		"bad input: no or invalid `SKILL.md`, unsafe path, special file, a limit hit, a bad dependency"}
 	ClassConflict = ExitClass{"conflict", 6, http.StatusConflict,
 		"conflict: already exists, the source holds several skills and none was chosen, or a version prefix matches several versions"}
+	ClassUnavailable = ExitClass{"unavailable", 9, http.StatusServiceUnavailable,
+		"the shared index (PostgreSQL) cannot be reached: nothing was changed; sessions already served keep serving, try again when it is back"}
 	ClassDamaged = ExitClass{"damaged", 8, http.StatusServiceUnavailable,
 		"the data directory is damaged or inconsistent (index missing, empty, unreadable or from another data directory beside published content): nothing was changed; see `skillfs check`, repair with `skillfs check --repair`"}
 )
 
 // Classes lists the classes in exit-code order.
-var Classes = []ExitClass{ClassInternal, ClassNotFound, ClassPermission, ClassInvalid, ClassConflict, ClassDamaged}
+var Classes = []ExitClass{ClassInternal, ClassNotFound, ClassPermission, ClassInvalid, ClassConflict, ClassDamaged, ClassUnavailable}
 
 // ErrorKind is one row of the table: a sentinel error, its class and the
 // errno it becomes (an errno is finer than a class).
@@ -58,6 +60,7 @@ type ErrorKind struct {
 // row is the error the class's API code turns back into (CodeError).
 var Kinds = []ErrorKind{
 	{ErrDamaged, ClassDamaged, syscall.EIO},
+	{ErrUnavailable, ClassUnavailable, syscall.EAGAIN},
 	{ErrNotFound, ClassNotFound, syscall.ENOENT},
 	{ErrPermission, ClassPermission, syscall.EACCES},
 	{ErrExists, ClassConflict, syscall.EEXIST},

@@ -59,7 +59,7 @@ func TestKindsCoverEverySentinel(t *testing.T) {
 		"ErrNotFound": ErrNotFound, "ErrExists": ErrExists, "ErrInvalidManifest": ErrInvalidManifest,
 		"ErrUnsafePath": ErrUnsafePath, "ErrSpecialFile": ErrSpecialFile, "ErrLimit": ErrLimit,
 		"ErrNoManifest": ErrNoManifest, "ErrAmbiguous": ErrAmbiguous, "ErrAmbiguousVersion": ErrAmbiguousVersion, "ErrPermission": ErrPermission,
-		"ErrInvalid": ErrInvalid, "ErrDependency": ErrDependency, "ErrDamaged": ErrDamaged,
+		"ErrInvalid": ErrInvalid, "ErrDependency": ErrDependency, "ErrDamaged": ErrDamaged, "ErrUnavailable": ErrUnavailable,
 	}
 	names := sentinelNames(t)
 	for _, n := range names {

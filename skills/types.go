@@ -54,6 +54,10 @@ var (
 	// not belong together (an index missing, empty, corrupt or from another
 	// data directory): nothing may change it until it is repaired.
 	ErrDamaged = errors.New("damaged data directory")
+	// ErrUnavailable marks a write or lookup that needs the shared index
+	// (PostgreSQL) while it cannot be reached: nothing was changed; try again
+	// when it is back. Views already served keep serving.
+	ErrUnavailable = errors.New("index unavailable")
 )
 
 // Scope is one side of a share config: everyone, some departments or some users.
