@@ -24,6 +24,7 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	home   string
+	index  string // --index: a shared index (see catalog.Options.Index)
 	as     string
 	json   bool
 	debug  bool
@@ -179,6 +180,15 @@ func (c *cli) openCatalog() (*catalog.Catalog, error) {
 	return c.open(home, catalog.Options{Logger: slog.New(slog.DiscardHandler)})
 }
 
+// indexTarget is the shared index: --index, else $SKILLFS_INDEX, else ""
+// (the data directory's own).
+func (c *cli) indexTarget() string {
+	if c.index != "" {
+		return c.index
+	}
+	return os.Getenv("SKILLFS_INDEX")
+}
+
 // query runs fn on the catalog and prints what it returns: as JSON with
 // --json, else with text.
 func query[T any](c *cli, fn func(*catalog.Catalog) (T, error), text func(T)) error {
@@ -202,7 +212,8 @@ func query[T any](c *cli, fn func(*catalog.Catalog) (T, error), text func(T)) er
 // a new one: a forgotten --home must not go unnoticed. serve says it in its
 // log (c.log), in the log's format.
 func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) {
-	fresh := !catalog.Exists(home)
+	opts.Index = c.indexTarget()
+	fresh := !catalog.Exists(home) && opts.Index == ""
 	cat, err := catalog.Open(c.ctx, home, opts)
 	if err == nil && fresh {
 		c.announce(home)

@@ -33,6 +33,7 @@ func (c *cli) root() *cobra.Command {
 	root.SetUsageTemplate(usageTemplate)
 	g := root.PersistentFlags()
 	g.StringVar(&c.home, "home", "", "the data directory, `DIR` (default $SKILLFS_HOME, else $XDG_DATA_HOME/skillfs, else ~/.local/share/skillfs)")
+	g.StringVar(&c.index, "index", "", "a shared index, `TARGET`: a postgres:// URL or a SQLite file outside the data directory, for several hosts serving one catalog (default $SKILLFS_INDEX, else the data directory's own)")
 	g.StringVar(&c.as, "as", "", "act as user `UID` (default "+catalog.Operator+")")
 	g.BoolVar(&c.json, "json", false, "print JSON")
 	g.BoolVar(&c.debug, "debug", false, "log debug messages")

@@ -22,7 +22,7 @@ const configEnv = "SKILLFS_CONFIG"
 
 // configGlobals are the global flags a configuration file sets for serve,
 // besides serve's own flags (--as and --json change nothing in serve).
-var configGlobals = []string{"home", "debug", "log-format"}
+var configGlobals = []string{"home", "index", "debug", "log-format"}
 
 // maxConfigBytes bounds a configuration file: it is a page of settings.
 const maxConfigBytes = 64 << 10

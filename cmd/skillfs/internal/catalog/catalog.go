@@ -31,6 +31,12 @@ type Options struct {
 	Limits skills.Limits // zero value means skills.DefaultLimits()
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Index is a shared index several data directories (hosts) use: a
+	// PostgreSQL URL or the path of a SQLite file outside the data
+	// directory. Empty: the data directory's own index.db. With a shared
+	// index the data directory's store is this host's cache of the
+	// fleet's content and its identity names the host (HostID).
+	Index string
 }
 
 // Catalog is an open data directory: index, content store and limits.
@@ -41,7 +47,11 @@ type Catalog struct {
 	lim   skills.Limits
 	log   *slog.Logger
 	now   func() time.Time
-	imp   *importLock // shared while importing, exclusive to sweep and reconcile
+	// shared says the index is the fleet's (Options.Index), not this
+	// data directory's own; host is then the store's identity.
+	shared bool
+	host   string
+	imp    *importLock // shared while importing, exclusive to sweep and reconcile
 	pub   *os.File    // publish lock: exclusive from choosing a slug to the index row
 	pubMu sync.Mutex  // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
@@ -78,6 +88,9 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Index != "" {
+		return openShared(ctx, home, opts)
+	}
 	st, err := inspect(home)
 	if err != nil {
 		return nil, err
@@ -100,6 +113,32 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 			"%s holds no skills and no users, but the content store holds %d published versions", indexFile, st.stored)}
 	}
 	if err := c.bindIdentity(ctx, st); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.sweep(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.ensureOperator(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// openShared opens a data directory whose index is shared with other hosts.
+// The index then explains more than this store holds (versions published
+// on other hosts), and this store's identity names the host rather than
+// binding the index to it, so the checks of a data directory's own index
+// do not apply.
+func openShared(ctx context.Context, home string, opts Options) (*Catalog, error) {
+	c, err := openParts(home, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.shared = true
+	if c.host, err = c.store.EnsureID(newIdentity()); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -160,11 +199,15 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		lock.Close()
 		return nil, fmt.Errorf("open publish lock: %w", err)
 	}
-	db, err := index.Open(filepath.Join(home, indexFile))
+	target := opts.Index
+	if target == "" {
+		target = filepath.Join(home, indexFile)
+	}
+	db, err := index.Open(target)
 	if err != nil {
 		lock.Close()
 		pub.Close()
-		if errors.Is(err, skills.ErrDamaged) {
+		if errors.Is(err, skills.ErrDamaged) && opts.Index == "" {
 			return nil, &DamagedError{Home: home, Problem: fmt.Sprintf("the index cannot be read (%v)", err)}
 		}
 		return nil, err
@@ -233,6 +276,13 @@ func (c *Catalog) Close() error {
 	c.pub.Close()
 	return err
 }
+
+// Shared reports whether the index is shared with other hosts (Options.Index).
+func (c *Catalog) Shared() bool { return c.shared }
+
+// HostID names this data directory among the hosts sharing an index: the
+// identity of its store. It is empty for a data directory with its own index.
+func (c *Catalog) HostID() string { return c.host }
 
 // DB exposes the index to the daemon, which keeps sessions in it.
 func (c *Catalog) DB() *index.DB { return c.db }

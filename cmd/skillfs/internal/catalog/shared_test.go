@@ -1,0 +1,51 @@
+package catalog
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"skillfs/skills"
+)
+
+// Two data directories on one shared index are two hosts of one catalog:
+// each has its own identity, and a user added through one is known to the
+// other. Neither writes an index of its own.
+func TestSharedIndexNamesHosts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "fleet.db")
+	open := func(name string) *Catalog {
+		c, err := Open(ctx, filepath.Join(dir, name), Options{Index: shared})
+		if err != nil {
+			t.Fatalf("open %s: %v", name, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := open("a"), open("b")
+	if !a.Shared() || !b.Shared() {
+		t.Fatal("a catalog on a shared index does not say so")
+	}
+	if a.HostID() == "" || a.HostID() == b.HostID() {
+		t.Fatalf("host ids %q and %q: want two different ones", a.HostID(), b.HostID())
+	}
+	if err := a.DB().PutUser(ctx, skills.User{UID: "ann", Role: skills.RoleUser}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.DB().User(ctx, "ann"); err != nil {
+		t.Fatalf("a user added on host a is unknown on host b: %v", err)
+	}
+	for _, h := range []string{"a", "b"} {
+		if _, err := os.Lstat(filepath.Join(dir, h, indexFile)); err == nil {
+			t.Errorf("host %s made an index of its own beside the shared one", h)
+		}
+	}
+	// The identity is the host's: it survives a reopen.
+	id := a.HostID()
+	a.Close()
+	if again := open("a"); again.HostID() != id {
+		t.Errorf("host id changed across a reopen: %q, then %q", id, again.HostID())
+	}
+}
