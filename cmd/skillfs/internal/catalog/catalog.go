@@ -52,8 +52,8 @@ type Catalog struct {
 	shared bool
 	host   string
 	imp    *importLock // shared while importing, exclusive to sweep and reconcile
-	pub   *os.File    // publish lock: exclusive from choosing a slug to the index row
-	pubMu sync.Mutex  // the same between goroutines (flock does not exclude within a process)
+	pub    *os.File    // publish lock: exclusive from choosing a slug to the index row
+	pubMu  sync.Mutex  // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
