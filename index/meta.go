@@ -80,7 +80,7 @@ func (db *DB) Count(ctx context.Context) (Rows, error) {
 
 // Totals are the sizes the daemon's metrics report: skills, their stored
 // versions and the bytes of those versions' files as recorded at install,
-// and the binds of open sessions.
+// and the current binds of open sessions.
 type Totals struct {
 	Skills, Versions, Binds int
 	Bytes                   int64
@@ -93,7 +93,7 @@ func (db *DB) Totals(ctx context.Context) (Totals, error) {
 		return tx.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM skills), (SELECT COUNT(*) FROM versions),
 			(SELECT COALESCE(SUM(bytes), 0) FROM versions),
-			(SELECT COUNT(*) FROM session_binds b JOIN sessions s ON s.id = b.session WHERE s.closed_at IS NULL)`).
+			(SELECT COUNT(*) FROM session_binds b JOIN sessions s ON s.id = b.session WHERE `+currentBind+`)`).
 			Scan(&t.Skills, &t.Versions, &t.Bytes, &t.Binds)
 	})
 	if err != nil {

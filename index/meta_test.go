@@ -251,7 +251,7 @@ func TestTotals(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, target := range []string{"/x", "/y"} {
-			if err := db.AddBind(ctx, id, skills.Bind{Target: target}); err != nil {
+			if err := db.AddBind(ctx, id, "", skills.Bind{Target: target}); err != nil {
 				t.Fatal(err)
 			}
 		}

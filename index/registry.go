@@ -10,7 +10,7 @@ import (
 )
 
 // PutUser inserts u or, if its uid is known, replaces its role and
-// department.
+// department, and bumps the users' change mark (Marks) with it.
 func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 	switch {
 	case u.UID == "":
@@ -22,7 +22,10 @@ func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO users (uid, role, department) VALUES (?, ?, ?)
 			ON CONFLICT (uid) DO UPDATE SET role = excluded.role, department = excluded.department`,
 			u.UID, u.Role, u.Department)
-		return err
+		if err != nil {
+			return err
+		}
+		return bumpCounter(ctx, tx, counterUsers)
 	})
 	if err != nil {
 		return fmt.Errorf("put user %q: %w", u.UID, err)
@@ -63,12 +66,13 @@ func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
 }
 
 // DeleteUser removes the user uid, or returns an error wrapping
-// skills.ErrNotFound. Skills the user created and sessions they ran stay. A
-// user with open sessions is refused with an error wrapping skills.ErrExists
-// that says how many: checked in the transaction that deletes, as
-// CreateSession checks the user in the transaction that stores a session, so
-// whatever runs between a caller's look at the sessions and the delete, no
-// session stays open for a deleted user.
+// skills.ErrNotFound, and bumps the users' change mark (Marks) with it.
+// Skills the user created and sessions they ran stay. A user with open
+// sessions is refused with an error wrapping skills.ErrExists that says how
+// many: checked in the transaction that deletes, as CreateSession checks the
+// user in the transaction that stores a session, so whatever runs between a
+// caller's look at the sessions and the delete, no session stays open for a
+// deleted user.
 func (db *DB) DeleteUser(ctx context.Context, uid string) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var open int
@@ -79,7 +83,10 @@ func (db *DB) DeleteUser(ctx context.Context, uid string) error {
 		if open > 0 {
 			return fmt.Errorf("%d open session(s): %w", open, skills.ErrExists)
 		}
-		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM users WHERE uid = ?", uid)
+		if err := execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM users WHERE uid = ?", uid); err != nil {
+			return err
+		}
+		return bumpCounter(ctx, tx, counterUsers)
 	})
 	if err != nil {
 		return fmt.Errorf("delete user %q: %w", uid, err)

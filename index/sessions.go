@@ -85,11 +85,11 @@ func sessionClosed(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
 	return closed, err
 }
 
-// CreateSession stores a new session with its pins. An id already used is
-// an error wrapping skills.ErrExists; a user s.UID that does not exist (or
-// no longer: deleted since the caller looked it up) is one wrapping
-// skills.ErrNotFound, checked in the transaction that stores the session
-// (see DeleteUser).
+// CreateSession stores a new session with its pins, served by host s.Host.
+// An id already used is an error wrapping skills.ErrExists; a user s.UID
+// that does not exist (or no longer: deleted since the caller looked it up)
+// is one wrapping skills.ErrNotFound, checked in the transaction that
+// stores the session (see DeleteUser).
 func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if s == nil || s.ID == "" {
 		return fmt.Errorf("create session: no id: %w", skills.ErrInvalid)
@@ -123,8 +123,8 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 		if user == 0 {
 			return fmt.Errorf("user %q: %w", s.UID, skills.ErrNotFound)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed, pins)
+		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins, host)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed, pins, s.Host)
 		if isUniqueViolation(err) {
 			return skills.ErrExists
 		}
@@ -145,7 +145,7 @@ func encodeRequest(s *skills.Session) (requested, preload string, err error) {
 	return requested, preload, err
 }
 
-const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at, pins"
+const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at, pins, host"
 
 func scanSession(sc scanner) (*skills.Session, error) {
 	var (
@@ -154,7 +154,7 @@ func scanSession(sc scanner) (*skills.Session, error) {
 		pins               string
 		created, closed    sql.NullInt64
 	)
-	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed, &pins); err != nil {
+	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed, &pins, &s.Host); err != nil {
 		return nil, err
 	}
 	var err error
@@ -193,18 +193,22 @@ func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
 // OpenSessions returns the sessions not yet closed, oldest first, each with
 // its pins.
 func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
-	return db.OpenSessionsPage(ctx, "", -1)
+	return db.OpenSessionsPage(ctx, "", "", -1)
 }
 
 // OpenSessionsPage returns at most limit open sessions (all of them when
-// limit < 0) that come after session after in the order of OpenSessions
-// (creation time, then id), each with its pins; after "" starts at the
-// oldest. The cursor may name a session closed since: the order does not
-// depend on it. One that names no session is skills.ErrInvalid.
-func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]*skills.Session, error) {
+// limit < 0) served by host (every host's when host is "") that come after
+// session after in the order of OpenSessions (creation time, then id), each
+// with its pins; after "" starts at the oldest. The cursor may name a
+// session closed or moved since: the order does not depend on it. One that
+// names no session is skills.ErrInvalid.
+func (db *DB) OpenSessionsPage(ctx context.Context, host, after string, limit int) ([]*skills.Session, error) {
 	list := []*skills.Session{}
 	err := db.read(ctx, func(tx *sql.Tx) error {
 		where, args := "", []any{}
+		if host != "" {
+			where, args = " AND host = ?", []any{host}
+		}
 		if after != "" {
 			var created sql.NullInt64
 			err := tx.QueryRowContext(ctx, "SELECT created_at FROM sessions WHERE id = ?", after).Scan(&created)
@@ -216,9 +220,9 @@ func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]
 			}
 			// NULL sorts first; row values do not compare with it.
 			if created.Valid {
-				where, args = " AND (created_at > ? OR created_at = ? AND id > ?)", []any{created.Int64, created.Int64, after}
+				where, args = where+" AND (created_at > ? OR created_at = ? AND id > ?)", append(args, created.Int64, created.Int64, after)
 			} else {
-				where, args = " AND (created_at IS NOT NULL OR id > ?)", []any{after}
+				where, args = where+" AND (created_at IS NOT NULL OR id > ?)", append(args, after)
 			}
 		}
 		var err error
@@ -313,11 +317,14 @@ func (db *DB) updateSession(ctx context.Context, id string, pins []skills.Pin, s
 	})
 }
 
-// CloseSession marks the session closed now and forgets its mounts; its
-// pins and activations stay. Closing a closed session keeps the first close
-// time and is not an error; an unknown one is skills.ErrNotFound. The events
-// given are stored in the same transaction (their ids set) when this call
-// closed the session, and not at all when it was closed before.
+// CloseSession marks the session closed now; its pins and activations stay.
+// Its binds are no longer current (Binds, OpenBinds), but their rows stay
+// for the host that made them, which detaches them and then forgets them
+// (StaleBinds, ForgetBinds): the close may be made elsewhere. Closing a
+// closed session keeps the first close time and is not an error; an
+// unknown one is skills.ErrNotFound. The events given are stored in the
+// same transaction (their ids set) when this call closed the session, and
+// not at all when it was closed before.
 func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event) error {
 	at, err := encodeTime(db.now())
 	if err != nil {
@@ -325,13 +332,10 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	}
 	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
 		closed, err := sessionClosed(ctx, tx, id)
-		if err != nil {
+		if err != nil || closed {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", at, id); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ?", id); err != nil || closed {
 			return err
 		}
 		return insertEvents(ctx, tx, evs)
@@ -342,9 +346,10 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	return nil
 }
 
-// AddBind records that session id is bound at b (idempotent), so a restart
-// can re-attach it.
-func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
+// AddBind records that host bound session id at b (idempotent), so a
+// restart can re-attach it. Only the host serving the session binds it: for
+// another, the session's host is skills.ErrElsewhere (it was moved since).
+func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error {
 	if b.Target == "" || b.PID < 0 {
 		return fmt.Errorf("add bind of session %q: empty target or negative pid: %w", id, skills.ErrInvalid)
 	}
@@ -354,8 +359,13 @@ func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
 		} else if closed {
 			return errClosed
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, target, pid, ns) VALUES (?, ?, ?, ?)
-			ON CONFLICT (session, pid, target) DO UPDATE SET ns = excluded.ns`, id, b.Target, b.PID, b.NS)
+		if serving, err := sessionHost(ctx, tx, id); err != nil {
+			return err
+		} else if serving != host {
+			return fmt.Errorf("host %q serves it, not %q: %w", serving, host, skills.ErrElsewhere)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, host, target, pid, ns) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (session, host, pid, target) DO UPDATE SET ns = excluded.ns`, id, host, b.Target, b.PID, b.NS)
 		return err
 	})
 	if err != nil {
@@ -364,11 +374,12 @@ func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
 	return nil
 }
 
-// RemoveBind forgets a bind of session id (matched by target and pid); one
-// not recorded is skills.ErrNotFound.
+// RemoveBind forgets a current bind of session id (matched by target and
+// pid: one its serving host made); one not recorded is skills.ErrNotFound.
 func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?", id, b.Target, b.PID)
+		return execOne(ctx, tx, skills.ErrNotFound, `DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?
+			AND host = (SELECT host FROM sessions WHERE id = ?)`, id, b.Target, b.PID, id)
 	})
 	if err != nil {
 		return fmt.Errorf("remove bind of session %q at %q: %w", id, b.Target, err)
@@ -376,8 +387,13 @@ func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
 	return nil
 }
 
-// Binds returns the binds of session id, by pid then target; an unknown
-// session is skills.ErrNotFound.
+// currentBind is the condition on a bind b of session s that makes it
+// current: the session is open and the bind is its serving host's.
+const currentBind = "s.closed_at IS NULL AND b.host = s.host"
+
+// Binds returns the current binds of session id (those its serving host
+// made while it is open), by pid then target; an unknown session is
+// skills.ErrNotFound.
 func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 	var binds []skills.Bind
 	err := db.read(ctx, func(tx *sql.Tx) (err error) {
@@ -386,7 +402,8 @@ func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 		}
 		binds, err = queryAll(ctx, tx, func(sc scanner) (b skills.Bind, err error) {
 			return b, sc.Scan(&b.Target, &b.PID, &b.NS)
-		}, "SELECT target, pid, ns FROM session_binds WHERE session = ? ORDER BY pid, target", id)
+		}, "SELECT b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session WHERE b.session = ? AND "+
+			currentBind+" ORDER BY b.pid, b.target", id)
 		return err
 	})
 	if err != nil {
@@ -395,20 +412,45 @@ func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 	return binds, nil
 }
 
-// OpenBinds returns the binds of open sessions by session id, each list by
-// pid then target: those of every open session when ids is nil, else of the
-// open sessions among ids. Sessions without binds are left out.
-func (db *DB) OpenBinds(ctx context.Context, ids []string) (map[string][]skills.Bind, error) {
+// OpenBinds returns the current binds of open sessions by session id, each
+// list by pid then target: those of every open session when ids is nil,
+// else of the open sessions among ids; of the sessions host serves only,
+// unless host is "". Sessions without binds are left out.
+func (db *DB) OpenBinds(ctx context.Context, host string, ids []string) (map[string][]skills.Bind, error) {
+	where, args := currentBind, []any{}
+	if host != "" {
+		where += " AND b.host = ?"
+		args = append(args, host)
+	}
+	if ids != nil {
+		where += " AND b.session IN (SELECT value FROM json_each(?))"
+		args = append(args, jsonIDs(ids))
+	}
+	out, err := db.bindsWhere(ctx, where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list binds of open sessions: %w", err)
+	}
+	return out, nil
+}
+
+// StaleBinds returns the binds host made of sessions it no longer serves
+// (closed, or moved to another host), by session id, each list by pid then
+// target: they are host's to detach and forget (ForgetBinds).
+func (db *DB) StaleBinds(ctx context.Context, host string) (map[string][]skills.Bind, error) {
+	out, err := db.bindsWhere(ctx, "b.host = ? AND NOT ("+currentBind+")", host)
+	if err != nil {
+		return nil, fmt.Errorf("list stale binds of host %q: %w", host, err)
+	}
+	return out, nil
+}
+
+// bindsWhere returns the binds b of sessions s that the condition where
+// (with its args) holds for, by session id, each list by pid then target.
+func (db *DB) bindsWhere(ctx context.Context, where string, args ...any) (map[string][]skills.Bind, error) {
 	out := map[string][]skills.Bind{}
 	err := db.read(ctx, func(tx *sql.Tx) error {
-		query := `SELECT b.session, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session
-			WHERE s.closed_at IS NULL`
-		var args []any
-		if ids != nil {
-			query += " AND b.session IN (SELECT value FROM json_each(?))"
-			args = append(args, jsonIDs(ids))
-		}
-		rows, err := tx.QueryContext(ctx, query+" ORDER BY b.session, b.pid, b.target", args...)
+		rows, err := tx.QueryContext(ctx, `SELECT b.session, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session
+			WHERE `+where+" ORDER BY b.session, b.pid, b.target", args...)
 		if err != nil {
 			return err
 		}
@@ -423,8 +465,18 @@ func (db *DB) OpenBinds(ctx context.Context, ids []string) (map[string][]skills.
 		}
 		return rows.Err()
 	})
+	return out, err
+}
+
+// ForgetBinds forgets every bind host made of session id, once they are
+// detached: a closed session's, or one moved away from host.
+func (db *DB) ForgetBinds(ctx context.Context, id, host string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ? AND host = ?", id, host)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list binds of open sessions: %w", err)
+		return fmt.Errorf("forget the binds of session %q on host %q: %w", id, host, err)
 	}
-	return out, nil
+	return nil
 }

@@ -173,7 +173,7 @@ func TestOpenSessionsPage(t *testing.T) {
 		var got []*skills.Session
 		after := ""
 		for {
-			page, err := db.OpenSessionsPage(ctx, after, limit)
+			page, err := db.OpenSessionsPage(ctx, "", after, limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,12 +192,12 @@ func TestOpenSessionsPage(t *testing.T) {
 	if err := db.CloseSession(ctx, want[3].ID); err != nil {
 		t.Fatal(err)
 	}
-	page, err := db.OpenSessionsPage(ctx, want[3].ID, 2)
+	page, err := db.OpenSessionsPage(ctx, "", want[3].ID, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustEqual(t, "after a closed session", page, want[4:6])
-	_, err = db.OpenSessionsPage(ctx, "nope", 2)
+	_, err = db.OpenSessionsPage(ctx, "", "nope", 2)
 	wantErr(t, "unknown cursor", err, skills.ErrInvalid)
 }
 
@@ -212,12 +212,12 @@ func TestOpenBinds(t *testing.T) {
 	}
 	b1 := []skills.Bind{{Target: "/a"}, {Target: "/b"}, {Target: "/a", PID: 7, NS: "mnt:[1]"}}
 	for _, b := range b1 {
-		if err := db.AddBind(ctx, "s1", b); err != nil {
+		if err := db.AddBind(ctx, "s1", "", b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for id, target := range map[string]string{"s2": "/c", "closed": "/d"} {
-		if err := db.AddBind(ctx, id, skills.Bind{Target: target}); err != nil {
+		if err := db.AddBind(ctx, id, "", skills.Bind{Target: target}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,17 +225,17 @@ func TestOpenBinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	sorted := []skills.Bind{b1[0], b1[1], b1[2]}
-	all, err := db.OpenBinds(ctx, nil)
+	all, err := db.OpenBinds(ctx, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustEqual(t, "all binds", all, map[string][]skills.Bind{"s1": sorted, "s2": {{Target: "/c"}}})
-	some, err := db.OpenBinds(ctx, []string{"s2", "s3", "closed", "nope"})
+	some, err := db.OpenBinds(ctx, "", []string{"s2", "s3", "closed", "nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustEqual(t, "binds of some", some, map[string][]skills.Bind{"s2": {{Target: "/c"}}})
-	none, err := db.OpenBinds(ctx, []string{})
+	none, err := db.OpenBinds(ctx, "", []string{})
 	if err != nil || len(none) != 0 {
 		t.Fatalf("binds of no session: %v, %v", none, err)
 	}
@@ -285,7 +285,7 @@ func TestSetSkills(t *testing.T) {
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddBind(ctx, "s1", skills.Bind{Target: "/t"}); err != nil {
+	if err := db.AddBind(ctx, "s1", "", skills.Bind{Target: "/t"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.RecordActivation(ctx, "s1", "pdf", t0); err != nil {
@@ -355,11 +355,11 @@ func TestCloseSessionAndMounts(t *testing.T) {
 		t.Fatalf("Mounts of new session = %#v, %v", ms, err)
 	}
 	for _, target := range []string{"/sandbox/b/skills", "/sandbox/a/skills", "/sandbox/b/skills"} {
-		if err := db.AddBind(ctx, "s1", skills.Bind{Target: target}); err != nil {
+		if err := db.AddBind(ctx, "s1", "", skills.Bind{Target: target}); err != nil {
 			t.Fatalf("AddMount(%q): %v", target, err)
 		}
 	}
-	if err := db.AddBind(ctx, "s2", skills.Bind{Target: "/sandbox/c/skills"}); err != nil {
+	if err := db.AddBind(ctx, "s2", "", skills.Bind{Target: "/sandbox/c/skills"}); err != nil {
 		t.Fatal(err)
 	}
 	ms, err = db.Binds(ctx, "s1")
@@ -371,14 +371,14 @@ func TestCloseSessionAndMounts(t *testing.T) {
 	// The same target in a sandbox's namespace is another bind; re-adding
 	// it updates the namespace identity.
 	for _, ns := range []string{"mnt:[1]", "mnt:[2]"} {
-		if err := db.AddBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills", PID: 42, NS: ns}); err != nil {
+		if err := db.AddBind(ctx, "s1", "", skills.Bind{Target: "/sandbox/a/skills", PID: 42, NS: ns}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ms, _ = db.Binds(ctx, "s1")
 	mustEqual(t, "binds with a namespace", ms, []skills.Bind{{Target: "/sandbox/a/skills"}, {Target: "/sandbox/b/skills"},
 		{Target: "/sandbox/a/skills", PID: 42, NS: "mnt:[2]"}})
-	wantErr(t, "negative pid", db.AddBind(ctx, "s1", skills.Bind{Target: "/x", PID: -1}), skills.ErrInvalid)
+	wantErr(t, "negative pid", db.AddBind(ctx, "s1", "", skills.Bind{Target: "/x", PID: -1}), skills.ErrInvalid)
 	if err := db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills", PID: 42}); err != nil {
 		t.Fatal(err)
 	}
@@ -388,8 +388,8 @@ func TestCloseSessionAndMounts(t *testing.T) {
 	}
 	wantErr(t, "RemoveMount again", db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills"}), skills.ErrNotFound)
 	wantErr(t, "RemoveMount of another session's target", db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/c/skills"}), skills.ErrNotFound)
-	wantErr(t, "AddMount missing session", db.AddBind(ctx, "missing", skills.Bind{Target: "/x"}), skills.ErrNotFound)
-	wantErr(t, "AddMount empty target", db.AddBind(ctx, "s1", skills.Bind{Target: ""}), skills.ErrInvalid)
+	wantErr(t, "AddMount missing session", db.AddBind(ctx, "missing", "", skills.Bind{Target: "/x"}), skills.ErrNotFound)
+	wantErr(t, "AddMount empty target", db.AddBind(ctx, "s1", "", skills.Bind{Target: ""}), skills.ErrInvalid)
 	_, err = db.Binds(ctx, "missing")
 	wantErr(t, "Mounts missing session", err, skills.ErrNotFound)
 
@@ -416,7 +416,7 @@ func TestCloseSessionAndMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEqual(t, "other session's mounts", ms, []skills.Bind{{Target: "/sandbox/c/skills"}})
-	wantErr(t, "AddMount closed", db.AddBind(ctx, "s1", skills.Bind{Target: "/x"}), skills.ErrInvalid)
+	wantErr(t, "AddMount closed", db.AddBind(ctx, "s1", "", skills.Bind{Target: "/x"}), skills.ErrInvalid)
 
 	// Closing again keeps the first close time.
 	db.now = func() time.Time { return now.Add(time.Hour) }

@@ -36,7 +36,7 @@ var (
 	ClassInvalid = ExitClass{"invalid", 5, http.StatusBadRequest,
 		"bad input: no or invalid `SKILL.md`, unsafe path, special file, a limit hit, a bad dependency"}
 	ClassConflict = ExitClass{"conflict", 6, http.StatusConflict,
-		"conflict: already exists, the source holds several skills and none was chosen, or a version prefix matches several versions"}
+		"conflict: already exists, the source holds several skills and none was chosen, a version prefix matches several versions, or the session is served by another host"}
 	ClassUnavailable = ExitClass{"unavailable", 9, http.StatusServiceUnavailable,
 		"the shared index (PostgreSQL) cannot be reached: nothing was changed; sessions already served keep serving, try again when it is back"}
 	ClassDamaged = ExitClass{"damaged", 8, http.StatusServiceUnavailable,
@@ -66,6 +66,7 @@ var Kinds = []ErrorKind{
 	{ErrExists, ClassConflict, syscall.EEXIST},
 	{ErrAmbiguous, ClassConflict, syscall.EIO},
 	{ErrAmbiguousVersion, ClassConflict, syscall.EIO},
+	{ErrElsewhere, ClassConflict, syscall.EREMOTE},
 	{ErrInvalid, ClassInvalid, syscall.EINVAL},
 	{ErrUnsafePath, ClassInvalid, syscall.EACCES},
 	{ErrSpecialFile, ClassInvalid, syscall.EACCES},

@@ -60,6 +60,7 @@ func TestKindsCoverEverySentinel(t *testing.T) {
 		"ErrUnsafePath": ErrUnsafePath, "ErrSpecialFile": ErrSpecialFile, "ErrLimit": ErrLimit,
 		"ErrNoManifest": ErrNoManifest, "ErrAmbiguous": ErrAmbiguous, "ErrAmbiguousVersion": ErrAmbiguousVersion, "ErrPermission": ErrPermission,
 		"ErrInvalid": ErrInvalid, "ErrDependency": ErrDependency, "ErrDamaged": ErrDamaged, "ErrUnavailable": ErrUnavailable,
+		"ErrElsewhere": ErrElsewhere,
 	}
 	names := sentinelNames(t)
 	for _, n := range names {
@@ -130,6 +131,7 @@ func TestKindOf(t *testing.T) {
 		{fmt.Errorf("find skill: %w", ErrNotFound), Kind{"not_found", 3, http.StatusNotFound, syscall.ENOENT}, true},
 		{ErrAmbiguous, Kind{"conflict", 6, http.StatusConflict, syscall.EIO}, true},
 		{ErrAmbiguousVersion, Kind{"conflict", 6, http.StatusConflict, syscall.EIO}, true},
+		{ErrElsewhere, Kind{"conflict", 6, http.StatusConflict, syscall.EREMOTE}, true},
 		{ErrLimit, Kind{"invalid", 5, http.StatusBadRequest, syscall.EFBIG}, true},
 		{ErrUnsafePath, Kind{"invalid", 5, http.StatusBadRequest, syscall.EACCES}, true},
 		// A damaged data directory wins over what failed because of it.

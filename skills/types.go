@@ -58,6 +58,10 @@ var (
 	// (PostgreSQL) while it cannot be reached: nothing was changed; try again
 	// when it is back. Views already served keep serving.
 	ErrUnavailable = errors.New("index unavailable")
+	// ErrElsewhere marks a change to a session that another host serves:
+	// only the host serving a session's view may change it (or a host
+	// that takes it over once that one is gone).
+	ErrElsewhere = errors.New("served by another host")
 )
 
 // Scope is one side of a share config: everyone, some departments or some users.
@@ -139,6 +143,22 @@ type Session struct {
 	Pins      []Pin     `json:"pins"` // the readable set in closure order
 	CreatedAt time.Time `json:"created_at"`
 	ClosedAt  time.Time `json:"closed_at,omitzero"`
+	// Host is the id of the host (Host.ID) that serves the session's view:
+	// only it changes the session, until another host takes it over.
+	Host string `json:"host"`
+}
+
+// Host is one daemon serving the catalog: a data directory with its mount,
+// named by its store's identity. Several hosts share one index in a fleet;
+// a data directory with its own index is the only host of its catalog.
+type Host struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`          // a human name: the machine's, unless the operator chose one
+	API       string    `json:"api,omitempty"` // the TCP address its API listens on, if any
+	Mount     string    `json:"mount"`         // where its sessions' views are
+	StartedAt time.Time `json:"started_at"`
+	LastSeen  time.Time `json:"last_seen"` // its latest heartbeat
+	Sessions  int       `json:"sessions"`  // open sessions it serves (read, never stored)
 }
 
 // Activation records that an agent opened a skill's SKILL.md in a session.

@@ -48,7 +48,8 @@ type Catalog struct {
 	log   *slog.Logger
 	now   func() time.Time
 	// shared says the index is the fleet's (Options.Index), not this
-	// data directory's own; host is then the store's identity.
+	// data directory's own. host is the store's identity, which names this
+	// data directory as a host (of a fleet, or the only one).
 	shared bool
 	host   string
 	imp    *importLock // shared while importing, exclusive to sweep and reconcile
@@ -246,8 +247,10 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 		if storeID, err = c.store.EnsureID(newIdentity()); err != nil {
 			return err
 		}
+		c.host = storeID
 		return c.db.SetDataDirID(ctx, storeID)
 	case idxID == "":
+		c.host = storeID
 		return c.db.SetDataDirID(ctx, storeID)
 	case storeID == "":
 		storeID, err = c.store.EnsureID(idxID)
@@ -259,6 +262,7 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 		return &DamagedError{Home: c.home, Problem: fmt.Sprintf(
 			"the index belongs to data directory %s, the content store to %s (an index copied from elsewhere?)", idxID, storeID)}
 	}
+	c.host = storeID
 	return nil
 }
 
@@ -281,7 +285,9 @@ func (c *Catalog) Close() error {
 func (c *Catalog) Shared() bool { return c.shared }
 
 // HostID names this data directory among the hosts sharing an index: the
-// identity of its store. It is empty for a data directory with its own index.
+// identity of its store. A data directory with its own index is the one
+// host of its catalog, named the same way (its index records the same
+// identity).
 func (c *Catalog) HostID() string { return c.host }
 
 // DB exposes the index to the daemon, which keeps sessions in it.

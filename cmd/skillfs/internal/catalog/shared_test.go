@@ -49,3 +49,30 @@ func TestSharedIndexNamesHosts(t *testing.T) {
 		t.Errorf("host id changed across a reopen: %q, then %q", id, again.HostID())
 	}
 }
+
+// A data directory with its own index is a host too: the only one of its
+// catalog, named by the identity its index and store share.
+func TestOwnIndexIsAHost(t *testing.T) {
+	ctx := context.Background()
+	home := filepath.Join(t.TempDir(), "home")
+	c, err := Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.DB().DataDirID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shared() || c.HostID() == "" || c.HostID() != id {
+		t.Fatalf("shared %v, host %q: want an unshared host named %q", c.Shared(), c.HostID(), id)
+	}
+	c.Close()
+	again, err := Open(ctx, home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if again.HostID() != id {
+		t.Fatalf("host id changed across a reopen: %q, then %q", id, again.HostID())
+	}
+}

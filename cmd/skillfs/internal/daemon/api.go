@@ -103,6 +103,18 @@ func (d *Daemon) routes(token string) http.Handler {
 		err := d.Close(r.Context(), r.PathValue("id"))
 		reply(w, map[string]string{"closed": r.PathValue("id")}, err)
 	})
+	mux.HandleFunc("POST /v1/sessions/{id}/move", func(w http.ResponseWriter, r *http.Request) {
+		var req MoveRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		m, err := d.Move(r.Context(), r.PathValue("id"), req.Force)
+		reply(w, m, err)
+	})
+	mux.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
+		list, err := d.Hosts(r.Context())
+		reply(w, list, err)
+	})
 	mux.HandleFunc("POST /v1/sessions/{id}/refresh", func(w http.ResponseWriter, r *http.Request) {
 		info, err := d.Refresh(r.Context(), r.PathValue("id"))
 		reply(w, info, err)
@@ -209,9 +221,10 @@ const (
 
 // listSessions answers one page of the open sessions, oldest first:
 // ?limit=N (default DefaultSessionPage, at most MaxSessionPage) sessions
-// after the session ?after=ID. The body is the JSON array of the page; when
-// more sessions follow, a Link header names the next page (rel="next"),
-// whose cursor is the last session of this one.
+// after the session ?after=ID, of every host or of the host ?host=ID. The
+// body is the JSON array of the page; when more sessions follow, a Link
+// header names the next page (rel="next"), whose cursor is the last session
+// of this one.
 func (d *Daemon) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := DefaultSessionPage
@@ -223,8 +236,8 @@ func (d *Daemon) listSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, MaxSessionPage)
 	}
-	after := q.Get("after")
-	list, err := d.Sessions(r.Context(), after, limit+1)
+	after, host := q.Get("after"), q.Get("host")
+	list, err := d.Sessions(r.Context(), host, after, limit+1)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -232,6 +245,9 @@ func (d *Daemon) listSessions(w http.ResponseWriter, r *http.Request) {
 	if len(list) > limit {
 		list = list[:limit]
 		next := url.Values{"after": {list[limit-1].ID}, "limit": {strconv.Itoa(limit)}}
+		if host != "" {
+			next.Set("host", host)
+		}
 		w.Header().Set("Link", fmt.Sprintf(`</v1/sessions?%s>; rel="next"`, next.Encode()))
 	}
 	writeJSON(w, http.StatusOK, list)

@@ -664,7 +664,7 @@ func (d *Daemon) detach(b skills.Bind) error {
 func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) (skills.Bind, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.Session(ctx, id); err != nil {
+	if _, err := d.servedSession(ctx, id); err != nil {
 		return skills.Bind{}, err
 	}
 	if !filepath.IsAbs(target) || pid < 0 {
@@ -676,7 +676,7 @@ func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) (skills.
 	if err != nil {
 		return skills.Bind{}, err
 	}
-	if err := d.cat.DB().AddBind(ctx, id, b); err != nil {
+	if err := d.cat.DB().AddBind(ctx, id, d.host, b); err != nil {
 		if derr := d.detach(b); derr != nil {
 			d.log.Error("remove a bind that could not be recorded", "session", id, "target", b.Target, "pid", b.PID, "err", derr)
 		}
@@ -686,9 +686,10 @@ func (d *Daemon) Mount(ctx context.Context, id, target string, pid int) (skills.
 	return b, nil
 }
 
-// checkTaken refuses a target that another open session is bound at in the
-// same namespace: another bind there would hide the first, and unmounting by
-// path would then expose the wrong session.
+// checkTaken refuses a target that another open session of this host is
+// bound at in the same namespace: another bind there would hide the first,
+// and unmounting by path would then expose the wrong session. (Other hosts'
+// binds are in their machines' namespaces.)
 func (d *Daemon) checkTaken(ctx context.Context, b skills.Bind) error {
 	self, err := namespaceOf(os.Getpid())
 	if err != nil {
@@ -700,7 +701,7 @@ func (d *Daemon) checkTaken(ctx context.Context, b skills.Bind) error {
 		}
 		return b.NS
 	}
-	all, err := d.cat.DB().OpenBinds(ctx, nil)
+	all, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		return err
 	}
@@ -719,7 +720,7 @@ func (d *Daemon) checkTaken(ctx context.Context, b skills.Bind) error {
 func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.Session(ctx, id); err != nil {
+	if _, err := d.servedSession(ctx, id); err != nil {
 		return err
 	}
 	binds, err := d.cat.DB().Binds(ctx, id)
@@ -759,7 +760,7 @@ func (d *Daemon) Unmount(ctx context.Context, id, target string, pid int) error 
 // live one belongs to someone else (another daemon serving a copy of the
 // data directory, an operator's mount).
 func (d *Daemon) rebind(ctx context.Context) {
-	all, err := d.cat.DB().OpenBinds(ctx, nil)
+	all, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		d.log.Error("list binds to rebind", "err", err)
 		return
@@ -797,7 +798,7 @@ func (d *Daemon) rebind(ctx context.Context) {
 			if got.Target != b.Target { // recorded before targets were resolved
 				if err := d.cat.DB().RemoveBind(ctx, id, b); err != nil {
 					d.log.Error("update bind record", "session", id, "target", b.Target, "err", err)
-				} else if err := d.cat.DB().AddBind(ctx, id, got); err != nil {
+				} else if err := d.cat.DB().AddBind(ctx, id, d.host, got); err != nil {
 					d.log.Error("update bind record", "session", id, "target", got.Target, "err", err)
 				}
 			}
@@ -810,7 +811,7 @@ func (d *Daemon) rebind(ctx context.Context) {
 // filesystem is really released; the records stay for the next start. With
 // nothing to return an error to at shutdown, failures are logged.
 func (d *Daemon) unbindAll(ctx context.Context) {
-	all, err := d.cat.DB().OpenBinds(ctx, nil)
+	all, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		d.log.Error("list binds to unbind", "err", err)
 		return

@@ -231,7 +231,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 
 	for _, errno := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EACCES} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			if err := d.cat.DB().AddBind(ctx, info.ID, b); err != nil {
+			if err := d.cat.DB().AddBind(ctx, info.ID, d.host, b); err != nil {
 				t.Fatal(err)
 			}
 			inject(errno)
@@ -249,7 +249,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 	}
 	for _, errno := range []unix.Errno{unix.ENOENT, unix.ESRCH} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			if err := d.cat.DB().AddBind(ctx, info.ID, b); err != nil {
+			if err := d.cat.DB().AddBind(ctx, info.ID, d.host, b); err != nil {
 				t.Fatal(err)
 			}
 			inject(errno)

@@ -74,6 +74,24 @@ type Options struct {
 	// kernel's accept queue. The Unix socket is not capped: only root can
 	// reach it.
 	MaxConns int
+
+	// HostName is the human name this host registers under (default the
+	// machine's host name); the host's id is its data directory's
+	// (catalog.Catalog.HostID).
+	HostName string
+	// HeartbeatEvery is how often this host records that it is alive, and
+	// HostGrace how long after its last heartbeat a host counts as gone
+	// (zero or less: DefaultHeartbeatEvery, DefaultHostGrace).
+	HeartbeatEvery time.Duration
+	HostGrace      time.Duration
+	// ReconcileEvery is how often the daemon looks for changes made
+	// elsewhere (another host, a command that did not tell it) when
+	// nothing wakes it (zero or less: DefaultReconcileEvery).
+	ReconcileEvery time.Duration
+	// Watch, when set, returns a channel that fires when another process
+	// may have changed the catalog (the index's notifications); each fire
+	// makes the daemon look at once rather than at its next periodic look.
+	Watch func(context.Context) <-chan struct{}
 }
 
 // Daemon is a running skillfs serve.
@@ -91,7 +109,19 @@ type Daemon struct {
 	lastErr   *atomic.Pointer[LoggedError]
 	agentPath string
 
+	// This daemon as a host (see hosts.go): its id (the data directory's),
+	// name, start time, the API address it advertises, and the grace after
+	// which a host that stopped heartbeating is gone.
+	host      string
+	hostName  string
+	started   time.Time
+	api       string
+	hostGrace time.Duration
+
 	mu sync.Mutex // serialises session changes
+	// followed is what the views of this host's sessions were last
+	// reevaluated against (nil: nothing yet); guarded by mu.
+	followed *readers
 }
 
 // reconcile checks the data directory before it is served: a damaged index
@@ -139,7 +169,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 			return err
 		}
 	}
-	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr}
+	if cat.HostID() == "" {
+		return fmt.Errorf("the data directory %s has no identity to serve as a host under", cat.Home())
+	}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr,
+		host: cat.HostID(), hostName: opts.HostName, started: time.Now().UTC(), hostGrace: opts.HostGrace}
 	d.metrics = newMetrics(d)
 	closeSpill, err := d.startRecorder(ctx)
 	if err != nil {
@@ -156,14 +190,33 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		return err
 	}
 	defer unmount() // on early errors
+	if err := d.register(ctx, ""); err != nil {
+		return err
+	}
+	if n, err := cat.DB().AdoptSessions(ctx, d.host); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("open sessions of no host taken over", "count", n)
+	}
 	if err := d.restore(ctx); err != nil {
 		return err
+	}
+	if err := d.dropStale(ctx); err != nil {
+		log.Warn("remove the binds of sessions no longer served here", "err", err)
 	}
 	d.rebind(ctx)
 	api, err := d.listen(opts)
 	if err != nil {
 		return err
 	}
+	if api.tcpAddr != "" {
+		if err := d.register(ctx, api.tcpAddr); err != nil {
+			api.shutdown()
+			return err
+		}
+	}
+	log.Info("serving as a host", "host", d.host, "name", d.hostName, "shared_index", cat.Shared(),
+		"heartbeat_every", opts.HeartbeatEvery, "grace", opts.HostGrace, "reconcile_every", opts.ReconcileEvery)
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
@@ -178,6 +231,14 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go d.watchdog(watchCtx, watchdogEvery, log)
+	var wake <-chan struct{}
+	if opts.Watch != nil {
+		wake = opts.Watch(watchCtx)
+	}
+	followed := make(chan struct{})
+	go func() { defer close(followed); d.follow(watchCtx, opts.ReconcileEvery, wake) }()
+	beating := make(chan struct{})
+	go func() { defer close(beating); d.heartbeat(watchCtx, opts.HeartbeatEvery) }()
 
 	var lost error
 	select {
@@ -191,6 +252,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 
 	log.Info("shutting down")
 	stopWatch()
+	<-followed // no view changes under the shutdown
+	<-beating
 	if err := notify("STOPPING=1"); err != nil {
 		log.Warn("tell the service manager the daemon is stopping", "err", err)
 	}
@@ -230,6 +293,18 @@ func (opts *Options) defaults(home string) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.HostName == "" {
+		opts.HostName, _ = os.Hostname()
+	}
+	if opts.HeartbeatEvery <= 0 {
+		opts.HeartbeatEvery = DefaultHeartbeatEvery
+	}
+	if opts.HostGrace <= 0 {
+		opts.HostGrace = DefaultHostGrace
+	}
+	if opts.ReconcileEvery <= 0 {
+		opts.ReconcileEvery = DefaultReconcileEvery
 	}
 	opts.netDefaults()
 }

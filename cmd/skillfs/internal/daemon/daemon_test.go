@@ -44,10 +44,17 @@ func requireFUSE(tb testing.TB) {
 // without the socket: tests call its methods and routes directly.
 func newTestDaemon(t testing.TB) *Daemon {
 	t.Helper()
+	return newTestHost(t, "")
+}
+
+// newTestHost is newTestDaemon on the shared index at index ("" for the
+// data directory's own), registered as a host.
+func newTestHost(t testing.TB, index string) *Daemon {
+	t.Helper()
 	requireFUSE(t)
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
-	cat, err := catalog.Open(ctx, home, catalog.Options{})
+	cat, err := catalog.Open(ctx, home, catalog.Options{Index: index})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +64,11 @@ func newTestDaemon(t testing.TB) *Daemon {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
+	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills",
+		host: cat.HostID(), hostName: filepath.Base(filepath.Dir(home)), started: time.Now().UTC(), hostGrace: DefaultHostGrace}
+	if err := d.register(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
 	d.metrics = newMetrics(d)
 	d.rec = newRecorder(cat.DB(), d.events, log)
 	d.rec.metrics = d.metrics

@@ -19,7 +19,7 @@ type Event struct {
 	// ID orders events; it keeps growing across restarts (the index gives
 	// it) and is the stream's "id:", to resume from with Last-Event-ID.
 	ID      int64     `json:"id"`
-	Type    string    `json:"type"` // "activated", "revoked", "refreshed", "changed", "closed"; "resync"
+	Type    string    `json:"type"` // "activated", "revoked", "refreshed", "changed", "moved", "closed"; "resync"
 	Session string    `json:"session"`
 	Slug    string    `json:"slug,omitempty"`
 	At      time.Time `json:"at"`
@@ -28,6 +28,9 @@ type Event struct {
 	// activations query reports them.
 	Tools []string `json:"tools,omitzero"`
 	MCPs  []string `json:"mcps,omitzero"`
+	// Host is, on a moved event (and only there), the id of the host that
+	// serves the session from then on.
+	Host string `json:"host,omitempty"`
 	// Reason says, on a resync event, why the stream cannot go on.
 	Reason string `json:"reason,omitempty"`
 }
@@ -38,11 +41,19 @@ type adds struct {
 	MCPs  []string `json:"mcps"`
 }
 
+// movedTo is the stored payload of a moved event.
+type movedTo struct {
+	Host string `json:"host"`
+}
+
 // stored is e as the event log keeps it.
 func (e Event) stored() *skills.Event {
 	s := &skills.Event{Type: e.Type, Session: e.Session, Slug: e.Slug, At: e.At}
-	if e.Type == "activated" {
+	switch e.Type {
+	case "activated":
 		s.Payload, _ = json.Marshal(adds{Tools: nonNil(e.Tools), MCPs: nonNil(e.MCPs)}) // lists of strings always encode
+	case "moved":
+		s.Payload, _ = json.Marshal(movedTo{Host: e.Host}) // a string always encodes
 	}
 	return s
 }
@@ -50,10 +61,15 @@ func (e Event) stored() *skills.Event {
 // fromStored is the event an entry of the log reports.
 func fromStored(s skills.Event) Event {
 	e := Event{ID: s.ID, Type: s.Type, Session: s.Session, Slug: s.Slug, At: s.At}
-	if e.Type == "activated" {
+	switch e.Type {
+	case "activated":
 		var a adds
 		json.Unmarshal(s.Payload, &a) // checked when stored; an empty payload adds nothing
 		e.Tools, e.MCPs = nonNil(a.Tools), nonNil(a.MCPs)
+	case "moved":
+		var m movedTo
+		json.Unmarshal(s.Payload, &m) // checked when stored
+		e.Host = m.Host
 	}
 	return e
 }

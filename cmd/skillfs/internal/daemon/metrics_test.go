@@ -160,7 +160,7 @@ func TestAPIMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cat.DB().AddBind(ctx, info.ID, skills.Bind{Target: "/sandbox/skills"}); err != nil {
+	if err := d.cat.DB().AddBind(ctx, info.ID, d.host, skills.Bind{Target: "/sandbox/skills"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {

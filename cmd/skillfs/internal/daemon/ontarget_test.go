@@ -240,7 +240,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		h := mountHung(t)
 		id := ids[3]
 		target := filepath.Join(h.mnt, "hang")
-		if err := d.cat.DB().AddBind(ctx, id, skills.Bind{Target: target}); err != nil {
+		if err := d.cat.DB().AddBind(ctx, id, d.host, skills.Bind{Target: target}); err != nil {
 			t.Fatal(err)
 		}
 		bounded(t, h, func() { h.waitEntered(t) }, func() error { return d.Unmount(ctx, id, target, 0) })

@@ -30,12 +30,14 @@ type SessionInfo struct {
 	User     string        `json:"user"`
 	Readable []string      `json:"readable"` // closure order
 	Preload  []string      `json:"preload"`
-	Path     string        `json:"path"` // the session's subtree in the daemon's mount
+	Path     string        `json:"path"` // the session's subtree in the mount of the host serving it
 	Skipped  []Skipped     `json:"skipped"`
 	Binds    []skills.Bind `json:"binds"`
 	// Pinned are the skills the session asked for at a version, as
 	// slug@hash: refresh and restarts keep them there.
 	Pinned []string `json:"pinned"`
+	// Host is the id of the host serving the session (see `skillfs hosts`).
+	Host string `json:"host"`
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.
@@ -197,7 +199,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	}
 	pins := sel.pins
 	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
-		Pins: pins, CreatedAt: time.Now().UTC()}
+		Pins: pins, CreatedAt: time.Now().UTC(), Host: d.host}
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
 	// Neither the commit nor the undoing of a half-made session stops
@@ -295,7 +297,46 @@ func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 		preload = []string{}
 	}
 	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}, Pinned: pinnedList(s.Requested)}
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}, Pinned: pinnedList(s.Requested), Host: s.Host}
+}
+
+// placeElsewhere sets the path of the sessions in infos that another host
+// serves to where that host's mount has them (as it registered it).
+func (d *Daemon) placeElsewhere(ctx context.Context, infos ...*SessionInfo) error {
+	var hosts map[string]skills.Host
+	for _, info := range infos {
+		if info.Host == d.host {
+			continue
+		}
+		if hosts == nil {
+			list, err := d.cat.DB().Hosts(ctx)
+			if err != nil {
+				return err
+			}
+			hosts = make(map[string]skills.Host, len(list))
+			for _, h := range list {
+				hosts[h.ID] = h
+			}
+		}
+		info.Path = ""
+		if h, ok := hosts[info.Host]; ok && h.Mount != "" {
+			info.Path = filepath.Join(h.Mount, info.ID)
+		}
+	}
+	return nil
+}
+
+// served session returns open session id, which this host must serve to
+// change it (see served).
+func (d *Daemon) servedSession(ctx context.Context, id string) (*skills.Session, error) {
+	s, err := d.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.served(ctx, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Session returns an open session.
@@ -310,7 +351,7 @@ func (d *Daemon) Session(ctx context.Context, id string) (*skills.Session, error
 	return s, nil
 }
 
-// SessionInfo describes an open session.
+// SessionInfo describes an open session, whichever host serves it.
 func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
@@ -320,13 +361,15 @@ func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	return d.info(s, mounts), nil
+	info := d.info(s, mounts)
+	return info, d.placeElsewhere(ctx, info)
 }
 
 // Sessions lists at most limit open sessions (all when limit < 0) after
-// session after, oldest first (see index.DB.OpenSessionsPage).
-func (d *Daemon) Sessions(ctx context.Context, after string, limit int) ([]*SessionInfo, error) {
-	list, err := d.cat.DB().OpenSessionsPage(ctx, after, limit)
+// session after, oldest first, of every host or of host alone (see
+// index.DB.OpenSessionsPage).
+func (d *Daemon) Sessions(ctx context.Context, host, after string, limit int) ([]*SessionInfo, error) {
+	list, err := d.cat.DB().OpenSessionsPage(ctx, host, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +377,7 @@ func (d *Daemon) Sessions(ctx context.Context, after string, limit int) ([]*Sess
 	for i, s := range list {
 		ids[i] = s.ID
 	}
-	binds, err := d.cat.DB().OpenBinds(ctx, ids)
+	binds, err := d.cat.DB().OpenBinds(ctx, "", ids)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +385,7 @@ func (d *Daemon) Sessions(ctx context.Context, after string, limit int) ([]*Sess
 	for i, s := range list {
 		out[i] = d.info(s, binds[s.ID])
 	}
-	return out, nil
+	return out, d.placeElsewhere(ctx, out...)
 }
 
 // Refresh moves a session to the current versions and picks up newly
@@ -350,7 +393,7 @@ func (d *Daemon) Sessions(ctx context.Context, after string, limit int) ([]*Sess
 func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, err := d.Session(ctx, id)
+	s, err := d.servedSession(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +464,7 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, err := d.Session(ctx, id)
+	s, err := d.servedSession(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +501,7 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	}
 	evs = append(evs, Event{Type: "changed", Session: id, At: now})
 	next := &skills.Session{ID: id, UID: s.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
-		Pins: sel.pins, CreatedAt: s.CreatedAt}
+		Pins: sel.pins, CreatedAt: s.CreatedAt, Host: s.Host}
 	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetSkills(ctx, next, evs...) }, evs...)
 	if err != nil {
 		return nil, err
@@ -473,11 +516,12 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	return info, nil
 }
 
-// Close ends a session: its view and binds go away, its record stays.
+// Close ends a session this host serves: its view and binds go away, its
+// record stays.
 func (d *Daemon) Close(ctx context.Context, id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.Session(ctx, id); err != nil {
+	if _, err := d.servedSession(ctx, id); err != nil {
 		return err
 	}
 	// Without the list the binds would stay mounted, serving a session
@@ -498,13 +542,18 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := d.cat.DB().ForgetBinds(ctx, id, d.host); err != nil {
+		// Detached already: the records go with the next settle or start.
+		d.log.Warn("forget the binds of a closed session", "session", id, "err", err)
+	}
 	d.log.Info("session closed", "session", id)
 	return nil
 }
 
-// Reevaluate applies catalog changes to every open session at once: a skill
-// that was deleted, disabled or unshared, or whose reader lost access, leaves
-// the views that hold it. Grants wait for the next refresh.
+// Reevaluate applies catalog changes to every open session this host
+// serves at once: a skill that was deleted, disabled or unshared, or whose
+// reader lost access, leaves the views that hold it. Grants wait for the
+// next refresh.
 func (d *Daemon) Reevaluate(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -512,8 +561,8 @@ func (d *Daemon) Reevaluate(ctx context.Context) error {
 	return err
 }
 
-// restore serves every open session again after a (re)start, less what its
-// user may no longer read.
+// restore serves every open session of this host again after a
+// (re)start, less what its user may no longer read.
 func (d *Daemon) restore(ctx context.Context) error {
 	n, err := d.reevaluate(ctx, true)
 	if err != nil {
@@ -526,74 +575,124 @@ func (d *Daemon) restore(ctx context.Context) error {
 // sessionPage is how many sessions restore and Reevaluate hold at a time.
 const sessionPage = 1000
 
-// reevaluate takes from every open session's view the skills its user may
-// no longer read, and records that; with serve set it also serves every
-// session (a restart), stopping at the first that cannot be served. It
-// returns how many open sessions it went through.
-func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
+// readers is what deciding who may still read what needs: the catalog and
+// its users as of one look, with the users' change mark read before them
+// (a user changed after the look moves the mark again).
+type readers struct {
+	set   *index.SkillSet
+	byUID map[string]skills.User
+	mark  int64 // index.Marks.Users
+}
+
+// lookAtReaders reads the readers now.
+func (d *Daemon) lookAtReaders(ctx context.Context) (*readers, error) {
+	m, err := d.cat.DB().Marks(ctx, d.host)
+	if err != nil {
+		return nil, err
+	}
 	set, err := d.cat.DB().SkillSet(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	users, err := d.cat.DB().Users(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	byUID := make(map[string]skills.User, len(users))
+	r := &readers{set: set, byUID: make(map[string]skills.User, len(users)), mark: m.Users}
 	for _, u := range users {
-		byUID[u.UID] = u
+		r.byUID[u.UID] = u
+	}
+	return r, nil
+}
+
+// reevaluate takes from every open session's view of this host the skills
+// its user may no longer read, and records that; with serve set it also
+// serves every session (a restart), stopping at the first that cannot be
+// served. It returns how many open sessions it went through. The caller
+// holds d.mu; once every session is through, what it looked at is what
+// this host's views follow (d.followed).
+func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
+	r, err := d.lookAtReaders(ctx)
+	if err != nil {
+		return 0, err
 	}
 	var errs []error
 	n := 0
 	for after := ""; ; {
-		page, err := d.cat.DB().OpenSessionsPage(ctx, after, sessionPage)
+		page, err := d.cat.DB().OpenSessionsPage(ctx, d.host, after, sessionPage)
 		if err != nil {
 			return n, errors.Join(append(errs, err)...)
 		}
 		for _, s := range page {
 			n++
-			u, known := byUID[s.UID] // a deleted user reads nothing
-			kept := s.Pins[:0:0]
-			var gone []string
-			for _, p := range s.Pins {
-				if sk := set.Get(p.Slug); sk != nil && known && policy.Visible(u, sk) {
-					kept = append(kept, p)
-				} else {
-					gone = append(gone, p.Slug)
-				}
-			}
-			if len(gone) == 0 && !serve {
-				continue
-			}
-			if _, err := d.serveView(set, s.ID, kept); err != nil {
+			if _, err := d.revoke(ctx, r, s, serve); err != nil {
 				if serve {
 					return n, fmt.Errorf("restore session %s: %w", s.ID, err)
 				}
 				errs = append(errs, err)
-				continue
-			}
-			if len(gone) == 0 {
-				continue
-			}
-			now := time.Now().UTC()
-			revoked := make([]Event, len(gone))
-			for i, slug := range gone {
-				revoked[i] = Event{Type: "revoked", Session: s.ID, Slug: slug, At: now}
-			}
-			err := d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPins(ctx, s.ID, kept, evs...) }, revoked...)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			for _, slug := range gone {
-				d.log.Info("skill revoked from session", "session", s.ID, "slug", slug)
 			}
 		}
 		if len(page) < sessionPage {
+			if len(errs) == 0 {
+				d.followed = r
+			}
 			return n, errors.Join(errs...)
 		}
 		after = page[len(page)-1].ID
 	}
+}
+
+// keep splits the pins of session s into those its user may still read,
+// as r says, and the slugs of those it may not.
+func (r *readers) keep(s *skills.Session) (kept []skills.Pin, gone []string) {
+	u, known := r.byUID[s.UID] // a deleted user reads nothing
+	kept = s.Pins[:0:0]
+	for _, p := range s.Pins {
+		if sk := r.set.Get(p.Slug); sk != nil && known && policy.Visible(u, sk) {
+			kept = append(kept, p)
+		} else {
+			gone = append(gone, p.Slug)
+		}
+	}
+	return kept, gone
+}
+
+// revoke takes from session s's view the skills its user may no longer
+// read, as r says, and records that (see recordRevoked); with serve set it
+// serves the view even when nothing was taken (a restart). It returns the
+// pins served without their content (see serveView). The caller holds d.mu.
+func (d *Daemon) revoke(ctx context.Context, r *readers, s *skills.Session, serve bool) ([]Skipped, error) {
+	kept, gone := r.keep(s)
+	if len(gone) == 0 && !serve {
+		return nil, nil
+	}
+	lost, err := d.serveView(r.set, s.ID, kept)
+	if err != nil {
+		return lost, err
+	}
+	return lost, d.recordRevoked(ctx, s, kept, gone)
+}
+
+// recordRevoked stores kept as the pins of session s, whose view no longer
+// holds the skills gone, with a revoked event for each (s.Pins follows).
+func (d *Daemon) recordRevoked(ctx context.Context, s *skills.Session, kept []skills.Pin, gone []string) error {
+	if len(gone) == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	revoked := make([]Event, len(gone))
+	for i, slug := range gone {
+		revoked[i] = Event{Type: "revoked", Session: s.ID, Slug: slug, At: now}
+	}
+	err := d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPins(ctx, s.ID, kept, evs...) }, revoked...)
+	if err != nil {
+		return err
+	}
+	s.Pins = kept
+	for _, slug := range gone {
+		d.log.Info("skill revoked from session", "session", s.ID, "slug", slug)
+	}
+	return nil
 }
 
 func dedupe(in []string) []string {

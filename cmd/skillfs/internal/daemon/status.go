@@ -14,6 +14,7 @@ type Status struct {
 	Home      string       `json:"home"`
 	Mount     string       `json:"mount"`
 	Socket    string       `json:"socket"`
+	Host      string       `json:"host"` // this daemon's host id (see `skillfs hosts`)
 	Sessions  int          `json:"sessions"`
 	Binds     int          `json:"binds"`
 	Skills    int          `json:"skills"`
@@ -35,7 +36,7 @@ func (d *Daemon) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	binds, err := d.cat.DB().OpenBinds(ctx, nil)
+	binds, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func (d *Daemon) Status(ctx context.Context) (*Status, error) {
 	for _, b := range binds {
 		n += len(b)
 	}
-	st := &Status{Home: d.cat.Home(), Mount: d.mountRoot, Socket: filepath.Join(d.cat.Home(), SocketName),
+	st := &Status{Home: d.cat.Home(), Mount: d.mountRoot, Socket: filepath.Join(d.cat.Home(), SocketName), Host: d.host,
 		Sessions: d.fs.NumSessions(), Binds: n, Skills: rows.Skills, Versions: rows.Versions, Users: rows.Users,
 		Readiness: d.Ready(ctx)}
 	if d.lastErr != nil {
