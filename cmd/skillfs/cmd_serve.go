@@ -42,6 +42,8 @@ func (c *cli) serveCmd() *cobra.Command {
 	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
 	eventRetention := fs.Duration("event-retention", daemon.DefaultEventRetention, "keep events to resume from (Last-Event-ID) this long")
 	eventRetainCount := fs.Int64("event-retain-count", daemon.DefaultEventRetainCount, "and at most this many of the newest")
+	hostName := fs.String("host-name", "", "the `NAME` this host registers under among the hosts of its catalog (default the machine's host name)")
+	reconcileEvery := fs.Duration("reconcile-every", daemon.DefaultReconcileEvery, "look this often for catalog changes made elsewhere (another host, a command that did not tell the daemon) and apply them to the views served here")
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := loadConfig(cmd, *config); err != nil {
@@ -49,6 +51,9 @@ func (c *cli) serveCmd() *cobra.Command {
 		}
 		if *eventRetention <= 0 || *eventRetainCount <= 0 {
 			return fmt.Errorf("--event-retention and --event-retain-count must be positive: %w", errUsage)
+		}
+		if *reconcileEvery <= 0 {
+			return fmt.Errorf("--reconcile-every must be positive: %w", errUsage)
 		}
 		if err := preflight(); err != nil {
 			return err
@@ -132,6 +137,7 @@ func (c *cli) serveCmd() *cobra.Command {
 			Setup:          setup,
 			RequestTimeout: *reqTimeout,
 			EventRetention: *eventRetention, EventRetainCount: *eventRetainCount,
+			HostName: *hostName, ReconcileEvery: *reconcileEvery,
 		})
 	}
 	return cmd

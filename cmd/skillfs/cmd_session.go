@@ -18,7 +18,7 @@ func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
 		c.sessionCreate(), c.sessionSet(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
 		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
-		c.sessionMentions(), c.sessionRead())
+		c.sessionMentions(), c.sessionRead(), c.sessionMove())
 }
 
 func (c *cli) sessionCreate() *cobra.Command {
@@ -85,28 +85,33 @@ func (c *cli) sessionSet() *cobra.Command {
 }
 
 func (c *cli) sessionList() *cobra.Command {
-	cmd := leaf("list [--limit N] [--after ID]", "open sessions, oldest first", 0, 0)
+	cmd := leaf("list [--limit N] [--after ID] [--host ID]", "open sessions, oldest first, of every host", 0, 0)
 	limit := cmd.Flags().Int("limit", 0, "list at most `N` sessions (default: all)")
 	after := cmd.Flags().String("after", "", "list the sessions that come after session `ID`")
+	host := cmd.Flags().String("host", "", "list only the sessions the host `ID` serves (see `skillfs hosts`)")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if *limit < 0 {
 			return fmt.Errorf("--limit %d: want a positive number: %w", *limit, errUsage)
 		}
-		list, more, err := c.sessions(*after, *limit)
+		list, more, err := c.sessions(*host, *after, *limit)
 		if err != nil {
 			return err
 		}
 		if more {
-			fmt.Fprintf(c.stderr, "more sessions follow: skillfs session list --after %s --limit %d\n", list[len(list)-1].ID, *limit)
+			again := ""
+			if *host != "" {
+				again = " --host " + *host
+			}
+			fmt.Fprintf(c.stderr, "more sessions follow: skillfs session list --after %s --limit %d%s\n", list[len(list)-1].ID, *limit, again)
 		}
 		if c.json {
 			return c.printJSON(list)
 		}
 		rows := make([][]string, len(list))
 		for i, s := range list {
-			rows[i] = []string{s.ID, s.User, strings.Join(s.Readable, ","), bindList(s.Binds)}
+			rows[i] = []string{s.ID, s.User, short(s.Host), strings.Join(s.Readable, ","), bindList(s.Binds)}
 		}
-		c.table([]string{"ID", "USER", "READABLE", "MOUNTS"}, rows)
+		c.table([]string{"ID", "USER", "HOST", "READABLE", "MOUNTS"}, rows)
 		return nil
 	}
 	return cmd
@@ -138,8 +143,32 @@ func (c *cli) sessionShow(sub string) *cobra.Command {
 		if c.json {
 			return c.printJSON(info)
 		}
-		fmt.Fprintf(c.stdout, "session %s (user %s)\npath %s\nreadable: %s\nmounts: %s\n", info.ID, info.User,
-			info.Path, strings.Join(info.Readable, " "), bindList(info.Binds))
+		fmt.Fprintf(c.stdout, "session %s (user %s)\nhost %s\npath %s\nreadable: %s\nmounts: %s\n", info.ID, info.User,
+			info.Host, info.Path, strings.Join(info.Readable, " "), bindList(info.Binds))
+		return nil
+	}
+	return cmd
+}
+
+func (c *cli) sessionMove() *cobra.Command {
+	cmd := leaf("move ID [--force]", "take a session over from a host that is gone: this host serves it with its pinned versions and activations; its binds must be made again here", 1, 1)
+	force := cmd.Flags().Bool("force", false, "take it over even while the host serving it is alive (its heartbeat within the grace)")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		var m daemon.Moved
+		if err := c.call("POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/move", daemon.MoveRequest{Force: *force}, &m); err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(m)
+		}
+		fmt.Fprintf(c.stdout, "session %s moved from host %s to host %s\npath %s\nreadable: %s\n", m.ID, m.From, m.Host, m.Path,
+			strings.Join(m.Readable, " "))
+		for _, s := range m.Skipped {
+			fmt.Fprintf(c.stdout, "left out: %s (%s)\n", s.Slug, s.Reason)
+		}
+		if m.Note != "" {
+			fmt.Fprintf(c.stdout, "binds dropped: %s\nnote: %s\n", bindList(m.Dropped), m.Note)
+		}
 		return nil
 	}
 	return cmd
@@ -279,9 +308,9 @@ func bindList(bs []skills.Bind) string {
 }
 
 // sessions lists up to limit open sessions after session after (every one
-// when limit is 0), a page at a time, oldest first, and reports whether
-// more follow.
-func (c *cli) sessions(after string, limit int) ([]daemon.SessionInfo, bool, error) {
+// when limit is 0), of every host or of host, a page at a time, oldest
+// first, and reports whether more follow.
+func (c *cli) sessions(host, after string, limit int) ([]daemon.SessionInfo, bool, error) {
 	list := []daemon.SessionInfo{}
 	size := daemon.MaxSessionPage
 	if limit > 0 {
@@ -290,6 +319,9 @@ func (c *cli) sessions(after string, limit int) ([]daemon.SessionInfo, bool, err
 	q := url.Values{"limit": {strconv.Itoa(size)}}
 	if after != "" {
 		q.Set("after", after)
+	}
+	if host != "" {
+		q.Set("host", host)
 	}
 	for path := "/v1/sessions?" + q.Encode(); path != ""; {
 		var page []daemon.SessionInfo

@@ -35,9 +35,9 @@ func (c *cli) statusCmd() *cobra.Command {
 		if st.LastError != nil {
 			last = st.LastError.At.Format("2006-01-02 15:04:05Z") + " " + st.LastError.Message
 		}
-		fmt.Fprintf(c.stdout, "data directory  %s\nmount           %s\nsocket          %s\nready           %s\n"+
+		fmt.Fprintf(c.stdout, "data directory  %s\nmount           %s\nsocket          %s\nhost            %s\nready           %s\n"+
 			"sessions        %d open, %d binds\ncatalog         %d skills, %d versions, %d users\nlast error      %s\n",
-			st.Home, st.Mount, st.Socket, ready, st.Sessions, st.Binds, st.Skills, st.Versions, st.Users, last)
+			st.Home, st.Mount, st.Socket, st.Host, ready, st.Sessions, st.Binds, st.Skills, st.Versions, st.Users, last)
 		return nil
 	}
 	return cmd
