@@ -102,6 +102,9 @@ func requireCommand(t testing.TB, name string) string {
 type env struct {
 	t    testing.TB
 	home string
+	// index is the shared index the data directory is one host of ("":
+	// its own).
+	index string
 }
 
 func newEnv(t testing.TB) *env {
@@ -132,9 +135,17 @@ func (e *env) runEnv(vars []string, args ...string) result {
 	return e.runWith(nil, vars, args...)
 }
 
+// globals are the global flags every command of the env gets.
+func (e *env) globals() []string {
+	if e.index != "" {
+		return []string{"--home", e.home, "--index", e.index}
+	}
+	return []string{"--home", e.home}
+}
+
 func (e *env) runWith(stdin io.Reader, vars []string, args ...string) result {
 	e.t.Helper()
-	cmd := exec.Command(binary, append([]string{"--home", e.home}, args...)...)
+	cmd := exec.Command(binary, append(e.globals(), args...)...)
 	if vars != nil {
 		cmd.Env = append(os.Environ(), vars...)
 	}
@@ -186,7 +197,7 @@ type daemon struct {
 func (e *env) serve(extra ...string) *daemon {
 	e.t.Helper()
 	requireRoot(e.t)
-	args := append([]string{"--home", e.home, "serve"}, extra...)
+	args := append(append(e.globals(), "serve"), extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
