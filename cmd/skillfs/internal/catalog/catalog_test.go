@@ -1192,7 +1192,7 @@ func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
 		t.Helper()
 		n++
 		id := uid + strconv.Itoa(n)
-		if err := c.db.CreateSession(ctx, &skills.Session{ID: id, UID: uid, CreatedAt: time.Now()}); err != nil {
+		if err := c.db.CreateSession(ctx, &skills.Session{ID: id, UID: uid, CreatedAt: time.Now(), Host: c.HostID()}); err != nil {
 			t.Fatal(err)
 		}
 		return id

@@ -294,9 +294,10 @@ func (c *Catalog) keepASuperadmin(ctx context.Context, uid string) error {
 	return fmt.Errorf("%q is the last superadmin: %w", uid, skills.ErrPermission)
 }
 
-// CloseSessions closes the sessions with the given ids. Sessions live in the
-// daemon: it closes them there when it runs (unmounting their views and
-// binds); without one, closing them in the index is all there is to do.
+// CloseSessions closes the sessions with the given ids, which this host
+// serves. Sessions live in the daemon: it closes them there when it runs
+// (unmounting their views and binds); without one, closing them in the
+// index is all there is to do.
 type CloseSessions func(ctx context.Context, ids []string) error
 
 // deleteRounds bounds how often DeleteUser with force closes the sessions a
@@ -307,9 +308,11 @@ const deleteRounds = 3
 // Admins delete ordinary users, only a superadmin deletes admins and
 // superadmins, and the last superadmin stays. A user with open sessions is
 // refused (skills.ErrExists, with their number and the way on) unless force,
-// which closes them first with closeSessions (nil: in the index). Without
-// force nothing is closed; with force, a delete that fails after closing
-// sessions returns their ids with the error, and its message names them.
+// which closes them first: those this host serves with closeSessions (nil:
+// in the index), those another host serves in the index, which that host
+// follows (its daemon drops their views and binds). Without force nothing
+// is closed; with force, a delete that fails after closing sessions returns
+// their ids with the error, and its message names them.
 //
 // The sessions are listed and closed outside the transaction that deletes
 // the user, and a session may be created meanwhile; that transaction
@@ -358,7 +361,14 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, cl
 			return closed, fmt.Errorf("%w (sessions closed before it failed: %s)", err, strings.Join(closed, ", "))
 		}
 		if len(open) > 0 {
-			if err := closeSessions(ctx, open); err != nil {
+			here, elsewhere, err := c.byHost(ctx, open)
+			if err == nil {
+				err = closeSessions(ctx, here)
+			}
+			if err == nil {
+				err = c.closeInIndex(ctx, elsewhere)
+			}
+			if err != nil {
 				return failed(fmt.Errorf("delete user %q: close their sessions: %w", uid, err))
 			}
 			closed = append(closed, open...)
@@ -381,15 +391,33 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, cl
 	}
 }
 
-// closeInIndex closes sessions in the index alone, for when no daemon serves
-// them.
+// closeInIndex closes sessions in the index alone, each with its closed
+// event, for when no daemon of this host serves them: without one, or
+// served by another host (whose daemon follows the index).
 func (c *Catalog) closeInIndex(ctx context.Context, ids []string) error {
 	for _, id := range ids {
-		if err := c.db.CloseSession(ctx, id); err != nil {
+		if err := c.db.CloseSession(ctx, id, &skills.Event{Type: "closed", Session: id, At: c.now().UTC()}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// byHost splits session ids into those this host serves and those other
+// hosts do.
+func (c *Catalog) byHost(ctx context.Context, ids []string) (here, elsewhere []string, err error) {
+	for _, id := range ids {
+		s, err := c.db.Session(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if s.Host == c.host {
+			here = append(here, id)
+		} else {
+			elsewhere = append(elsewhere, id)
+		}
+	}
+	return here, elsewhere, nil
 }
 
 // Users lists users.

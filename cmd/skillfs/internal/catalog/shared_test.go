@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"skillfs/skills"
 )
@@ -74,5 +76,52 @@ func TestOwnIndexIsAHost(t *testing.T) {
 	defer again.Close()
 	if again.HostID() != id {
 		t.Fatalf("host id changed across a reopen: %q, then %q", id, again.HostID())
+	}
+}
+
+// A user deleted with --force on one host: the closer (the daemon) gets
+// the sessions this host serves; those another host serves are closed in
+// the index with their closed event, for that host to follow.
+func TestDeleteUserClosesOtherHostsSessionsInTheIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "fleet.db")
+	var hosts []*Catalog
+	for _, name := range []string{"a", "b"} {
+		c, err := Open(ctx, filepath.Join(dir, name), Options{Index: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		hosts = append(hosts, c)
+	}
+	a, b := hosts[0], hosts[1]
+	if err := a.DB().PutUser(ctx, skills.User{UID: "ann", Role: skills.RoleUser}); err != nil {
+		t.Fatal(err)
+	}
+	for id, host := range map[string]string{"on-a": a.HostID(), "on-b": b.HostID()} {
+		if err := a.DB().CreateSession(ctx, &skills.Session{ID: id, UID: "ann", CreatedAt: time.Now(), Host: host}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var given []string
+	closed, err := a.DeleteUser(ctx, "", "ann", true, func(ctx context.Context, ids []string) error {
+		given = append(given, ids...)
+		return a.closeInIndex(ctx, ids)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(closed)
+	if !slices.Equal(given, []string{"on-a"}) || !slices.Equal(closed, []string{"on-a", "on-b"}) {
+		t.Fatalf("the closer got %v, %v closed; want on-a given, both closed", given, closed)
+	}
+	s, err := b.DB().Session(ctx, "on-b")
+	if err != nil || s.ClosedAt.IsZero() {
+		t.Fatalf("b's session after the delete: %+v, %v", s, err)
+	}
+	page, err := b.DB().Events(ctx, "on-b", 0, 10)
+	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "closed" {
+		t.Fatalf("events of b's session: %+v, %v; want its close", page, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/policy"
@@ -331,13 +330,12 @@ type UserDeleted struct {
 }
 
 // DeleteUser deletes a user as the catalog does, closing their open sessions
-// when force is set: here (views and binds gone) those this host serves,
-// and in the index those other hosts serve, whose views and binds go as
-// those hosts follow the change (see follow).
+// when force is set: here (views and binds gone) those this host serves;
+// those other hosts serve go as those hosts follow the change (see follow).
 func (d *Daemon) DeleteUser(ctx context.Context, as, uid string, force bool) (*UserDeleted, error) {
 	closed, err := d.cat.DeleteUser(ctx, as, uid, force, func(ctx context.Context, ids []string) error {
 		for _, id := range ids {
-			if err := d.closeAnywhere(ctx, id); err != nil {
+			if err := d.Close(ctx, id); err != nil {
 				return err
 			}
 		}
@@ -350,19 +348,4 @@ func (d *Daemon) DeleteUser(ctx context.Context, as, uid string, force bool) (*U
 		closed = []string{}
 	}
 	return &UserDeleted{Deleted: uid, Closed: closed}, nil
-}
-
-// closeAnywhere closes open session id: as Close does when this host
-// serves it, else in the index alone, with its closed event; the host that
-// serves it then drops its view and binds.
-func (d *Daemon) closeAnywhere(ctx context.Context, id string) error {
-	s, err := d.Session(ctx, id)
-	if err != nil {
-		return err
-	}
-	if s.Host == d.host {
-		return d.Close(ctx, id)
-	}
-	return d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().CloseSession(ctx, id, evs...) },
-		Event{Type: "closed", Session: id, At: time.Now().UTC()})
 }
