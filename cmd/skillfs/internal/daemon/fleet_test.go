@@ -409,3 +409,59 @@ func isMountPoint(dir string) (bool, error) {
 	}
 	return false, nil
 }
+
+// TestFollowWakesAndLooks: a host follows changes made elsewhere when the
+// index wakes it (with the periodic look an hour away), and by its
+// periodic look alone when nothing wakes it.
+func TestFollowWakesAndLooks(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFleet(t)
+	install(t, a, "name: woken\ndescription: revoked, then the host is woken", skills.ScopeGlobal)
+	install(t, a, "name: looked\ndescription: revoked, then the host looks by itself", skills.ScopeGlobal)
+	share(t, a, b)
+	info, err := b.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"woken", "looked"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disable := func(slug string) {
+		t.Helper()
+		if _, err := a.cat.SetEnabled(ctx, "", slug, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// until waits for b to serve want, failing after a minute (a guard
+	// against a hang, not a measure).
+	until := func(want []string) {
+		t.Helper()
+		for start := time.Now(); !slices.Equal(served(t, b, info.ID), want); time.Sleep(5 * time.Millisecond) {
+			if time.Since(start) > time.Minute {
+				t.Fatalf("b serves %v, want %v", served(t, b, info.ID), want)
+			}
+		}
+	}
+
+	wake := make(chan struct{}, 1)
+	woken, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); b.follow(woken, time.Hour, wake) }()
+	disable("woken")
+	wake <- struct{}{}
+	until([]string{"looked"})
+	close(wake) // a closed wake no longer fires: the look waits for its hour
+	stop()
+	<-done
+
+	if evs := eventTypes(t, b, info.ID); !slices.Equal(evs, []string{"revoked woken"}) {
+		t.Fatalf("events after the wake: %v", evs)
+	}
+	looking, stop := context.WithCancel(ctx)
+	done = make(chan struct{})
+	go func() { defer close(done); b.follow(looking, 10*time.Millisecond, nil) }()
+	disable("looked")
+	until([]string{})
+	stop()
+	<-done
+	if evs := eventTypes(t, b, info.ID); !slices.Equal(evs, []string{"revoked woken", "revoked looked"}) {
+		t.Fatalf("events: %v", evs)
+	}
+}

@@ -40,10 +40,8 @@ func (d *Daemon) follow(ctx context.Context, every time.Duration, wake <-chan st
 // (their change mark) mean a reevaluation of every session served here, as
 // after a local change; fewer sessions of this host in the index than the
 // mount serves mean some were closed or moved elsewhere (settle). Nothing
-// changed costs two small queries.
+// changed costs two small queries, made without holding up session changes.
 func (d *Daemon) catchUp(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	m, err := d.cat.DB().Marks(ctx, d.host)
 	if err != nil {
 		return err
@@ -52,9 +50,21 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Views change before the index records it: once begun, a change is
+	// recorded even when the daemon is stopping meanwhile.
+	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	if m.Served != d.fs.NumSessions() {
-		errs = append(errs, d.settle(ctx))
+		// A session made or closed here since the look counts too: look
+		// again now that none can be.
+		if m, err = d.cat.DB().Marks(ctx, d.host); err != nil {
+			return err
+		}
+		if m.Served != d.fs.NumSessions() {
+			errs = append(errs, d.settle(ctx))
+		}
 	}
 	if f := d.followed; f == nil || f.set != set || f.mark != m.Users {
 		_, err := d.reevaluate(ctx, false)
