@@ -200,7 +200,8 @@ func TestFleetOfTwoHosts(t *testing.T) {
 
 // TestFleetForcedMove: with both hosts running, a forced move takes the
 // session over at once; the host that served it drops its view and its
-// binds of it within a few seconds.
+// binds of it within a few seconds, and its event stream of the session
+// tells the move.
 func TestFleetForcedMove(t *testing.T) {
 	shared := filepath.Join(t.TempDir(), "fleet.db")
 	a, b := newFleetEnv(t, shared), newFleetEnv(t, shared)
@@ -214,12 +215,17 @@ func TestFleetForcedMove(t *testing.T) {
 	if entries, err := os.ReadDir(target); err != nil || len(entries) == 0 {
 		t.Fatalf("the bind shows %d entries (%v)", len(entries), err)
 	}
+	st := openStream(t, newAPIClient(a.home), "/v1/sessions/"+s.ID+"/events", "")
 	var moved hostSession
 	b.okJSON(&moved, "session", "move", s.ID, "--force")
 	if len(moved.Dropped) != 1 || moved.Dropped[0].Target != target || !strings.Contains(moved.Note, "bind the session again") {
 		t.Fatalf("moved: %+v, want the bind at %s dropped with a note", moved, target)
 	}
 	waitFor(t, "alpha drops the moved view", 10*time.Second, func() bool { return gone(s.Path) })
+	// A loader following the session on alpha hears of the move.
+	if e, ok := st.next(t); !ok || e.describe() != "moved" {
+		t.Fatalf("alpha's stream of the session: %q (%v), want moved", e.describe(), ok)
+	}
 	waitFor(t, "alpha unmounts its bind", 10*time.Second, func() bool { return len(mountedUnder(t, target)) == 0 })
 	if entries, err := os.ReadDir(filepath.Join(moved.Path)); err != nil || len(entries) == 0 {
 		t.Fatalf("beta serves %d entries (%v)", len(entries), err)

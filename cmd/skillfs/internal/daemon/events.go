@@ -165,6 +165,19 @@ func (h *hub) publish(e Event) {
 	}
 }
 
+// nudge has every stream catch up from the log, for events another host
+// recorded (the close or move of a session this host served).
+func (h *hub) nudge() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		select {
+		case s.lagged <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // closeAll ends every stream (shutdown).
 func (h *hub) closeAll() {
 	h.mu.Lock()

@@ -113,6 +113,9 @@ func (d *Daemon) settle(ctx context.Context) error {
 		d.rec.forget(id)
 		d.log.Info("session closed or moved elsewhere: no longer served here", "session", id)
 	}
+	if len(served) > 0 {
+		d.events.nudge() // their streams get the close or move from the log
+	}
 	return errors.Join(append(errs, d.dropStale(ctx))...)
 }
 
