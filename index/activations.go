@@ -20,13 +20,15 @@ type OpenDelta struct {
 // upsertActivation adds ?4 opens at time ?3 to (session ?1, slug ?2). A new
 // row takes the next seq of its session, so seq orders a session's
 // activations by first activation. Rows are only made for sessions that
-// exist.
+// exist. The casts type the parameters for PostgreSQL, which does not take
+// them from the columns of an INSERT … SELECT.
 const upsertActivation = `INSERT INTO activations (session, slug, first_at, last_at, opens, seq)
-	SELECT ?1, ?2, ?3, ?3, ?4, COALESCE((SELECT MAX(seq) FROM activations WHERE session = ?1), 0) + 1
+	SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS BIGINT), CAST(?3 AS BIGINT), CAST(?4 AS BIGINT),
+		COALESCE((SELECT MAX(seq) FROM activations WHERE session = ?1), 0) + 1
 	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
 	ON CONFLICT (session, slug) DO UPDATE SET
-		opens = opens + excluded.opens,
-		last_at = MAX(last_at, excluded.last_at)`
+		opens = activations.opens + excluded.opens,
+		last_at = CASE WHEN excluded.last_at > activations.last_at THEN excluded.last_at ELSE activations.last_at END`
 
 // activationTime encodes the time of an open, which must be set.
 func activationTime(at time.Time) (int64, error) {
@@ -58,7 +60,7 @@ func (db *DB) RecordActivation(ctx context.Context, session, slug string, at tim
 	if err != nil {
 		return false, wrap(err)
 	}
-	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *txn) error {
 		switch closed, err := sessionClosed(ctx, tx, session); {
 		case err != nil:
 			return err
@@ -95,7 +97,7 @@ func (db *DB) AddOpens(ctx context.Context, deltas []OpenDelta) error {
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error { return addOpens(ctx, tx, rows) })
+	err = db.write(ctx, func(tx *txn) error { return addOpens(ctx, tx, rows) })
 	if err != nil {
 		return fmt.Errorf("add opens: %w", err)
 	}
@@ -114,7 +116,7 @@ func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (ap
 	if err != nil {
 		return false, err
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO applied_spills (id, applied_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
 			id, db.now().UnixNano())
 		if err != nil {
@@ -158,7 +160,7 @@ func checkDeltas(deltas []OpenDelta) ([]deltaRow, error) {
 }
 
 // addOpens writes checked deltas inside a write transaction.
-func addOpens(ctx context.Context, tx *sql.Tx, rows []deltaRow) error {
+func addOpens(ctx context.Context, tx *txn, rows []deltaRow) error {
 	stmt, err := tx.PrepareContext(ctx, upsertActivation)
 	if err != nil {
 		return err
@@ -176,7 +178,7 @@ func addOpens(ctx context.Context, tx *sql.Tx, rows []deltaRow) error {
 // activation; an unknown session is skills.ErrNotFound.
 func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activation, error) {
 	list := []skills.Activation{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		if _, err := sessionClosed(ctx, tx, session); err != nil {
 			return err
 		}

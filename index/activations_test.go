@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,8 +21,10 @@ func createSessions(t testing.TB, db *DB, ids ...string) {
 	}
 }
 
-func TestRecordActivation(t *testing.T) {
-	db := openTest(t)
+func TestRecordActivation(t *testing.T) { forEachBackend(t, testRecordActivation) }
+
+func testRecordActivation(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	steps := []struct {
@@ -92,8 +93,10 @@ func TestRecordActivation(t *testing.T) {
 // TestRecordActivationConcurrent counts opens of one skill from many
 // goroutines over two handles: the count is exact and exactly one call saw
 // the first activation.
-func TestRecordActivationConcurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+func TestRecordActivationConcurrent(t *testing.T) { forEachBackend(t, testRecordActivationConcurrent) }
+
+func testRecordActivationConcurrent(t *testing.T, b backend) {
+	path := b.target(t)
 	dbs := []*DB{openAt(t, path), openAt(t, path)}
 	ctx := context.Background()
 	createSessions(t, dbs[0], "s1")
@@ -147,8 +150,10 @@ func TestRecordActivationConcurrent(t *testing.T) {
 	t.Logf("%d durable activations in %v (%v each)", goroutines*calls, elapsed, elapsed/time.Duration(goroutines*calls))
 }
 
-func TestAddOpens(t *testing.T) {
-	db := openTest(t)
+func TestAddOpens(t *testing.T) { forEachBackend(t, testAddOpens) }
+
+func testAddOpens(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	if _, err := db.RecordActivation(ctx, "s1", "pdf", t0); err != nil {
@@ -209,8 +214,10 @@ func TestAddOpens(t *testing.T) {
 
 // TestAddOpensLargeBatch flushes many keys at once and checks every count
 // and the order of first activation.
-func TestAddOpensLargeBatch(t *testing.T) {
-	db := openTest(t)
+func TestAddOpensLargeBatch(t *testing.T) { forEachBackend(t, testAddOpensLargeBatch) }
+
+func testAddOpensLargeBatch(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1")
 	const keys, rounds = 300, 3
@@ -240,8 +247,10 @@ func TestAddOpensLargeBatch(t *testing.T) {
 // BenchmarkRecordActivation is the durability cost of a first activation:
 // one synchronous commit (compare the first read of a SKILL.md through the
 // mount, TestActivationLatency in the integration suite).
-func BenchmarkRecordActivation(b *testing.B) {
-	db := openTest(b)
+func BenchmarkRecordActivation(b *testing.B) { benchEachBackend(b, benchRecordActivation) }
+
+func benchRecordActivation(b *testing.B, be backend) {
+	db := be.open(b)
 	ctx := context.Background()
 	createSessions(b, db, "s")
 	for i := 0; b.Loop(); i++ {
@@ -254,7 +263,11 @@ func BenchmarkRecordActivation(b *testing.B) {
 // An open that races its session's close records nothing: no activation,
 // and no event after the closed one.
 func TestRecordActivationOfAClosedSession(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testRecordActivationOfAClosedSession)
+}
+
+func testRecordActivationOfAClosedSession(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1")
 	if err := db.CloseSession(ctx, "s1", &skills.Event{Type: "closed", Session: "s1", At: t0}); err != nil {

@@ -76,7 +76,7 @@ func decodePins(stored string) ([]skills.Pin, error) {
 
 // sessionClosed reports whether session id is closed; an unknown id is
 // skills.ErrNotFound.
-func sessionClosed(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
+func sessionClosed(ctx context.Context, tx *txn, id string) (bool, error) {
 	var closed bool
 	err := tx.QueryRowContext(ctx, "SELECT closed_at IS NOT NULL FROM sessions WHERE id = ?", id).Scan(&closed)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -114,7 +114,7 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if err != nil {
 		return wrap(err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		var user int
 		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users WHERE uid = ?", s.UID).Scan(&user)
 		if err != nil {
@@ -176,7 +176,7 @@ func scanSession(sc scanner) (*skills.Session, error) {
 // error wrapping skills.ErrNotFound.
 func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
 	var s *skills.Session
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		s, err = scanSession(tx.QueryRowContext(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE id = ?", id))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -203,7 +203,7 @@ func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
 // depend on it. One that names no session is skills.ErrInvalid.
 func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]*skills.Session, error) {
 	list := []*skills.Session{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		where, args := "", []any{}
 		if after != "" {
 			var created sql.NullInt64
@@ -222,8 +222,12 @@ func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]
 			}
 		}
 		var err error
-		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL"+where+
-			" ORDER BY created_at, id LIMIT ?", append(args, limit)...)
+		order := " ORDER BY created_at NULLS FIRST, id"
+		if limit >= 0 {
+			order += " LIMIT ?"
+			args = append(args, limit)
+		}
+		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL"+where+order, args...)
 		return err
 	})
 	if err != nil {
@@ -236,12 +240,12 @@ func (db *DB) OpenSessionsPage(ctx context.Context, after string, limit int) ([]
 // first (the order of OpenSessions).
 func (db *DB) OpenSessionIDs(ctx context.Context, uid string) ([]string, error) {
 	var ids []string
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		ids, err = queryAll(ctx, tx, func(sc scanner) (string, error) {
 			var id string
 			return id, sc.Scan(&id)
-		}, "SELECT id FROM sessions WHERE closed_at IS NULL AND uid = ? ORDER BY created_at, id", uid)
+		}, "SELECT id FROM sessions WHERE closed_at IS NULL AND uid = ? ORDER BY created_at NULLS FIRST, id", uid)
 		return err
 	})
 	if err != nil {
@@ -250,7 +254,7 @@ func (db *DB) OpenSessionIDs(ctx context.Context, uid string) ([]string, error) 
 	return ids, nil
 }
 
-// jsonIDs encodes ids as a JSON array, for json_each: one parameter
+// jsonIDs encodes ids as a JSON array, for dialect.textList: one parameter
 // whatever their number.
 func jsonIDs(ids []string) string {
 	b, _ := json.Marshal(ids) // strings always encode
@@ -299,7 +303,7 @@ func (db *DB) updateSession(ctx context.Context, id string, pins []skills.Pin, s
 	if err != nil {
 		return err
 	}
-	return db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	return db.writeEvents(ctx, evs, func(tx *txn) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
@@ -323,7 +327,7 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	if err != nil {
 		return fmt.Errorf("close session %q: %w", id, err)
 	}
-	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *txn) error {
 		closed, err := sessionClosed(ctx, tx, id)
 		if err != nil {
 			return err
@@ -348,7 +352,7 @@ func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
 	if b.Target == "" || b.PID < 0 {
 		return fmt.Errorf("add bind of session %q: empty target or negative pid: %w", id, skills.ErrInvalid)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
@@ -367,7 +371,7 @@ func (db *DB) AddBind(ctx context.Context, id string, b skills.Bind) error {
 // RemoveBind forgets a bind of session id (matched by target and pid); one
 // not recorded is skills.ErrNotFound.
 func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?", id, b.Target, b.PID)
 	})
 	if err != nil {
@@ -380,7 +384,7 @@ func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
 // session is skills.ErrNotFound.
 func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 	var binds []skills.Bind
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		if _, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		}
@@ -400,12 +404,12 @@ func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 // open sessions among ids. Sessions without binds are left out.
 func (db *DB) OpenBinds(ctx context.Context, ids []string) (map[string][]skills.Bind, error) {
 	out := map[string][]skills.Bind{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		query := `SELECT b.session, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session
 			WHERE s.closed_at IS NULL`
 		var args []any
 		if ids != nil {
-			query += " AND b.session IN (SELECT value FROM json_each(?))"
+			query += " AND b.session IN (SELECT value FROM " + db.d.textList + ")"
 			args = append(args, jsonIDs(ids))
 		}
 		rows, err := tx.QueryContext(ctx, query+" ORDER BY b.session, b.pid, b.target", args...)
