@@ -36,6 +36,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mattn/go-sqlite3"
 
@@ -244,7 +245,7 @@ func (db *DB) write(ctx context.Context, fn func(tx *txn) error) error {
 // writeTx runs fn in one write transaction on the writer pool p of a
 // backend of dialect d, and commits it if fn returns nil.
 func writeTx(ctx context.Context, p *sql.DB, d *dialect, fn func(tx *txn) error) error {
-	tx, err := p.BeginTx(ctx, nil)
+	tx, err := begin(ctx, p, nil)
 	if err != nil {
 		return fmt.Errorf("begin write: %w", classify(err))
 	}
@@ -264,10 +265,25 @@ func writeTx(ctx context.Context, p *sql.DB, d *dialect, fn func(tx *txn) error)
 	return nil
 }
 
+// begin begins a transaction on p. A PostgreSQL connection that the server
+// closed while it sat in the pool (the server restarted) fails the first
+// statement sent on it, and only that: the transaction is begun again, on
+// another connection, as long as it is such a connection that failed.
+// Failing to make a new connection is not retried.
+func begin(ctx context.Context, p *sql.DB, opts *sql.TxOptions) (*sql.Tx, error) {
+	for tries := p.Stats().MaxOpenConnections; ; tries-- {
+		tx, err := p.BeginTx(ctx, opts)
+		var ce *pgconn.ConnectError
+		if err == nil || tries <= 0 || ctx.Err() != nil || !unreachable(err) || errors.As(err, &ce) {
+			return tx, err
+		}
+	}
+}
+
 // read runs fn in one read transaction, so everything fn reads comes from
 // the same snapshot.
 func (db *DB) read(ctx context.Context, fn func(tx *txn) error) error {
-	tx, err := db.r.BeginTx(ctx, db.d.readTx)
+	tx, err := begin(ctx, db.r, db.d.readTx)
 	if err != nil {
 		return fmt.Errorf("begin read: %w", classify(err))
 	}

@@ -42,20 +42,29 @@ func tables(t testing.TB, p *sql.DB, d *dialect) []string {
 	if d.pg {
 		query = `SELECT table_name COLLATE "C" FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`
 	}
-	rows, err := p.Query(query)
+	return names(t, p, query)
+}
+
+// names runs a query of one text column on p and returns its values.
+func names(t testing.TB, p *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := p.Query(query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var names []string
+	var out []string
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, n)
+		out = append(out, n)
 	}
-	return names
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestParseMigrationName(t *testing.T) {

@@ -238,20 +238,9 @@ func TestChangeTriggersExist(t *testing.T) { forEachBackend(t, testChangeTrigger
 
 func testChangeTriggersExist(t *testing.T, b backend) {
 	db := b.open(t)
-	var names []string
 	query := "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'skills' ORDER BY name"
 	if db.d.pg {
 		query = `SELECT tgname COLLATE "C" FROM pg_trigger WHERE tgrelid = 'skills'::regclass AND NOT tgisinternal ORDER BY 1`
 	}
-	rows, err := db.r.Query(query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var n string
-		rows.Scan(&n)
-		names = append(names, n)
-	}
-	mustEqual(t, "triggers on skills", names, []string{"skills_changed_delete", "skills_changed_insert", "skills_changed_update"})
+	mustEqual(t, "triggers on skills", names(t, db.r, query), []string{"skills_changed_delete", "skills_changed_insert", "skills_changed_update"})
 }

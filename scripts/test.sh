@@ -11,6 +11,9 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v unzip >/dev/null || need+=(unzip)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+# The index tests run on PostgreSQL too: a throwaway server of the newest
+# version installed (internal/pgtest), which under CI=true they require.
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || command -v postgres >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing ${need[*]}"
