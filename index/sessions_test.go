@@ -504,3 +504,26 @@ func testDeleteUserAndCreateSessionExcludeEachOther(t *testing.T, b backend) {
 		t.Fatalf("the closed session of a deleted user: %v", err)
 	}
 }
+
+// BenchmarkSession reads a session that pins 100 skills, as a daemon does
+// to serve or re-create its view.
+func BenchmarkSession(b *testing.B) { benchEachBackend(b, benchSession) }
+
+func benchSession(b *testing.B, be backend) {
+	db := be.open(b)
+	ctx := context.Background()
+	s := testSession("s1", t0)
+	s.Pins = nil
+	for i := range 100 {
+		s.Pins = append(s.Pins, skills.Pin{Slug: fmt.Sprintf("skill-%03d", i), Version: strings.Repeat("ab", 32)})
+	}
+	if err := db.CreateSession(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		got, err := db.Session(ctx, "s1")
+		if err != nil || len(got.Pins) != 100 {
+			b.Fatalf("%+v, %v", got, err)
+		}
+	}
+}

@@ -521,3 +521,18 @@ func testResolveVersion(t *testing.T, b backend) {
 		}
 	}
 }
+
+// BenchmarkUpdateSkill is a catalog write: read the row, change it, write
+// it back, in one transaction that waits its turn among the writers.
+func BenchmarkUpdateSkill(b *testing.B) { benchEachBackend(b, benchUpdateSkill) }
+
+func benchUpdateSkill(b *testing.B, be backend) {
+	db := be.open(b)
+	ctx := context.Background()
+	insertSkill(b, db, "pdf", "h1")
+	for b.Loop() {
+		if _, err := db.UpdateSkill(ctx, "pdf", func(s *skills.Skill) error { s.Enabled = !s.Enabled; return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

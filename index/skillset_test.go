@@ -244,3 +244,22 @@ func testChangeTriggersExist(t *testing.T, b backend) {
 	}
 	mustEqual(t, "triggers on skills", names(t, db.r, query), []string{"skills_changed_delete", "skills_changed_insert", "skills_changed_update"})
 }
+
+// BenchmarkSkillSet is what a request pays for the catalog when nothing
+// changed since the last one: one small query of the change log, in a
+// catalog of 1,000 skills.
+func BenchmarkSkillSet(b *testing.B) { benchEachBackend(b, benchSkillSet) }
+
+func benchSkillSet(b *testing.B, be backend) {
+	db := be.open(b)
+	ctx := context.Background()
+	for i := range 1000 {
+		insertSkill(b, db, fmt.Sprintf("skill-%04d", i), "h1")
+	}
+	for b.Loop() {
+		set, err := db.SkillSet(ctx)
+		if err != nil || set.Len() != 1000 {
+			b.Fatalf("%d skills, %v", set.Len(), err)
+		}
+	}
+}
