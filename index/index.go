@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -57,6 +58,17 @@ const readerParams = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_que
 // URL sets no connect_timeout: an unreachable server fails a call in
 // seconds, with skills.ErrUnavailable, rather than hanging it.
 const connectTimeout = 5 * time.Second
+
+// writerSettings are the PostgreSQL settings of the writer connection,
+// unless the URL sets them. A write waits for its turn as long as a SQLite
+// writer waits for the file's lock (busyTimeout), then fails; and the
+// server ends a write transaction left idle for a minute, such as one of a
+// host that vanished mid-write, so that it does not hold every host's
+// write lock until the server notices the connection is dead.
+var writerSettings = map[string]string{
+	"lock_timeout":                        strconv.FormatInt(busyTimeout.Milliseconds(), 10),
+	"idle_in_transaction_session_timeout": "60s",
+}
 
 // DB is an open index. It is safe for concurrent use, and several DBs (in
 // one process or several) may share a file or a database.
@@ -133,11 +145,11 @@ func openPostgres(ctx context.Context, target string) (*DB, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // the url.Error itself quotes the URL, password and all
 		}
-		return nil, fmt.Errorf("open index %s: not a URL (%v): %w", shown, redact(err, secret), skills.ErrInvalid)
+		return nil, fmt.Errorf("open index %q: not a URL (%v): %w", shown, redact(err, secret), skills.ErrInvalid)
 	}
 	cfg, err := pgx.ParseConfig(target)
 	if err != nil {
-		return nil, fmt.Errorf("open index %s: %w: %w", shown, skills.ErrInvalid, redact(err, secret))
+		return nil, fmt.Errorf("open index %q: %w: %w", shown, skills.ErrInvalid, redact(err, secret))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
@@ -146,7 +158,13 @@ func openPostgres(ctx context.Context, target string) (*DB, error) {
 		cfg.RuntimeParams["application_name"] = "skillfs"
 	}
 	db := &DB{path: shown, d: postgresDialect, now: time.Now, pg: cfg, closed: make(chan struct{})}
-	db.w = stdlib.OpenDB(*cfg)
+	wcfg := cfg.Copy()
+	for name, value := range writerSettings {
+		if _, ok := wcfg.RuntimeParams[name]; !ok {
+			wcfg.RuntimeParams[name] = value
+		}
+	}
+	db.w = stdlib.OpenDB(*wcfg)
 	db.w.SetMaxOpenConns(1)
 	db.w.SetMaxIdleConns(1)
 	// Readers cannot write, as SQLite's are query-only.
@@ -160,7 +178,7 @@ func openPostgres(ctx context.Context, target string) (*DB, error) {
 	fail := func(what string, err error) (*DB, error) {
 		db.r.Close()
 		db.w.Close()
-		return nil, fmt.Errorf("open index %s: %s: %w", shown, what, redact(classify(err), secret))
+		return nil, fmt.Errorf("open index %q: %s: %w", shown, what, redact(classify(err), secret))
 	}
 	if err := db.w.PingContext(ctx); err != nil {
 		return fail("connect", err)

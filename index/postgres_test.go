@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -265,7 +266,7 @@ func testEventIDsFollowCommits(t *testing.T, b backend) {
 	target := b.target(t)
 	writers := []*DB{openAt(t, target), openAt(t, target)}
 	reader := openAt(t, target)
-	const each = 150
+	const each = 100
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*len(writers))
 	for w, db := range writers {
@@ -424,4 +425,42 @@ func TestSchemasMatch(t *testing.T) {
 	mustEqual(t, "indexes", pgIdx, liteIdx)
 	mustEqual(t, "tables of SQLite", tables(t, lite.r, lite.d), schemaTables)
 	mustEqual(t, "tables of PostgreSQL", tables(t, pg.r, pg.d), schemaTables)
+}
+
+// A write waits for its turn for as long as lock_timeout says (by default
+// as long as a SQLite writer waits for the file), then fails without
+// changing anything; it is a busy index, not an unreachable one.
+func TestPostgresWriteWaitsForItsTurn(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Database(t)
+	db := openBare(t, dsn)
+	var waits string
+	if err := db.w.QueryRow("SHOW lock_timeout").Scan(&waits); err != nil || waits != "10s" {
+		t.Fatalf("writer lock_timeout = %q, %v; want 10s", waits, err)
+	}
+	impatient := openBare(t, dsn+"&lock_timeout=200ms")
+	// Another host in the middle of a write.
+	other, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(postgresDialect.lockWrite); err != nil {
+		t.Fatal(err)
+	}
+	err = impatient.AddTool(ctx, "git")
+	if err == nil || errors.Is(err, skills.ErrUnavailable) || !strings.Contains(err.Error(), "lock timeout") {
+		t.Fatalf("a write while another holds the turn = %v, want a lock timeout", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := impatient.AddTool(ctx, "git"); err != nil {
+		t.Fatalf("a write after the other's: %v", err)
+	}
 }

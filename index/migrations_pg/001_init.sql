@@ -82,7 +82,9 @@ CREATE TABLE sessions (
     pins       TEXT    NOT NULL DEFAULT '[]'
 );
 
-CREATE INDEX sessions_open ON sessions (created_at, id) WHERE closed_at IS NULL;
+-- In the order sessions are listed: NULL (no creation time) first, as
+-- SQLite sorts it.
+CREATE INDEX sessions_open ON sessions (created_at NULLS FIRST, id) WHERE closed_at IS NULL;
 
 -- Binds may live in another process's mount namespace (a sandbox): the
 -- process and the namespace's identity are recorded next to the target.

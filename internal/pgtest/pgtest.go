@@ -4,7 +4,10 @@
 // Each caller of Database gets a fresh, empty database of its own.
 //
 // A test binary that uses it calls Main from its TestMain, so the server
-// stops when the tests are done. The server is the postgres program of the
+// stops and its directory goes when the tests are done (without Main the
+// server still dies with the test binary, but its directory stays). Tests
+// that use Server's Stop and Start, to test an outage, must not run in
+// parallel with other tests of the binary that use the server. The server is the postgres program of the
 // newest PostgreSQL installed (Debian: /usr/lib/postgresql/N/bin); when
 // there is none, or it cannot start, tests that need it are skipped, or fail
 // when CI=true, since CI must run them.
