@@ -270,15 +270,19 @@ func isUniqueViolation(err error) bool {
 // classify marks the errors callers act on: SQLite's "this is not a
 // database" and "the database is corrupt" as skills.ErrDamaged, so callers
 // can say how to repair it; a PostgreSQL server that cannot be reached, or
-// went away, as skills.ErrUnavailable.
+// went away, as skills.ErrUnavailable; text PostgreSQL cannot store (a NUL
+// byte, invalid UTF-8), which SQLite takes, as skills.ErrInvalid.
 func classify(err error) error {
+	var pe *pgconn.PgError
 	switch {
-	case err == nil || errors.Is(err, skills.ErrDamaged) || errors.Is(err, skills.ErrUnavailable):
+	case err == nil || errors.Is(err, skills.ErrDamaged) || errors.Is(err, skills.ErrUnavailable) || errors.Is(err, skills.ErrInvalid):
 		return err
 	case corrupt(err):
 		return fmt.Errorf("%w: %w", skills.ErrDamaged, err)
 	case unreachable(err):
 		return fmt.Errorf("%w: %w", skills.ErrUnavailable, err)
+	case errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05"):
+		return fmt.Errorf("text the index cannot store: %w: %w", skills.ErrInvalid, err)
 	}
 	return err
 }

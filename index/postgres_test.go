@@ -464,3 +464,18 @@ func TestPostgresWriteWaitsForItsTurn(t *testing.T) {
 		t.Fatalf("a write after the other's: %v", err)
 	}
 }
+
+// Text PostgreSQL cannot store, which SQLite takes, is refused as invalid
+// and changes nothing.
+func TestPostgresRefusesTextItCannotStore(t *testing.T) {
+	ctx := context.Background()
+	db := postgresBackend.open(t)
+	for name, text := range map[string]string{"NUL": "a\x00b", "invalid UTF-8": "a\xffb"} {
+		s, v := testSkill("odd"), testVersion("odd", "h1")
+		s.Description = text
+		wantErr(t, name, db.InsertSkill(ctx, s, v), skills.ErrInvalid)
+		if _, err := db.Skill(ctx, "odd"); !errors.Is(err, skills.ErrNotFound) {
+			t.Fatalf("%s: a refused insert left a skill: %v", name, err)
+		}
+	}
+}
