@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
