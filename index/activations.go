@@ -262,3 +262,24 @@ func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activat
 	}
 	return list, nil
 }
+
+// PruneApplied forgets the ids of the batches applied before before and
+// returns how many it forgot. A batch is found again only when a daemon
+// stopped between delivering its journal and clearing it, and delivers it
+// at its next start, so the ids are needed for as long as a host may stay
+// stopped.
+func (db *DB) PruneApplied(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM applied_spills WHERE applied_at < ?", before.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune applied batches: %w", err)
+	}
+	return n, nil
+}

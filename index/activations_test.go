@@ -348,3 +348,30 @@ func TestApplySpillFirstActivations(t *testing.T) {
 		t.Fatalf("a first activation in no session stored its event")
 	}
 }
+
+// Ids of batches applied before the cut are forgotten, later ones kept: a
+// batch applied after the cut is still skipped when found again.
+func TestPruneApplied(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	createSessions(t, db, "s1")
+	d := []OpenDelta{{Session: "s1", Slug: "a", Opens: 1, LastAt: t0}}
+	now := t0
+	db.now = func() time.Time { return now }
+	if _, err := db.ApplySpill(ctx, "old", d); err != nil {
+		t.Fatal(err)
+	}
+	now = t0.Add(time.Hour)
+	if _, err := db.ApplySpill(ctx, "new", d); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.PruneApplied(ctx, t0.Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("PruneApplied = %d, %v; want 1", n, err)
+	}
+	if applied, err := db.ApplySpill(ctx, "new", d); err != nil || applied {
+		t.Fatalf("a batch applied after the cut, again: applied %v, %v", applied, err)
+	}
+	if applied, err := db.ApplySpill(ctx, "old", d); err != nil || !applied {
+		t.Fatalf("a batch whose id was forgotten: applied %v, %v", applied, err)
+	}
+}
