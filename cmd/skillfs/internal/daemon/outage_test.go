@@ -444,3 +444,24 @@ func toolsOf(slugs []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// While the index cannot be reached, a query that needs it answers 503
+// "unavailable" saying so, and the views already served keep serving.
+func TestUnreachableIndexAnswersUnavailable(t *testing.T) {
+	var f *flakyIndex
+	d := newTestDaemonOn(t, func(db *index.DB) activationIndex { f = &flakyIndex{DB: db}; return f }, false)
+	ctx := context.Background()
+	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
+	info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"pub"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.down.Store(true)
+	code, _, got := newCheckedAPI(t, d.routes("")).send("GET", "/v1/sessions/"+info.ID+"/activations", nil, nil)
+	if code != 503 || errCode(got) != "unavailable" || !bytes.Contains(got, []byte(`"error": "`+skills.UnavailableSays+": ")) {
+		t.Fatalf("activations while the index cannot be reached: %d %s", code, got)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.mountRoot, info.ID, "pub", "SKILL.md")); err != nil || !bytes.Contains(b, []byte("name: pub")) {
+		t.Fatalf("a served view while the index cannot be reached: %q, %v", b, err)
+	}
+}
