@@ -465,3 +465,41 @@ func TestUnreachableIndexAnswersUnavailable(t *testing.T) {
 		t.Fatalf("a served view while the index cannot be reached: %q, %v", b, err)
 	}
 }
+
+// BenchmarkFirstActivationDuringOutage is the first read of a SKILL.md in
+// a new session while the index cannot be reached: the activation goes to
+// the journal (one write and fdatasync) instead of the index. Compare
+// first-SKILL.md-µs with BenchmarkFirstActivation's.
+func BenchmarkFirstActivationDuringOutage(b *testing.B) {
+	var f *flakyIndex
+	d := newTestDaemonOn(b, func(db *index.DB) activationIndex { f = &flakyIndex{DB: db}; return f }, false)
+	ctx := context.Background()
+	install(b, d, "name: x\ndescription: read me", skills.ScopeGlobal)
+	f.down.Store(true)
+	buf := make([]byte, 64<<10)
+	var manifest time.Duration
+	for b.Loop() {
+		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := filepath.Join(d.mountRoot, info.ID, "x", "SKILL.md")
+		if _, err := os.Stat(p); err != nil { // lookups outside the timing
+			b.Fatal(err)
+		}
+		start := time.Now()
+		fh, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fh.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+		fh.Close()
+		manifest += time.Since(start)
+	}
+	if d.rec.journal.pending() < b.N {
+		b.Fatalf("%d records in the journal after %d first reads", d.rec.journal.pending(), b.N)
+	}
+	b.ReportMetric(float64(manifest.Microseconds())/float64(b.N), "first-SKILL.md-µs")
+}
