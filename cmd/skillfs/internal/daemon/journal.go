@@ -317,13 +317,7 @@ func (j *journal) pending() int {
 func (j *journal) pendingFor(session string) map[string]skills.Activation {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := map[string]skills.Activation{}
-	for k, a := range j.open {
-		if k.session == session {
-			out[k.slug] = *a
-		}
-	}
-	return out
+	return ofSession(j.open, session)
 }
 
 // firsts returns the keys whose first activation is not yet delivered.

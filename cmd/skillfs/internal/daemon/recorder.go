@@ -273,10 +273,16 @@ func (r *recorder) activations(ctx context.Context, session string) ([]skills.Ac
 func (r *recorder) pendingFor(session string) map[string]index.OpenDelta {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := map[string]index.OpenDelta{}
-	for k, p := range r.pending {
+	return ofSession(r.pending, session)
+}
+
+// ofSession returns copies of the values of m that concern session, by
+// slug.
+func ofSession[V any](m map[actKey]*V, session string) map[string]V {
+	out := map[string]V{}
+	for k, v := range m {
 		if k.session == session {
-			out[k.slug] = *p
+			out[k.slug] = *v
 		}
 	}
 	return out
