@@ -48,9 +48,9 @@ func newTestDaemon(t testing.TB) *Daemon {
 }
 
 // newTestDaemonOn is newTestDaemon whose recorder sees the index through
-// wrap (nil: as it is) and keeps what it cannot take in a journal in the
-// data directory; with opens, every open of a SKILL.md reaches the
-// recorder (fs.Options.Opens).
+// wrap (nil: as it is); with opens, every open of a SKILL.md reaches the
+// recorder (fs.Options.Opens). Its recorder keeps what the index cannot
+// take in a journal in the data directory, as serve's does.
 func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
 	t.Helper()
 	requireFUSE(t)
@@ -74,14 +74,12 @@ func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens b
 	}
 	d.rec = newRecorder(db, d.events, log)
 	d.rec.metrics = d.metrics
-	if wrap != nil {
-		j, _, _, _, err := openJournal(filepath.Join(home, JournalName))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { j.close() })
-		d.rec.useJournal(ctx, j)
+	j, _, _, _, err := openJournal(filepath.Join(home, JournalName))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { j.close() })
+	d.rec.useJournal(ctx, j)
 	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens})
 	if err != nil {
 		t.Fatal(err)

@@ -307,12 +307,19 @@ func (o flakyOutage) end(testing.TB)   { o.f.down.Store(false) }
 // exactly the opens made, each (session, skill) has exactly one activated
 // event, and a skill first opened in the window carries the tools it adds,
 // looked up in the catalog read before.
+//
+// Against PostgreSQL, run testOutage on a daemon whose catalog is on the
+// server (with fs.Options.Opens) and an outage that stops and starts it.
 func TestOutageEndToEnd(t *testing.T) {
 	var f *flakyIndex
 	d := newTestDaemonOn(t, func(db *index.DB) activationIndex { f = &flakyIndex{DB: db}; return f }, true)
-	ctx := context.Background()
-	var out outage = flakyOutage{f}
+	testOutage(t, d, flakyOutage{f})
+}
 
+// testOutage is TestOutageEndToEnd on d, whose mount reports every open,
+// through out.
+func testOutage(t *testing.T, d *Daemon, out outage) {
+	ctx := context.Background()
 	const nSkills, nSessions = 6, 8
 	slugs := make([]string, nSkills)
 	for i := range slugs {
