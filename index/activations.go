@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -104,11 +105,20 @@ func (db *DB) AddOpens(ctx context.Context, deltas []OpenDelta) error {
 	return nil
 }
 
-// ApplySpill adds the opens of a spill — a batch a daemon could not store
-// when it stopped and kept in a file — exactly once: the spill's id is
-// recorded in the same transaction, and a spill applied before is skipped
+// ApplySpill adds the opens of a batch a daemon kept in its activation
+// journal — opens it could not store when they happened, because the index
+// could not be reached or could not take them — exactly once: the batch's id
+// is recorded in the same transaction, and a batch applied before is skipped
 // (applied is false). Deltas are checked as by AddOpens.
-func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (applied bool, err error) {
+//
+// An event given for a delta's (session, slug) makes that delta a first
+// open at its LastAt, with the event to store if it is the session's first
+// of the skill: the event is stored (its id set) only when the delta creates
+// the row, and a first open whose row already has LastAt as its first time
+// is skipped, since it is the one a write whose answer was lost stored. A
+// first open in a closed session creates nothing: nothing may follow its
+// closed event.
+func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta, evs ...*skills.Event) (applied bool, err error) {
 	if id == "" {
 		return false, fmt.Errorf("apply spill: empty id: %w", skills.ErrInvalid)
 	}
@@ -116,7 +126,7 @@ func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (ap
 	if err != nil {
 		return false, err
 	}
-	err = db.write(ctx, func(tx *txn) error {
+	err = db.writeEvents(ctx, evs, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO applied_spills (id, applied_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
 			id, db.now().UnixNano())
 		if err != nil {
@@ -126,12 +136,69 @@ func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (ap
 			return err // applied before: nothing to add
 		}
 		applied = true
-		return addOpens(ctx, tx, rows)
+		var plain []deltaRow
+		var stored []*skills.Event
+		for _, r := range rows {
+			first := eventsOf(evs, r.d.Session, r.d.Slug)
+			if len(first) == 0 {
+				plain = append(plain, r)
+				continue
+			}
+			created, err := addFirstOpen(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			if created {
+				stored = append(stored, first...)
+			}
+		}
+		if len(plain) > 0 {
+			if err := addOpens(ctx, tx, plain); err != nil {
+				return err
+			}
+		}
+		return insertEvents(ctx, tx, stored)
 	})
 	if err != nil {
 		return false, fmt.Errorf("apply spill %s: %w", id, err)
 	}
 	return applied, nil
+}
+
+// eventsOf returns the events of evs about slug in session.
+func eventsOf(evs []*skills.Event, session, slug string) []*skills.Event {
+	var out []*skills.Event
+	for _, e := range evs {
+		if e.Session == session && e.Slug == slug {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// addFirstOpen adds a first open kept in a journal (see ApplySpill) and
+// reports whether it created the row.
+func addFirstOpen(ctx context.Context, tx *txn, r deltaRow) (created bool, err error) {
+	var firstAt int64
+	err = tx.QueryRowContext(ctx, "SELECT first_at FROM activations WHERE session = ? AND slug = ?",
+		r.d.Session, r.d.Slug).Scan(&firstAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		closed, err := sessionClosed(ctx, tx, r.d.Session)
+		if errors.Is(err, skills.ErrNotFound) || closed {
+			return false, nil // as AddOpens: a session that is gone takes nothing
+		}
+		if err != nil {
+			return false, err
+		}
+		created = true
+	case err != nil:
+		return false, err
+	case firstAt == r.at:
+		return false, nil // stored already, by the write whose answer was lost
+	}
+	_, err = tx.ExecContext(ctx, upsertActivation, r.d.Session, r.d.Slug, r.at, r.d.Opens)
+	return created, err
 }
 
 // deltaRow is a checked delta with its encoded time.
@@ -196,4 +263,25 @@ func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activat
 		return nil, fmt.Errorf("list activations of session %q: %w", session, err)
 	}
 	return list, nil
+}
+
+// PruneApplied forgets the ids of the batches applied before before and
+// returns how many it forgot. A batch is found again only when a daemon
+// stopped between delivering its journal and clearing it, and delivers it
+// at its next start, so the ids are needed for as long as a host may stay
+// stopped.
+func (db *DB) PruneApplied(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := db.write(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM applied_spills WHERE applied_at < ?", before.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune applied batches: %w", err)
+	}
+	return n, nil
 }

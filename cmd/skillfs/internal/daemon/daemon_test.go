@@ -18,6 +18,7 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
+	"skillfs/index"
 	"skillfs/skills"
 )
 
@@ -43,6 +44,14 @@ func requireFUSE(tb testing.TB) {
 // newTestDaemon is a daemon over a fresh data directory with a real mount,
 // without the socket: tests call its methods and routes directly.
 func newTestDaemon(t testing.TB) *Daemon {
+	return newTestDaemonOn(t, nil, false)
+}
+
+// newTestDaemonOn is newTestDaemon whose recorder sees the index through
+// wrap (nil: as it is); with opens, every open of a SKILL.md reaches the
+// recorder (fs.Options.Opens). Its recorder keeps what the index cannot
+// take in a journal in the data directory, as serve's does.
+func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
 	t.Helper()
 	requireFUSE(t)
 	ctx := context.Background()
@@ -59,9 +68,19 @@ func newTestDaemon(t testing.TB) *Daemon {
 	log := slog.New(slog.DiscardHandler)
 	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills"}
 	d.metrics = newMetrics(d)
-	d.rec = newRecorder(cat.DB(), d.events, log)
+	var db activationIndex = cat.DB()
+	if wrap != nil {
+		db = wrap(cat.DB())
+	}
+	d.rec = newRecorder(db, d.events, log)
 	d.rec.metrics = d.metrics
-	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true})
+	j, _, _, _, err := openJournal(filepath.Join(home, JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.close() })
+	d.rec.useJournal(ctx, j)
+	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens})
 	if err != nil {
 		t.Fatal(err)
 	}
