@@ -35,6 +35,9 @@ go vet ./...
 # Mounts left behind by a test are a failure too.
 before=$(grep -c ' fuse' /proc/mounts || true)
 go test -count=1 -timeout 20m ./...
+# The integration suite once more with every data directory on a PostgreSQL
+# database of its own (a shared index, each home a fleet of one host).
+SKILLFS_TEST_INDEX=postgres go test -count=1 -timeout 20m ./integration
 after=$(grep -c ' fuse' /proc/mounts || true)
 if [ "$after" -gt "$before" ]; then
 	echo "tests left FUSE mounts behind:" >&2

@@ -214,7 +214,7 @@ func query[T any](c *cli, fn func(*catalog.Catalog) (T, error), text func(T)) er
 // log (c.log), in the log's format.
 func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) {
 	opts.Index = c.indexTarget()
-	fresh := !catalog.Exists(home) && opts.Index == ""
+	fresh := !catalog.Exists(home)
 	cat, err := catalog.Open(c.ctx, home, opts)
 	if err == nil && fresh {
 		c.announce(home)

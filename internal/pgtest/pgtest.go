@@ -98,13 +98,19 @@ func Database(t testing.TB) string {
 // and removes its directory. TestMain calls it.
 func Main(m *testing.M) {
 	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
+
+// Shutdown stops the server, if one was started, and removes its
+// directory: for a TestMain that has more to do after the tests than Main.
+func Shutdown() {
 	if srv != nil {
 		if err := srv.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: stop:", err)
 		}
 		os.RemoveAll(srv.dir)
 	}
-	os.Exit(code)
 }
 
 // URL is the address of database name on the server, for the superuser.
