@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,13 +21,15 @@ type OpenDelta struct {
 // upsertActivation adds ?4 opens at time ?3 to (session ?1, slug ?2). A new
 // row takes the next seq of its session, so seq orders a session's
 // activations by first activation. Rows are only made for sessions that
-// exist.
+// exist. The casts type the parameters for PostgreSQL, which does not take
+// them from the columns of an INSERT … SELECT.
 const upsertActivation = `INSERT INTO activations (session, slug, first_at, last_at, opens, seq)
-	SELECT ?1, ?2, ?3, ?3, ?4, COALESCE((SELECT MAX(seq) FROM activations WHERE session = ?1), 0) + 1
+	SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS BIGINT), CAST(?3 AS BIGINT), CAST(?4 AS BIGINT),
+		COALESCE((SELECT MAX(seq) FROM activations WHERE session = ?1), 0) + 1
 	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
 	ON CONFLICT (session, slug) DO UPDATE SET
-		opens = opens + excluded.opens,
-		last_at = MAX(last_at, excluded.last_at)`
+		opens = activations.opens + excluded.opens,
+		last_at = CASE WHEN excluded.last_at > activations.last_at THEN excluded.last_at ELSE activations.last_at END`
 
 // activationTime encodes the time of an open, which must be set.
 func activationTime(at time.Time) (int64, error) {
@@ -58,7 +61,7 @@ func (db *DB) RecordActivation(ctx context.Context, session, slug string, at tim
 	if err != nil {
 		return false, wrap(err)
 	}
-	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *txn) error {
 		switch closed, err := sessionClosed(ctx, tx, session); {
 		case err != nil:
 			return err
@@ -95,18 +98,27 @@ func (db *DB) AddOpens(ctx context.Context, deltas []OpenDelta) error {
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error { return addOpens(ctx, tx, rows) })
+	err = db.write(ctx, func(tx *txn) error { return addOpens(ctx, tx, rows) })
 	if err != nil {
 		return fmt.Errorf("add opens: %w", err)
 	}
 	return nil
 }
 
-// ApplySpill adds the opens of a spill — a batch a daemon could not store
-// when it stopped and kept in a file — exactly once: the spill's id is
-// recorded in the same transaction, and a spill applied before is skipped
+// ApplySpill adds the opens of a batch a daemon kept in its activation
+// journal — opens it could not store when they happened, because the index
+// could not be reached or could not take them — exactly once: the batch's id
+// is recorded in the same transaction, and a batch applied before is skipped
 // (applied is false). Deltas are checked as by AddOpens.
-func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (applied bool, err error) {
+//
+// An event given for a delta's (session, slug) makes that delta a first
+// open at its LastAt, with the event to store if it is the session's first
+// of the skill: the event is stored (its id set) only when the delta creates
+// the row, and a first open whose row already has LastAt as its first time
+// is skipped, since it is the one a write whose answer was lost stored. A
+// first open in a closed session creates nothing: nothing may follow its
+// closed event.
+func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta, evs ...*skills.Event) (applied bool, err error) {
 	if id == "" {
 		return false, fmt.Errorf("apply spill: empty id: %w", skills.ErrInvalid)
 	}
@@ -114,7 +126,7 @@ func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (ap
 	if err != nil {
 		return false, err
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO applied_spills (id, applied_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
 			id, db.now().UnixNano())
 		if err != nil {
@@ -124,12 +136,69 @@ func (db *DB) ApplySpill(ctx context.Context, id string, deltas []OpenDelta) (ap
 			return err // applied before: nothing to add
 		}
 		applied = true
-		return addOpens(ctx, tx, rows)
+		var plain []deltaRow
+		var stored []*skills.Event
+		for _, r := range rows {
+			first := eventsOf(evs, r.d.Session, r.d.Slug)
+			if len(first) == 0 {
+				plain = append(plain, r)
+				continue
+			}
+			created, err := addFirstOpen(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			if created {
+				stored = append(stored, first...)
+			}
+		}
+		if len(plain) > 0 {
+			if err := addOpens(ctx, tx, plain); err != nil {
+				return err
+			}
+		}
+		return insertEvents(ctx, tx, stored)
 	})
 	if err != nil {
 		return false, fmt.Errorf("apply spill %s: %w", id, err)
 	}
 	return applied, nil
+}
+
+// eventsOf returns the events of evs about slug in session.
+func eventsOf(evs []*skills.Event, session, slug string) []*skills.Event {
+	var out []*skills.Event
+	for _, e := range evs {
+		if e.Session == session && e.Slug == slug {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// addFirstOpen adds a first open kept in a journal (see ApplySpill) and
+// reports whether it created the row.
+func addFirstOpen(ctx context.Context, tx *txn, r deltaRow) (created bool, err error) {
+	var firstAt int64
+	err = tx.QueryRowContext(ctx, "SELECT first_at FROM activations WHERE session = ? AND slug = ?",
+		r.d.Session, r.d.Slug).Scan(&firstAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		closed, err := sessionClosed(ctx, tx, r.d.Session)
+		if errors.Is(err, skills.ErrNotFound) || closed {
+			return false, nil // as AddOpens: a session that is gone takes nothing
+		}
+		if err != nil {
+			return false, err
+		}
+		created = true
+	case err != nil:
+		return false, err
+	case firstAt == r.at:
+		return false, nil // stored already, by the write whose answer was lost
+	}
+	_, err = tx.ExecContext(ctx, upsertActivation, r.d.Session, r.d.Slug, r.at, r.d.Opens)
+	return created, err
 }
 
 // deltaRow is a checked delta with its encoded time.
@@ -158,7 +227,7 @@ func checkDeltas(deltas []OpenDelta) ([]deltaRow, error) {
 }
 
 // addOpens writes checked deltas inside a write transaction.
-func addOpens(ctx context.Context, tx *sql.Tx, rows []deltaRow) error {
+func addOpens(ctx context.Context, tx *txn, rows []deltaRow) error {
 	stmt, err := tx.PrepareContext(ctx, upsertActivation)
 	if err != nil {
 		return err
@@ -176,7 +245,7 @@ func addOpens(ctx context.Context, tx *sql.Tx, rows []deltaRow) error {
 // activation; an unknown session is skills.ErrNotFound.
 func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activation, error) {
 	list := []skills.Activation{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		if _, err := sessionClosed(ctx, tx, session); err != nil {
 			return err
 		}
@@ -194,4 +263,25 @@ func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activat
 		return nil, fmt.Errorf("list activations of session %q: %w", session, err)
 	}
 	return list, nil
+}
+
+// PruneApplied forgets the ids of the batches applied before before and
+// returns how many it forgot. A batch is found again only when a daemon
+// stopped between delivering its journal and clearing it, and delivers it
+// at its next start, so the ids are needed for as long as a host may stay
+// stopped.
+func (db *DB) PruneApplied(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := db.write(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM applied_spills WHERE applied_at < ?", before.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune applied batches: %w", err)
+	}
+	return n, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,8 +21,10 @@ func createSessions(t testing.TB, db *DB, ids ...string) {
 	}
 }
 
-func TestRecordActivation(t *testing.T) {
-	db := openTest(t)
+func TestRecordActivation(t *testing.T) { forEachBackend(t, testRecordActivation) }
+
+func testRecordActivation(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	steps := []struct {
@@ -92,8 +93,10 @@ func TestRecordActivation(t *testing.T) {
 // TestRecordActivationConcurrent counts opens of one skill from many
 // goroutines over two handles: the count is exact and exactly one call saw
 // the first activation.
-func TestRecordActivationConcurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+func TestRecordActivationConcurrent(t *testing.T) { forEachBackend(t, testRecordActivationConcurrent) }
+
+func testRecordActivationConcurrent(t *testing.T, b backend) {
+	path := b.target(t)
 	dbs := []*DB{openAt(t, path), openAt(t, path)}
 	ctx := context.Background()
 	createSessions(t, dbs[0], "s1")
@@ -147,8 +150,10 @@ func TestRecordActivationConcurrent(t *testing.T) {
 	t.Logf("%d durable activations in %v (%v each)", goroutines*calls, elapsed, elapsed/time.Duration(goroutines*calls))
 }
 
-func TestAddOpens(t *testing.T) {
-	db := openTest(t)
+func TestAddOpens(t *testing.T) { forEachBackend(t, testAddOpens) }
+
+func testAddOpens(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	if _, err := db.RecordActivation(ctx, "s1", "pdf", t0); err != nil {
@@ -209,8 +214,10 @@ func TestAddOpens(t *testing.T) {
 
 // TestAddOpensLargeBatch flushes many keys at once and checks every count
 // and the order of first activation.
-func TestAddOpensLargeBatch(t *testing.T) {
-	db := openTest(t)
+func TestAddOpensLargeBatch(t *testing.T) { forEachBackend(t, testAddOpensLargeBatch) }
+
+func testAddOpensLargeBatch(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1")
 	const keys, rounds = 300, 3
@@ -240,8 +247,10 @@ func TestAddOpensLargeBatch(t *testing.T) {
 // BenchmarkRecordActivation is the durability cost of a first activation:
 // one synchronous commit (compare the first read of a SKILL.md through the
 // mount, TestActivationLatency in the integration suite).
-func BenchmarkRecordActivation(b *testing.B) {
-	db := openTest(b)
+func BenchmarkRecordActivation(b *testing.B) { benchEachBackend(b, benchRecordActivation) }
+
+func benchRecordActivation(b *testing.B, be backend) {
+	db := be.open(b)
 	ctx := context.Background()
 	createSessions(b, db, "s")
 	for i := 0; b.Loop(); i++ {
@@ -254,7 +263,11 @@ func BenchmarkRecordActivation(b *testing.B) {
 // An open that races its session's close records nothing: no activation,
 // and no event after the closed one.
 func TestRecordActivationOfAClosedSession(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testRecordActivationOfAClosedSession)
+}
+
+func testRecordActivationOfAClosedSession(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1")
 	if err := db.CloseSession(ctx, "s1", &skills.Event{Type: "closed", Session: "s1", At: t0}); err != nil {
@@ -273,5 +286,109 @@ func TestRecordActivationOfAClosedSession(t *testing.T) {
 	}
 	if now, err := db.LastEventID(ctx); err != nil || now != last {
 		t.Fatalf("newest event %d after the refused activation, want %d (%v)", now, last, err)
+	}
+}
+
+// A first activation kept in a journal is applied once, by its id, with
+// its event stored only when it creates the row; one whose row has its
+// time as first time was stored by a write whose answer was lost and adds
+// nothing; one in a closed session creates nothing.
+func TestApplySpillFirstActivations(t *testing.T) { forEachBackend(t, testApplySpillFirstActivations) }
+
+func testApplySpillFirstActivations(t *testing.T, b backend) {
+	db := b.open(t)
+	ctx := context.Background()
+	createSessions(t, db, "s1", "s2")
+	act := func(slug string, at time.Time) *skills.Event {
+		return &skills.Event{Type: "activated", Session: "s1", Slug: slug, At: at, Payload: []byte(`{}`)}
+	}
+	first := func(id, session, slug string, at time.Time, ev *skills.Event) bool {
+		t.Helper()
+		applied, err := db.ApplySpill(ctx, id, []OpenDelta{{Session: session, Slug: slug, Opens: 1, LastAt: at}}, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return applied
+	}
+	opens := func(session string) map[string]int64 {
+		t.Helper()
+		acts, err := db.Activations(ctx, session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, a := range acts {
+			out[a.Slug] = a.Opens
+		}
+		return out
+	}
+
+	ev := act("a", t0)
+	if !first("j1", "s1", "a", t0, ev) || ev.ID == 0 {
+		t.Fatalf("a first activation that creates the row: event id %d", ev.ID)
+	}
+	again := act("a", t0)
+	if first("j1", "s1", "a", t0, again) || again.ID != 0 {
+		t.Fatalf("the same record applied twice, its event id %d", again.ID)
+	}
+	// Stored directly, its answer lost, then delivered from the journal.
+	t1 := t0.Add(time.Second)
+	if _, err := db.RecordActivation(ctx, "s1", "b", t1, act("b", t1)); err != nil {
+		t.Fatal(err)
+	}
+	lost := act("b", t1)
+	if !first("j2", "s1", "b", t1, lost) || lost.ID != 0 {
+		t.Fatalf("a first activation stored before: applied with event id %d", lost.ID)
+	}
+	// A first open after a restart, of a skill activated before it.
+	later := act("a", t1)
+	first("j3", "s1", "a", t1, later)
+	if got := opens("s1"); got["a"] != 2 || got["b"] != 1 || later.ID != 0 {
+		t.Fatalf("opens = %v, event id %d; want a:2 b:1 and no second event", got, later.ID)
+	}
+	acts, _ := db.Activations(ctx, "s1")
+	if !acts[0].FirstAt.Equal(t0) || !acts[0].LastAt.Equal(t1) {
+		t.Fatalf("a's times = %v, %v", acts[0].FirstAt, acts[0].LastAt)
+	}
+
+	if err := db.CloseSession(ctx, "s2", &skills.Event{Type: "closed", Session: "s2", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	closed := &skills.Event{Type: "activated", Session: "s2", Slug: "c", At: t1, Payload: []byte(`{}`)}
+	if first("j4", "s2", "c", t1, closed); closed.ID != 0 || len(opens("s2")) != 0 {
+		t.Fatalf("a first activation in a closed session: event id %d, opens %v", closed.ID, opens("s2"))
+	}
+	gone := &skills.Event{Type: "activated", Session: "gone", Slug: "c", At: t1, Payload: []byte(`{}`)}
+	if first("j5", "gone", "c", t1, gone); gone.ID != 0 {
+		t.Fatalf("a first activation in no session stored its event")
+	}
+}
+
+// Ids of batches applied before the cut are forgotten, later ones kept: a
+// batch applied after the cut is still skipped when found again.
+func TestPruneApplied(t *testing.T) { forEachBackend(t, testPruneApplied) }
+
+func testPruneApplied(t *testing.T, b backend) {
+	db := b.open(t)
+	ctx := context.Background()
+	createSessions(t, db, "s1")
+	d := []OpenDelta{{Session: "s1", Slug: "a", Opens: 1, LastAt: t0}}
+	now := t0
+	db.now = func() time.Time { return now }
+	if _, err := db.ApplySpill(ctx, "old", d); err != nil {
+		t.Fatal(err)
+	}
+	now = t0.Add(time.Hour)
+	if _, err := db.ApplySpill(ctx, "new", d); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.PruneApplied(ctx, t0.Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("PruneApplied = %d, %v; want 1", n, err)
+	}
+	if applied, err := db.ApplySpill(ctx, "new", d); err != nil || applied {
+		t.Fatalf("a batch applied after the cut, again: applied %v, %v", applied, err)
+	}
+	if applied, err := db.ApplySpill(ctx, "old", d); err != nil || !applied {
+		t.Fatalf("a batch whose id was forgotten: applied %v, %v", applied, err)
 	}
 }

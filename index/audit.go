@@ -11,10 +11,11 @@ import (
 // upsertRead adds ?5 reads first made at ?4 to file ?3 of skill ?2 in
 // session ?1, for sessions that exist.
 const upsertRead = `INSERT INTO read_audit (session, slug, path, first_at, reads)
-	SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
+	SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS TEXT), CAST(?4 AS BIGINT), CAST(?5 AS BIGINT)
+	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)
 	ON CONFLICT (session, slug, path) DO UPDATE SET
-		reads = reads + excluded.reads,
-		first_at = MIN(first_at, excluded.first_at)`
+		reads = read_audit.reads + excluded.reads,
+		first_at = CASE WHEN excluded.first_at < read_audit.first_at THEN excluded.first_at ELSE read_audit.first_at END`
 
 // AddReads adds a batch of the read audit in one transaction: reads +=
 // Reads, first time = the earlier of the two. Reads of sessions that do not
@@ -40,7 +41,7 @@ func (db *DB) AddReads(ctx context.Context, reads []skills.FileRead) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		stmt, err := tx.PrepareContext(ctx, upsertRead)
 		if err != nil {
 			return err
@@ -63,7 +64,7 @@ func (db *DB) AddReads(ctx context.Context, reads []skills.FileRead) error {
 // unknown session is skills.ErrNotFound (a closed one keeps its audit).
 func (db *DB) ReadAudit(ctx context.Context, session string) ([]skills.FileRead, error) {
 	list := []skills.FileRead{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		if _, err := sessionClosed(ctx, tx, session); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/internal/pgtest"
 	"skillfs/skills"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 // runChild is the child side of the crash and multi-process tests.
@@ -141,10 +142,16 @@ func wantKilled(t testing.TB, cmd *exec.Cmd) {
 	}
 }
 
-// checkIntegrity fails the test unless the index at path passes SQLite's
-// integrity and foreign key checks.
+// checkIntegrity fails the test unless the index passes its check and, on
+// SQLite, the integrity and foreign key checks of the whole file.
 func checkIntegrity(t testing.TB, db *DB) {
 	t.Helper()
+	if err := db.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if db.Backend() != "sqlite" {
+		return
+	}
 	var res string
 	if err := db.r.QueryRow("PRAGMA integrity_check").Scan(&res); err != nil {
 		t.Fatal(err)
@@ -164,7 +171,7 @@ func checkIntegrity(t testing.TB, db *DB) {
 
 // TestCrashMidTransaction kills a writer after it has written a large
 // uncommitted transaction into the WAL; reopening must roll it back and
-// keep everything committed before.
+// keep everything committed before. SQLite only: it is about the file.
 func TestCrashMidTransaction(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	ctx := context.Background()
@@ -215,8 +222,10 @@ func TestCrashMidTransaction(t *testing.T) {
 // fast as it can. Every activation it reported (RecordActivation returned)
 // must be in the index, and the commits are whole: the recorded slugs are
 // exactly k000000..kN with no gap.
-func TestCrashDuringActivations(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+func TestCrashDuringActivations(t *testing.T) { forEachBackend(t, testCrashDuringActivations) }
+
+func testCrashDuringActivations(t *testing.T, b backend) {
+	path := b.target(t)
 	ctx := context.Background()
 	db := openAt(t, path)
 	createSessions(t, db, "s1")
@@ -257,9 +266,12 @@ func TestCrashDuringActivations(t *testing.T) {
 // TestInsertSkillRaceAcrossProcesses races InsertSkill for one slug from
 // several processes: exactly one wins, the others get ErrExists.
 func TestInsertSkillRaceAcrossProcesses(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "index.db")
-	goFile := filepath.Join(dir, "go")
+	forEachBackend(t, testInsertSkillRaceAcrossProcesses)
+}
+
+func testInsertSkillRaceAcrossProcesses(t *testing.T, b backend) {
+	path := b.target(t)
+	goFile := filepath.Join(t.TempDir(), "go")
 	openAt(t, path) // migrated before the children start
 	const children = 4
 	type child struct {

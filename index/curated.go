@@ -23,7 +23,7 @@ func (db *DB) AddCuratedSource(ctx context.Context, src skills.CuratedSource, li
 	if err != nil {
 		return fmt.Errorf("add curated source %q: %w", src.Source, err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		if err := execOne(ctx, tx, skills.ErrExists, `INSERT INTO curated_sources (source, ref, added_by, added_at)
 			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, src.Source, src.Ref, src.AddedBy, added); err != nil {
 			return err
@@ -40,7 +40,7 @@ func (db *DB) AddCuratedSource(ctx context.Context, src skills.CuratedSource, li
 // read at commit; a source that is not registered is an error wrapping
 // skills.ErrNotFound.
 func (db *DB) RefreshCuratedSource(ctx context.Context, source, commit string, at time.Time, list []skills.CuratedSkill) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM curated_skills WHERE source = ?", source); err != nil {
 			return err
 		}
@@ -54,7 +54,7 @@ func (db *DB) RefreshCuratedSource(ctx context.Context, source, commit string, a
 
 // putCuratedSkills records what a refresh of source found and clears its
 // error; the source must be registered.
-func putCuratedSkills(ctx context.Context, tx *sql.Tx, source, commit string, at time.Time, list []skills.CuratedSkill) error {
+func putCuratedSkills(ctx context.Context, tx *txn, source, commit string, at time.Time, list []skills.CuratedSkill) error {
 	when, err := encodeTime(at)
 	if err != nil || when == nil {
 		return fmt.Errorf("refresh time %v: %w", at, skills.ErrInvalid)
@@ -75,7 +75,7 @@ func putCuratedSkills(ctx context.Context, tx *sql.Tx, source, commit string, at
 // SetCuratedError records why the last refresh of a curated source
 // failed; what it offered before stays.
 func (db *DB) SetCuratedError(ctx context.Context, source, problem string) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		return execOne(ctx, tx, skills.ErrNotFound, "UPDATE curated_sources SET error = ? WHERE source = ?", problem, source)
 	})
 	if err != nil {
@@ -98,7 +98,7 @@ func (db *DB) RemoveCuratedSource(ctx context.Context, source string) error {
 // of skills it offers.
 func (db *DB) CuratedSources(ctx context.Context) ([]skills.CuratedSource, error) {
 	var out []skills.CuratedSource
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		out, err = queryAll(ctx, tx, func(sc scanner) (s skills.CuratedSource, err error) {
 			var added, refreshed sql.NullInt64
 			err = sc.Scan(&s.Source, &s.Ref, &s.AddedBy, &added, &s.Commit, &refreshed, &s.Error, &s.Skills)
@@ -119,7 +119,7 @@ func (db *DB) CuratedSources(ctx context.Context) ([]skills.CuratedSource, error
 // slug, then source and path.
 func (db *DB) CuratedSkills(ctx context.Context) ([]skills.CuratedSkill, error) {
 	var out []skills.CuratedSkill
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		out, err = queryAll(ctx, tx, func(sc scanner) (s skills.CuratedSkill, err error) {
 			var at sql.NullInt64
 			err = sc.Scan(&s.Source, &s.Ref, &s.Path, &s.Slug, &s.Name, &s.Description, &s.Origin, &s.Commit, &at)

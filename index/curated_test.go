@@ -13,9 +13,11 @@ import (
 // A curated source is registered with what it offers in one step, a
 // refresh replaces what it offers, a failed one keeps it, and removing the
 // source removes its offer.
-func TestCuratedSources(t *testing.T) {
+func TestCuratedSources(t *testing.T) { forEachBackend(t, testCuratedSources) }
+
+func testCuratedSources(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	src := skills.CuratedSource{Source: "https://h/o/r.git", Ref: "main", AddedBy: "op", AddedAt: at, Commit: "c1", RefreshedAt: at}
 	offer := func(slugs ...string) []skills.CuratedSkill {

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -16,7 +15,7 @@ type DiffStatKey struct{ Hash, Against string }
 // DiffStats returns the stored diffstats of slug's versions.
 func (db *DB) DiffStats(ctx context.Context, slug string) (map[DiffStatKey]skills.DiffStat, error) {
 	out := map[DiffStatKey]skills.DiffStat{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		rows, err := tx.QueryContext(ctx, "SELECT hash, against, stat FROM version_diffstats WHERE slug = ?", slug)
 		if err != nil {
 			return err
@@ -50,9 +49,9 @@ func (db *DB) PutDiffStat(ctx context.Context, slug string, k DiffStatKey, st sk
 	if err != nil {
 		return err
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO version_diffstats (slug, hash, against, stat)
-			SELECT ?1, ?2, ?3, ?4 WHERE
+			SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS TEXT), CAST(?4 AS TEXT) WHERE
 				(SELECT COUNT(*) FROM versions WHERE slug = ?1 AND hash IN (?2, ?3)) = 2
 			ON CONFLICT (slug, hash, against) DO NOTHING`, slug, k.Hash, k.Against, string(data))
 		if err != nil {

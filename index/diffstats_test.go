@@ -12,7 +12,11 @@ import (
 // once for a pair of stored versions, and goes when either version or the
 // skill goes.
 func TestDiffStatsStoredOnceAndGoWithTheirVersions(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testDiffStatsStoredOnceAndGoWithTheirVersions)
+}
+
+func testDiffStatsStoredOnceAndGoWithTheirVersions(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	s, _ := insertSkill(t, db, "pdf", "h1")
 	for _, h := range []string{"h2", "h3"} {

@@ -48,19 +48,15 @@ func checkEvent(e *skills.Event) (int64, string, error) {
 }
 
 // insertEvents stores evs inside a write transaction and sets their ids.
-func insertEvents(ctx context.Context, tx *sql.Tx, evs []*skills.Event) error {
+func insertEvents(ctx context.Context, tx *txn, evs []*skills.Event) error {
 	for _, e := range evs {
 		at, payload, err := checkEvent(e)
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, "INSERT INTO events (at, type, session, slug, payload) VALUES (?, ?, ?, ?, ?)",
-			at, e.Type, e.Session, e.Slug, payload)
-		if err != nil {
+		if err := tx.QueryRowContext(ctx, "INSERT INTO events (at, type, session, slug, payload) VALUES (?, ?, ?, ?, ?) RETURNING id",
+			at, e.Type, e.Session, e.Slug, payload).Scan(&e.ID); err != nil {
 			return fmt.Errorf("store event %s: %w", e.Type, err)
-		}
-		if e.ID, err = res.LastInsertId(); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -68,7 +64,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, evs []*skills.Event) error {
 
 // writeEvents is write for a change that stores evs with it: their ids are
 // set when it returns nil, and zero otherwise (nothing was stored).
-func (db *DB) writeEvents(ctx context.Context, evs []*skills.Event, fn func(tx *sql.Tx) error) error {
+func (db *DB) writeEvents(ctx context.Context, evs []*skills.Event, fn func(tx *txn) error) error {
 	err := db.write(ctx, fn)
 	if err != nil {
 		for _, e := range evs {
@@ -81,7 +77,7 @@ func (db *DB) writeEvents(ctx context.Context, evs []*skills.Event, fn func(tx *
 // AddEvents stores events that report no change of the index (a skill a
 // session can no longer read, say), in one transaction, and sets their ids.
 func (db *DB) AddEvents(ctx context.Context, evs ...*skills.Event) error {
-	err := db.writeEvents(ctx, evs, func(tx *sql.Tx) error { return insertEvents(ctx, tx, evs) })
+	err := db.writeEvents(ctx, evs, func(tx *txn) error { return insertEvents(ctx, tx, evs) })
 	if err != nil {
 		return fmt.Errorf("add events: %w", err)
 	}
@@ -96,7 +92,7 @@ func (db *DB) Events(ctx context.Context, session string, after int64, limit int
 		return nil, fmt.Errorf("list events after %d, limit %d: %w", after, limit, skills.ErrInvalid)
 	}
 	page := &EventPage{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		if page.Pruned, page.Last, err = eventBounds(ctx, tx); err != nil {
 			return err
@@ -112,7 +108,7 @@ func (db *DB) Events(ctx context.Context, session string, after int64, limit int
 			}
 			return e, err
 		}, `SELECT id, at, type, session, slug, payload FROM events
-			WHERE id > ?1 AND (?2 = '' OR session = ?2) ORDER BY id LIMIT ?3`, after, session, limit)
+			WHERE id > ?1 AND (CAST(?2 AS TEXT) = '' OR session = ?2) ORDER BY id LIMIT ?3`, after, session, limit)
 		return err
 	})
 	if err != nil {
@@ -124,7 +120,7 @@ func (db *DB) Events(ctx context.Context, session string, after int64, limit int
 // LastEventID returns the highest id ever given to an event, 0 when none.
 func (db *DB) LastEventID(ctx context.Context) (int64, error) {
 	var last int64
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		_, last, err = eventBounds(ctx, tx)
 		return err
@@ -135,24 +131,27 @@ func (db *DB) LastEventID(ctx context.Context) (int64, error) {
 	return last, nil
 }
 
-// eventBounds reads the highest pruned id and the highest id given.
-func eventBounds(ctx context.Context, tx *sql.Tx) (pruned, last int64, err error) {
-	err = tx.QueryRowContext(ctx, "SELECT seq FROM sqlite_sequence WHERE name = 'events'").Scan(&last)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, err
-	}
+// eventBounds reads the highest pruned id and the highest id given. Only
+// pruning removes events, and it records the highest id it removed, so the
+// highest id given is the newest event's or, with none left, that one: read
+// in the transaction's snapshot, unlike a sequence's counter, which counts
+// ids of transactions not yet committed.
+func eventBounds(ctx context.Context, tx *txn) (pruned, last int64, err error) {
 	var v string
 	err = tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", metaEventsPruned).Scan(&v)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, last, nil
 	case err != nil:
 		return 0, 0, err
+	default:
+		if pruned, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("meta %s %q: %w", metaEventsPruned, v, skills.ErrDamaged)
+		}
 	}
-	if pruned, err = strconv.ParseInt(v, 10, 64); err != nil {
-		return 0, 0, fmt.Errorf("meta %s %q: %w", metaEventsPruned, v, skills.ErrDamaged)
+	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM events").Scan(&last); err != nil {
+		return 0, 0, err
 	}
-	return pruned, last, nil
+	return pruned, max(last, pruned), nil
 }
 
 // PruneEvents removes the events older than before and, of the rest, all
@@ -167,7 +166,7 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time, keep int64) (in
 		return 0, fmt.Errorf("prune events: %w", err)
 	}
 	var removed int64
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		pruned, last, err := eventBounds(ctx, tx)
 		if err != nil {
 			return err
@@ -209,15 +208,9 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time, keep int64) (in
 // resuming from such an id is told to resync, and no id it holds is given
 // again to another event.
 func (db *DB) RestartEventIDsAfter(ctx context.Context, after int64) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'events'", after)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", after); err != nil {
+	err := db.write(ctx, func(tx *txn) error {
+		for _, stmt := range db.d.restartEvents {
+			if _, err := tx.ExecContext(ctx, stmt, after); err != nil {
 				return err
 			}
 		}

@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,7 +31,11 @@ func mustEvents(t *testing.T, db *DB, session string, after int64, limit int) *E
 // the change it reports, gets the next id, and is stored only when the
 // change happens.
 func TestEventsStoredWithTheirChange(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testEventsStoredWithTheirChange)
+}
+
+func testEventsStoredWithTheirChange(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	ev := func(typ, session, slug string) *skills.Event {
@@ -87,8 +90,10 @@ func TestEventsStoredWithTheirChange(t *testing.T) {
 
 // TestBadEventsChangeNothing: an event without a type or time, or with a
 // payload that is not a JSON object, fails its change entirely.
-func TestBadEventsChangeNothing(t *testing.T) {
-	db := openTest(t)
+func TestBadEventsChangeNothing(t *testing.T) { forEachBackend(t, testBadEventsChangeNothing) }
+
+func testBadEventsChangeNothing(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1")
 	for name, e := range map[string]*skills.Event{
@@ -116,8 +121,10 @@ func TestBadEventsChangeNothing(t *testing.T) {
 // TestPruneEvents: pruning by age and by count removes the oldest events,
 // remembers how far it went, and never lets an id be given again, also
 // after a reopen.
-func TestPruneEvents(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+func TestPruneEvents(t *testing.T) { forEachBackend(t, testPruneEvents) }
+
+func testPruneEvents(t *testing.T, b backend) {
+	path := b.target(t)
 	db := openAt(t, path)
 	ctx := context.Background()
 	add := func(n int, at time.Time) {
@@ -163,8 +170,10 @@ func TestPruneEvents(t *testing.T) {
 // TestReadAudit: batches add up per file, keep the earliest first time, and
 // come back ordered by slug and path; reads of unknown sessions are dropped
 // and a bad entry writes nothing.
-func TestReadAudit(t *testing.T) {
-	db := openTest(t)
+func TestReadAudit(t *testing.T) { forEachBackend(t, testReadAudit) }
+
+func testReadAudit(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	r := func(session, slug, path string, at time.Time, n int64) skills.FileRead {
@@ -216,8 +225,10 @@ func TestReadAudit(t *testing.T) {
 // gives only higher ids, and counts the ones up to it as pruned, so a
 // client holding an id of the lost log is told to resync; a restart below
 // where the log stands changes nothing.
-func TestRestartEventIDs(t *testing.T) {
-	db := openTest(t)
+func TestRestartEventIDs(t *testing.T) { forEachBackend(t, testRestartEventIDs) }
+
+func testRestartEventIDs(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	if err := db.RestartEventIDsAfter(ctx, 1000); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func (db *DB) RegisterHost(ctx context.Context, h skills.Host) error {
 	if err != nil {
 		return wrap(fmt.Errorf("last seen: %w", err))
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO hosts (id, name, api, mount, started_at, last_seen) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET name = excluded.name, api = excluded.api, mount = excluded.mount,
 				started_at = excluded.started_at, last_seen = excluded.last_seen`,
@@ -46,7 +46,7 @@ func (db *DB) Heartbeat(ctx context.Context, id string, at time.Time) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat of host %q: %w", id, err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		return execOne(ctx, tx, skills.ErrNotFound, "UPDATE hosts SET last_seen = ? WHERE id = ?", n, id)
 	})
 	if err != nil {
@@ -76,7 +76,7 @@ func (db *DB) Hosts(ctx context.Context) ([]skills.Host, error) {
 // serves, or an error wrapping skills.ErrNotFound.
 func (db *DB) Host(ctx context.Context, id string) (skills.Host, error) {
 	var h skills.Host
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		h, err = scanHost(tx.QueryRowContext(ctx, "SELECT "+hostColumns+" FROM hosts h WHERE h.id = ?", id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return skills.ErrNotFound
@@ -91,7 +91,7 @@ func (db *DB) Host(ctx context.Context, id string) (skills.Host, error) {
 
 // sessionHost returns the host serving session id; an unknown id is
 // skills.ErrNotFound.
-func sessionHost(ctx context.Context, tx *sql.Tx, id string) (string, error) {
+func sessionHost(ctx context.Context, tx *txn, id string) (string, error) {
 	var host string
 	err := tx.QueryRowContext(ctx, "SELECT host FROM sessions WHERE id = ?", id).Scan(&host)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -108,7 +108,7 @@ func (db *DB) AdoptSessions(ctx context.Context, host string) (int64, error) {
 		return 0, fmt.Errorf("adopt sessions: empty host: %w", skills.ErrInvalid)
 	}
 	var n int64
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, "UPDATE sessions SET host = ? WHERE host = '' AND closed_at IS NULL", host)
 		if err != nil {
 			return err
@@ -133,7 +133,7 @@ func (db *DB) MoveSession(ctx context.Context, id, from, to string, evs ...*skil
 	if to == "" {
 		return fmt.Errorf("move session %q: empty host: %w", id, skills.ErrInvalid)
 	}
-	err := db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	err := db.writeEvents(ctx, evs, func(tx *txn) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
@@ -164,7 +164,7 @@ func (db *DB) MoveSession(ctx context.Context, id, from, to string, evs ...*skil
 const counterUsers = "users"
 
 // bumpCounter adds one to change counter name in transaction tx.
-func bumpCounter(ctx context.Context, tx *sql.Tx, name string) error {
+func bumpCounter(ctx context.Context, tx *txn, name string) error {
 	return execOne(ctx, tx, fmt.Errorf("no change counter %q", name), "UPDATE change_counters SET n = n + 1 WHERE name = ?", name)
 }
 
@@ -182,7 +182,7 @@ type Marks struct {
 // Marks reads the Marks of host.
 func (db *DB) Marks(ctx context.Context, host string) (Marks, error) {
 	var m Marks
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		return tx.QueryRowContext(ctx, `SELECT (SELECT n FROM change_counters WHERE name = ?),
 			(SELECT count(*) FROM sessions WHERE host = ? AND closed_at IS NULL)`, counterUsers, host).Scan(&m.Users, &m.Served)
 	})

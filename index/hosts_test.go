@@ -21,8 +21,10 @@ func hostSession(id, host string) *skills.Session {
 // TestHosts: a host registers, heartbeats and is listed with the open
 // sessions it serves; registering again is a restart (new start time, same
 // row); an unknown host is not found.
-func TestHosts(t *testing.T) {
-	db := openTest(t)
+func TestHosts(t *testing.T) { forEachBackend(t, testHosts) }
+
+func testHosts(t *testing.T, be backend) {
+	db := be.open(t)
 	ctx := context.Background()
 	a := skills.Host{ID: "ha", Name: "alpha", API: "127.0.0.1:7000", Mount: "/srv/a/mnt", StartedAt: t0, LastSeen: t0}
 	b := skills.Host{ID: "hb", Name: "beta", Mount: "/srv/b/mnt", StartedAt: t0, LastSeen: t0}
@@ -75,8 +77,10 @@ func TestHosts(t *testing.T) {
 
 // TestOpenSessionsOfAHost: the host filter lists the open sessions one host
 // serves, in the same order and with the same cursor as the whole list.
-func TestOpenSessionsOfAHost(t *testing.T) {
-	db := openTest(t)
+func TestOpenSessionsOfAHost(t *testing.T) { forEachBackend(t, testOpenSessionsOfAHost) }
+
+func testOpenSessionsOfAHost(t *testing.T, be backend) {
+	db := be.open(t)
 	ctx := context.Background()
 	ids := []string{"a1", "b1", "a2", "b2", "a3"}
 	for i, id := range ids {
@@ -121,8 +125,10 @@ func TestOpenSessionsOfAHost(t *testing.T) {
 // TestBindsAreTheirHosts: a bind is current while the host that made it
 // serves its session; once the session is closed (anywhere) or moved, the
 // bind is that host's stale bind to detach and forget, and no one else's.
-func TestBindsAreTheirHosts(t *testing.T) {
-	db := openTest(t)
+func TestBindsAreTheirHosts(t *testing.T) { forEachBackend(t, testBindsAreTheirHosts) }
+
+func testBindsAreTheirHosts(t *testing.T, be backend) {
+	db := be.open(t)
 	ctx := context.Background()
 	for _, s := range []*skills.Session{hostSession("s1", "ha"), hostSession("s2", "ha"), hostSession("s3", "hb")} {
 		if err := db.CreateSession(ctx, s); err != nil {
@@ -192,8 +198,10 @@ func TestBindsAreTheirHosts(t *testing.T) {
 // serves it, with its pins and activations, and stores its events with it;
 // one from a host that no longer serves it, of a closed or unknown
 // session, changes nothing.
-func TestMoveSession(t *testing.T) {
-	db := openTest(t)
+func TestMoveSession(t *testing.T) { forEachBackend(t, testMoveSession) }
+
+func testMoveSession(t *testing.T, be backend) {
+	db := be.open(t)
 	ctx := context.Background()
 	if err := db.CreateSession(ctx, hostSession("s1", "ha")); err != nil {
 		t.Fatal(err)
@@ -245,8 +253,10 @@ func TestMoveSession(t *testing.T) {
 // TestMoveSessionRace: hosts in two processes' worth of connections take
 // over the same session at once; exactly one does, and the session ends up
 // served by it.
-func TestMoveSessionRace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+func TestMoveSessionRace(t *testing.T) { forEachBackend(t, testMoveSessionRace) }
+
+func testMoveSessionRace(t *testing.T, be backend) {
+	path := be.target(t)
 	db1 := openAt(t, path)
 	db2 := openBare(t, path)
 	ctx := context.Background()
@@ -294,8 +304,10 @@ func TestMoveSessionRace(t *testing.T) {
 
 // TestMarks: the users' mark moves with every user change that commits
 // (and with no other), and Served counts the open sessions of the host.
-func TestMarks(t *testing.T) {
-	db := openTest(t)
+func TestMarks(t *testing.T) { forEachBackend(t, testMarks) }
+
+func testMarks(t *testing.T, be backend) {
+	db := be.open(t)
 	ctx := context.Background()
 	marks := func() Marks {
 		t.Helper()
@@ -353,8 +365,10 @@ func TestMarks(t *testing.T) {
 
 // TestAdoptSessions: the open sessions of no host go to the first host that
 // adopts them; closed ones and other hosts' stay as they are.
-func TestAdoptSessions(t *testing.T) {
-	db := openTest(t)
+func TestAdoptSessions(t *testing.T) { forEachBackend(t, testAdoptSessions) }
+
+func testAdoptSessions(t *testing.T, be backend) {
+	db := be.open(t)
 	ctx := context.Background()
 	for _, s := range []*skills.Session{hostSession("old1", ""), hostSession("old2", ""), hostSession("closed", ""), hostSession("b1", "hb")} {
 		if err := db.CreateSession(ctx, s); err != nil {
@@ -381,7 +395,8 @@ func TestAdoptSessions(t *testing.T) {
 
 // TestSessionsTakeTheirDataDirectorysHost: migration 011 gives the
 // sessions and binds of an index from before hosts the identity of the
-// data directory the index belongs to.
+// data directory the index belongs to. (SQLite only: a PostgreSQL index is
+// new with this program's schema.)
 func TestSessionsTakeTheirDataDirectorysHost(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	raw, err := openPool(path, writerParams, 1)
@@ -389,7 +404,7 @@ func TestSessionsTakeTheirDataDirectorysHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := migrate(ctx, raw, upTo(t, 10)); err != nil {
+	if err := migrate(ctx, raw, sqliteDialect, upTo(t, 10)); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{

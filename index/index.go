@@ -1,14 +1,24 @@
-// Package index keeps the catalog's index in SQLite: skills and their
-// versions, users, registered tools and MCP servers, sessions with their
-// pinned readable sets and mounts, and activations. It is the only package
-// that speaks SQL; everything it returns is a type from package skills.
+// Package index keeps the catalog's index: skills and their versions,
+// users, registered tools and MCP servers, sessions with their pinned
+// readable sets and mounts, activations and the event log. It is the only
+// package that speaks SQL; everything it returns is a type from package
+// skills.
 //
-// Every method is one transaction. Writes go through a single connection that
-// begins transactions with BEGIN IMMEDIATE, so a read-modify-write never
-// races another writer, in this process or another one; reads use a separate
-// pool of query-only connections so they neither wait for writers (WAL) nor
-// can deadlock behind one. Commits are synchronous=FULL: a method that
-// returns nil has made its write durable.
+// The index lives in one of two backends, chosen by what Open is given. A
+// path is a SQLite file, the embedded default: one host's. A postgres:// URL
+// is a PostgreSQL database that a fleet of hosts shares. Both hold the same
+// schema (each has its own migrations), and every method has one
+// implementation in SQL both understand; dialect.go holds what differs.
+//
+// Every method is one transaction, and writes take turns: on SQLite they go
+// through a single connection that begins transactions with BEGIN
+// IMMEDIATE, so a read-modify-write never races another writer, in this
+// process or another one; on PostgreSQL every write transaction, on every
+// host, first takes one advisory lock. Reads use a separate pool and read
+// one snapshot each, so they neither wait for writers nor can deadlock
+// behind one. A method that returns nil has made its write durable (SQLite:
+// synchronous=FULL; PostgreSQL: the server's commit). An error that means
+// the PostgreSQL server cannot be reached wraps skills.ErrUnavailable.
 package index
 
 import (
@@ -22,9 +32,13 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mattn/go-sqlite3"
 
 	"skillfs/skills"
@@ -40,32 +54,62 @@ const writerParams = "_foreign_keys=on&_busy_timeout=10000&_journal_mode=WAL&_tx
 // write through a reader an error instead of a second writer.
 const readerParams = "_foreign_keys=on&_busy_timeout=10000&_txlock=deferred&_query_only=on"
 
+// connectTimeout bounds a connection attempt to a PostgreSQL server whose
+// URL sets no connect_timeout: an unreachable server fails a call in
+// seconds, with skills.ErrUnavailable, rather than hanging it.
+const connectTimeout = 5 * time.Second
+
+// writerSettings are the PostgreSQL settings of the writer connection,
+// unless the URL sets them. A write waits for its turn as long as a SQLite
+// writer waits for the file's lock (busyTimeout), then fails; and the
+// server ends a write transaction left idle for a minute, such as one of a
+// host that vanished mid-write, so that it does not hold every host's
+// write lock until the server notices the connection is dead.
+var writerSettings = map[string]string{
+	"lock_timeout":                        strconv.FormatInt(busyTimeout.Milliseconds(), 10),
+	"idle_in_transaction_session_timeout": "60s",
+}
+
 // DB is an open index. It is safe for concurrent use, and several DBs (in
-// one process or several) may share a file.
+// one process or several) may share a file or a database.
 type DB struct {
-	path string
-	w    *sql.DB // exactly one connection: every write transaction
-	r    *sql.DB // query-only connections: every read
+	path string // as opened, any password hidden
+	d    *dialect
+	w    *sql.DB // the writers: one connection
+	r    *sql.DB // the readers: query-only connections
 	now  func() time.Time
+
+	pg     *pgx.ConnConfig // PostgreSQL: how Watch connects
+	closed chan struct{}   // closed by Close: ends the watchers
 
 	skills skillCache // the catalog in memory (see SkillSet)
 }
 
-// Open opens the index at path, creating the file if needed, and brings its
-// schema up to date.
-func Open(path string) (*DB, error) {
-	return open(context.Background(), path)
+// Open opens the index at target, a SQLite file (created if needed) or a
+// postgres:// (or postgresql://) URL of an existing database, and brings
+// its schema up to date. A PostgreSQL server that cannot be reached is an
+// error wrapping skills.ErrUnavailable.
+func Open(target string) (*DB, error) {
+	return open(context.Background(), target)
 }
 
-func open(ctx context.Context, path string) (*DB, error) {
-	if path == "" {
+func open(ctx context.Context, target string) (*DB, error) {
+	switch {
+	case target == "":
 		return nil, fmt.Errorf("open index: empty path: %w", skills.ErrInvalid)
+	case isPostgresURL(target):
+		return openPostgres(ctx, target)
 	}
+	return openSQLite(ctx, target)
+}
+
+// openSQLite opens the SQLite file at path.
+func openSQLite(ctx context.Context, path string) (*DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open index %q: %w", path, err)
 	}
-	db := &DB{path: path, now: time.Now}
+	db := &DB{path: path, d: sqliteDialect, now: time.Now, closed: make(chan struct{})}
 	if db.w, err = openPool(abs, writerParams, 1); err != nil {
 		return nil, fmt.Errorf("open index %q: connect: %w", path, classify(err))
 	}
@@ -78,7 +122,7 @@ func open(ctx context.Context, path string) (*DB, error) {
 		db.w.Close()
 		return nil, fmt.Errorf("open index %q: journal mode is %q, want wal (does the file system support it?)", path, mode)
 	}
-	if err := migrate(ctx, db.w, migrationFS); err != nil {
+	if err := migrate(ctx, db.w, db.d, db.d.migrations); err != nil {
 		db.w.Close()
 		return nil, fmt.Errorf("open index %q: migrate: %w", path, classify(err))
 	}
@@ -87,6 +131,60 @@ func open(ctx context.Context, path string) (*DB, error) {
 	if db.r, err = openPool(abs, readerParams, max(4, runtime.GOMAXPROCS(0))); err != nil {
 		db.w.Close()
 		return nil, fmt.Errorf("open index %q: connect readers: %w", path, err)
+	}
+	return db, nil
+}
+
+// openPostgres opens the PostgreSQL database at target: a pool of one
+// connection for writes (they take turns anyway, see postgresDialect) and
+// one of read-only connections.
+func openPostgres(ctx context.Context, target string) (*DB, error) {
+	shown, secret := redactURL(target), passwordOf(target)
+	if _, err := url.Parse(target); err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the url.Error itself quotes the URL, password and all
+		}
+		return nil, fmt.Errorf("open index %q: not a URL (%v): %w", shown, redact(err, secret), skills.ErrInvalid)
+	}
+	cfg, err := pgx.ParseConfig(target)
+	if err != nil {
+		return nil, fmt.Errorf("open index %q: %w: %w", shown, skills.ErrInvalid, redact(err, secret))
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = connectTimeout
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "skillfs"
+	}
+	db := &DB{path: shown, d: postgresDialect, now: time.Now, pg: cfg, closed: make(chan struct{})}
+	wcfg := cfg.Copy()
+	for name, value := range writerSettings {
+		if _, ok := wcfg.RuntimeParams[name]; !ok {
+			wcfg.RuntimeParams[name] = value
+		}
+	}
+	db.w = stdlib.OpenDB(*wcfg)
+	db.w.SetMaxOpenConns(1)
+	db.w.SetMaxIdleConns(1)
+	// Readers cannot write, as SQLite's are query-only.
+	rcfg := cfg.Copy()
+	rcfg.RuntimeParams["default_transaction_read_only"] = "on"
+	db.r = stdlib.OpenDB(*rcfg)
+	n := max(4, min(16, runtime.GOMAXPROCS(0)))
+	db.r.SetMaxOpenConns(n)
+	db.r.SetMaxIdleConns(n)
+	db.r.SetConnMaxIdleTime(5 * time.Minute)
+	fail := func(what string, err error) (*DB, error) {
+		db.r.Close()
+		db.w.Close()
+		return nil, fmt.Errorf("open index %q: %s: %w", shown, what, redact(classify(err), secret))
+	}
+	if err := db.w.PingContext(ctx); err != nil {
+		return fail("connect", err)
+	}
+	if err := migrate(ctx, db.w, db.d, db.d.migrations); err != nil {
+		return fail("migrate", err)
 	}
 	return db, nil
 }
@@ -130,8 +228,14 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
 
-// Close closes the index. The last connection to close checkpoints the WAL.
+// Close closes the index and ends its watchers (see Watch). The last
+// connection to a SQLite file to close checkpoints the WAL.
 func (db *DB) Close() error {
+	select {
+	case <-db.closed:
+	default:
+		close(db.closed)
+	}
 	err := db.r.Close()
 	if werr := db.w.Close(); err == nil {
 		err = werr
@@ -142,47 +246,67 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// Path returns the path the index was opened with.
+// Path returns the path or URL the index was opened with; a URL's password
+// shows as xxxxx.
 func (db *DB) Path() string { return db.path }
 
-// write runs fn in one immediate transaction on the writer connection and
+// Backend names the index's backend: "sqlite" or "postgres".
+func (db *DB) Backend() string { return db.d.name }
+
+// write runs fn in one write transaction (see the package comment) and
 // commits it if fn returns nil. fn must not call other methods of db that
 // write: the writer connection is busy until fn returns.
-func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.w.BeginTx(ctx, nil)
+func (db *DB) write(ctx context.Context, fn func(tx *txn) error) error {
+	return writeTx(ctx, db.w, db.d, fn)
+}
+
+// writeTx runs fn in one write transaction on the writer pool p of a
+// backend of dialect d, and commits it if fn returns nil.
+func writeTx(ctx context.Context, p *sql.DB, d *dialect, fn func(tx *txn) error) error {
+	tx, err := begin(ctx, p, nil)
 	if err != nil {
-		return fmt.Errorf("begin write: %w", err)
+		return fmt.Errorf("begin write: %w", classify(err))
 	}
 	// Also on panic: the writer connection must not stay locked.
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
+	if d.lockWrite != "" {
+		if _, err := tx.ExecContext(ctx, d.lockWrite); err != nil {
+			return fmt.Errorf("wait for the write lock: %w", classify(err))
+		}
+	}
+	if err := fn(&txn{tx, d}); err != nil {
+		return classify(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", classify(err))
 	}
 	return nil
 }
 
-// read runs fn in one read transaction, so everything fn reads comes from
-// the same snapshot.
-func (db *DB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.r.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin read: %w", err)
+// begin begins a transaction on p. A PostgreSQL connection that the server
+// closed while it sat in the pool (the server restarted) fails the first
+// statement sent on it, and only that: the transaction is begun again, on
+// another connection, as long as it is such a connection that failed.
+// Failing to make a new connection is not retried.
+func begin(ctx context.Context, p *sql.DB, opts *sql.TxOptions) (*sql.Tx, error) {
+	for tries := p.Stats().MaxOpenConnections; ; tries-- {
+		tx, err := p.BeginTx(ctx, opts)
+		var ce *pgconn.ConnectError
+		if err == nil || tries <= 0 || ctx.Err() != nil || !unreachable(err) || errors.As(err, &ce) {
+			return tx, err
+		}
 	}
-	defer tx.Rollback()
-	return fn(tx)
 }
 
-// isUniqueViolation reports whether err is a violation of a PRIMARY KEY or
-// UNIQUE constraint.
-func isUniqueViolation(err error) bool {
-	var se sqlite3.Error
-	if !errors.As(err, &se) {
-		return false
+// read runs fn in one read transaction, so everything fn reads comes from
+// the same snapshot.
+func (db *DB) read(ctx context.Context, fn func(tx *txn) error) error {
+	tx, err := begin(ctx, db.r, db.d.readTx)
+	if err != nil {
+		return fmt.Errorf("begin read: %w", classify(err))
 	}
-	return se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique
+	defer tx.Rollback()
+	return classify(fn(&txn{tx, db.d}))
 }
 
 // Earliest and latest times that fit in int64 unix nanoseconds.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/internal/pgtest"
 	"skillfs/skills"
 )
 
@@ -20,11 +21,43 @@ import (
 // exactly.
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.UTC)
 
-// openTest opens a fresh index in a temporary directory and closes it when
-// the test ends.
-func openTest(t testing.TB) *DB {
+// backend is a backend of the index the tests run against.
+type backend struct {
+	name string
+	// target returns where a new, empty index can be opened: a file in a
+	// new temporary directory, or a new database (see pgtest.Database).
+	target func(t testing.TB) string
+}
+
+// open opens a new, empty index, with sessionUsers registered, and closes
+// it when the test ends.
+func (b backend) open(t testing.TB) *DB {
 	t.Helper()
-	return openAt(t, filepath.Join(t.TempDir(), "index.db"))
+	return openAt(t, b.target(t))
+}
+
+// The backends. Tests that run on one of them only say why.
+var (
+	sqliteBackend = backend{"sqlite", func(t testing.TB) string {
+		return filepath.Join(t.TempDir(), "index.db")
+	}}
+	postgresBackend = backend{"postgres", pgtest.Database}
+	backends        = []backend{sqliteBackend, postgresBackend}
+)
+
+// forEachBackend runs test once per backend, as a subtest named after it.
+func forEachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// benchEachBackend runs bench once per backend, as a sub-benchmark named
+// after it.
+func benchEachBackend(b *testing.B, bench func(b *testing.B, be backend)) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) { bench(b, be) })
+	}
 }
 
 // sessionUsers are the users the tests' sessions belong to: openAt
@@ -131,33 +164,40 @@ func mustEqual(t testing.TB, what string, got, want any) {
 	}
 }
 
-func TestOpenCreatesFileAndMigrationsAreIdempotent(t *testing.T) {
-	ctx := context.Background()
+// SQLite makes the file Open is given (PostgreSQL's database must exist).
+func TestOpenCreatesFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "index.db")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(path)
+	insertSkill(t, openAt(t, path), "kept", "h1")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("index file: %v", err)
+	}
+}
+
+func TestMigrationsAreIdempotent(t *testing.T) { forEachBackend(t, testMigrationsAreIdempotent) }
+
+func testMigrationsAreIdempotent(t *testing.T, b backend) {
+	ctx := context.Background()
+	target := b.target(t)
+	db, err := Open(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if db.Path() != path {
-		t.Errorf("Path() = %q, want %q", db.Path(), path)
+	if db.Path() != target || db.Backend() != b.name {
+		t.Errorf("Path() = %q, Backend() = %q; want %q, %q", db.Path(), db.Backend(), target, b.name)
 	}
 	insertSkill(t, db, "kept", "h1")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("index file: %v", err)
-	}
-
-	ms, err := loadMigrations(migrationFS)
+	ms, err := loadMigrations(db.d.migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		db := openAt(t, path)
+		db := openBare(t, target)
 		var n, maxV int
 		if err := db.r.QueryRow("SELECT COUNT(*), MAX(version) FROM schema_migrations").Scan(&n, &maxV); err != nil {
 			t.Fatal(err)
@@ -224,9 +264,11 @@ func TestOpenErrors(t *testing.T) {
 	wantErr(t, "Open empty path", err, skills.ErrInvalid)
 }
 
-func TestOpenRejectsNewerSchema(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
-	db, err := Open(path)
+func TestOpenRejectsNewerSchema(t *testing.T) { forEachBackend(t, testOpenRejectsNewerSchema) }
+
+func testOpenRejectsNewerSchema(t *testing.T, b backend) {
+	target := b.target(t)
+	db, err := Open(target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +276,7 @@ func TestOpenRejectsNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	db, err = Open(path)
+	db, err = Open(target)
 	if err == nil {
 		db.Close()
 		t.Fatal("Open accepted a schema newer than the program")
@@ -245,18 +287,20 @@ func TestOpenRejectsNewerSchema(t *testing.T) {
 	}
 }
 
-// TestConcurrentOpenOfNewFile opens one new file from several handles at
-// once, as daemons starting together would: all succeed and each migration
-// is applied once.
-func TestConcurrentOpenOfNewFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+// TestConcurrentOpenOfANewIndex opens one new index from several handles
+// at once, as daemons starting together would: all succeed and each
+// migration is applied once.
+func TestConcurrentOpenOfANewIndex(t *testing.T) { forEachBackend(t, testConcurrentOpenOfANewIndex) }
+
+func testConcurrentOpenOfANewIndex(t *testing.T, b backend) {
+	target := b.target(t)
 	const n = 6
 	errs := make(chan error, n)
 	dbs := make(chan *DB, n)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			db, err := Open(path)
+			db, err := Open(target)
 			if err != nil {
 				errs <- err
 				return
@@ -273,11 +317,11 @@ func TestConcurrentOpenOfNewFile(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations(migrationFS)
+	db := openAt(t, target)
+	ms, err := loadMigrations(db.d.migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := openAt(t, path)
 	var count, distinct int
 	if err := db.r.QueryRow("SELECT COUNT(*), COUNT(DISTINCT file) FROM schema_migrations").Scan(&count, &distinct); err != nil {
 		t.Fatal(err)
@@ -287,8 +331,9 @@ func TestConcurrentOpenOfNewFile(t *testing.T) {
 	}
 }
 
+// Connection settings are SQLite's pragmas.
 func TestConnectionPragmas(t *testing.T) {
-	db := openTest(t)
+	db := sqliteBackend.open(t)
 	for _, tc := range []struct {
 		name, pragma string
 		want         string
@@ -308,14 +353,23 @@ func TestConnectionPragmas(t *testing.T) {
 			}
 		})
 	}
-	// Readers are query-only: a write through one fails instead of taking
-	// the write lock behind the writer's back.
-	if _, err := db.r.Exec("INSERT INTO tools (name) VALUES ('sneaky')"); err == nil {
-		t.Fatal("write through the read pool succeeded")
-	}
 	var fk string
 	if err := db.r.QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil || fk != "1" {
 		t.Fatalf("reader foreign_keys = %q, %v", fk, err)
+	}
+}
+
+// Readers are query-only: a write through one fails instead of taking the
+// write lock behind the writer's back.
+func TestReadersCannotWrite(t *testing.T) { forEachBackend(t, testReadersCannotWrite) }
+
+func testReadersCannotWrite(t *testing.T, b backend) {
+	db := b.open(t)
+	if _, err := db.r.Exec("INSERT INTO tools (name) VALUES ('sneaky')"); err == nil {
+		t.Fatal("write through the read pool succeeded")
+	}
+	if tools, err := db.Tools(context.Background()); err != nil || len(tools) != 0 {
+		t.Fatalf("tools after a write through the read pool: %v, %v", tools, err)
 	}
 }
 
@@ -411,8 +465,10 @@ func FuzzLists(f *testing.F) {
 	})
 }
 
-func TestErrorClassification(t *testing.T) {
-	db := openTest(t)
+func TestErrorClassification(t *testing.T) { forEachBackend(t, testErrorClassification) }
+
+func testErrorClassification(t *testing.T, b backend) {
+	db := b.open(t)
 	if _, err := db.w.Exec("INSERT INTO tools (name) VALUES ('git')"); err != nil {
 		t.Fatal(err)
 	}
@@ -439,6 +495,9 @@ func TestErrorClassification(t *testing.T) {
 			}
 			if got := isBusy(tc.err); got != tc.busy {
 				t.Errorf("isBusy(%v) = %v", tc.err, got)
+			}
+			if got := classify(tc.err); errors.Is(got, skills.ErrUnavailable) || errors.Is(got, skills.ErrDamaged) {
+				t.Errorf("classify(%v) = %v, want neither unavailable nor damaged", tc.err, got)
 			}
 		})
 	}

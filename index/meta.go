@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mattn/go-sqlite3"
-
 	"skillfs/skills"
 )
 
@@ -19,7 +17,7 @@ const metaDataDirID = "data_directory_id"
 // a new one).
 func (db *DB) DataDirID(ctx context.Context) (string, error) {
 	var id string
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", metaDataDirID).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -38,7 +36,7 @@ func (db *DB) SetDataDirID(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("record data directory identity: empty: %w", skills.ErrInvalid)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		var old string
 		err := tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", metaDataDirID).Scan(&old)
 		switch {
@@ -67,7 +65,7 @@ type Rows struct {
 // Count returns the row counts of the main tables.
 func (db *DB) Count(ctx context.Context) (Rows, error) {
 	var r Rows
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		return tx.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM skills), (SELECT COUNT(*) FROM versions),
 			(SELECT COUNT(*) FROM users), (SELECT COUNT(*) FROM sessions)`).Scan(&r.Skills, &r.Versions, &r.Users, &r.Sessions)
@@ -89,10 +87,10 @@ type Totals struct {
 // Totals reads the Totals in one query over the index, never the store.
 func (db *DB) Totals(ctx context.Context) (Totals, error) {
 	var t Totals
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		return tx.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM skills), (SELECT COUNT(*) FROM versions),
-			(SELECT COALESCE(SUM(bytes), 0) FROM versions),
+			(SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) FROM versions),
 			(SELECT COUNT(*) FROM session_binds b JOIN sessions s ON s.id = b.session WHERE `+currentBind+`)`).
 			Scan(&t.Skills, &t.Versions, &t.Bytes, &t.Binds)
 	})
@@ -102,26 +100,16 @@ func (db *DB) Totals(ctx context.Context) (Totals, error) {
 	return t, nil
 }
 
-// Check runs SQLite's integrity check over the whole file. A damaged file
-// is an error wrapping skills.ErrDamaged that quotes SQLite's first findings.
+// Check checks the index: on SQLite, an integrity check over the whole
+// file; on PostgreSQL, that the schema is there, whole and up to date. A
+// damaged index is an error wrapping skills.ErrDamaged that quotes the first
+// findings.
 func (db *DB) Check(ctx context.Context) error {
 	var problems []string
-	err := db.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "PRAGMA quick_check(20)")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				return err
-			}
-			if s != "ok" {
-				problems = append(problems, s)
-			}
-		}
-		return rows.Err()
+	err := db.read(ctx, func(tx *txn) error {
+		var err error
+		problems, err = db.d.problems(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("check index %q: %w", db.path, classify(err))
@@ -130,16 +118,6 @@ func (db *DB) Check(ctx context.Context) error {
 		return fmt.Errorf("check index %q: %q: %w", db.path, problems, skills.ErrDamaged)
 	}
 	return nil
-}
-
-// classify marks SQLite's "this is not a database" and "the database is
-// corrupt" as skills.ErrDamaged, so callers can say how to repair it.
-func classify(err error) error {
-	var se sqlite3.Error
-	if errors.As(err, &se) && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB) {
-		return fmt.Errorf("%w: %w", skills.ErrDamaged, err)
-	}
-	return err
 }
 
 // metaReadyAt is the meta key a readiness check writes.
@@ -153,8 +131,8 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", metaReadyAt, fmt.Sprint(at))
+	err = db.write(ctx, func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2", metaReadyAt, fmt.Sprint(at))
 		return err
 	})
 	if err != nil {

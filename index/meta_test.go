@@ -12,7 +12,8 @@ import (
 )
 
 // An index written before migration 003 held absolute paths; after it,
-// every path is relative to the data directory.
+// every path is relative to the data directory. SQLite only: PostgreSQL's
+// schema starts where SQLite's 010 ends.
 func TestMigration003MakesPathsRelative(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "index.db")
@@ -28,7 +29,7 @@ func TestMigration003MakesPathsRelative(t *testing.T) {
 		}
 		old[name] = &fstest.MapFile{Data: b}
 	}
-	if err := migrate(ctx, raw, old); err != nil {
+	if err := migrate(ctx, raw, sqliteDialect, old); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := raw.Begin()
@@ -57,9 +58,11 @@ func TestMigration003MakesPathsRelative(t *testing.T) {
 	}
 }
 
-func TestDataDirID(t *testing.T) {
+func TestDataDirID(t *testing.T) { forEachBackend(t, testDataDirID) }
+
+func testDataDirID(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	if id, err := db.DataDirID(ctx); err != nil || id != "" {
 		t.Fatalf("DataDirID of a new index = %q, %v", id, err)
 	}
@@ -78,9 +81,11 @@ func TestDataDirID(t *testing.T) {
 // A spill is counted once, however often it is applied: a daemon that stops
 // after applying it but before clearing the file applies it again at the
 // next start.
-func TestApplySpillExactlyOnce(t *testing.T) {
+func TestApplySpillExactlyOnce(t *testing.T) { forEachBackend(t, testApplySpillExactlyOnce) }
+
+func testApplySpillExactlyOnce(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	insertSkill(t, db, "a", "h1")
 	if err := db.CreateSession(ctx, &skills.Session{ID: "s1", UID: "alice", Pins: []skills.Pin{{Slug: "a", Version: "h1"}}, CreatedAt: t0}); err != nil {
 		t.Fatal(err)
@@ -113,6 +118,8 @@ func TestApplySpillExactlyOnce(t *testing.T) {
 
 // A file that is not a database, or whose pages were overwritten, is
 // reported as a damaged data directory, never opened as an empty index.
+// SQLite only: it is about the file (TestCheckFindsAMissingTable is
+// PostgreSQL's).
 func TestDamagedIndexIsErrDamaged(t *testing.T) {
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.db")
@@ -167,9 +174,11 @@ func TestDamagedIndexIsErrDamaged(t *testing.T) {
 	}
 }
 
-func TestCountAndRestoreSkill(t *testing.T) {
+func TestCountAndRestoreSkill(t *testing.T) { forEachBackend(t, testCountAndRestoreSkill) }
+
+func testCountAndRestoreSkill(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openBare(t, filepath.Join(t.TempDir(), "index.db"))
+	db := openBare(t, b.target(t))
 	if n, err := db.Count(ctx); err != nil || n != (Rows{}) {
 		t.Fatalf("Count of a new index = %+v, %v", n, err)
 	}
@@ -203,9 +212,11 @@ func TestCountAndRestoreSkill(t *testing.T) {
 
 // A skill's plugin and a version's working-tree state round-trip, and a
 // new version may change the plugin.
-func TestPluginAndWorktree(t *testing.T) {
+func TestPluginAndWorktree(t *testing.T) { forEachBackend(t, testPluginAndWorktree) }
+
+func testPluginAndWorktree(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	s := testSkill("setup")
 	s.Plugin = "deploy"
 	v := testVersion("setup", "h1")
@@ -230,9 +241,11 @@ func TestPluginAndWorktree(t *testing.T) {
 
 // Totals counts skills, versions and their bytes, and only the binds of
 // open sessions.
-func TestTotals(t *testing.T) {
+func TestTotals(t *testing.T) { forEachBackend(t, testTotals) }
+
+func testTotals(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	if got, err := db.Totals(ctx); err != nil || got != (Totals{}) {
 		t.Fatalf("Totals of a new index = %+v, %v", got, err)
 	}

@@ -12,17 +12,12 @@ import (
 	"time"
 )
 
-//go:embed migrations/*.sql
+// embedded holds the schema migrations of each backend, named
+// NNN_what.sql: migrations/ for SQLite, migrations_pg/ for PostgreSQL. Each
+// set is numbered on its own.
+//
+//go:embed migrations/*.sql migrations_pg/*.sql
 var embedded embed.FS
-
-// migrationFS holds the schema migrations, named NNN_what.sql.
-var migrationFS = func() iofs.FS {
-	sub, err := iofs.Sub(embedded, "migrations")
-	if err != nil {
-		panic(err) // the directory is embedded at build time
-	}
-	return sub
-}()
 
 // SchemaVersionError reports an index whose schema was migrated by a newer
 // program than this one; opening it could corrupt data the newer schema
@@ -91,25 +86,27 @@ func loadMigrations(fsys iofs.FS) ([]migration, error) {
 }
 
 // migrate applies the migrations of fsys that the database has not seen,
-// in order, each in its own transaction together with its row in
+// in order, each in its own write transaction together with its row in
 // schema_migrations, so a crash leaves every migration applied or absent.
-// Several processes may migrate at once: each step re-checks under the write
-// lock.
-func migrate(ctx context.Context, db *sql.DB, fsys iofs.FS) error {
+// Several processes (hosts) may migrate at once: writes take turns (see
+// dialect.lockWrite), and each step re-checks once it has its turn.
+func migrate(ctx context.Context, p *sql.DB, d *dialect, fsys iofs.FS) error {
 	ms, err := loadMigrations(fsys)
 	if err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER NOT NULL PRIMARY KEY,
-		file       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
 	var newest sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+	err = writeTx(ctx, p, d, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, d.schemaMigrations); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	known := 0
 	if len(ms) > 0 {
@@ -119,19 +116,15 @@ func migrate(ctx context.Context, db *sql.DB, fsys iofs.FS) error {
 		return &SchemaVersionError{Found: int(newest.Int64), Known: known}
 	}
 	for _, m := range ms {
-		if err := applyMigration(ctx, db, m); err != nil {
+		if err := writeTx(ctx, p, d, func(tx *txn) error { return applyMigration(ctx, tx, m) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migration %q: begin: %w", m.file, err)
-	}
-	defer tx.Rollback()
+// applyMigration applies m in tx unless schema_migrations says it was.
+func applyMigration(ctx context.Context, tx *txn, m migration) error {
 	var done bool
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)", m.version).Scan(&done); err != nil {
 		return fmt.Errorf("migration %q: %w", m.file, err)
@@ -139,14 +132,13 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
 	if done {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	// As it is: a migration's text is not a query of this package, and
+	// without parameters it may hold several statements.
+	if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
 		return fmt.Errorf("migration %q: %w", m.file, err)
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, file, applied_at) VALUES (?, ?, ?)", m.version, m.file, time.Now().UnixNano()); err != nil {
 		return fmt.Errorf("migration %q: record: %w", m.file, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migration %q: commit: %w", m.file, err)
 	}
 	return nil
 }

@@ -12,33 +12,59 @@ import (
 	"skillfs/skills"
 )
 
-// openRaw opens a bare writer pool on a new file, without migrations.
-func openRaw(t testing.TB) *sql.DB {
+// openRaw opens a bare writer pool on a new index of backend b, without
+// migrations, and returns it with the backend's dialect.
+func openRaw(t testing.TB, b backend) (*sql.DB, *dialect) {
 	t.Helper()
-	p, err := openPool(filepath.Join(t.TempDir(), "raw.db"), writerParams, 1)
-	if err != nil {
-		t.Fatal(err)
+	target := b.target(t)
+	var p *sql.DB
+	d := sqliteDialect
+	if isPostgresURL(target) {
+		var err error
+		if p, err = sql.Open("pgx", target); err != nil {
+			t.Fatal(err)
+		}
+		d = postgresDialect
+	} else {
+		var err error
+		if p, err = openPool(target, writerParams, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { p.Close() })
-	return p
+	return p, d
 }
 
-func tables(t testing.TB, db *sql.DB) []string {
+// tables lists the tables of the index p, sorted.
+func tables(t testing.TB, p *sql.DB, d *dialect) []string {
 	t.Helper()
-	rows, err := db.Query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+	query := "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+	if d.pg {
+		query = `SELECT table_name COLLATE "C" FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`
+	}
+	return names(t, p, query)
+}
+
+// names runs a query of one text column on p and returns its values.
+func names(t testing.TB, p *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := p.Query(query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var names []string
+	var out []string
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, n)
+		out = append(out, n)
 	}
-	return names
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestParseMigrationName(t *testing.T) {
@@ -90,21 +116,29 @@ func FuzzParseMigrationName(f *testing.F) {
 }
 
 func TestEmbeddedMigrations(t *testing.T) {
-	ms, err := loadMigrations(migrationFS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ms) == 0 {
-		t.Fatal("no migrations embedded")
-	}
-	for i, m := range ms {
-		if m.version != i+1 {
-			t.Errorf("migration %q has version %d, want %d: versions must be 1, 2, 3, ...", m.file, m.version, i+1)
-		}
+	for _, d := range []*dialect{sqliteDialect, postgresDialect} {
+		t.Run(d.name, func(t *testing.T) {
+			ms, err := loadMigrations(d.migrations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == 0 {
+				t.Fatal("no migrations embedded")
+			}
+			for i, m := range ms {
+				if m.version != i+1 {
+					t.Errorf("migration %q has version %d, want %d: versions must be 1, 2, 3, ...", m.file, m.version, i+1)
+				}
+			}
+		})
 	}
 }
 
 func TestMigrationsRunInVersionOrder(t *testing.T) {
+	forEachBackend(t, testMigrationsRunInVersionOrder)
+}
+
+func testMigrationsRunInVersionOrder(t *testing.T, b backend) {
 	// 10 sorts before 9 as text; each step needs the one before it.
 	fsys := fstest.MapFS{
 		"10_c.sql": {Data: []byte("ALTER TABLE t ADD COLUMN c TEXT;")},
@@ -112,26 +146,37 @@ func TestMigrationsRunInVersionOrder(t *testing.T) {
 		"1_a.sql":  {Data: []byte("CREATE TABLE t (a TEXT);")},
 		"README":   {Data: []byte("not a migration")},
 	}
-	db := openRaw(t)
+	db, d := openRaw(t, b)
 	ctx := context.Background()
 	for range 2 {
-		if err := migrate(ctx, db, fsys); err != nil {
+		if err := migrate(ctx, db, d, fsys); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var versions string
-	if err := db.QueryRow("SELECT group_concat(version, ',') FROM (SELECT version FROM schema_migrations ORDER BY version)").Scan(&versions); err != nil {
+	rows, err := db.Query("SELECT version FROM schema_migrations ORDER BY version")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if versions != "1,9,10" {
-		t.Fatalf("recorded versions %s, want 1,9,10", versions)
+	defer rows.Close()
+	var versions []string
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, strconv.Itoa(v))
+	}
+	if got := strings.Join(versions, ","); got != "1,9,10" {
+		t.Fatalf("recorded versions %s, want 1,9,10", got)
 	}
 	if _, err := db.Exec("INSERT INTO t (a, b, c) VALUES ('1', '2', '3')"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestMigrationLoadErrors(t *testing.T) {
+func TestMigrationLoadErrors(t *testing.T) { forEachBackend(t, testMigrationLoadErrors) }
+
+func testMigrationLoadErrors(t *testing.T, b backend) {
 	for _, tc := range []struct {
 		name string
 		fsys fstest.MapFS
@@ -143,8 +188,8 @@ func TestMigrationLoadErrors(t *testing.T) {
 			if _, err := loadMigrations(tc.fsys); err == nil {
 				t.Fatal("loadMigrations accepted the set")
 			}
-			db := openRaw(t)
-			if err := migrate(context.Background(), db, tc.fsys); err == nil {
+			db, d := openRaw(t, b)
+			if err := migrate(context.Background(), db, d, tc.fsys); err == nil {
 				t.Fatal("migrate accepted the set")
 			}
 		})
@@ -152,17 +197,21 @@ func TestMigrationLoadErrors(t *testing.T) {
 }
 
 func TestFailedMigrationLeavesNothing(t *testing.T) {
+	forEachBackend(t, testFailedMigrationLeavesNothing)
+}
+
+func testFailedMigrationLeavesNothing(t *testing.T, b backend) {
 	fsys := fstest.MapFS{
 		"1_a.sql": {Data: []byte("CREATE TABLE a (x TEXT);")},
 		// The second statement fails after the first one ran.
 		"2_b.sql": {Data: []byte("CREATE TABLE b (x TEXT); INSERT INTO no_such_table VALUES (1);")},
 	}
-	db := openRaw(t)
+	db, d := openRaw(t, b)
 	ctx := context.Background()
-	if err := migrate(ctx, db, fsys); err == nil {
+	if err := migrate(ctx, db, d, fsys); err == nil {
 		t.Fatal("migrate succeeded with a broken migration")
 	}
-	mustEqual(t, "tables after failed migration", tables(t, db), []string{"a", "schema_migrations"})
+	mustEqual(t, "tables after failed migration", tables(t, db, d), []string{"a", "schema_migrations"})
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM schema_migrations WHERE version = 2").Scan(&n); err != nil {
 		t.Fatal(err)
@@ -173,26 +222,30 @@ func TestFailedMigrationLeavesNothing(t *testing.T) {
 	// Fixed, it applies on the next run and 1 is not run again (it would
 	// fail: table a exists).
 	fsys["2_b.sql"] = &fstest.MapFile{Data: []byte("CREATE TABLE b (x TEXT);")}
-	if err := migrate(ctx, db, fsys); err != nil {
+	if err := migrate(ctx, db, d, fsys); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "tables after fix", tables(t, db), []string{"a", "b", "schema_migrations"})
+	mustEqual(t, "tables after fix", tables(t, db, d), []string{"a", "b", "schema_migrations"})
 }
 
-func TestSchemaHasForeignKeysIntact(t *testing.T) {
-	db := openTest(t)
+func TestSchemaHasForeignKeysIntact(t *testing.T) { forEachBackend(t, testSchemaHasForeignKeysIntact) }
+
+func testSchemaHasForeignKeysIntact(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	insertSkill(t, db, "a", "h1")
-	rows, err := db.r.QueryContext(ctx, "PRAGMA foreign_key_check")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	if rows.Next() {
-		t.Fatal("foreign key violations in a fresh index")
+	if b.name == "sqlite" { // PostgreSQL checks every key as it commits
+		rows, err := db.r.QueryContext(ctx, "PRAGMA foreign_key_check")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		if rows.Next() {
+			t.Fatal("foreign key violations in a fresh index")
+		}
 	}
 	// The current version must be one of the skill's versions.
-	_, err = db.w.ExecContext(ctx, "UPDATE skills SET current_version = 'nope' WHERE slug = 'a'")
+	_, err := db.w.ExecContext(ctx, "UPDATE skills SET current_version = 'nope' WHERE slug = 'a'")
 	if err == nil {
 		t.Fatal("current_version accepted a hash with no version row")
 	}
@@ -202,7 +255,7 @@ func TestSchemaHasForeignKeysIntact(t *testing.T) {
 func upTo(t testing.TB, n int) fstest.MapFS {
 	t.Helper()
 	out := fstest.MapFS{}
-	ms, err := loadMigrations(migrationFS)
+	ms, err := loadMigrations(sqliteDialect.migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +269,8 @@ func upTo(t testing.TB, n int) fstest.MapFS {
 
 // TestPinsMoveIntoTheirSession: migration 006 carries every session's pins,
 // in closure order, from the old per-pin rows into the session's row, and
-// migration 005 counts the skills already there as changed once.
+// migration 005 counts the skills already there as changed once. SQLite
+// only: PostgreSQL's schema starts where SQLite's 010 ends.
 func TestPinsMoveIntoTheirSession(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	raw, err := openPool(path, writerParams, 1)
@@ -224,7 +278,7 @@ func TestPinsMoveIntoTheirSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := migrate(ctx, raw, upTo(t, 4)); err != nil {
+	if err := migrate(ctx, raw, sqliteDialect, upTo(t, 4)); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{

@@ -18,7 +18,7 @@ func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 	case u.Role != skills.RoleSuperadmin && u.Role != skills.RoleAdmin && u.Role != skills.RoleUser:
 		return fmt.Errorf("put user %q: role %q: %w", u.UID, u.Role, skills.ErrInvalid)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO users (uid, role, department) VALUES (?, ?, ?)
 			ON CONFLICT (uid) DO UPDATE SET role = excluded.role, department = excluded.department`,
 			u.UID, u.Role, u.Department)
@@ -36,7 +36,7 @@ func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 // User returns the user uid, or an error wrapping skills.ErrNotFound.
 func (db *DB) User(ctx context.Context, uid string) (skills.User, error) {
 	var u skills.User
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, "SELECT uid, role, department FROM users WHERE uid = ?", uid).
 			Scan(&u.UID, &u.Role, &u.Department)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -53,7 +53,7 @@ func (db *DB) User(ctx context.Context, uid string) (skills.User, error) {
 // Users returns every user sorted by uid.
 func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
 	var us []skills.User
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		us, err = queryAll(ctx, tx, func(sc scanner) (u skills.User, err error) {
 			return u, sc.Scan(&u.UID, &u.Role, &u.Department)
 		}, "SELECT uid, role, department FROM users ORDER BY uid")
@@ -74,7 +74,7 @@ func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
 // caller's look at the sessions and the delete, no session stays open for a
 // deleted user.
 func (db *DB) DeleteUser(ctx context.Context, uid string) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		var open int
 		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE closed_at IS NULL AND uid = ?", uid).Scan(&open)
 		if err != nil {
@@ -154,7 +154,7 @@ func (db *DB) addName(ctx context.Context, table, name string) error {
 	if name == "" {
 		return fmt.Errorf("empty name: %w", skills.ErrInvalid)
 	}
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx *txn) error {
 		return execOne(ctx, tx, skills.ErrExists, "INSERT INTO "+table+" (name) VALUES (?) ON CONFLICT DO NOTHING", name)
 	})
 }
@@ -162,14 +162,14 @@ func (db *DB) addName(ctx context.Context, table, name string) error {
 // deleteName deletes the row whose key column is key; table and column are
 // constants of this package.
 func (db *DB) deleteName(ctx context.Context, table, column, key string) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.write(ctx, func(tx *txn) error {
 		return execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM "+table+" WHERE "+column+" = ?", key)
 	})
 }
 
 func (db *DB) names(ctx context.Context, table string) ([]string, error) {
 	var names []string
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		names, err = queryStrings(ctx, tx, "SELECT name FROM "+table+" ORDER BY name")
 		return err
@@ -179,7 +179,7 @@ func (db *DB) names(ctx context.Context, table string) ([]string, error) {
 
 // execOne runs a statement that must change a row; none changed is none,
 // the caller's sentinel (skills.ErrNotFound, skills.ErrExists).
-func execOne(ctx context.Context, tx *sql.Tx, none error, query string, args ...any) error {
+func execOne(ctx context.Context, tx *txn, none error, query string, args ...any) error {
 	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func execOne(ctx context.Context, tx *sql.Tx, none error, query string, args ...
 // was being done.
 func readAll[T any](ctx context.Context, db *DB, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	var out []T
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		out, err = queryAll(ctx, tx, scan, query, args...)
 		return err
 	})
@@ -209,7 +209,7 @@ func readAll[T any](ctx context.Context, db *DB, what string, scan func(scanner)
 }
 
 // queryAll runs a query and scans every row with scan; never nil.
-func queryAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, tx *txn, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	out := []T{}
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -227,6 +227,6 @@ func queryAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (T, err
 }
 
 // queryStrings runs a query selecting one text column; never nil.
-func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
+func queryStrings(ctx context.Context, tx *txn, query string, args ...any) ([]string, error) {
 	return queryAll(ctx, tx, func(sc scanner) (s string, err error) { return s, sc.Scan(&s) }, query, args...)
 }

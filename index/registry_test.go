@@ -2,14 +2,15 @@ package index
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"skillfs/skills"
 )
 
-func TestUsers(t *testing.T) {
-	db := openBare(t, filepath.Join(t.TempDir(), "index.db"))
+func TestUsers(t *testing.T) { forEachBackend(t, testUsers) }
+
+func testUsers(t *testing.T, b backend) {
+	db := openBare(t, b.target(t))
 	ctx := context.Background()
 	us, err := db.Users(ctx)
 	if err != nil || us == nil || len(us) != 0 {
@@ -68,8 +69,10 @@ type registry struct {
 	list     func(context.Context) ([]string, error)
 }
 
-func TestToolsAndMCPs(t *testing.T) {
-	db := openTest(t)
+func TestToolsAndMCPs(t *testing.T) { forEachBackend(t, testToolsAndMCPs) }
+
+func testToolsAndMCPs(t *testing.T, b backend) {
+	db := b.open(t)
 	for name, r := range map[string]registry{
 		"tools":       {db.AddTool, db.DeleteTool, db.Tools},
 		"MCP servers": {db.AddMCP, db.DeleteMCP, db.MCPs},

@@ -76,7 +76,7 @@ func decodePins(stored string) ([]skills.Pin, error) {
 
 // sessionClosed reports whether session id is closed; an unknown id is
 // skills.ErrNotFound.
-func sessionClosed(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
+func sessionClosed(ctx context.Context, tx *txn, id string) (bool, error) {
 	var closed bool
 	err := tx.QueryRowContext(ctx, "SELECT closed_at IS NOT NULL FROM sessions WHERE id = ?", id).Scan(&closed)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -114,7 +114,7 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if err != nil {
 		return wrap(err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		var user int
 		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users WHERE uid = ?", s.UID).Scan(&user)
 		if err != nil {
@@ -176,7 +176,7 @@ func scanSession(sc scanner) (*skills.Session, error) {
 // error wrapping skills.ErrNotFound.
 func (db *DB) Session(ctx context.Context, id string) (*skills.Session, error) {
 	var s *skills.Session
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		s, err = scanSession(tx.QueryRowContext(ctx, "SELECT "+sessionColumns+" FROM sessions WHERE id = ?", id))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -204,7 +204,7 @@ func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
 // names no session is skills.ErrInvalid.
 func (db *DB) OpenSessionsPage(ctx context.Context, host, after string, limit int) ([]*skills.Session, error) {
 	list := []*skills.Session{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		where, args := "", []any{}
 		if host != "" {
 			where, args = " AND host = ?", []any{host}
@@ -226,8 +226,12 @@ func (db *DB) OpenSessionsPage(ctx context.Context, host, after string, limit in
 			}
 		}
 		var err error
-		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL"+where+
-			" ORDER BY created_at, id LIMIT ?", append(args, limit)...)
+		order := " ORDER BY created_at NULLS FIRST, id"
+		if limit >= 0 {
+			order += " LIMIT ?"
+			args = append(args, limit)
+		}
+		list, err = queryAll(ctx, tx, scanSession, "SELECT "+sessionColumns+" FROM sessions WHERE closed_at IS NULL"+where+order, args...)
 		return err
 	})
 	if err != nil {
@@ -240,12 +244,12 @@ func (db *DB) OpenSessionsPage(ctx context.Context, host, after string, limit in
 // first (the order of OpenSessions).
 func (db *DB) OpenSessionIDs(ctx context.Context, uid string) ([]string, error) {
 	var ids []string
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		ids, err = queryAll(ctx, tx, func(sc scanner) (string, error) {
 			var id string
 			return id, sc.Scan(&id)
-		}, "SELECT id FROM sessions WHERE closed_at IS NULL AND uid = ? ORDER BY created_at, id", uid)
+		}, "SELECT id FROM sessions WHERE closed_at IS NULL AND uid = ? ORDER BY created_at NULLS FIRST, id", uid)
 		return err
 	})
 	if err != nil {
@@ -254,7 +258,7 @@ func (db *DB) OpenSessionIDs(ctx context.Context, uid string) ([]string, error) 
 	return ids, nil
 }
 
-// jsonIDs encodes ids as a JSON array, for json_each: one parameter
+// jsonIDs encodes ids as a JSON array, for dialect.textList: one parameter
 // whatever their number.
 func jsonIDs(ids []string) string {
 	b, _ := json.Marshal(ids) // strings always encode
@@ -303,7 +307,7 @@ func (db *DB) updateSession(ctx context.Context, id string, pins []skills.Pin, s
 	if err != nil {
 		return err
 	}
-	return db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	return db.writeEvents(ctx, evs, func(tx *txn) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
@@ -330,7 +334,7 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	if err != nil {
 		return fmt.Errorf("close session %q: %w", id, err)
 	}
-	err = db.writeEvents(ctx, evs, func(tx *sql.Tx) error {
+	err = db.writeEvents(ctx, evs, func(tx *txn) error {
 		closed, err := sessionClosed(ctx, tx, id)
 		if err != nil || closed {
 			return err
@@ -353,7 +357,7 @@ func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error
 	if b.Target == "" || b.PID < 0 {
 		return fmt.Errorf("add bind of session %q: empty target or negative pid: %w", id, skills.ErrInvalid)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		if closed, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		} else if closed {
@@ -377,7 +381,7 @@ func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error
 // RemoveBind forgets a current bind of session id (matched by target and
 // pid: one its serving host made); one not recorded is skills.ErrNotFound.
 func (db *DB) RemoveBind(ctx context.Context, id string, b skills.Bind) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		return execOne(ctx, tx, skills.ErrNotFound, `DELETE FROM session_binds WHERE session = ? AND target = ? AND pid = ?
 			AND host = (SELECT host FROM sessions WHERE id = ?)`, id, b.Target, b.PID, id)
 	})
@@ -396,7 +400,7 @@ const currentBind = "s.closed_at IS NULL AND b.host = s.host"
 // skills.ErrNotFound.
 func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 	var binds []skills.Bind
-	err := db.read(ctx, func(tx *sql.Tx) (err error) {
+	err := db.read(ctx, func(tx *txn) (err error) {
 		if _, err := sessionClosed(ctx, tx, id); err != nil {
 			return err
 		}
@@ -423,7 +427,7 @@ func (db *DB) OpenBinds(ctx context.Context, host string, ids []string) (map[str
 		args = append(args, host)
 	}
 	if ids != nil {
-		where += " AND b.session IN (SELECT value FROM json_each(?))"
+		where += " AND b.session IN (SELECT value FROM " + db.d.textList + ")"
 		args = append(args, jsonIDs(ids))
 	}
 	out, err := db.bindsWhere(ctx, where, args...)
@@ -448,7 +452,7 @@ func (db *DB) StaleBinds(ctx context.Context, host string) (map[string][]skills.
 // (with its args) holds for, by session id, each list by pid then target.
 func (db *DB) bindsWhere(ctx context.Context, where string, args ...any) (map[string][]skills.Bind, error) {
 	out := map[string][]skills.Bind{}
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		rows, err := tx.QueryContext(ctx, `SELECT b.session, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session
 			WHERE `+where+" ORDER BY b.session, b.pid, b.target", args...)
 		if err != nil {
@@ -471,7 +475,7 @@ func (db *DB) bindsWhere(ctx context.Context, where string, args ...any) (map[st
 // ForgetBinds forgets every bind host made of session id, once they are
 // detached: a closed session's, or one moved away from host.
 func (db *DB) ForgetBinds(ctx context.Context, id, host string) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, "DELETE FROM session_binds WHERE session = ? AND host = ?", id, host)
 		return err
 	})

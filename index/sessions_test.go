@@ -24,8 +24,10 @@ func testSession(id string, created time.Time) *skills.Session {
 	}
 }
 
-func TestCreateSessionRoundTrip(t *testing.T) {
-	db := openTest(t)
+func TestCreateSessionRoundTrip(t *testing.T) { forEachBackend(t, testCreateSessionRoundTrip) }
+
+func testCreateSessionRoundTrip(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -59,8 +61,10 @@ func TestCreateSessionRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCreateSessionErrors(t *testing.T) {
-	db := openTest(t)
+func TestCreateSessionErrors(t *testing.T) { forEachBackend(t, testCreateSessionErrors) }
+
+func testCreateSessionErrors(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
@@ -98,8 +102,10 @@ func TestCreateSessionErrors(t *testing.T) {
 	wantErr(t, "Session", err, skills.ErrNotFound)
 }
 
-func TestOpenSessions(t *testing.T) {
-	db := openTest(t)
+func TestOpenSessions(t *testing.T) { forEachBackend(t, testOpenSessions) }
+
+func testOpenSessions(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	list, err := db.OpenSessions(ctx)
 	if err != nil || list == nil || len(list) != 0 {
@@ -141,8 +147,10 @@ func TestOpenSessions(t *testing.T) {
 
 // TestOpenSessionsPage: pages follow the order of OpenSessions, whatever
 // their size, and a cursor still works once its session is closed.
-func TestOpenSessionsPage(t *testing.T) {
-	db := openTest(t)
+func TestOpenSessionsPage(t *testing.T) { forEachBackend(t, testOpenSessionsPage) }
+
+func testOpenSessionsPage(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	var all []*skills.Session
 	for i := range 7 {
@@ -202,8 +210,10 @@ func TestOpenSessionsPage(t *testing.T) {
 }
 
 // TestOpenBinds: the binds of open sessions in one query, all or some.
-func TestOpenBinds(t *testing.T) {
-	db := openTest(t)
+func TestOpenBinds(t *testing.T) { forEachBackend(t, testOpenBinds) }
+
+func testOpenBinds(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	for _, id := range []string{"s1", "s2", "s3", "closed"} {
 		if err := db.CreateSession(ctx, testSession(id, t0)); err != nil {
@@ -241,8 +251,10 @@ func TestOpenBinds(t *testing.T) {
 	}
 }
 
-func TestSetPins(t *testing.T) {
-	db := openTest(t)
+func TestSetPins(t *testing.T) { forEachBackend(t, testSetPins) }
+
+func testSetPins(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
@@ -279,8 +291,10 @@ func TestSetPins(t *testing.T) {
 	wantErr(t, "SetPins closed", db.SetPins(ctx, "s1", []skills.Pin{{Slug: "a"}}), skills.ErrInvalid)
 }
 
-func TestSetSkills(t *testing.T) {
-	db := openTest(t)
+func TestSetSkills(t *testing.T) { forEachBackend(t, testSetSkills) }
+
+func testSetSkills(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
@@ -341,8 +355,10 @@ func TestSetSkills(t *testing.T) {
 	wantErr(t, "SetSkills closed", db.SetSkills(ctx, want), skills.ErrInvalid)
 }
 
-func TestCloseSessionAndMounts(t *testing.T) {
-	db := openTest(t)
+func TestCloseSessionAndMounts(t *testing.T) { forEachBackend(t, testCloseSessionAndMounts) }
+
+func testCloseSessionAndMounts(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
@@ -456,7 +472,11 @@ func FuzzPins(f *testing.F) {
 // exists, checked in the storing one: whichever commits first, the other
 // fails, so no session is left open for a deleted user.
 func TestDeleteUserAndCreateSessionExcludeEachOther(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testDeleteUserAndCreateSessionExcludeEachOther)
+}
+
+func testDeleteUserAndCreateSessionExcludeEachOther(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
@@ -482,5 +502,28 @@ func TestDeleteUserAndCreateSessionExcludeEachOther(t *testing.T) {
 	// Closed sessions stay, and do not keep a user.
 	if _, err := db.Session(ctx, "s1"); err != nil {
 		t.Fatalf("the closed session of a deleted user: %v", err)
+	}
+}
+
+// BenchmarkSession reads a session that pins 100 skills, as a daemon does
+// to serve or re-create its view.
+func BenchmarkSession(b *testing.B) { benchEachBackend(b, benchSession) }
+
+func benchSession(b *testing.B, be backend) {
+	db := be.open(b)
+	ctx := context.Background()
+	s := testSession("s1", t0)
+	s.Pins = nil
+	for i := range 100 {
+		s.Pins = append(s.Pins, skills.Pin{Slug: fmt.Sprintf("skill-%03d", i), Version: strings.Repeat("ab", 32)})
+	}
+	if err := db.CreateSession(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		got, err := db.Session(ctx, "s1")
+		if err != nil || len(got.Pins) != 100 {
+			b.Fatalf("%+v, %v", got, err)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func checkVersion(slug string, v *skills.Version) error {
 }
 
 // insertVersion stores v for slug unless (slug, v.Hash) is already stored.
-func insertVersion(ctx context.Context, tx *sql.Tx, slug string, v *skills.Version) error {
+func insertVersion(ctx context.Context, tx *txn, slug string, v *skills.Version) error {
 	at, err := encodeTime(v.InstalledAt)
 	if err != nil {
 		return fmt.Errorf("installed at: %w", err)
@@ -127,7 +127,7 @@ func scanVersion(sc scanner) (*skills.Version, error) {
 }
 
 // skillExists reports whether slug is in the catalog.
-func skillExists(ctx context.Context, tx *sql.Tx, slug string) (bool, error) {
+func skillExists(ctx context.Context, tx *txn, slug string) (bool, error) {
 	var ok bool
 	err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM skills WHERE slug = ?)", slug).Scan(&ok)
 	return ok, err
@@ -135,7 +135,7 @@ func skillExists(ctx context.Context, tx *sql.Tx, slug string) (bool, error) {
 
 // insertSkillRow inserts the row of a new skill whose current version is
 // current; a taken slug is skills.ErrExists.
-func insertSkillRow(ctx context.Context, tx *sql.Tx, s *skills.Skill, f skillFields, current string) error {
+func insertSkillRow(ctx context.Context, tx *txn, s *skills.Skill, f skillFields, current string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO skills (`+skillColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.Slug, s.Name, s.Description, s.SourceType, s.Source, f.share, s.Enabled,
@@ -160,7 +160,7 @@ func (db *DB) InsertSkill(ctx context.Context, s *skills.Skill, v *skills.Versio
 	if err != nil {
 		return fmt.Errorf("insert skill %q: %w", s.Slug, err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		// BEGIN IMMEDIATE holds the write lock, so this check cannot go stale
 		// before the insert; the constraint below is the backstop.
 		if ok, err := skillExists(ctx, tx, s.Slug); err != nil {
@@ -196,7 +196,7 @@ func (db *DB) AddVersion(ctx context.Context, s *skills.Skill, v *skills.Version
 	if err != nil {
 		return fmt.Errorf("add version to skill %q: %w", s.Slug, err)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		if ok, err := skillExists(ctx, tx, s.Slug); err != nil {
 			return err
 		} else if !ok {
@@ -221,7 +221,7 @@ func (db *DB) AddVersion(ctx context.Context, s *skills.Skill, v *skills.Version
 // skills.ErrNotFound.
 func (db *DB) Skill(ctx context.Context, slug string) (*skills.Skill, error) {
 	var s *skills.Skill
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		s, err = getSkill(ctx, tx, slug)
 		return err
@@ -232,7 +232,7 @@ func (db *DB) Skill(ctx context.Context, slug string) (*skills.Skill, error) {
 	return s, nil
 }
 
-func getSkill(ctx context.Context, tx *sql.Tx, slug string) (*skills.Skill, error) {
+func getSkill(ctx context.Context, tx *txn, slug string) (*skills.Skill, error) {
 	s, err := scanSkill(tx.QueryRowContext(ctx, "SELECT "+skillColumns+" FROM skills WHERE slug = ?", slug))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, skills.ErrNotFound
@@ -266,7 +266,7 @@ func (db *DB) Skills(ctx context.Context) ([]*skills.Skill, error) {
 func (db *DB) UpdateSkill(ctx context.Context, slug string, fn func(*skills.Skill) error) (*skills.Skill, error) {
 	var out *skills.Skill
 	var fnErr error
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		s, err := getSkill(ctx, tx, slug)
 		if err != nil {
 			return err
@@ -303,7 +303,7 @@ func (db *DB) UpdateSkill(ctx context.Context, slug string, fn func(*skills.Skil
 // their content. Activations of the skill stay as history.
 func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, error) {
 	var vs []*skills.Version
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		if ok, err := skillExists(ctx, tx, slug); err != nil {
 			return err
 		} else if !ok {
@@ -314,9 +314,7 @@ func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, 
 			return err
 		}
 		// Open sessions stop pinning it; closed ones keep their history.
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET pins =
-				(SELECT json_group_array(json(value) ORDER BY key) FROM json_each(pins) WHERE value ->> 0 <> ?1)
-			WHERE closed_at IS NULL AND EXISTS (SELECT 1 FROM json_each(pins) WHERE value ->> 0 = ?1)`, slug); err != nil {
+		if _, err := tx.ExecContext(ctx, db.d.dropPin, slug); err != nil {
 			return err
 		}
 		// Versions go by ON DELETE CASCADE.
@@ -329,7 +327,7 @@ func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, 
 	return vs, nil
 }
 
-func listVersions(ctx context.Context, tx *sql.Tx, slug string) ([]*skills.Version, error) {
+func listVersions(ctx context.Context, tx *txn, slug string) ([]*skills.Version, error) {
 	return queryAll(ctx, tx, scanVersion, "SELECT "+versionColumns+" FROM versions WHERE slug = ? ORDER BY seq DESC", slug)
 }
 
@@ -337,7 +335,7 @@ func listVersions(ctx context.Context, tx *sql.Tx, slug string) ([]*skills.Versi
 // skills.ErrNotFound if there is no such skill.
 func (db *DB) Versions(ctx context.Context, slug string) ([]*skills.Version, error) {
 	var vs []*skills.Version
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		if ok, err := skillExists(ctx, tx, slug); err != nil {
 			return err
 		} else if !ok {
@@ -357,7 +355,7 @@ func (db *DB) Versions(ctx context.Context, slug string) ([]*skills.Version, err
 // skills.ErrNotFound.
 func (db *DB) Version(ctx context.Context, slug, hash string) (*skills.Version, error) {
 	var v *skills.Version
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		v, err = scanVersion(tx.QueryRowContext(ctx, "SELECT "+versionColumns+" FROM versions WHERE slug = ? AND hash = ?", slug, hash))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -399,7 +397,7 @@ func (db *DB) RestoreSkill(ctx context.Context, s *skills.Skill, vs []*skills.Ve
 	if !found {
 		return fmt.Errorf("restore skill %q: current version %s is not among its versions: %w", s.Slug, s.Version, skills.ErrInvalid)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(tx *txn) error {
 		if ok, err := skillExists(ctx, tx, s.Slug); err != nil {
 			return err
 		} else if ok {
@@ -424,7 +422,7 @@ func (db *DB) RestoreSkill(ctx context.Context, s *skills.Skill, vs []*skills.Ve
 // SetCurrentVersion makes hash, which must be a stored version of slug, its
 // current one.
 func (db *DB) SetCurrentVersion(ctx context.Context, slug, hash string) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		var ok bool
 		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM versions WHERE slug = ? AND hash = ?)", slug, hash).Scan(&ok); err != nil {
 			return err
@@ -448,7 +446,7 @@ func (db *DB) SetCurrentVersion(ctx context.Context, slug, hash string) error {
 // skills.ErrNotFound. Sessions that pinned it keep their pin, which the
 // daemon no longer serves.
 func (db *DB) ForgetVersion(ctx context.Context, slug, hash string) error {
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(tx *txn) error {
 		var current string
 		err := tx.QueryRowContext(ctx, "SELECT current_version FROM skills WHERE slug = ?", slug).Scan(&current)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -475,11 +473,11 @@ func (db *DB) ForgetVersion(ctx context.Context, slug, hash string) error {
 // naming them.
 func (db *DB) ResolveVersion(ctx context.Context, slug, prefix string) (*skills.Version, error) {
 	var vs []*skills.Version
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var err error
 		// The prefix is hex only: no LIKE wildcard can be in it.
 		vs, err = queryAll(ctx, tx, scanVersion, "SELECT "+versionColumns+
-			" FROM versions WHERE slug = ? AND (hash = ? OR hash LIKE ? || '%') ORDER BY seq DESC LIMIT 4", slug, prefix, prefix)
+			" FROM versions WHERE slug = ? AND (hash = ? OR hash LIKE ?) ORDER BY seq DESC LIMIT 4", slug, prefix, prefix+"%")
 		return err
 	})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +13,10 @@ import (
 	"skillfs/skills"
 )
 
-func TestInsertSkillRoundTrip(t *testing.T) {
-	db := openTest(t)
+func TestInsertSkillRoundTrip(t *testing.T) { forEachBackend(t, testInsertSkillRoundTrip) }
+
+func testInsertSkillRoundTrip(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	s, v := testSkill("pdf"), testVersion("pdf", "h1")
 	s.Version = "ignored: the first version becomes current"
@@ -38,7 +39,11 @@ func TestInsertSkillRoundTrip(t *testing.T) {
 }
 
 func TestInsertSkillStoresEmptyListsAndZeroValues(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testInsertSkillStoresEmptyListsAndZeroValues)
+}
+
+func testInsertSkillStoresEmptyListsAndZeroValues(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	s := &skills.Skill{Slug: "bare", SourceType: skills.SourceBuiltin}
 	v := &skills.Version{Hash: "h", SourceType: skills.SourceBuiltin} // Slug may be left empty
@@ -69,8 +74,10 @@ func TestInsertSkillStoresEmptyListsAndZeroValues(t *testing.T) {
 	mustEqual(t, "bare version", gotV, &skills.Version{Slug: "bare", Hash: "h", Path: "store/skills/bare/h", SourceType: skills.SourceBuiltin})
 }
 
-func TestInsertSkillErrors(t *testing.T) {
-	db := openTest(t)
+func TestInsertSkillErrors(t *testing.T) { forEachBackend(t, testInsertSkillErrors) }
+
+func testInsertSkillErrors(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	insertSkill(t, db, "taken", "h1")
 	for _, tc := range []struct {
@@ -106,8 +113,10 @@ func TestInsertSkillErrors(t *testing.T) {
 	}
 }
 
-func TestAddVersion(t *testing.T) {
-	db := openTest(t)
+func TestAddVersion(t *testing.T) { forEachBackend(t, testAddVersion) }
+
+func testAddVersion(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	s, v1 := insertSkill(t, db, "pdf", "h1")
 
@@ -166,7 +175,11 @@ func TestAddVersion(t *testing.T) {
 }
 
 func TestSkillsSortedAndLookupErrors(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testSkillsSortedAndLookupErrors)
+}
+
+func testSkillsSortedAndLookupErrors(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	list, err := db.Skills(ctx)
 	if err != nil || list == nil || len(list) != 0 {
@@ -197,8 +210,10 @@ func TestSkillsSortedAndLookupErrors(t *testing.T) {
 	wantErr(t, "UpdateSkill", err, skills.ErrNotFound)
 }
 
-func TestUpdateSkill(t *testing.T) {
-	db := openTest(t)
+func TestUpdateSkill(t *testing.T) { forEachBackend(t, testUpdateSkill) }
+
+func testUpdateSkill(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	insertSkill(t, db, "pdf", "h1")
 	now := t0.Add(24 * time.Hour)
@@ -238,7 +253,11 @@ func TestUpdateSkill(t *testing.T) {
 }
 
 func TestUpdateSkillAbortLeavesRowUnchanged(t *testing.T) {
-	db := openTest(t)
+	forEachBackend(t, testUpdateSkillAbortLeavesRowUnchanged)
+}
+
+func testUpdateSkillAbortLeavesRowUnchanged(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	insertSkill(t, db, "pdf", "h1")
 	before, err := db.Skill(ctx, "pdf")
@@ -286,7 +305,11 @@ func TestUpdateSkillAbortLeavesRowUnchanged(t *testing.T) {
 // goroutines on two handles of the same file, as two daemons would; a
 // read-modify-write that was not one transaction would lose entries.
 func TestUpdateSkillIsAtomicAcrossHandles(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+	forEachBackend(t, testUpdateSkillIsAtomicAcrossHandles)
+}
+
+func testUpdateSkillIsAtomicAcrossHandles(t *testing.T, b backend) {
+	path := b.target(t)
 	dbs := []*DB{openAt(t, path), openAt(t, path)}
 	ctx := context.Background()
 	insertSkill(t, dbs[0], "shared", "h1")
@@ -330,8 +353,10 @@ func TestUpdateSkillIsAtomicAcrossHandles(t *testing.T) {
 // TestInsertSkillRace races InsertSkill for one slug from goroutines on two
 // handles of one file: exactly one wins, the rest get ErrExists, and the
 // stored skill is entirely the winner's.
-func TestInsertSkillRace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+func TestInsertSkillRace(t *testing.T) { forEachBackend(t, testInsertSkillRace) }
+
+func testInsertSkillRace(t *testing.T, b backend) {
+	path := b.target(t)
 	dbs := []*DB{openAt(t, path), openAt(t, path)}
 	ctx := context.Background()
 	const rounds, perHandle = 10, 4
@@ -386,8 +411,10 @@ func TestInsertSkillRace(t *testing.T) {
 	}
 }
 
-func TestDeleteSkillCascades(t *testing.T) {
-	db := openTest(t)
+func TestDeleteSkillCascades(t *testing.T) { forEachBackend(t, testDeleteSkillCascades) }
+
+func testDeleteSkillCascades(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	_, v1 := insertSkill(t, db, "gone", "h1")
 	s := testSkill("gone")
@@ -439,8 +466,10 @@ func TestDeleteSkillCascades(t *testing.T) {
 
 // AllVersions lists every version, each with a path relative to the data
 // directory whatever path the caller passed in.
-func TestAllVersions(t *testing.T) {
-	db := openTest(t)
+func TestAllVersions(t *testing.T) { forEachBackend(t, testAllVersions) }
+
+func testAllVersions(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	all, err := db.AllVersions(ctx)
 	if err != nil || len(all) != 0 {
@@ -464,8 +493,10 @@ func TestAllVersions(t *testing.T) {
 // TestResolveVersion: a full hash or a unique prefix names a version; a
 // prefix two versions share is ErrAmbiguousVersion naming them; no match,
 // or no skill, is ErrNotFound.
-func TestResolveVersion(t *testing.T) {
-	db := openTest(t)
+func TestResolveVersion(t *testing.T) { forEachBackend(t, testResolveVersion) }
+
+func testResolveVersion(t *testing.T, b backend) {
+	db := b.open(t)
 	ctx := context.Background()
 	s, _ := insertSkill(t, db, "pdf", "abcd1111")
 	for _, h := range []string{"abcd2222", "abce3333"} {
@@ -487,6 +518,21 @@ func TestResolveVersion(t *testing.T) {
 	for _, c := range [][2]string{{"pdf", "abcf"}, {"pdf", "ffff"}, {"nosuch", "abcd"}} {
 		if _, err := db.ResolveVersion(ctx, c[0], c[1]); !errors.Is(err, skills.ErrNotFound) {
 			t.Errorf("%s@%s: %v, want ErrNotFound", c[0], c[1], err)
+		}
+	}
+}
+
+// BenchmarkUpdateSkill is a catalog write: read the row, change it, write
+// it back, in one transaction that waits its turn among the writers.
+func BenchmarkUpdateSkill(b *testing.B) { benchEachBackend(b, benchUpdateSkill) }
+
+func benchUpdateSkill(b *testing.B, be backend) {
+	db := be.open(b)
+	ctx := context.Background()
+	insertSkill(b, db, "pdf", "h1")
+	for b.Loop() {
+		if _, err := db.UpdateSkill(ctx, "pdf", func(s *skills.Skill) error { s.Enabled = !s.Enabled; return nil }); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

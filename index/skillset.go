@@ -103,7 +103,7 @@ func (db *DB) SkillSet(ctx context.Context) (*SkillSet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var next *SkillSet
-	err := db.read(ctx, func(tx *sql.Tx) error {
+	err := db.read(ctx, func(tx *txn) error {
 		var seq int64
 		var last string // the slug logged at seq
 		err := tx.QueryRowContext(ctx, "SELECT seq, slug FROM skill_changes ORDER BY seq DESC LIMIT 1").Scan(&seq, &last)
@@ -150,7 +150,7 @@ func (db *DB) SkillSet(ctx context.Context) (*SkillSet, error) {
 		if err != nil {
 			return err
 		}
-		rows, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills WHERE slug IN (SELECT value FROM json_each(?))", string(list))
+		rows, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills WHERE slug IN (SELECT value FROM "+db.d.textList+")", string(list))
 		if err != nil {
 			return err
 		}

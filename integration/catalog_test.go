@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -753,7 +754,7 @@ type cliProc struct {
 // start starts one CLI process without waiting for it.
 func (e *env) start(args ...string) *cliProc {
 	e.t.Helper()
-	p := &cliProc{cmd: exec.Command(binary, append([]string{"--home", e.home}, args...)...)}
+	p := &cliProc{cmd: e.command(context.Background(), args...)}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
 	if err := p.cmd.Start(); err != nil {
 		e.t.Fatalf("start skillfs %v: %v", args, err)

@@ -95,8 +95,12 @@ func TestSourceCredentials(t *testing.T) {
 			t.Errorf("GET %s: %s", p, a)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(e.home, "index.db")); err != nil || bytes.Contains(b, []byte(token)) {
-		t.Errorf("the index holds the token (%v)", err)
+	// The rows are redacted before either backend stores them; the SQLite
+	// file is what can be read here.
+	if !onPostgres() {
+		if b, err := os.ReadFile(filepath.Join(e.home, "index.db")); err != nil || bytes.Contains(b, []byte(token)) {
+			t.Errorf("the index holds the token (%v)", err)
+		}
 	}
 	d.stop()
 	if strings.Contains(d.logs(), token) {

@@ -50,7 +50,7 @@ func (e *env) runTimeout(args ...string) result {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"--home", e.home}, args...)...)
+	cmd := e.command(ctx, args...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -92,6 +92,7 @@ func populated(t *testing.T) (*env, string) {
 // the same data directory: nothing published is swept, the sessions come
 // back, and the content reads as before.
 func TestDataDirectorySpelledMovedCopied(t *testing.T) {
+	ownIndexOnly(t, "a copied or moved data directory carries its own index file")
 	e, sid := populated(t)
 	before := published(t, e.home)
 
@@ -162,6 +163,7 @@ func checkSessionReads(t *testing.T, e *env, sid string) {
 // and say how to repair; nothing published changes; `check --repair`
 // rebuilds the catalog from the store and the daemon serves it again.
 func TestDamagedIndexRefusedAndRepaired(t *testing.T) {
+	ownIndexOnly(t, "it damages the data directory's index file")
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, home string)

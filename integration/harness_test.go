@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"skillfs/internal/apicontract"
+	"skillfs/internal/pgtest"
 )
 
 // binary is the skillfs built once for the whole package.
@@ -61,6 +62,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	pgtest.Shutdown()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -98,18 +100,51 @@ func requireCommand(t testing.TB, name string) string {
 	return ""
 }
 
-// env is one data directory.
+// env is one data directory, and the shared index it uses if any.
 type env struct {
-	t    testing.TB
-	home string
-	// index is the shared index the data directory is one host of ("":
-	// its own).
-	index string
+	t     testing.TB
+	home  string
+	index string // --index of every command and daemon; "" for the data directory's own
 }
+
+// indexBackendEnv picks the index every test's data directory uses:
+// "postgres" runs the whole suite with each data directory on a fresh
+// PostgreSQL database of its own (a fleet of one host); unset, each has its
+// own SQLite file.
+const indexBackendEnv = "SKILLFS_TEST_INDEX"
+
+// onPostgres reports whether the suite runs on PostgreSQL.
+func onPostgres() bool { return os.Getenv(indexBackendEnv) == "postgres" }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	return &env{t: t, home: filepath.Join(t.TempDir(), "home")}
+	e := &env{t: t, home: filepath.Join(t.TempDir(), "home")}
+	if onPostgres() {
+		e.index = pgtest.Database(t)
+	}
+	return e
+}
+
+// ownIndexOnly skips a test of what only a data directory's own SQLite index
+// has (its file, its repair) when the suite runs on PostgreSQL.
+func ownIndexOnly(t testing.TB, why string) {
+	t.Helper()
+	if onPostgres() {
+		t.Skipf("on a shared index: %s", why)
+	}
+}
+
+// environ is the environment of the CLI and daemon of e: the process's,
+// with e's shared index and vars added.
+func (e *env) environ(vars []string) []string {
+	if e.index == "" && vars == nil {
+		return nil
+	}
+	out := os.Environ()
+	if e.index != "" {
+		out = append(out, "SKILLFS_INDEX="+e.index)
+	}
+	return append(out, vars...)
 }
 
 // result is what one CLI run produced.
@@ -135,20 +170,18 @@ func (e *env) runEnv(vars []string, args ...string) result {
 	return e.runWith(nil, vars, args...)
 }
 
-// globals are the global flags every command of the env gets.
-func (e *env) globals() []string {
-	if e.index != "" {
-		return []string{"--home", e.home, "--index", e.index}
-	}
-	return []string{"--home", e.home}
+// command is the CLI run on e's data directory (and shared index), bound
+// to ctx.
+func (e *env) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, binary, append([]string{"--home", e.home}, args...)...)
+	cmd.Env = e.environ(nil)
+	return cmd
 }
 
 func (e *env) runWith(stdin io.Reader, vars []string, args ...string) result {
 	e.t.Helper()
-	cmd := exec.Command(binary, append(e.globals(), args...)...)
-	if vars != nil {
-		cmd.Env = append(os.Environ(), vars...)
-	}
+	cmd := exec.Command(binary, append([]string{"--home", e.home}, args...)...)
+	cmd.Env = e.environ(vars)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin
 	err := cmd.Run()
@@ -197,8 +230,9 @@ type daemon struct {
 func (e *env) serve(extra ...string) *daemon {
 	e.t.Helper()
 	requireRoot(e.t)
-	args := append(append(e.globals(), "serve"), extra...)
+	args := append([]string{"--home", e.home, "serve"}, extra...)
 	cmd := exec.Command(binary, args...)
+	cmd.Env = e.environ(nil)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -39,7 +39,7 @@ func (e *env) runBounded(limit time.Duration, stdin io.Reader, args ...string) (
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"--home", e.home}, args...)...)
+	cmd := e.command(ctx, args...)
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin

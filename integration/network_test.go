@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -166,7 +165,7 @@ func TestTCPFloodLeavesSocketAndMountServing(t *testing.T) {
 	within(t, 30*time.Second, "session show over the Unix socket while the TCP listener is saturated", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, binary, "--home", e.home, "session", "show", s.ID).CombinedOutput()
+		out, err := e.command(ctx, "session", "show", s.ID).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}

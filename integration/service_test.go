@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -77,7 +78,7 @@ func TestInterruptedImportLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.ok("skill", "list") // make the data directory
 	addr, connected := silentServer(t)
-	cmd := exec.Command(binary, "--home", e.home, "skill", "import", "git://"+addr+"/repo.git", "--all")
+	cmd := e.command(context.Background(), "skill", "import", "git://"+addr+"/repo.git", "--all")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -53,7 +53,7 @@ func TestTokenFileMustBePrivate(t *testing.T) {
 			within(t, 30*time.Second, "serve with a bad token file", func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				cmd := exec.CommandContext(ctx, binary, "--home", e.home, "serve", "--listen", "127.0.0.1:0", "--token-file", tc.file)
+				cmd := e.command(ctx, "serve", "--listen", "127.0.0.1:0", "--token-file", tc.file)
 				var out, errb strings.Builder
 				cmd.Stdout, cmd.Stderr = &out, &errb
 				err := cmd.Run()

@@ -11,6 +11,9 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v unzip >/dev/null || need+=(unzip)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+# The index tests run on PostgreSQL too: a throwaway server of the newest
+# version installed (internal/pgtest), which under CI=true they require.
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || command -v postgres >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "installing ${need[*]}"
@@ -32,6 +35,9 @@ go vet ./...
 # Mounts left behind by a test are a failure too.
 before=$(grep -c ' fuse' /proc/mounts || true)
 go test -count=1 -timeout 20m ./...
+# The integration suite once more with every data directory on a PostgreSQL
+# database of its own (a shared index, each home a fleet of one host).
+SKILLFS_TEST_INDEX=postgres go test -count=1 -timeout 20m ./integration
 after=$(grep -c ' fuse' /proc/mounts || true)
 if [ "$after" -gt "$before" ]; then
 	echo "tests left FUSE mounts behind:" >&2

@@ -3,6 +3,7 @@ package skills
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"syscall"
 )
 
@@ -104,4 +105,18 @@ func CodeError(code string) error {
 		}
 	}
 	return nil
+}
+
+// UnavailableSays is how the API and the command line begin the message of
+// an error of the unavailable kind, whatever words of a driver follow.
+const UnavailableSays = "the shared index cannot be reached, nothing was changed (sessions already served keep serving; try again when it is back)"
+
+// Message is err's message as the API and the command line report it: one
+// of the unavailable kind begins with UnavailableSays, once.
+func Message(err error) string {
+	msg := err.Error()
+	if errors.Is(err, ErrUnavailable) && !strings.HasPrefix(msg, UnavailableSays) {
+		return UnavailableSays + ": " + msg
+	}
+	return msg
 }

@@ -147,3 +147,20 @@ func TestKindOf(t *testing.T) {
 		t.Error("CodeError does not turn codes into their classes' first sentinels")
 	}
 }
+
+// An error of the unavailable kind is reported as such, once, whatever a
+// driver's words in it; others keep their message.
+func TestMessageOfUnavailable(t *testing.T) {
+	err := fmt.Errorf("create session: dial tcp 10.0.0.5:5432: connection refused: %w", ErrUnavailable)
+	msg := Message(err)
+	if !strings.HasPrefix(msg, UnavailableSays+": ") || !strings.HasSuffix(msg, err.Error()) {
+		t.Fatalf("Message = %q", msg)
+	}
+	if again := Message(fmt.Errorf("%s: %w", msg, ErrUnavailable)); strings.Count(again, UnavailableSays) != 1 {
+		t.Fatalf("a message that says it already: %q", again)
+	}
+	other := fmt.Errorf("no skill x: %w", ErrNotFound)
+	if Message(other) != other.Error() {
+		t.Fatalf("Message of another kind = %q", Message(other))
+	}
+}

@@ -33,6 +33,9 @@ const (
 	storeIDFile        = ".skillfs-id"
 )
 
+// StoreIDFile is where, below the store's root, its identity is kept.
+const StoreIDFile = storeIDFile
+
 // MetaFileName is the metadata file at the root of every published version:
 // the catalog entry and provenance it was published with (see VersionMeta).
 // It is not part of the tree hash, never exported and never served (the

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/skills"
 )
 
 // cli carries what every command needs.
@@ -42,7 +43,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
-		msg := err.Error()
+		msg := skills.Message(err)
 		if errors.Is(err, errUsage) {
 			// A mistake on the command line is one line: what was
 			// wrong, and where the help of the command it concerns is.
@@ -213,7 +214,7 @@ func query[T any](c *cli, fn func(*catalog.Catalog) (T, error), text func(T)) er
 // log (c.log), in the log's format.
 func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) {
 	opts.Index = c.indexTarget()
-	fresh := !catalog.Exists(home) && opts.Index == ""
+	fresh := !catalog.Exists(home)
 	cat, err := catalog.Open(c.ctx, home, opts)
 	if err == nil && fresh {
 		c.announce(home)

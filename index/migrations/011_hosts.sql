@@ -28,15 +28,15 @@ CREATE INDEX sessions_host_open ON sessions (host, created_at, id) WHERE closed_
 -- it is that host's to remove.
 CREATE TABLE session_binds_new (
     session TEXT    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    host    TEXT    NOT NULL,
     target  TEXT    NOT NULL CHECK (target <> ''),
     pid     INTEGER NOT NULL DEFAULT 0 CHECK (pid >= 0),
     ns      TEXT    NOT NULL DEFAULT '',
+    host    TEXT    NOT NULL DEFAULT '',
     PRIMARY KEY (session, host, pid, target)
 ) STRICT;
 
-INSERT INTO session_binds_new (session, host, target, pid, ns)
-    SELECT b.session, s.host, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session;
+INSERT INTO session_binds_new (session, target, pid, ns, host)
+    SELECT b.session, b.target, b.pid, b.ns, s.host FROM session_binds b JOIN sessions s ON s.id = b.session;
 DROP TABLE session_binds;
 ALTER TABLE session_binds_new RENAME TO session_binds;
 

@@ -409,11 +409,16 @@ func (c *Catalog) userLookup(ctx context.Context) func(uid string) (skills.User,
 	}
 }
 
-// Exists reports whether home holds a data directory's index: Open on a
-// home without one makes a new, empty catalog there.
+// Exists reports whether home holds a data directory: its own index, or
+// the identity of a host of a shared index. Open on a home without either
+// makes a new data directory there.
 func Exists(home string) bool {
-	_, err := os.Lstat(filepath.Join(home, indexFile))
-	return err == nil
+	for _, p := range []string{indexFile, filepath.Join(storeDir, skills.StoreIDFile)} {
+		if _, err := os.Lstat(filepath.Join(home, p)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Actor resolves a uid to the user a command acts as.

@@ -305,7 +305,7 @@ func unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 
 func writeErr(w http.ResponseWriter, err error) {
 	code, status := ErrorCode(err)
-	writeJSON(w, status, apiError{Error: err.Error(), Code: code})
+	writeJSON(w, status, apiError{Error: skills.Message(err), Code: code})
 }
 
 func reply(w http.ResponseWriter, v any, err error) {

@@ -61,6 +61,10 @@ func (a *readAudit) flush(ctx context.Context) error {
 		return nil
 	}
 	batch := slices.Collect(maps.Values(a.pending))
+	// Bounded, so that an index that does not answer keeps the counts in
+	// memory, retried, rather than hang the flush and the queries behind it.
+	ctx, cancel := indexCtx(ctx)
+	defer cancel()
 	if err := a.db.AddReads(ctx, batch); err != nil {
 		if !a.failing {
 			a.log.Error("flush the read audit: the counts are kept in memory and retried", "files", len(batch), "err", err)

@@ -88,9 +88,10 @@ type Options struct {
 	// elsewhere (another host, a command that did not tell it) when
 	// nothing wakes it (zero or less: DefaultReconcileEvery).
 	ReconcileEvery time.Duration
-	// Watch, when set, returns a channel that fires when another process
-	// may have changed the catalog (the index's notifications); each fire
-	// makes the daemon look at once rather than at its next periodic look.
+	// Watch returns a channel that fires when another process may have
+	// changed the catalog (default: the index's, index.DB.Watch, which
+	// PostgreSQL's notifications feed); each fire makes the daemon look at
+	// once rather than at its next periodic look.
 	Watch func(context.Context) <-chan struct{}
 }
 
@@ -175,11 +176,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr,
 		host: cat.HostID(), hostName: opts.HostName, started: time.Now().UTC(), hostGrace: opts.HostGrace}
 	d.metrics = newMetrics(d)
-	closeSpill, err := d.startRecorder(ctx)
+	closeJournal, err := d.startRecorder(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeSpill()
+	defer closeJournal()
 	if soft, hard, err := skfs.RaiseFileLimit(); err != nil {
 		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
 	} else {
@@ -231,10 +232,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go d.watchdog(watchCtx, watchdogEvery, log)
-	var wake <-chan struct{}
-	if opts.Watch != nil {
-		wake = opts.Watch(watchCtx)
+	watch := opts.Watch
+	if watch == nil {
+		watch = cat.DB().Watch
 	}
+	wake := watch(watchCtx)
 	followed := make(chan struct{})
 	go func() { defer close(followed); d.follow(watchCtx, opts.ReconcileEvery, wake) }()
 	beating := make(chan struct{})
@@ -309,20 +311,31 @@ func (opts *Options) defaults(home string) {
 	opts.netDefaults()
 }
 
-// startRecorder makes the activation recorder, with the spill file that
-// keeps what the last shutdown could not store, and applies what it holds.
-func (d *Daemon) startRecorder(ctx context.Context) (closeSpill func(), err error) {
+// startRecorder makes the activation recorder with its journal, which
+// keeps what the index could not take (also what a spill file of an earlier
+// version holds), and delivers what it holds.
+func (d *Daemon) startRecorder(ctx context.Context) (closeJournal func(), err error) {
 	d.rec = newRecorder(d.cat.DB(), d.events, d.log)
 	d.rec.metrics = d.metrics
-	spill, spilled, reserveErr, err := openSpill(filepath.Join(d.cat.Home(), SpillName))
+	j, entries, torn, reserveErr, err := openJournal(filepath.Join(d.cat.Home(), JournalName))
 	if err != nil {
 		return nil, err
 	}
-	if reserveErr != nil {
-		d.log.Warn("activation spill not reserved: opens the index cannot take at shutdown may be lost on a full disk", "err", reserveErr)
+	if torn != nil {
+		d.log.Warn("the activation journal ended in a record torn by a crash: dropped, the records before it kept",
+			"records", len(entries), "torn", torn)
 	}
-	d.rec.useSpill(ctx, spill, spilled)
-	return func() { spill.close() }, nil
+	if reserveErr != nil {
+		d.log.Warn("activation journal not reserved: opens the index cannot take may be lost on a full disk", "err", reserveErr)
+	}
+	if n, err := importSpill(filepath.Join(d.cat.Home(), SpillName), j); err != nil {
+		j.close()
+		return nil, err
+	} else if n > 0 {
+		d.log.Info("the spill file of an earlier version moved into the activation journal", "batches", n)
+	}
+	d.rec.useJournal(ctx, j)
+	return func() { j.close() }, nil
 }
 
 // mount mounts the shared filesystem, clearing a dead mount a crash left,

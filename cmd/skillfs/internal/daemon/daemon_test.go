@@ -18,6 +18,7 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
+	"skillfs/index"
 	"skillfs/skills"
 )
 
@@ -43,18 +44,32 @@ func requireFUSE(tb testing.TB) {
 // newTestDaemon is a daemon over a fresh data directory with a real mount,
 // without the socket: tests call its methods and routes directly.
 func newTestDaemon(t testing.TB) *Daemon {
-	t.Helper()
-	return newTestHost(t, "")
+	return newTestDaemonOn(t, nil, false)
 }
 
-// newTestHost is newTestDaemon on the shared index at index ("" for the
+// newTestDaemonOn is newTestDaemon whose recorder sees the index through
+// wrap (nil: as it is); with opens, every open of a SKILL.md reaches the
+// recorder (fs.Options.Opens). Its recorder keeps what the index cannot
+// take in a journal in the data directory, as serve's does.
+func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
+	t.Helper()
+	return newTestHostOn(t, "", wrap, opens)
+}
+
+// newTestHost is newTestDaemon on the shared index at shared ("" for the
 // data directory's own), registered as a host.
-func newTestHost(t testing.TB, index string) *Daemon {
+func newTestHost(t testing.TB, shared string) *Daemon {
+	t.Helper()
+	return newTestHostOn(t, shared, nil, false)
+}
+
+// newTestHostOn is newTestDaemonOn on the shared index at shared.
+func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
 	t.Helper()
 	requireFUSE(t)
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
-	cat, err := catalog.Open(ctx, home, catalog.Options{Index: index})
+	cat, err := catalog.Open(ctx, home, catalog.Options{Index: shared})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +85,19 @@ func newTestHost(t testing.TB, index string) *Daemon {
 		t.Fatal(err)
 	}
 	d.metrics = newMetrics(d)
-	d.rec = newRecorder(cat.DB(), d.events, log)
+	var db activationIndex = cat.DB()
+	if wrap != nil {
+		db = wrap(cat.DB())
+	}
+	d.rec = newRecorder(db, d.events, log)
 	d.rec.metrics = d.metrics
-	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true})
+	j, _, _, _, err := openJournal(filepath.Join(home, JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.close() })
+	d.rec.useJournal(ctx, j)
+	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func newMetrics(d *Daemon) *metrics {
 		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "skillfs_activation_flush_duration_seconds",
 			Help: "How long writing a batch of opens to the index took (successful or not).", Buckets: flushBuckets}),
 		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "skillfs_activation_flush_failures_total",
-			Help: "Batches of opens the index refused; their opens stay in memory and are retried."}),
+			Help: "Batches of opens the index refused or could not be reached for; their opens stay in memory and are retried, or go to the activation journal while it cannot be reached."}),
 	}
 	// The import series exist from the start, at 0: a rate over them
 	// needs no first import to be defined.
@@ -72,7 +72,15 @@ func newMetrics(d *Daemon) *metrics {
 			m.imports.WithLabelValues(stage, outcome)
 		}
 	}
-	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures,
+	journaled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skillfs_activation_journal_records",
+		Help: "Records of the activation journal not yet delivered to the index: first activations and batches of opens kept while it could not be reached, or refused at the last shutdown."},
+		func() float64 {
+			if d.rec == nil || d.rec.journal == nil {
+				return 0
+			}
+			return float64(d.rec.journal.pending())
+		})
+	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures, journaled,
 		stateCollector{d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/skills"
 )
 
 // Check is one part of the daemon's readiness.
@@ -42,7 +44,12 @@ func (d *Daemon) Ready(ctx context.Context) Readiness {
 		d.check("index", &d.readyBusy[1], func() error {
 			ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 			defer cancel()
-			return d.cat.DB().CheckWritable(ctx)
+			err := d.cat.DB().CheckWritable(ctx)
+			if err != nil && d.cat.Shared() {
+				// A shared index that does not answer is unreachable.
+				err = errors.New(skills.Message(asUnavailable(err)))
+			}
+			return err
 		}),
 		d.check("store", &d.readyBusy[2], d.checkStore),
 	}
