@@ -271,15 +271,7 @@ func (db *DB) Activations(ctx context.Context, session string) ([]skills.Activat
 // at its next start, so the ids are needed for as long as a host may stay
 // stopped.
 func (db *DB) PruneApplied(ctx context.Context, before time.Time) (int64, error) {
-	var n int64
-	err := db.write(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM applied_spills WHERE applied_at < ?", before.UnixNano())
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
+	n, err := db.writeCount(ctx, "DELETE FROM applied_spills WHERE applied_at < ?", before.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("prune applied batches: %w", err)
 	}

@@ -107,15 +107,7 @@ func (db *DB) AdoptSessions(ctx context.Context, host string) (int64, error) {
 	if host == "" {
 		return 0, fmt.Errorf("adopt sessions: empty host: %w", skills.ErrInvalid)
 	}
-	var n int64
-	err := db.write(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, "UPDATE sessions SET host = ? WHERE host = '' AND closed_at IS NULL", host)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
+	n, err := db.writeCount(ctx, "UPDATE sessions SET host = ? WHERE host = '' AND closed_at IS NULL", host)
 	if err != nil {
 		return 0, fmt.Errorf("adopt sessions of no host: %w", err)
 	}

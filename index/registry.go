@@ -194,6 +194,21 @@ func execOne(ctx context.Context, tx *txn, none error, query string, args ...any
 	return nil
 }
 
+// writeCount runs one statement in a write transaction of its own and
+// returns how many rows it changed.
+func (db *DB) writeCount(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := db.write(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
 // readAll runs queryAll in a read transaction of its own; errors say what
 // was being done.
 func readAll[T any](ctx context.Context, db *DB, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
