@@ -114,8 +114,8 @@ func (db *DB) AdoptSessions(ctx context.Context, host string) (int64, error) {
 	return n, nil
 }
 
-// MoveSession makes host to the server of open session id, only if host
-// from serves it now: of two hosts taking over the same session at once,
+// MoveSession makes host `to` the one serving open session id, only if
+// host `from` serves it now: of two hosts taking over the same session at once,
 // one does and the other gets an error wrapping skills.ErrElsewhere. Its
 // pins, requests and activations stay; the binds from made stay from's to
 // detach (StaleBinds). The events given are stored in the same transaction

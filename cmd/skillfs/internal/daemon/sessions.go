@@ -326,8 +326,8 @@ func (d *Daemon) placeElsewhere(ctx context.Context, infos ...*SessionInfo) erro
 	return nil
 }
 
-// served session returns open session id, which this host must serve to
-// change it (see served).
+// servedSession returns open session id, which this host must serve for
+// the caller to change it (see served).
 func (d *Daemon) servedSession(ctx context.Context, id string) (*skills.Session, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
