@@ -18,6 +18,31 @@ import (
 // reaches readers as EIO.
 var errNotServable = errors.New("backing file does not match its version")
 
+// errUnverified says a backing file changed (its ctime) after its version
+// was last verified, and the version no longer verifies (see Content): it
+// is damaged, or being replaced by a good copy. It reaches readers as EIO.
+var errUnverified = errors.New("backing file changed since its version was verified")
+
+// Content vouches for the content of the version directories served
+// (Options.Content). A published version never changes, and any change to
+// a file — its bytes, mode, owner or links — moves its ctime; so a backing
+// file whose ctime is later than its version's last verification is not
+// served until the version verifies again. Opening a file costs one more
+// lookup; a version is hashed again only when one of its files changed.
+type Content interface {
+	// Verified returns when the content of version directory dir was
+	// last found to match its version: the time that check began, on the
+	// clock the kernel stamps changes with (skills.ChangeClock), so that a
+	// change made during or after the check has a ctime no earlier. Zero:
+	// never in this process.
+	Verified(dir string) time.Time
+	// Verify checks the content of dir against its version again, unless
+	// it was verified after changed. nil means it matches; an error means
+	// the file is not served (EIO). The implementation reports and deals
+	// with a damaged copy.
+	Verify(dir string, changed time.Time) error
+}
+
 // open opens the backing file of a regular entry for reading.
 //
 // No component below the version directory may be a symlink, so a tampered
@@ -25,7 +50,9 @@ var errNotServable = errors.New("backing file does not match its version")
 // put in a file's place return at once instead of waiting for a writer (and
 // holding the reader's request, which cannot be killed, until one comes);
 // the descriptor must then be a regular file of the size the tree recorded,
-// since that size is what the kernel was told and caches.
+// since that size is what the kernel was told and caches. With a Content,
+// a file that changed since its version was verified is served only once
+// the version verifies again (errUnverified otherwise).
 func (t *tree) open(idx int32) (int, error) {
 	e := &t.entries[idx]
 	p := filepath.Join(t.dir, filepath.FromSlash(e.rel))
@@ -52,6 +79,17 @@ func (t *tree) open(idx int32) (int, error) {
 	case st.Size != e.size:
 		unix.Close(fd)
 		return -1, fmt.Errorf("open %q: %d bytes, the version recorded %d: %w", p, st.Size, e.size, errNotServable)
+	}
+	if t.content != nil {
+		// A ctime equal to the verification's start may be a change made
+		// just after it began (the kernel's clock is coarse).
+		changed := time.Unix(st.Ctim.Unix())
+		if !changed.Before(t.content.Verified(t.name)) {
+			if err := t.content.Verify(t.name, changed); err != nil {
+				unix.Close(fd)
+				return -1, fmt.Errorf("open %q: %v: %w", p, err, errUnverified)
+			}
+		}
 	}
 	return fd, nil
 }
@@ -157,6 +195,9 @@ func (c *fdCache) acquire(t *tree, idx int32) (*backingFd, error) {
 			if c.m[k] == b {
 				delete(c.m, k) // not remembered: the next read tries again
 			}
+			if errors.Is(b.err, errUnverified) {
+				c.dropTree(t) // the version's other files are no better
+			}
 			c.mu.Unlock()
 		}
 		close(b.ready)
@@ -240,6 +281,22 @@ func (c *fdCache) sweep() {
 		c.drop(c.lru.prev)
 	}
 	c.schedule()
+}
+
+// dropTree forgets the descriptors on files of t, whose version was found
+// damaged (and is moved away, to be fetched again where it can be): later
+// reads open its files anew. Idle ones are closed now, those in use when
+// their reads end. The caller holds c.mu.
+func (c *fdCache) dropTree(t *tree) {
+	for k, b := range c.m {
+		switch {
+		case k.t != t:
+		case b.refs == 0:
+			c.drop(b)
+		default:
+			delete(c.m, k) // closed by its last release
+		}
+	}
 }
 
 // held returns the number of descriptors the cache holds open.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A version's content can live outside a store: in a shared index, as a
@@ -246,6 +248,24 @@ func writeChunks(p string, e *ContentEntry, chunk func(sum string) ([]byte, erro
 		}
 	}
 	return whole.Sum(nil), nil
+}
+
+// ChangeClock returns the time as the kernel stamps the changes of files
+// (their ctime): CLOCK_REALTIME_COARSE, which lags the precise clock by up
+// to a tick. A file changed after ChangeClock returned has a ctime no
+// earlier than what it returned, so a check of a version that notes this
+// time before it starts covers every change that a later ctime shows;
+// time.Now could be ahead of the ctime of a change made after it. (A change
+// made a little before may show a later ctime, the kernel stamping some
+// changes precisely: that only costs a check that was not needed.)
+func ChangeClock() time.Time {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+		// Not there: a clock a full second behind is safe, only
+		// cautious (a change is taken as later than a check more often).
+		return time.Now().Add(-time.Second)
+	}
+	return time.Unix(ts.Unix())
 }
 
 // RawMeta returns the bytes of a published version's metadata file as they
