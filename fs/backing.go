@@ -80,18 +80,44 @@ func (t *tree) open(idx int32) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("open %q: %d bytes, the version recorded %d: %w", p, st.Size, e.size, errNotServable)
 	}
-	if t.content != nil {
-		// A ctime equal to the verification's start may be a change made
-		// just after it began (the kernel's clock is coarse).
-		changed := time.Unix(st.Ctim.Unix())
-		if !changed.Before(t.content.Verified(t.name)) {
-			if err := t.content.Verify(t.name, changed); err != nil {
-				unix.Close(fd)
-				return -1, fmt.Errorf("open %q: %v: %w", p, err, errUnverified)
-			}
-		}
+	if err := t.vouch(idx, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
 	return fd, nil
+}
+
+// vouch checks the backing file of entry idx, described by st, against
+// its version's last verification (see Content): one that changed since is
+// served only once the version verifies again (errUnverified otherwise).
+// Without a Content every file passes.
+func (t *tree) vouch(idx int32, st *unix.Stat_t) error {
+	if t.content == nil {
+		return nil
+	}
+	// A ctime equal to the verification's start may be a change made just
+	// after it began (the kernel's clock is coarse).
+	changed := time.Unix(st.Ctim.Unix())
+	if changed.Before(t.content.Verified(t.name)) {
+		return nil
+	}
+	if err := t.content.Verify(t.name, changed); err != nil {
+		return fmt.Errorf("%q of %q: %v: %w", t.entries[idx].rel, t.dir, err, errUnverified)
+	}
+	return nil
+}
+
+// revouch checks a descriptor the cache held open before this read:
+// its file may have been changed in place since it was opened.
+func (t *tree) revouch(idx int32, fd int) error {
+	if t.content == nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat %q of %q: %w", t.entries[idx].rel, t.dir, err)
+	}
+	return t.vouch(idx, &st)
 }
 
 // preadFull reads len(buf) bytes at off, or fewer only at the end of the
@@ -208,6 +234,15 @@ func (c *fdCache) acquire(t *tree, idx int32) (*backingFd, error) {
 		b.refs++
 		c.mu.Unlock()
 		<-b.ready
+		if b.err == nil {
+			if err := t.revouch(idx, b.fd); err != nil {
+				c.mu.Lock()
+				c.dropTree(t)
+				c.mu.Unlock()
+				c.release(b)
+				return nil, err
+			}
+		}
 	}
 	if b.err != nil {
 		c.release(b)

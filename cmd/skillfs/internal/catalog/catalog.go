@@ -52,9 +52,9 @@ type Catalog struct {
 	shared bool
 	host   string
 	cache  *contentCache // this process's knowledge of the store's copies
-	imp    *importLock // shared while importing, exclusive to sweep and reconcile
-	pub    *os.File    // publish lock: exclusive from choosing a slug to the index row
-	pubMu  sync.Mutex  // the same between goroutines (flock does not exclude within a process)
+	imp    *importLock   // shared while importing, exclusive to sweep and reconcile
+	pub    *os.File      // publish lock: exclusive from choosing a slug to the index row
+	pubMu  sync.Mutex    // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64

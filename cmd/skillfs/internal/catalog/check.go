@@ -115,20 +115,20 @@ type VersionRef struct {
 // Report is what a check found in a data directory and what a repair (or a
 // daemon start) did about it. Its JSON is printed by `skillfs check --json`.
 type Report struct {
-	Home        string               `json:"home"`
-	Index       string               `json:"index"` // one of the Index* states
-	IndexError  string               `json:"index_error,omitempty"`
-	Identity    string               `json:"identity,omitempty"`
-	Skills      int                  `json:"skills"`
-	Users       int                  `json:"users"`
-	Sessions    int                  `json:"sessions"`
-	Versions    int                  `json:"versions"` // versions the index knows
-	Stored      int                  `json:"stored"`   // version directories in the store
-	Unexplained []VersionRef         `json:"unexplained"`
-	Missing     []VersionRef         `json:"missing"`
-	Mismatched  []VersionRef         `json:"mismatched"`
-	Unreadable  []VersionRef         `json:"unreadable"`
-	NoMetadata  []VersionRef         `json:"no_metadata"`
+	Home        string       `json:"home"`
+	Index       string       `json:"index"` // one of the Index* states
+	IndexError  string       `json:"index_error,omitempty"`
+	Identity    string       `json:"identity,omitempty"`
+	Skills      int          `json:"skills"`
+	Users       int          `json:"users"`
+	Sessions    int          `json:"sessions"`
+	Versions    int          `json:"versions"` // versions the index knows
+	Stored      int          `json:"stored"`   // version directories in the store
+	Unexplained []VersionRef `json:"unexplained"`
+	Missing     []VersionRef `json:"missing"`
+	Mismatched  []VersionRef `json:"mismatched"`
+	Unreadable  []VersionRef `json:"unreadable"`
+	NoMetadata  []VersionRef `json:"no_metadata"`
 	// With a shared index the data directory is one host of a fleet and
 	// its store this host's cache of the fleet's content: the index is
 	// never rebuilt from it. Versions the index names that the cache lacks

@@ -124,12 +124,13 @@ func (c *Catalog) ContentStats() ContentStats {
 // With a shared index the store is this host's cache of the fleet's
 // content. A cached copy is verified against its hash the first time this
 // process serves it — that needs no index, so cached versions are served
-// while the index is unreachable — and one that does not match is
-// quarantined and fetched again. A version not cached is fetched from the
-// index (fill): every chunk checked against its sum as it arrives, the tree
-// it makes checked against hash before it is published into the store. A
-// mismatch wraps skills.ErrDamaged and publishes nothing. Concurrent calls
-// for one version fetch it once.
+// while the index is unreachable — and one that does not match is fetched
+// again, taking the damaged copy's place (which goes to the quarantine). A
+// version not cached is fetched from the index (fill): every chunk checked
+// against its sum as it arrives, the tree it makes checked against hash
+// before it is published into the store. A mismatch wraps
+// skills.ErrDamaged and publishes nothing. Concurrent calls for one version
+// fetch it once.
 func (c *Catalog) EnsureVersion(ctx context.Context, slug, hash string) (string, error) {
 	dir := c.store.VersionPath(slug, hash)
 	if dir == "" {
@@ -154,17 +155,15 @@ func (c *Catalog) EnsureVersion(ctx context.Context, slug, hash string) (string,
 	if _, ok := c.cache.verified.Load(dir); ok {
 		return dir, nil // fetched or verified while this call waited
 	}
-	switch err := c.verify(slug, hash, dir); {
-	case err == nil:
-		return dir, nil
-	case errors.Is(err, skills.ErrNotFound):
-		// Not cached: fetched below.
-	case errors.Is(err, skills.ErrDamaged):
-		if _, lerr := os.Lstat(dir); lerr == nil {
-			return "", err // not quarantined: nothing can take its place
+	if _, damaged := c.cache.damaged.Load(dir); !damaged {
+		switch err := c.verify(slug, hash, dir); {
+		case err == nil:
+			return dir, nil
+		case errors.Is(err, skills.ErrNotFound), errors.Is(err, skills.ErrDamaged):
+			// Not cached, or damaged: fetched below.
+		default:
+			return "", err
 		}
-	default:
-		return "", err
 	}
 	if err := c.fill(ctx, slug, hash, dir); err != nil {
 		return "", err
@@ -186,8 +185,10 @@ func (c *Catalog) Verified(dir string) time.Time {
 // Verify checks this host's copy in the version directory dir against its
 // hash again, unless it was verified after changed (the ctime of one of its
 // files, which the filesystem found later than the last check). A copy that
-// does not match is never served again (see verify); with a shared index a
-// good copy is then fetched in the background, and later reads succeed.
+// does not match is never served again (see verify): every later open is
+// refused at once, without hashing it again; with a shared index a good
+// copy is fetched in the background and takes its place, and reads succeed
+// again.
 func (c *Catalog) Verify(dir string, changed time.Time) error {
 	slug, hash, ok := c.store.VersionOf(dir)
 	if !ok {
@@ -212,10 +213,12 @@ func (c *Catalog) Verify(dir string, changed time.Time) error {
 // matched; the caller holds the version's lock. A copy that is not there is
 // skills.ErrNotFound, one that cannot be read now (EIO, EACCES) is
 // returned as such and acted on by nobody. A copy that does not match is
-// damage: counted, logged and never served again — with a shared index
-// moved to the quarantine (never deleted), to be fetched again; with the
-// data directory's own index, whose copy is the only one, remembered as
-// damaged until the daemon restarts (`skillfs check` reports it, `skillfs
+// damage: counted, logged and remembered as damaged, never served again.
+// With a shared index it stays where it is, refused, until a good copy is
+// fetched to take its place (it then goes to the quarantine, never
+// deleted): opens meanwhile fail with EIO, not as if the file were gone.
+// With the data directory's own index the copy is the only one: it stays
+// refused until the daemon restarts (`skillfs check` reports it, `skillfs
 // check --repair` quarantines it).
 func (c *Catalog) verify(slug, hash, dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
@@ -237,23 +240,36 @@ func (c *Catalog) verify(slug, hash, dir string) error {
 		why = err.Error()
 	}
 	derr := fmt.Errorf("this host's copy of version %s of %q does not match its hash (%s): %w", hash, slug, why, skills.ErrDamaged)
-	if !c.shared {
+	c.cache.damaged.Store(dir, derr)
+	if c.shared {
+		c.log.Error("damaged copy of a version: not served, fetched again", "slug", slug, "version", hash, "problem", why)
+	} else {
 		c.log.Error("version content changed on disk: not served (see `skillfs check`)", "slug", slug, "version", hash, "problem", why)
-		c.cache.damaged.Store(dir, derr)
-		return derr
 	}
-	to, qerr := c.store.Quarantine(slug, hash, "this host's copy no longer hashes to its name ("+why+")")
-	if qerr != nil {
-		c.log.Error("damaged copy of a version not moved to the quarantine: not served", "slug", slug, "version", hash, "problem", why, "err", qerr)
-		c.cache.damaged.Store(dir, derr)
-		return derr
-	}
-	c.log.Error("damaged copy of a version quarantined: it is fetched again", "slug", slug, "version", hash, "problem", why, "to", to)
 	return derr
 }
 
-// refetch fetches a version again in the background, after its damaged copy
-// was quarantined.
+// replaceDamaged moves this host's damaged copy of a version, if it has
+// one, to the quarantine, for a good copy to take its place; the caller
+// holds the version's lock.
+func (c *Catalog) replaceDamaged(slug, hash, dir string) error {
+	derr, damaged := c.cache.damaged.Load(dir)
+	if !damaged {
+		return nil
+	}
+	to, err := c.store.Quarantine(slug, hash, "this host's copy no longer hashes to its name: "+derr.(error).Error())
+	if errors.Is(err, skills.ErrNotFound) {
+		return nil // gone already
+	}
+	if err != nil {
+		return fmt.Errorf("move the damaged copy of version %s of %q to the quarantine: %w", short(hash), slug, err)
+	}
+	c.log.Warn("damaged copy of a version moved to the quarantine", "slug", slug, "version", hash, "to", to)
+	return nil
+}
+
+// refetch fetches a version again in the background, after its copy was
+// found damaged.
 func (c *Catalog) refetch(slug, hash string) {
 	cc := c.cache
 	cc.mu.Lock()
@@ -333,9 +349,13 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 			meta = nil
 		}
 	}
+	if err := c.replaceDamaged(slug, hash, dir); err != nil {
+		return err
+	}
 	if _, _, err := c.store.Publish(staging, slug, hash, meta); err != nil {
 		return err
 	}
+	c.cache.damaged.Delete(dir)
 	c.log.Info("version fetched from the shared index", "slug", slug, "version", hash, "bytes", read)
 	return c.verify(slug, hash, dir)
 }

@@ -208,12 +208,7 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer c.Close()
-	releaseImports, _, err := c.imp.exclusive(true)
-	if err != nil {
-		return nil, err
-	}
-	defer releaseImports()
-	unlock, err := c.publishLock()
+	unlock, err := c.lockStore()
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +251,22 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 		final.IndexError = "before the repair: " + r.IndexError
 	}
 	return final.finish(), nil
+}
+
+// lockStore takes what a repair holds while it moves content: the import
+// lock exclusively (waiting for the imports in flight) and the publish
+// lock.
+func (c *Catalog) lockStore() (unlock func(), err error) {
+	releaseImports, _, err := c.imp.exclusive(true)
+	if err != nil {
+		return nil, err
+	}
+	unlockPub, err := c.publishLock()
+	if err != nil {
+		releaseImports()
+		return nil, err
+	}
+	return func() { unlockPub(); releaseImports() }, nil
 }
 
 func errString(err error) string {
@@ -615,12 +626,7 @@ func RepairShared(ctx context.Context, home string, opts Options) (*Report, erro
 	if err := c.db.Check(ctx); err != nil {
 		return nil, fmt.Errorf("the shared index is damaged (a host's cache cannot repair it): %w", err)
 	}
-	releaseImports, _, err := c.imp.exclusive(true)
-	if err != nil {
-		return nil, err
-	}
-	defer releaseImports()
-	unlock, err := c.publishLock()
+	unlock, err := c.lockStore()
 	if err != nil {
 		return nil, err
 	}
