@@ -3,7 +3,6 @@ package fs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"skillfs/fs/readbench"
 	"skillfs/skills"
 )
 
@@ -57,20 +55,6 @@ func (v *hashVerifier) counts() (checks, damaged int) {
 	return v.checks, len(v.damaged)
 }
 
-// readUncached reads a file of the mount with the kernel's cached pages of
-// it dropped first, so the read reaches the daemon.
-func readUncached(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
-}
-
 // dropIdle closes the server's idle descriptors, so the next read of a
 // file opens it again.
 func dropIdle(srv *Server) {
@@ -106,7 +90,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 	mnt := setSession(t, srv, "sess", View{{Slug: "ct", Version: hash, Dir: dir}})
 	read := func(rel, want string) {
 		t.Helper()
-		data, err := readUncached(filepath.Join(mnt, "ct", rel))
+		data, err := readbench.ReadCold(filepath.Join(mnt, "ct", rel))
 		if err != nil || string(data) != want {
 			t.Fatalf("read %s = %q, %v; want %q", rel, data, err, want)
 		}
@@ -147,7 +131,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 	if err := os.WriteFile(bp, []byte("SECOND FILE\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data, err := readUncached(filepath.Join(mnt, "ct", "b.txt"))
+	data, err := readbench.ReadCold(filepath.Join(mnt, "ct", "b.txt"))
 	if !errors.Is(err, syscall.EIO) || len(data) != 0 {
 		t.Fatalf("read of a changed file = %q, %v; want no bytes and EIO", data, err)
 	}
@@ -194,7 +178,7 @@ func TestUncheckedBackingFileServed(t *testing.T) {
 	if err := os.WriteFile(p, []byte("new\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := readUncached(filepath.Join(mnt, "u", "a.txt")); err != nil || string(data) != "new\n" {
+	if data, err := readbench.ReadCold(filepath.Join(mnt, "u", "a.txt")); err != nil || string(data) != "new\n" {
 		t.Fatalf("read = %q, %v", data, err)
 	}
 }

@@ -417,5 +417,9 @@ func (c *Catalog) uploadMissing(ctx context.Context, r *Report) error {
 		}
 		r.act("stored the content of %s/%s in the shared index", v.Slug, short(v.Hash))
 	}
+	if n := len(r.Unfetchable); n > 0 {
+		c.log.Warn("versions whose content is in no host's reach from here: the shared index lacks it and this host does not hold it "+
+			"(the host that holds a version stores it when it starts)", "count", n)
+	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"errors"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -20,9 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	skfs "skillfs/fs"
+	"skillfs/fs/readbench"
 	"skillfs/skills"
 )
 
@@ -253,20 +251,6 @@ func requireMount(t testing.TB) {
 	t.Skip(why)
 }
 
-// readUncached reads a file of a mount with the kernel's cached pages of it
-// dropped first, so the read reaches the daemon.
-func readUncached(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
-}
-
 // damage rewrites a file of a store's copy with other bytes of its size, as
 // a disk or an operator might.
 func damage(t testing.TB, p string) {
@@ -313,17 +297,17 @@ func TestDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := filepath.Join(mnt, "s", slug, "references", "a", "deep.md")
-	if data, err := readUncached(p); err != nil || string(data) != "# deep\n" {
+	if data, err := readbench.ReadCold(p); err != nil || string(data) != "# deep\n" {
 		t.Fatalf("read before the damage = %q, %v", data, err)
 	}
 
 	damage(t, filepath.Join(dir, "references", "a", "deep.md"))
-	data, err := readUncached(p)
+	data, err := readbench.ReadCold(p)
 	if !errors.Is(err, syscall.EIO) || len(data) != 0 {
 		t.Fatalf("read of a damaged copy = %q, %v; want no bytes and EIO", data, err)
 	}
 	b.cache.bg.Wait() // the fetch the damage started
-	if data, err := readUncached(p); err != nil || string(data) != "# deep\n" {
+	if data, err := readbench.ReadCold(p); err != nil || string(data) != "# deep\n" {
 		t.Fatalf("read after the copy was fetched again = %q, %v", data, err)
 	}
 	q, err := b.Store().Quarantined()
@@ -525,5 +509,59 @@ func TestContentPublishedBeforeSharingIsStoredAtStart(t *testing.T) {
 	sameTree(t, a.VersionPath(slug, hash), got)
 	if rb, err = CheckShared(ctx, homeB, shared); err != nil || !rb.OK || rb.NotCached != 0 {
 		t.Errorf("check of b once it fetched the version: %+v, %v", rb, err)
+	}
+}
+
+// BenchmarkFillFromSharedIndex times a host's first use of a version of
+// about 20 MiB (a 20 MiB file and a few small ones) published by another
+// host: fetched from a shared SQLite index on the same disk, checked,
+// published and verified; each run on a host that never held it.
+func BenchmarkFillFromSharedIndex(b *testing.B) {
+	ctx := context.Background()
+	a, _, index := fleet(b)
+	slug, hash := importOne(b, a, fleetSkill(b, 20<<20))
+	b.SetBytes(20 << 20)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		host, err := Open(ctx, filepath.Join(b.TempDir(), "host"), Options{Index: index})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := host.EnsureVersion(ctx, slug, hash); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		host.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkImportLarge times the import of that version into a data
+// directory with its own index and into a host of a fleet, which also
+// stores its content in the shared index.
+func BenchmarkImportLarge(b *testing.B) {
+	src := fleetSkill(b, 20<<20)
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "own-index", true: "shared-index"}[shared], func(b *testing.B) {
+			b.SetBytes(20 << 20)
+			for b.Loop() {
+				b.StopTimer()
+				dir := b.TempDir()
+				opts := Options{}
+				if shared {
+					opts.Index = filepath.Join(dir, "fleet.db")
+				}
+				c, err := Open(context.Background(), filepath.Join(dir, "home"), opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				importOne(b, c, src)
+				b.StopTimer()
+				c.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }
