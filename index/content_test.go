@@ -1,10 +1,10 @@
 package index
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +18,8 @@ import (
 func contentTree(t *testing.T, big int, tag string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	data := bytes.Repeat([]byte("0123456789abcdef"), big/16+1)[:big]
+	data := make([]byte, big)
+	rand.NewChaCha8([32]byte{}).Read(data) // no two chunks alike, the same in every tree
 	files := map[string][]byte{
 		"SKILL.md":       []byte("---\nname: c\n---\n" + tag),
 		"assets/big.bin": data,
@@ -69,10 +70,13 @@ func countRows(t *testing.T, db *DB, table string) int {
 
 // Content stored by one upload is written back, chunk by chunk, as the
 // same tree; a file over the chunk size spans several chunks.
-func TestContentRoundTrip(t *testing.T) {
+func TestContentRoundTrip(t *testing.T) { forEachBackend(t, testContentRoundTrip) }
+
+func testContentRoundTrip(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
-	dir, hash := contentTree(t, 2*ChunkSize+123, "a")
+	db := b.open(t)
+	// Over a batch of chunks: stored in two transactions.
+	dir, hash := contentTree(t, 5*ChunkSize+123, "a")
 	meta := []byte(`{"format":1}`)
 	if ok, err := db.HasContent(ctx, "c", hash); err != nil || ok {
 		t.Fatalf("HasContent before any upload = %v, %v", ok, err)
@@ -91,8 +95,8 @@ func TestContentRoundTrip(t *testing.T) {
 	var paths []string
 	for _, e := range m.Entries {
 		paths = append(paths, e.Path)
-		if e.Path == "assets/big.bin" && (len(e.Chunks) != 3 || e.Size != 2*ChunkSize+123) {
-			t.Errorf("big file: %d bytes in %d chunks, want %d in 3", e.Size, len(e.Chunks), 2*ChunkSize+123)
+		if e.Path == "assets/big.bin" && (len(e.Chunks) != 6 || e.Size != 5*ChunkSize+123) {
+			t.Errorf("big file: %d bytes in %d chunks, want %d in 6", e.Size, len(e.Chunks), 5*ChunkSize+123)
 		}
 	}
 	mustEqual(t, "paths", paths, []string{"SKILL.md", "assets", "assets/big.bin", "empty", "nothing", "run.sh"})
@@ -114,9 +118,11 @@ func TestContentRoundTrip(t *testing.T) {
 
 // A second upload of stored content reads nothing and changes nothing; a
 // version sharing a file with another stores its chunks once.
-func TestContentStoredOnce(t *testing.T) {
+func TestContentStoredOnce(t *testing.T) { forEachBackend(t, testContentStoredOnce) }
+
+func testContentStoredOnce(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	dir, hash := contentTree(t, ChunkSize+1, "a")
 	if err := db.PutContent(ctx, "c", hash, nil, readContent(t, dir)); err != nil {
 		t.Fatal(err)
@@ -139,11 +145,39 @@ func TestContentStoredOnce(t *testing.T) {
 	}
 }
 
+// Two hosts uploading one version at once both succeed, and it is stored
+// once.
+func TestContentUploadedTwiceAtOnce(t *testing.T) { forEachBackend(t, testContentUploadedTwiceAtOnce) }
+
+func testContentUploadedTwiceAtOnce(t *testing.T, b backend) {
+	ctx := context.Background()
+	target := b.target(t)
+	hosts := []*DB{openBare(t, target), openBare(t, target)}
+	dir, hash := contentTree(t, 5*ChunkSize, "a")
+	errs := make(chan error, len(hosts))
+	for _, db := range hosts {
+		go func() { errs <- db.PutContent(ctx, "c", hash, nil, readContent(t, dir)) }()
+	}
+	for range hosts {
+		if err := <-errs; err != nil {
+			t.Fatalf("an upload of the same version at the same time: %v", err)
+		}
+	}
+	if n := countRows(t, hosts[0], "content_entries"); n != len(readContent(t, dir)) {
+		t.Errorf("%d entries stored, want %d", n, len(readContent(t, dir)))
+	}
+	if n := countRows(t, hosts[0], "content_chunks"); n != 7 { // the big file's 5, SKILL.md's, run.sh's
+		t.Errorf("%d chunks stored, want 7", n)
+	}
+}
+
 // Content that does not hash to its version, or a listing out of order,
 // is refused and leaves nothing stored.
-func TestBadContentChangesNothing(t *testing.T) {
+func TestBadContentChangesNothing(t *testing.T) { forEachBackend(t, testBadContentChangesNothing) }
+
+func testBadContentChangesNothing(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	dir, hash := contentTree(t, 100, "a")
 	otherDir, _ := contentTree(t, 100, "b")
 	swapped := readContent(t, dir)
@@ -171,9 +205,11 @@ func TestBadContentChangesNothing(t *testing.T) {
 }
 
 // The versions whose content no host has stored are listed for upload.
-func TestVersionsWithoutContent(t *testing.T) {
+func TestVersionsWithoutContent(t *testing.T) { forEachBackend(t, testVersionsWithoutContent) }
+
+func testVersionsWithoutContent(t *testing.T, b backend) {
 	ctx := context.Background()
-	db := openTest(t)
+	db := b.open(t)
 	dir, hash := contentTree(t, 10, "a")
 	insertSkill(t, db, "c", hash)
 	insertSkill(t, db, "d", "dd")

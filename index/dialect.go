@@ -113,7 +113,7 @@ var postgresDialect = &dialect{
 
 // schemaTables are the tables of the index's schema.
 var schemaTables = []string{
-	"activations", "applied_spills", "curated_skills", "curated_sources", "events", "mcp_servers", "meta",
+	"activations", "applied_spills", "content_chunks", "content_entries", "content_parts", "content_versions", "curated_skills", "curated_sources", "events", "mcp_servers", "meta",
 	"read_audit", "schema_migrations", "session_binds", "sessions", "skill_changes", "skills", "tools",
 	"users", "version_diffstats", "versions",
 }

@@ -8,37 +8,31 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"skillfs/internal/pgtest"
 )
 
 // fleetHost is one host of a fleet: a data directory whose daemon serves
-// from the index all hosts share.
+// from the index all hosts share (its env's index).
 type fleetHost struct {
 	*env
-	index string
-	d     *daemon
+	d *daemon
 }
 
-// cli runs the CLI on the host, with the shared index.
-func (h *fleetHost) cli(args ...string) string {
-	h.t.Helper()
-	return h.ok(append([]string{"--index", h.index}, args...)...)
-}
-
-func (h *fleetHost) cliJSON(v any, args ...string) {
-	h.t.Helper()
-	h.okJSON(v, append([]string{"--index", h.index}, args...)...)
-}
-
-// newFleet starts n hosts, one after the other, on one shared SQLite index
-// file: each its own data directory and mount root.
+// newFleet starts n hosts, one after the other, on one shared index: a
+// SQLite file, or with SKILLFS_TEST_INDEX=postgres a PostgreSQL database.
+// Each host has its own data directory and mount root.
 func newFleet(t *testing.T, n int) []*fleetHost {
 	t.Helper()
 	requireRoot(t)
 	index := filepath.Join(t.TempDir(), "fleet.db")
+	if onPostgres() {
+		index = pgtest.Database(t)
+	}
 	hosts := make([]*fleetHost, n)
 	for i := range hosts {
-		h := &fleetHost{env: newEnv(t), index: index}
-		h.d = h.serve("--index", index)
+		h := &fleetHost{env: &env{t: t, home: filepath.Join(t.TempDir(), "home"), index: index}}
+		h.d = h.serve()
 		hosts[i] = h
 	}
 	return hosts
@@ -104,7 +98,7 @@ func TestFleetServesContentPublishedElsewhere(t *testing.T) {
 			Version string `json:"version"`
 		} `json:"installed"`
 	}
-	a.cliJSON(&imported, "skill", "import", src, "--share", "global")
+	a.okJSON(&imported, "skill", "import", src, "--share", "global")
 	if len(imported.Installed) != 1 {
 		t.Fatalf("import on host A: %+v", imported)
 	}
@@ -114,14 +108,14 @@ func TestFleetServesContentPublishedElsewhere(t *testing.T) {
 		t.Fatal("host B holds the version before any session asked for it")
 	}
 
-	b.cli("user", "add", "alice")
+	b.ok("user", "add", "alice")
 	var s struct {
 		ID       string   `json:"id"`
 		Path     string   `json:"path"`
 		Readable []string `json:"readable"`
 		Skipped  []any    `json:"skipped"`
 	}
-	b.cliJSON(&s, "session", "create", "--user", "alice", "--skills", "fleet-notes,release-notes")
+	b.okJSON(&s, "session", "create", "--user", "alice", "--skills", "fleet-notes,release-notes")
 	if len(s.Skipped) != 0 || !strings.HasPrefix(s.Path, b.d.mount) {
 		t.Fatalf("session on host B: %+v (mount %s)", s, b.d.mount)
 	}
@@ -150,7 +144,7 @@ func TestFleetServesContentPublishedElsewhere(t *testing.T) {
 
 	// Each host's check sees its own cache, the shared index sound.
 	for name, h := range map[string]*fleetHost{"A": a, "B": b} {
-		out := h.cli("check")
+		out := h.ok("check")
 		if !strings.Contains(out, "shared by the hosts of a fleet") || !strings.Contains(out, "\nok\n") {
 			t.Errorf("check on host %s:\n%s", name, out)
 		}
