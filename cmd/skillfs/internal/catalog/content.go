@@ -147,12 +147,12 @@ func (c *Catalog) EnsureVersion(ctx context.Context, slug, hash string) (string,
 		c.cache.present.Store(dir, true)
 		return dir, nil
 	}
-	if _, ok := c.cache.verified.Load(dir); ok {
+	if c.cached(dir) {
 		return dir, nil
 	}
 	unlock := c.cache.locks.lock(dir)
 	defer unlock()
-	if _, ok := c.cache.verified.Load(dir); ok {
+	if c.cached(dir) {
 		return dir, nil // fetched or verified while this call waited
 	}
 	if _, damaged := c.cache.damaged.Load(dir); !damaged {
@@ -169,6 +169,20 @@ func (c *Catalog) EnsureVersion(ctx context.Context, slug, hash string) (string,
 		return "", err
 	}
 	return dir, nil
+}
+
+// cached reports whether this host's copy in dir was verified in this
+// process and is still there: a copy removed behind the daemon's back (an
+// operator, a repair) is fetched again rather than served as missing.
+func (c *Catalog) cached(dir string) bool {
+	if _, ok := c.cache.verified.Load(dir); !ok {
+		return false
+	}
+	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
+		c.cache.forget(dir)
+		return false
+	}
+	return true
 }
 
 // Verified returns when this host's copy in the version directory dir was

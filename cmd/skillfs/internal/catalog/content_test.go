@@ -189,6 +189,15 @@ func TestEnsureVersionFillsFromSharedIndex(t *testing.T) {
 	}
 	sameTree(t, a.VersionPath(slug, ed.Version), dirs[0])
 
+	// A copy moved away behind b's back is fetched again.
+	if _, err := b.Store().Quarantine(slug, ed.Version, "moved by hand"); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := b.EnsureVersion(ctx, slug, ed.Version); err != nil || b.ContentStats().Fills != 3 {
+		t.Fatalf("EnsureVersion of a copy moved away = %q, %v, after %d fetches", dir, err, b.ContentStats().Fills)
+	}
+	sameTree(t, a.VersionPath(slug, ed.Version), dirs[0])
+
 	// What reads version content on b fetches it: export, diff.
 	var zip bytes.Buffer
 	if err := b.ExportVersion(ctx, "", slug, "", &zip); err != nil || zip.Len() == 0 {
