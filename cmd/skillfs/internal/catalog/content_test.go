@@ -21,15 +21,36 @@ import (
 
 	skfs "skillfs/fs"
 	"skillfs/fs/readbench"
+	"skillfs/internal/pgtest"
 	"skillfs/skills"
 )
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// sharedIndexes are the shared indexes the fleet tests run on: a SQLite
+// file beside the hosts' data directories, and a PostgreSQL database (see
+// pgtest).
+var sharedIndexes = []struct {
+	name   string
+	target func(t testing.TB) string
+}{
+	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "fleet.db") }},
+	{"postgres", pgtest.Database},
+}
+
+// forEachSharedIndex runs test once per kind of shared index, as a subtest
+// named after it, with a new, empty one.
+func forEachSharedIndex(t *testing.T, test func(t *testing.T, index string)) {
+	for _, si := range sharedIndexes {
+		t.Run(si.name, func(t *testing.T) { test(t, si.target(t)) })
+	}
+}
+
 // fleet opens two hosts of one catalog: data directories a and b sharing
-// one SQLite index file, whose path it returns too.
-func fleet(t testing.TB) (a, b *Catalog, index string) {
+// the index at index.
+func fleet(t testing.TB, index string) (a, b *Catalog) {
 	t.Helper()
 	dir := t.TempDir()
-	index = filepath.Join(dir, "fleet.db")
 	open := func(name string) *Catalog {
 		c, err := Open(context.Background(), filepath.Join(dir, name), Options{Index: index})
 		if err != nil {
@@ -38,7 +59,7 @@ func fleet(t testing.TB) (a, b *Catalog, index string) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	return open("a"), open("b"), index
+	return open("a"), open("b")
 }
 
 // fleetSkill writes a skill source with what a version may hold: nested
@@ -136,8 +157,12 @@ func sameTree(t testing.TB, want, got string) {
 // tree, its metadata, verified; fetched once however many ask at once, and
 // not again.
 func TestEnsureVersionFillsFromSharedIndex(t *testing.T) {
+	forEachSharedIndex(t, testEnsureVersionFillsFromSharedIndex)
+}
+
+func testEnsureVersionFillsFromSharedIndex(t *testing.T, index string) {
 	ctx := context.Background()
-	a, b, _ := fleet(t)
+	a, b := fleet(t, index)
 	slug, hash := importOne(t, a, fleetSkill(t, 3<<20))
 	if _, err := os.Lstat(b.VersionPath(slug, hash)); !errors.Is(err, iofs.ErrNotExist) {
 		t.Fatalf("host b holds the version before it used it: %v", err)
@@ -211,17 +236,25 @@ func TestEnsureVersionFillsFromSharedIndex(t *testing.T) {
 // A chunk damaged in the shared index fails the fetch as damage that names
 // the version, and nothing is published.
 func TestDamagedChunkIsNeverPublished(t *testing.T) {
+	forEachSharedIndex(t, testDamagedChunkIsNeverPublished)
+}
+
+func testDamagedChunkIsNeverPublished(t *testing.T, index string) {
 	ctx := context.Background()
-	a, b, index := fleet(t)
+	a, b := fleet(t, index)
 	slug, hash := importOne(t, a, fleetSkill(t, 2<<20))
-	db, err := sql.Open("sqlite3", index)
+	// The bytes of one chunk replaced with as many zeros: its name no
+	// longer matches.
+	driver, zeros := "sqlite3", "zeroblob(size)"
+	if strings.HasPrefix(index, "postgres") {
+		driver, zeros = "pgx", "decode(repeat('00', CAST(size AS integer)), 'hex')"
+	}
+	db, err := sql.Open(driver, index)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// The bytes of one chunk replaced with as many others: its name no
-	// longer matches.
-	res, err := db.Exec(`UPDATE content_chunks SET data = zeroblob(size)
+	res, err := db.Exec(`UPDATE content_chunks SET data = ` + zeros + `
 		WHERE sum = (SELECT sum FROM content_chunks ORDER BY size DESC LIMIT 1)`)
 	if n, _ := res.RowsAffected(); err != nil || n != 1 {
 		t.Fatalf("damage a chunk: %v (%d rows)", err, n)
@@ -285,9 +318,13 @@ func damage(t testing.TB, p string) {
 // one's place (which goes to the quarantine), and reads then succeed with
 // the right bytes.
 func TestDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T) {
+	forEachSharedIndex(t, testDamagedCacheIsRefusedQuarantinedAndFetchedAgain)
+}
+
+func testDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T, index string) {
 	requireMount(t)
 	ctx := context.Background()
-	a, b, _ := fleet(t)
+	a, b := fleet(t, index)
 	slug, hash := importOne(t, a, fleetSkill(t, 0))
 	dir, err := b.EnsureVersion(ctx, slug, hash)
 	if err != nil {
@@ -332,8 +369,12 @@ func TestDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T) {
 // A daemon that starts finds a damaged copy before it serves it: the copy
 // is quarantined and fetched again in place.
 func TestDamagedCacheFoundAtFirstUse(t *testing.T) {
+	forEachSharedIndex(t, testDamagedCacheFoundAtFirstUse)
+}
+
+func testDamagedCacheFoundAtFirstUse(t *testing.T, index string) {
 	ctx := context.Background()
-	a, b, index := fleet(t)
+	a, b := fleet(t, index)
 	slug, hash := importOne(t, a, fleetSkill(t, 0))
 	dir, err := b.EnsureVersion(ctx, slug, hash)
 	if err != nil {
@@ -423,9 +464,13 @@ func heapPeak(fn func()) uint64 {
 // A file of tens of MiB is uploaded and fetched a chunk at a time: neither
 // holds it whole in memory.
 func TestLargeFileRoundTripsInBoundedMemory(t *testing.T) {
+	forEachSharedIndex(t, testLargeFileRoundTripsInBoundedMemory)
+}
+
+func testLargeFileRoundTripsInBoundedMemory(t *testing.T, index string) {
 	ctx := context.Background()
-	a, b, _ := fleet(t)
-	const size = 40 << 20
+	a, b := fleet(t, index)
+	const size = 48 << 20
 	src := fleetSkill(t, size)
 	var slug, hash string
 	up := heapPeak(func() { slug, hash = importOne(t, a, src) })
@@ -523,44 +568,51 @@ func TestContentPublishedBeforeSharingIsStoredAtStart(t *testing.T) {
 
 // BenchmarkFillFromSharedIndex times a host's first use of a version of
 // about 20 MiB (a 20 MiB file and a few small ones) published by another
-// host: fetched from a shared SQLite index on the same disk, checked,
-// published and verified; each run on a host that never held it.
+// host: fetched from a shared index (a SQLite file on the same disk, a
+// PostgreSQL server on this machine), checked, published and verified; each
+// run on a host that never held it.
 func BenchmarkFillFromSharedIndex(b *testing.B) {
-	ctx := context.Background()
-	a, _, index := fleet(b)
-	slug, hash := importOne(b, a, fleetSkill(b, 20<<20))
-	b.SetBytes(20 << 20)
-	for i := 0; b.Loop(); i++ {
-		b.StopTimer()
-		host, err := Open(ctx, filepath.Join(b.TempDir(), "host"), Options{Index: index})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if _, err := host.EnsureVersion(ctx, slug, hash); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		host.Close()
-		b.StartTimer()
+	for _, si := range sharedIndexes {
+		b.Run(si.name, func(b *testing.B) {
+			ctx := context.Background()
+			index := si.target(b)
+			a, _ := fleet(b, index)
+			slug, hash := importOne(b, a, fleetSkill(b, 20<<20))
+			b.SetBytes(20 << 20)
+			for b.Loop() {
+				b.StopTimer()
+				host, err := Open(ctx, filepath.Join(b.TempDir(), "host"), Options{Index: index})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := host.EnsureVersion(ctx, slug, hash); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				host.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }
 
 // BenchmarkImportLarge times the import of that version into a data
-// directory with its own index and into a host of a fleet, which also
-// stores its content in the shared index.
+// directory with its own index and into a host of a fleet (on each kind of
+// shared index), which also stores its content in the shared index.
 func BenchmarkImportLarge(b *testing.B) {
 	src := fleetSkill(b, 20<<20)
-	for _, shared := range []bool{false, true} {
-		b.Run(map[bool]string{false: "own-index", true: "shared-index"}[shared], func(b *testing.B) {
+	kinds := append([]struct {
+		name   string
+		target func(t testing.TB) string
+	}{{"own-index", func(testing.TB) string { return "" }}}, sharedIndexes...)
+	for _, kind := range kinds {
+		b.Run(kind.name, func(b *testing.B) {
 			b.SetBytes(20 << 20)
 			for b.Loop() {
 				b.StopTimer()
 				dir := b.TempDir()
-				opts := Options{}
-				if shared {
-					opts.Index = filepath.Join(dir, "fleet.db")
-				}
+				opts := Options{Index: kind.target(b)}
 				c, err := Open(context.Background(), filepath.Join(dir, "home"), opts)
 				if err != nil {
 					b.Fatal(err)
