@@ -26,9 +26,11 @@ var errUnverified = errors.New("backing file changed since its version was verif
 // Content vouches for the content of the version directories served
 // (Options.Content). A published version never changes, and any change to
 // a file — its bytes, mode, owner or links — moves its ctime; so a backing
-// file whose ctime is later than its version's last verification is not
-// served until the version verifies again. Opening a file costs one more
-// lookup; a version is hashed again only when one of its files changed.
+// file whose ctime is not older than its version's last verification is
+// not served until the version verifies again. Opening a backing file, and
+// reading through a descriptor kept open (its file may change in place),
+// costs an fstat and a lookup; a version is hashed again only when one of
+// its files changed.
 type Content interface {
 	// Verified returns when the content of version directory dir was
 	// last found to match its version: the time that check began, on the
@@ -319,8 +321,8 @@ func (c *fdCache) sweep() {
 }
 
 // dropTree forgets the descriptors on files of t, whose version was found
-// damaged (and is moved away, to be fetched again where it can be): later
-// reads open its files anew. Idle ones are closed now, those in use when
+// damaged (and is refused until a good copy takes its place, where one can
+// be had): later reads open its files anew. Idle ones are closed now, those in use when
 // their reads end. The caller holds c.mu.
 func (c *fdCache) dropTree(t *tree) {
 	for k, b := range c.m {
