@@ -25,8 +25,9 @@ type contentCache struct {
 	// present holds the version directories seen in the store (own index:
 	// a copy is not verified before it is served, see EnsureVersion).
 	present sync.Map
-	// damaged maps a version directory to the error that refuses it
-	// (own index: the store's copy is the only one, see verify).
+	// damaged maps a version directory to the error that refuses its
+	// copy: until a good one takes its place (shared index) or the daemon
+	// restarts (own index: the store's copy is the only one), see verify.
 	damaged sync.Map
 	locks   keyedLocks
 
