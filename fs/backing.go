@@ -18,6 +18,33 @@ import (
 // reaches readers as EIO.
 var errNotServable = errors.New("backing file does not match its version")
 
+// errUnverified says a backing file changed (its ctime) after its version
+// was last verified, and the version no longer verifies (see Content): it
+// is damaged, or being replaced by a good copy. It reaches readers as EIO.
+var errUnverified = errors.New("backing file changed since its version was verified")
+
+// Content vouches for the content of the version directories served
+// (Options.Content). A published version never changes, and any change to
+// a file — its bytes, mode, owner or links — moves its ctime; so a backing
+// file whose ctime is not older than its version's last verification is
+// not served until the version verifies again. Opening a backing file, and
+// reading through a descriptor kept open (its file may change in place),
+// costs an fstat and a lookup; a version is hashed again only when one of
+// its files changed.
+type Content interface {
+	// Verified returns when the content of version directory dir was
+	// last found to match its version: the time that check began, on the
+	// clock the kernel stamps changes with (skills.ChangeClock), so that a
+	// change made during or after the check has a ctime no earlier. Zero:
+	// never in this process.
+	Verified(dir string) time.Time
+	// Verify checks the content of dir against its version again, unless
+	// it was verified after changed. nil means it matches; an error means
+	// the file is not served (EIO). The implementation reports and deals
+	// with a damaged copy.
+	Verify(dir string, changed time.Time) error
+}
+
 // open opens the backing file of a regular entry for reading.
 //
 // No component below the version directory may be a symlink, so a tampered
@@ -25,7 +52,9 @@ var errNotServable = errors.New("backing file does not match its version")
 // put in a file's place return at once instead of waiting for a writer (and
 // holding the reader's request, which cannot be killed, until one comes);
 // the descriptor must then be a regular file of the size the tree recorded,
-// since that size is what the kernel was told and caches.
+// since that size is what the kernel was told and caches. With a Content,
+// a file that changed since its version was verified is served only once
+// the version verifies again (errUnverified otherwise).
 func (t *tree) open(idx int32) (int, error) {
 	e := &t.entries[idx]
 	p := filepath.Join(t.dir, filepath.FromSlash(e.rel))
@@ -53,7 +82,44 @@ func (t *tree) open(idx int32) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("open %q: %d bytes, the version recorded %d: %w", p, st.Size, e.size, errNotServable)
 	}
+	if err := t.vouch(idx, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
 	return fd, nil
+}
+
+// vouch checks the backing file of entry idx, described by st, against
+// its version's last verification (see Content): one that changed since is
+// served only once the version verifies again (errUnverified otherwise).
+// Without a Content every file passes.
+func (t *tree) vouch(idx int32, st *unix.Stat_t) error {
+	if t.content == nil {
+		return nil
+	}
+	// A ctime equal to the verification's start may be a change made just
+	// after it began (the kernel's clock is coarse).
+	changed := time.Unix(st.Ctim.Unix())
+	if changed.Before(t.content.Verified(t.name)) {
+		return nil
+	}
+	if err := t.content.Verify(t.name, changed); err != nil {
+		return fmt.Errorf("%q of %q: %v: %w", t.entries[idx].rel, t.dir, err, errUnverified)
+	}
+	return nil
+}
+
+// revouch checks a descriptor the cache held open before this read:
+// its file may have been changed in place since it was opened.
+func (t *tree) revouch(idx int32, fd int) error {
+	if t.content == nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat %q of %q: %w", t.entries[idx].rel, t.dir, err)
+	}
+	return t.vouch(idx, &st)
 }
 
 // preadFull reads len(buf) bytes at off, or fewer only at the end of the
@@ -157,6 +223,9 @@ func (c *fdCache) acquire(t *tree, idx int32) (*backingFd, error) {
 			if c.m[k] == b {
 				delete(c.m, k) // not remembered: the next read tries again
 			}
+			if errors.Is(b.err, errUnverified) {
+				c.dropTree(t) // the version's other files are no better
+			}
 			c.mu.Unlock()
 		}
 		close(b.ready)
@@ -167,6 +236,15 @@ func (c *fdCache) acquire(t *tree, idx int32) (*backingFd, error) {
 		b.refs++
 		c.mu.Unlock()
 		<-b.ready
+		if b.err == nil {
+			if err := t.revouch(idx, b.fd); err != nil {
+				c.mu.Lock()
+				c.dropTree(t)
+				c.mu.Unlock()
+				c.release(b)
+				return nil, err
+			}
+		}
 	}
 	if b.err != nil {
 		c.release(b)
@@ -240,6 +318,22 @@ func (c *fdCache) sweep() {
 		c.drop(c.lru.prev)
 	}
 	c.schedule()
+}
+
+// dropTree forgets the descriptors on files of t, whose version was found
+// damaged (and is refused until a good copy takes its place, where one can
+// be had): later reads open its files anew. Idle ones are closed now, those in use when
+// their reads end. The caller holds c.mu.
+func (c *fdCache) dropTree(t *tree) {
+	for k, b := range c.m {
+		switch {
+		case k.t != t:
+		case b.refs == 0:
+			c.drop(b)
+		default:
+			delete(c.m, k) // closed by its last release
+		}
+	}
 }
 
 // held returns the number of descriptors the cache holds open.

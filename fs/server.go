@@ -108,6 +108,12 @@ type Options struct {
 	// leaves our timeout to every FUSE mount made afterwards on the host.
 	RequestTimeoutRecord string
 
+	// Content, when set, vouches for the version directories: a backing
+	// file that changed since its version was verified is not served
+	// until the version verifies again (see Content). nil: files are
+	// served as the store holds them, checked for type and size only.
+	Content Content
+
 	// AuditReads counts, per session, the reads of every file that reach
 	// the daemon (reads the kernel serves from its page cache, or with
 	// Passthrough from the backing file, never do) and when the first of
@@ -292,6 +298,7 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		fds:      newFdCache(defaultMaxFds, defaultFdIdle),
 		done:     make(chan struct{}),
 	}
+	s.trees.content = opts.Content
 	s.root = &rootNode{srv: s}
 
 	mountOpts := []string{"default_permissions"}

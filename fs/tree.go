@@ -40,6 +40,8 @@ type entry struct {
 // tree is the immutable listing of one version directory, walked once.
 type tree struct {
 	dir     string // absolute, symlink-free path of the version directory
+	name    string // the version directory as the views name it (Skill.Dir)
+	content Content
 	entries []entry
 }
 
@@ -146,10 +148,11 @@ func (t *tree) walk(rel string) (int32, bool) {
 // treeRef is a lazily built tree shared by every grant of one version
 // directory.
 type treeRef struct {
-	dir  string
-	refs int // guarded by treeCache.mu
-	mu   sync.Mutex
-	t    atomic.Pointer[tree]
+	dir     string
+	content Content // checks the tree's backing files (nil: none)
+	refs    int     // guarded by treeCache.mu
+	mu      sync.Mutex
+	t       atomic.Pointer[tree]
 }
 
 // get returns the tree, walking the directory at first use. A failed walk
@@ -167,6 +170,7 @@ func (r *treeRef) get() (*tree, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	t.name, t.content = r.dir, r.content
 	r.t.Store(t)
 	return t, skipped, nil
 }
@@ -174,6 +178,8 @@ func (r *treeRef) get() (*tree, []string, error) {
 // treeCache shares trees by version directory among sessions and drops a
 // tree when no view references it any more.
 type treeCache struct {
+	content Content // given to every tree (Options.Content)
+
 	mu sync.Mutex
 	m  map[string]*treeRef
 }
@@ -186,7 +192,7 @@ func (c *treeCache) acquire(dir string) *treeRef {
 	}
 	r := c.m[dir]
 	if r == nil {
-		r = &treeRef{dir: dir}
+		r = &treeRef{dir: dir, content: c.content}
 		c.m[dir] = r
 	}
 	r.refs++

@@ -260,17 +260,31 @@ func (db *DB) write(ctx context.Context, fn func(tx *txn) error) error {
 	return writeTx(ctx, db.w, db.d, fn)
 }
 
+// writeUnordered is write without the turn every other write takes on
+// PostgreSQL (its advisory lock; SQLite's single writer still serialises
+// it), for statements whose order against other writes cannot matter:
+// inserting content-addressed chunks where they are missing. A long upload
+// of them then holds up no other host's writes.
+func (db *DB) writeUnordered(ctx context.Context, fn func(tx *txn) error) error {
+	return writeTxLocked(ctx, db.w, db.d, "", fn)
+}
+
 // writeTx runs fn in one write transaction on the writer pool p of a
 // backend of dialect d, and commits it if fn returns nil.
 func writeTx(ctx context.Context, p *sql.DB, d *dialect, fn func(tx *txn) error) error {
+	return writeTxLocked(ctx, p, d, d.lockWrite, fn)
+}
+
+// writeTxLocked is writeTx with lock run first ("" for none).
+func writeTxLocked(ctx context.Context, p *sql.DB, d *dialect, lock string, fn func(tx *txn) error) error {
 	tx, err := begin(ctx, p, nil)
 	if err != nil {
 		return fmt.Errorf("begin write: %w", classify(err))
 	}
 	// Also on panic: the writer connection must not stay locked.
 	defer tx.Rollback()
-	if d.lockWrite != "" {
-		if _, err := tx.ExecContext(ctx, d.lockWrite); err != nil {
+	if lock != "" {
+		if _, err := tx.ExecContext(ctx, lock); err != nil {
 			return fmt.Errorf("wait for the write lock: %w", classify(err))
 		}
 	}

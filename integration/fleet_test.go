@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,20 +61,6 @@ func (e *env) hostsOf() map[string]hostJSON {
 	return out
 }
 
-// fillCache copies every version in from's store into to's, as a host's
-// cache is filled with the content the fleet published.
-func fillCache(t testing.TB, from, to *env) {
-	t.Helper()
-	dst := filepath.Join(to.home, "store", "skills")
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("cp", "-a", "--no-clobber", filepath.Join(from.home, "store", "skills")+"/.", dst).CombinedOutput()
-	if err != nil {
-		t.Fatalf("fill the cache of %s: %v: %s", to.home, err, out)
-	}
-}
-
 // waitFor polls cond every 10 ms until it holds, failing the test after
 // limit (a guard against a hang, not a measure).
 func waitFor(t testing.TB, what string, limit time.Duration, cond func() bool) time.Duration {
@@ -112,7 +97,6 @@ func TestFleetOfTwoHosts(t *testing.T) {
 	writeSkill(t, filepath.Join(src, "pub"), "name: pub\ndescription: unshared on the other host", nil)
 	a.ok("skill", "import", src, "--all", "--share", "global")
 	a.ok("user", "add", "alice")
-	fillCache(t, a, b)
 	b.serve("--host-name", "beta")
 
 	hosts := b.hostsOf()
@@ -213,7 +197,6 @@ func TestFleetForcedMove(t *testing.T) {
 	a, b := newFleet(t)
 	a.serve("--host-name", "alpha")
 	a.ok("user", "add", "alice")
-	fillCache(t, a, b) // the bundled skills
 	b.serve("--host-name", "beta")
 	s := a.newSession("alice", "--all")
 	target := filepath.Join(t.TempDir(), "sandbox", "skills")
@@ -265,7 +248,6 @@ func BenchmarkFleetRevoke(b *testing.B) {
 	writeSkill(b, filepath.Join(src, "pub"), "name: pub\ndescription: revoked and granted again", nil)
 	ea.ok("skill", "import", src, "--all", "--share", "global")
 	ea.ok("user", "add", "alice")
-	fillCache(b, ea, eb)
 	eb.serve("--host-name", "beta")
 	s := eb.newSession("alice", "--skills", "pub")
 	ca, cb := newTimingClient(ea.home), newTimingClient(eb.home)

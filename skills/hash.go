@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	iofs "io/fs"
 	"os"
@@ -107,38 +108,69 @@ func TreeHash(dir string) (hash string, files int, bytes int64, err error) {
 		return "", 0, 0, fmt.Errorf("hash tree %q: %w", dir, err)
 	}
 	ents = contentOnly(ents)
-	h := sha256.New()
-	io.WriteString(h, treeHashHeader)
-	var num [8]byte
-	writeNum := func(n uint64) {
-		binary.BigEndian.PutUint64(num[:], n)
-		h.Write(num[:])
-	}
+	h := NewTreeHasher()
 	for _, e := range ents {
-		switch {
-		case e.dir:
-			h.Write([]byte{'d', '-'})
-		case e.exec:
-			h.Write([]byte{'f', 'x'})
-		default:
-			h.Write([]byte{'f', '-'})
-		}
-		writeNum(uint64(len(e.rel)))
-		io.WriteString(h, e.rel)
 		if e.dir {
+			h.Dir(e.rel)
 			continue
 		}
 		sum, n, err := hashFile(filepath.Join(dir, filepath.FromSlash(e.rel)), e.info)
 		if err != nil {
 			return "", 0, 0, fmt.Errorf("hash tree %q: %q: %w", dir, e.rel, err)
 		}
-		writeNum(uint64(n))
-		h.Write(sum)
+		h.File(e.rel, e.exec, n, sum)
 		files++
 		bytes += n
 	}
-	return hex.EncodeToString(h.Sum(nil)), files, bytes, nil
+	return h.Sum(), files, bytes, nil
 }
+
+// TreeHasher computes TreeHash from a tree's entries given one at a time,
+// in bytewise order of their slash paths (the caller's to keep: see
+// ContentChecker), so a tree that is not on disk (a version's content as
+// the shared index lists it, or bytes as they are uploaded) has the same
+// identity as the tree written out.
+type TreeHasher struct {
+	h   hash.Hash
+	num [8]byte
+}
+
+// NewTreeHasher starts the hash of a tree.
+func NewTreeHasher() *TreeHasher {
+	t := &TreeHasher{h: sha256.New()}
+	io.WriteString(t.h, treeHashHeader)
+	return t
+}
+
+func (t *TreeHasher) writeNum(n uint64) {
+	binary.BigEndian.PutUint64(t.num[:], n)
+	t.h.Write(t.num[:])
+}
+
+// Dir adds the directory rel.
+func (t *TreeHasher) Dir(rel string) {
+	t.h.Write([]byte{'d', '-'})
+	t.writeNum(uint64(len(rel)))
+	io.WriteString(t.h, rel)
+}
+
+// File adds the regular file rel, executable by its owner when exec, of
+// size bytes whose SHA-256 is sum.
+func (t *TreeHasher) File(rel string, exec bool, size int64, sum []byte) {
+	kind := []byte{'f', '-'}
+	if exec {
+		kind[1] = 'x'
+	}
+	t.h.Write(kind)
+	t.writeNum(uint64(len(rel)))
+	io.WriteString(t.h, rel)
+	t.writeNum(uint64(size))
+	t.h.Write(sum)
+}
+
+// Sum is the tree hash of the entries added so far: 64 lower-case hex
+// digits.
+func (t *TreeHasher) Sum() string { return hex.EncodeToString(t.h.Sum(nil)) }
 
 // hashFile returns the SHA-256 and length of a regular file's content,
 // refusing one that was replaced since it was listed.

@@ -456,16 +456,9 @@ func VersionRelPath(slug, hash string) string {
 // without one (published before versions carried metadata) is ErrNotFound;
 // one that does not describe this very slug and hash is ErrInvalid.
 func (s *Store) ReadMeta(slug, hash string) (*VersionMeta, error) {
-	dir := s.VersionPath(slug, hash)
-	if dir == "" {
-		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, ErrUnsafePath)
-	}
-	data, err := ReadRegular(filepath.Join(dir, MetaFileName), VersionRelPath(slug, hash)+"/"+MetaFileName, maxMetaBytes, false)
-	if errors.Is(err, iofs.ErrNotExist) {
-		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, ErrNotFound)
-	}
+	data, err := s.RawMeta(slug, hash)
 	if err != nil {
-		return nil, fmt.Errorf("read metadata of %s/%s: %w", slug, hash, err)
+		return nil, err
 	}
 	m, err := decodeMeta(data, slug, hash)
 	if err != nil {

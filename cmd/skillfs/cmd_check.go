@@ -11,17 +11,23 @@ import (
 
 // check examines a data directory and, with --repair, repairs it.
 func (c *cli) checkCmd() *cobra.Command {
-	cmd := leaf("check [--repair]", "check the data directory: the index against the content store; exit 8 when it is not consistent", 0, 0)
-	repair := cmd.Flags().Bool("repair", false, "repair what can be repaired (daemon stopped): rebuild a damaged index from the store, quarantine what the index cannot explain, restore what it needs")
+	cmd := leaf("check [--repair]", "check the data directory: the index against the content store (with a shared index, this host's cache against it); exit 8 when it is not consistent", 0, 0)
+	repair := cmd.Flags().Bool("repair", false, "repair what can be repaired (daemon stopped): rebuild a damaged index from the store, quarantine what the index cannot explain, restore what it needs (a shared index is never rebuilt: only this host's cache is repaired)")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		home, err := c.homeDir()
 		if err != nil {
 			return err
 		}
 		var r *catalog.Report
-		if *repair {
+		shared := catalog.Options{Logger: c.logger(), Index: c.indexTarget()}
+		switch {
+		case shared.Index != "" && *repair:
+			r, err = catalog.RepairShared(c.ctx, home, shared)
+		case shared.Index != "":
+			r, err = catalog.CheckShared(c.ctx, home, shared)
+		case *repair:
 			r, err = catalog.Repair(c.ctx, home, catalog.Options{Logger: c.logger()})
-		} else {
+		default:
 			r, err = catalog.Check(c.ctx, home, true)
 		}
 		if err != nil {
@@ -53,9 +59,15 @@ func printReport(c *cli, r *catalog.Report) {
 	if r.IndexError != "" {
 		fmt.Fprintf(w, " (%s)", r.IndexError)
 	}
+	if r.Shared {
+		fmt.Fprint(w, " (shared by the hosts of a fleet: never rebuilt from a host's store; this data directory is one host, its store the host's cache)")
+	}
 	fmt.Fprintf(w, "\nidentity:       %s\n", r.Identity)
 	fmt.Fprintf(w, "catalog:        %d skills, %d versions, %d users, %d sessions\n", r.Skills, r.Versions, r.Users, r.Sessions)
 	fmt.Fprintf(w, "store:          %d version directories\n", r.Stored)
+	if r.Shared {
+		fmt.Fprintf(w, "not cached:     %d versions (fetched from the shared index on first use)\n", r.NotCached)
+	}
 	list := func(title string, refs []catalog.VersionRef) {
 		for _, v := range refs {
 			fmt.Fprintf(w, "%s %s/%s\n", title, v.Slug, v.Hash)
@@ -65,6 +77,8 @@ func printReport(c *cli, r *catalog.Report) {
 	list("content missing:", r.Missing)
 	list("content does not match its hash:", r.Mismatched)
 	list("content could not be read (check the disk; nothing was moved):", r.Unreadable)
+	list("content not in the shared index, held here (stored by the next serve or check --repair):", r.NoContent)
+	list("content not in the shared index, not held here (only the host that holds it can store it):", r.Unfetchable)
 	if n := len(r.NoMetadata); n > 0 {
 		fmt.Fprintf(w, "%d versions lack their metadata file (written at the next start or repair)\n", n)
 	}

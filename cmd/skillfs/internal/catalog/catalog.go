@@ -52,9 +52,10 @@ type Catalog struct {
 	// data directory as a host (of a fleet, or the only one).
 	shared bool
 	host   string
-	imp    *importLock // shared while importing, exclusive to sweep and reconcile
-	pub    *os.File    // publish lock: exclusive from choosing a slug to the index row
-	pubMu  sync.Mutex  // the same between goroutines (flock does not exclude within a process)
+	cache  *contentCache // this process's knowledge of the store's copies
+	imp    *importLock   // shared while importing, exclusive to sweep and reconcile
+	pub    *os.File      // publish lock: exclusive from choosing a slug to the index row
+	pubMu  sync.Mutex    // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
@@ -214,7 +215,7 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		return nil, err
 	}
 	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub,
-		store: &skills.Store{Root: filepath.Join(home, storeDir)}}, nil
+		store: &skills.Store{Root: filepath.Join(home, storeDir)}, cache: newContentCache()}, nil
 }
 
 // bindIdentity ties index and store to one data directory identity: a new
@@ -273,8 +274,9 @@ func newIdentity() string {
 	return hex.EncodeToString(b)
 }
 
-// Close releases the index.
+// Close ends the background fetches and releases the index.
 func (c *Catalog) Close() error {
+	c.cache.close()
 	err := c.db.Close()
 	c.imp.close()
 	c.pub.Close()
@@ -302,7 +304,8 @@ func (c *Catalog) Limits() skills.Limits { return c.lim }
 // Store is the content store of the data directory.
 func (c *Catalog) Store() *skills.Store { return c.store }
 
-// VersionPath is where the content of a version lives.
+// VersionPath is where the content of a version lives, whether or not it
+// is there (see EnsureVersion).
 func (c *Catalog) VersionPath(slug, hash string) string { return c.store.VersionPath(slug, hash) }
 
 func (c *Catalog) ensureOperator(ctx context.Context) error {

@@ -115,20 +115,31 @@ type VersionRef struct {
 // Report is what a check found in a data directory and what a repair (or a
 // daemon start) did about it. Its JSON is printed by `skillfs check --json`.
 type Report struct {
-	Home        string               `json:"home"`
-	Index       string               `json:"index"` // one of the Index* states
-	IndexError  string               `json:"index_error,omitempty"`
-	Identity    string               `json:"identity,omitempty"`
-	Skills      int                  `json:"skills"`
-	Users       int                  `json:"users"`
-	Sessions    int                  `json:"sessions"`
-	Versions    int                  `json:"versions"` // versions the index knows
-	Stored      int                  `json:"stored"`   // version directories in the store
-	Unexplained []VersionRef         `json:"unexplained"`
-	Missing     []VersionRef         `json:"missing"`
-	Mismatched  []VersionRef         `json:"mismatched"`
-	Unreadable  []VersionRef         `json:"unreadable"`
-	NoMetadata  []VersionRef         `json:"no_metadata"`
+	Home        string       `json:"home"`
+	Index       string       `json:"index"` // one of the Index* states
+	IndexError  string       `json:"index_error,omitempty"`
+	Identity    string       `json:"identity,omitempty"`
+	Skills      int          `json:"skills"`
+	Users       int          `json:"users"`
+	Sessions    int          `json:"sessions"`
+	Versions    int          `json:"versions"` // versions the index knows
+	Stored      int          `json:"stored"`   // version directories in the store
+	Unexplained []VersionRef `json:"unexplained"`
+	Missing     []VersionRef `json:"missing"`
+	Mismatched  []VersionRef `json:"mismatched"`
+	Unreadable  []VersionRef `json:"unreadable"`
+	NoMetadata  []VersionRef `json:"no_metadata"`
+	// With a shared index the data directory is one host of a fleet and
+	// its store this host's cache of the fleet's content: the index is
+	// never rebuilt from it. Versions the index names that the cache lacks
+	// are then no damage (fetched on first use) but NotCached; NoContent
+	// and Unfetchable are versions whose content the index lacks, which
+	// this host holds (stored by the next start or `check --repair`) or
+	// does not (only the host that holds them can store them).
+	Shared      bool                 `json:"shared,omitempty"`
+	NotCached   int                  `json:"not_cached,omitempty"`
+	NoContent   []VersionRef         `json:"no_content,omitempty"`
+	Unfetchable []VersionRef         `json:"unfetchable,omitempty"`
 	Quarantine  []skills.Quarantined `json:"quarantine"`
 	Actions     []string             `json:"actions"`
 	OK          bool                 `json:"ok"`
@@ -146,7 +157,7 @@ func (r *Report) act(format string, a ...any) {
 // finish sets OK: the index is sound and explains the store exactly.
 func (r *Report) finish() *Report {
 	r.OK = r.Index == IndexOK && len(r.Unexplained) == 0 && len(r.Missing) == 0 && len(r.Mismatched) == 0 &&
-		len(r.Unreadable) == 0
+		len(r.Unreadable) == 0 && len(r.NoContent) == 0 && len(r.Unfetchable) == 0
 	return r
 }
 
@@ -321,4 +332,61 @@ func nonNilQ(q []skills.Quarantined) []skills.Quarantined {
 		return []skills.Quarantined{}
 	}
 	return q
+}
+
+// CheckShared checks a data directory that is one host of a fleet sharing
+// the index opts.Index: the index's integrity as this host reads it, and
+// this host's cache against it — versions it cannot explain, every cached
+// version against its hash, and the versions whose content the index
+// lacks. It changes neither: the index is the fleet's, and no host's check
+// repairs it. A data directory that does not exist is skills.ErrNotFound.
+func CheckShared(ctx context.Context, home string, opts Options) (*Report, error) {
+	if _, err := os.Stat(home); err != nil {
+		return nil, fmt.Errorf("data directory %q: %w", home, skills.ErrNotFound)
+	}
+	c, err := Open(ctx, home, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.cacheReport(ctx, true)
+}
+
+// cacheReport compares this host's cache with the shared index (hashing
+// every cached version when verify is set).
+func (c *Catalog) cacheReport(ctx context.Context, verify bool) (*Report, error) {
+	r := newReport(c.home)
+	r.Shared = true
+	if err := c.db.Check(ctx); err != nil {
+		r.Index, r.IndexError = IndexDamaged, err.Error()
+		return r.finish(), nil
+	}
+	r.Index = IndexOK
+	if err := compare(ctx, c.db, c.store, r, verify); err != nil {
+		return nil, err
+	}
+	r.Identity, r.NotCached, r.Missing = c.host, len(r.Missing), []VersionRef{}
+	onDisk, err := c.store.Versions()
+	if err != nil {
+		return nil, err
+	}
+	for _, hs := range onDisk {
+		r.Stored += len(hs)
+	}
+	without, err := c.db.VersionsWithoutContent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range without {
+		if present(onDisk, v.Slug, v.Hash) {
+			r.NoContent = append(r.NoContent, VersionRef{v.Slug, v.Hash})
+		} else {
+			r.Unfetchable = append(r.Unfetchable, VersionRef{v.Slug, v.Hash})
+		}
+	}
+	if r.Quarantine, err = c.store.Quarantined(); err != nil {
+		return nil, err
+	}
+	r.Quarantine = nonNilQ(r.Quarantine)
+	return r.finish(), nil
 }

@@ -48,6 +48,10 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err := checkEditable(clean, content != nil); err != nil {
 		return nil, err
 	}
+	current, err := c.versionDir(ctx, slug, s.Version)
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := c.sharedLock()
 	if err != nil {
 		return nil, err
@@ -64,7 +68,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	}
 	defer forceRemoveAll(work)
 	tree := filepath.Join(work, "tree")
-	if _, err := skills.StageDir(c.store.VersionPath(slug, s.Version), tree, c.lim); err != nil {
+	if _, err := skills.StageDir(current, tree, c.lim); err != nil {
 		return nil, fmt.Errorf("copy the current version: %w", err)
 	}
 	if err := applyEdit(tree, clean, content, c.lim.MaxFileBytes); err != nil {

@@ -288,6 +288,16 @@ func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills
 	if err != nil {
 		return fmt.Errorf("publish %q: %w", sk.Slug, err)
 	}
+	// Other hosts learn of a version from its row: its content is in the
+	// shared index before, so every host that sees it can fetch it.
+	if c.shared {
+		if err := c.uploadVersion(ctx, sk.Slug, ver.Hash); err != nil {
+			if created {
+				c.store.RemoveVersion(sk.Slug, ver.Hash)
+			}
+			return fmt.Errorf("store the content of %q in the shared index: %w", sk.Slug, err)
+		}
+	}
 	if insert {
 		err = c.db.InsertSkill(ctx, sk, ver)
 	} else {
@@ -310,6 +320,9 @@ func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills
 // the store picks it. The version's provenance stays as first recorded, as
 // in the index. A failure only costs a rebuild's accuracy: it is logged.
 func (c *Catalog) markCurrent(ctx context.Context, sk *skills.Skill, hash string, at time.Time) {
+	if _, err := os.Lstat(c.store.VersionPath(sk.Slug, hash)); err != nil && c.shared {
+		return // not in this host's cache: nothing to record it in
+	}
 	v, err := c.db.Version(ctx, sk.Slug, hash)
 	if err == nil {
 		err = c.store.WriteMeta(sk.Slug, hash, &skills.VersionMeta{Skill: *sk, Version: *v, CurrentSince: at})

@@ -22,6 +22,11 @@ import (
 // metadata their metadata file. Versions the index knows but nobody has are
 // reported in Missing. It does nothing to the store while another process
 // is importing (the report says so).
+//
+// With a shared index the store is this host's cache: versions the index
+// knows and the cache lacks are counted in NotCached (fetched on first
+// use), and the content of versions the cache holds but the index lacks
+// (published before the index was shared) is stored in the index.
 func (c *Catalog) Reconcile(ctx context.Context) (*Report, error) {
 	r := newReport(c.home)
 	if err := c.db.Check(ctx); err != nil {
@@ -82,6 +87,15 @@ func (c *Catalog) reconcileStore(ctx context.Context, r *Report) error {
 		r.act("wrote the metadata of %d versions published before versions carried it", n)
 	}
 	r.NoMetadata = nonNilRefs(noMeta)
+	if c.shared {
+		r.Shared, r.NotCached, r.Missing = true, len(r.Missing), []VersionRef{}
+		if r.NotCached > 0 {
+			c.log.Info("versions not in this host's cache: fetched from the shared index on first use", "count", r.NotCached)
+		}
+		if err := c.uploadMissing(ctx, r); err != nil {
+			return err
+		}
+	}
 	for _, m := range r.Missing {
 		c.log.Error("the content of a version is missing; sessions will not see it", "slug", m.Slug, "version", m.Hash)
 	}
@@ -194,12 +208,7 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer c.Close()
-	releaseImports, _, err := c.imp.exclusive(true)
-	if err != nil {
-		return nil, err
-	}
-	defer releaseImports()
-	unlock, err := c.publishLock()
+	unlock, err := c.lockStore()
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +251,22 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 		final.IndexError = "before the repair: " + r.IndexError
 	}
 	return final.finish(), nil
+}
+
+// lockStore takes what a repair holds while it moves content: the import
+// lock exclusively (waiting for the imports in flight) and the publish
+// lock.
+func (c *Catalog) lockStore() (unlock func(), err error) {
+	releaseImports, _, err := c.imp.exclusive(true)
+	if err != nil {
+		return nil, err
+	}
+	unlockPub, err := c.publishLock()
+	if err != nil {
+		releaseImports()
+		return nil, err
+	}
+	return func() { unlockPub(); releaseImports() }, nil
 }
 
 func errString(err error) string {
@@ -574,4 +599,49 @@ func (c *Catalog) deriveMeta(slug, hash, dir string) (*skills.VersionMeta, error
 		Version: skills.Version{Slug: slug, Hash: hash, SourceType: skills.SourceUpload, Source: source,
 			Installer: Operator, InstalledAt: at, Files: files, Bytes: size},
 	}, nil
+}
+
+// RepairShared repairs the cache of a host of a fleet sharing the index
+// opts.Index, with the host's daemon stopped: versions the index cannot
+// explain and cached copies that no longer hash to their name go to the
+// quarantine (never deleted; a damaged copy is fetched again on first use),
+// quarantined copies the index names come back, and the content of
+// versions the index lacks but this host holds is stored in the index. The
+// index's rows are never changed from one host's cache: a version whose
+// content no host holds stays as it is, reported.
+func RepairShared(ctx context.Context, home string, opts Options) (*Report, error) {
+	if _, err := os.Stat(home); err != nil {
+		return nil, fmt.Errorf("data directory %q: %w", home, skills.ErrNotFound)
+	}
+	release, err := LockServe(home)
+	if err != nil {
+		return nil, fmt.Errorf("%w (stop it before repairing)", err)
+	}
+	defer release()
+	c, err := Open(ctx, home, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.db.Check(ctx); err != nil {
+		return nil, fmt.Errorf("the shared index is damaged (a host's cache cannot repair it): %w", err)
+	}
+	unlock, err := c.lockStore()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r := newReport(c.home)
+	if err := c.reconcileStore(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := c.quarantineMismatched(ctx, r); err != nil {
+		return nil, err
+	}
+	final, err := c.cacheReport(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	final.Actions = r.Actions
+	return final, nil
 }

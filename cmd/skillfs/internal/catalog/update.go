@@ -245,7 +245,11 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 			return fail(err)
 		}
 	}
-	changes, err := skills.DiffTrees(c.store.VersionPath(s.Slug, s.Version), staging, false, 0, budget)
+	current, err := c.versionDir(ctx, s.Slug, s.Version)
+	if err != nil {
+		return fail(err)
+	}
+	changes, err := skills.DiffTrees(current, staging, false, 0, budget)
 	if err != nil {
 		return fail(err)
 	}

@@ -67,7 +67,7 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 			out[i].DiffStat = &st
 			continue
 		}
-		st, err := c.versionStat(slug, prev, v.Hash, budget)
+		st, err := c.versionStat(ctx, slug, prev, v.Hash, budget)
 		if err != nil {
 			out[i].DiffStatError = err.Error()
 			continue
@@ -84,13 +84,19 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 
 // versionStat compares two stored versions of slug for their diffstat;
 // the error says, without a path, why they could not be compared.
-func (c *Catalog) versionStat(slug, from, to string, budget *skills.DiffBudget) (skills.DiffStat, error) {
-	for _, h := range []string{from, to} {
-		if _, err := os.Lstat(c.store.VersionPath(slug, h)); err != nil {
+func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget *skills.DiffBudget) (skills.DiffStat, error) {
+	var dirs [2]string
+	for i, h := range []string{from, to} {
+		dir, err := c.versionDir(ctx, slug, h)
+		if err != nil {
+			return skills.DiffStat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", short(h))
+		}
+		if _, err := os.Lstat(dir); err != nil {
 			return skills.DiffStat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
 		}
+		dirs[i] = dir
 	}
-	changes, err := skills.DiffTrees(c.store.VersionPath(slug, from), c.store.VersionPath(slug, to), false, 0, budget)
+	changes, err := skills.DiffTrees(dirs[0], dirs[1], false, 0, budget)
 	if err != nil {
 		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -164,9 +170,15 @@ func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error
 	}
 	fromDir := ""
 	if from != "" {
-		fromDir = c.store.VersionPath(slug, from)
+		if fromDir, err = c.versionDir(ctx, slug, from); err != nil {
+			return nil, err
+		}
 	}
-	changes, err := skills.DiffTrees(fromDir, c.store.VersionPath(slug, to), true, 0, c.diffBudget())
+	toDir, err := c.versionDir(ctx, slug, to)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := skills.DiffTrees(fromDir, toDir, true, 0, c.diffBudget())
 	if err != nil {
 		return nil, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
 	}
@@ -190,14 +202,26 @@ func (c *Catalog) ExportPath(ctx context.Context, as, slug, version string) (str
 	if err != nil {
 		return "", err
 	}
-	if version == "" {
-		return d.Path, nil
+	hash := d.Version
+	if version != "" {
+		v, err := c.resolveVersion(ctx, slug, version)
+		if err != nil {
+			return "", err
+		}
+		hash = v.Hash
 	}
-	v, err := c.resolveVersion(ctx, slug, version)
-	if err != nil {
-		return "", err
+	return c.versionDir(ctx, slug, hash)
+}
+
+// versionDir is where the content of a version can be read: with a shared
+// index it is fetched into this host's cache first (EnsureVersion); with
+// the data directory's own index it is the store's copy, there or not
+// (each caller reports a missing one its way, as it did before).
+func (c *Catalog) versionDir(ctx context.Context, slug, hash string) (string, error) {
+	if !c.shared {
+		return c.store.VersionPath(slug, hash), nil
 	}
-	return c.store.VersionPath(slug, v.Hash), nil
+	return c.EnsureVersion(ctx, slug, hash)
 }
 
 // Rollback makes an older version of a skill its current one again: the
@@ -230,7 +254,11 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: v.Hash,
 			Warnings: []string{"it is the current version already: nothing changed"}}, nil
 	}
-	data, err := skills.ReadManifest(filepath.Join(c.store.VersionPath(slug, v.Hash), skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
+	dir, err := c.versionDir(ctx, slug, v.Hash)
+	if err != nil {
+		return nil, err
+	}
+	data, err := skills.ReadManifest(filepath.Join(dir, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
 		return nil, fmt.Errorf("read version %s of %q: %w", short(v.Hash), slug, err)
 	}

@@ -349,7 +349,7 @@ func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 	}
 	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
 		Passthrough: opts.Passthrough, Opens: opts.CountOpens, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
-		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true})
+		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true, Content: d.cat})
 	if err != nil {
 		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}

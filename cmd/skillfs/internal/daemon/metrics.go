@@ -238,10 +238,17 @@ var (
 	descFuseReqs = prometheus.NewDesc("skillfs_fuse_requests_total", "FUSE requests the kernel sent, by operation.", []string{"op"}, nil)
 	descFuseErrs = prometheus.NewDesc("skillfs_fuse_request_errors_total",
 		"FUSE requests answered with an error, by operation and errno (some are expected answers: see the README).", []string{"op", "errno"}, nil)
+	descFetches      = prometheus.NewDesc("skillfs_content_fetches_total", "Versions fetched from the shared index into this host's store.", nil, nil)
+	descFetchedBytes = prometheus.NewDesc("skillfs_content_fetched_bytes_total", "Bytes those fetches read from the shared index.", nil, nil)
+	descFetchFails   = prometheus.NewDesc("skillfs_content_fetch_failures_total",
+		"Fetches from the shared index that failed: the index unreachable, the content not stored or damaged.", nil, nil)
+	descDamaged = prometheus.NewDesc("skillfs_content_damaged_total",
+		"Copies of versions found not to hash to their name: this host's (never served again) or the shared index's (never published).", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descBinds, descSkills, descVersions, descBytes, descFuseReqs, descFuseErrs} {
+	for _, d := range []*prometheus.Desc{descSessions, descBinds, descSkills, descVersions, descBytes, descFuseReqs, descFuseErrs,
+		descFetches, descFetchedBytes, descFetchFails, descDamaged} {
 		ch <- d
 	}
 }
@@ -262,6 +269,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.d.cat == nil {
 		return
+	}
+	st := c.d.cat.ContentStats()
+	for d, v := range map[*prometheus.Desc]int64{descFetches: st.Fills, descFetchedBytes: st.FillBytes,
+		descFetchFails: st.FillFailures, descDamaged: st.Damaged} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()

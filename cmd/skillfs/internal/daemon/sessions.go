@@ -228,25 +228,29 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 
 // serveView serves pins as the view of session id. The filesystem checks
 // that every pinned version is in the store (once per version, see
-// fs.VersionDir); if one is not (lost, or in the quarantine), the view is
-// served without it, logged and reported, rather than keeping the whole
-// session from being served.
+// fs.VersionDir); if one is not (lost, in the quarantine, or with a shared
+// index not fetched), the view is served without it, logged and reported,
+// rather than keeping the whole session from being served.
 func (d *Daemon) serveView(set *index.SkillSet, id string, pins []skills.Pin) ([]Skipped, error) {
-	err := d.fs.SetSession(id, d.view(set, pins))
+	v := d.view(set, pins)
+	err := d.fs.SetSession(id, v)
 	if err == nil {
 		return nil, nil
 	}
-	v, lost := d.presentView(set, pins)
+	v, lost := d.present(v)
 	if len(lost) == 0 {
 		return nil, err
 	}
 	return lost, d.fs.SetSession(id, v)
 }
 
-// view is the view of pins, unchecked. Views of a version share its
-// strings, so that ten thousand sessions of a few versions hold a few
-// copies: the directory's through the filesystem, the slug's and version's
-// from the catalog set while the pin is its skill's current version.
+// view is the view of pins, each version's directory this host's copy
+// (catalog.EnsureVersion: with a shared index fetched and verified here
+// first), "" for a version whose content cannot be had. Views of a version
+// share its strings, so that ten thousand sessions of a few versions hold
+// a few copies: the directory's through the filesystem, the slug's and
+// version's from the catalog set while the pin is its skill's current
+// version.
 func (d *Daemon) view(set *index.SkillSet, pins []skills.Pin) skfs.View {
 	v := make(skfs.View, 0, len(pins))
 	for _, p := range pins {
@@ -255,7 +259,11 @@ func (d *Daemon) view(set *index.SkillSet, pins []skills.Pin) skfs.View {
 				p = skills.Pin{Slug: sk.Slug, Version: sk.Version}
 			}
 		}
-		v = append(v, skfs.Skill{Slug: p.Slug, Dir: d.cat.VersionPath(p.Slug, p.Version), Version: p.Version})
+		dir, err := d.cat.EnsureVersion(context.Background(), p.Slug, p.Version)
+		if err != nil {
+			d.log.Debug("content of a pinned version", "slug", p.Slug, "version", p.Version, "err", err)
+		}
+		v = append(v, skfs.Skill{Slug: p.Slug, Dir: dir, Version: p.Version})
 	}
 	return v
 }
@@ -263,9 +271,15 @@ func (d *Daemon) view(set *index.SkillSet, pins []skills.Pin) skfs.View {
 // presentView is the view of the pins whose content is in the store, and
 // the pins left out.
 func (d *Daemon) presentView(set *index.SkillSet, pins []skills.Pin) (skfs.View, []Skipped) {
-	v := make(skfs.View, 0, len(pins))
+	return d.present(d.view(set, pins))
+}
+
+// present is the part of a view whose content is in the store, and the
+// skills left out.
+func (d *Daemon) present(all skfs.View) (skfs.View, []Skipped) {
+	v := make(skfs.View, 0, len(all))
 	var lost []Skipped
-	for _, sk := range d.view(set, pins) {
+	for _, sk := range all {
 		if sk.Dir == "" {
 			lost = append(lost, d.lost(sk.Slug, sk.Version))
 			continue
@@ -280,6 +294,10 @@ func (d *Daemon) presentView(set *index.SkillSet, pins []skills.Pin) (skfs.View,
 }
 
 func (d *Daemon) lost(slug, version string) Skipped {
+	if d.cat.Shared() {
+		d.log.Error("content of a pinned version is not in this host's cache and could not be fetched: not served", "slug", slug, "version", version)
+		return Skipped{Slug: slug, Reason: "its content could not be fetched from the shared index"}
+	}
 	d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", slug, "version", version)
 	return Skipped{Slug: slug, Reason: "its content is missing from the store"}
 }

@@ -1,0 +1,440 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"skillfs/skills"
+)
+
+// contentCache is what this process knows of the versions in its store,
+// which with a shared index is this host's cache of the fleet's content:
+// when each copy was last found to hash to its name, which copies were
+// found damaged, and what it fetched. It is memory only: every daemon
+// verifies a copy again the first time it serves it.
+type contentCache struct {
+	// verified maps a version directory to when its copy was last found
+	// whole: skills.ChangeClock at the start of that check.
+	verified sync.Map
+	// present holds the version directories seen in the store (own index:
+	// a copy is not verified before it is served, see EnsureVersion).
+	present sync.Map
+	// damaged maps a version directory to the error that refuses its
+	// copy: until a good one takes its place (shared index) or the daemon
+	// restarts (own index: the store's copy is the only one), see verify.
+	damaged sync.Map
+	locks   keyedLocks
+
+	// Background fetches of damaged copies, ended by Close.
+	mu     sync.Mutex
+	closed bool
+	ctx    context.Context
+	stop   context.CancelFunc
+	bg     sync.WaitGroup
+
+	fills, fillBytes, fillFailures, damagedCopies atomic.Int64
+}
+
+func newContentCache() *contentCache {
+	ctx, stop := context.WithCancel(context.Background())
+	return &contentCache{ctx: ctx, stop: stop}
+}
+
+// close cancels the background fetches and waits for them.
+func (cc *contentCache) close() {
+	cc.mu.Lock()
+	cc.closed = true
+	cc.mu.Unlock()
+	cc.stop()
+	cc.bg.Wait()
+}
+
+// forget drops what is known of a version directory whose copy was
+// removed.
+func (cc *contentCache) forget(dir string) {
+	cc.verified.Delete(dir)
+	cc.present.Delete(dir)
+	cc.damaged.Delete(dir)
+}
+
+// keyedLocks serialises work on one key (a version directory) at a time:
+// concurrent fills or checks of one version happen once, the callers that
+// waited finding the work done.
+type keyedLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	waiters int // guarded by keyedLocks.mu
+}
+
+// lock takes the lock of key and returns its release.
+func (k *keyedLocks) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.m[key] = l
+	}
+	l.waiters++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.waiters--; l.waiters == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// ContentStats counts what this process did with the content of versions.
+type ContentStats struct {
+	Fills        int64 // versions fetched from the shared index into this host's store
+	FillBytes    int64 // bytes of chunks those fetches read
+	FillFailures int64 // fetches that failed: the index unreachable, the content not stored or damaged
+	Damaged      int64 // copies found not to hash to their name: this host's (refused, quarantined) or the index's (never published)
+}
+
+// ContentStats returns the counts since the data directory was opened.
+func (c *Catalog) ContentStats() ContentStats {
+	cc := c.cache
+	return ContentStats{Fills: cc.fills.Load(), FillBytes: cc.fillBytes.Load(),
+		FillFailures: cc.fillFailures.Load(), Damaged: cc.damagedCopies.Load()}
+}
+
+// EnsureVersion returns the directory of this host's copy of version hash
+// of slug, ready to serve.
+//
+// With the data directory's own index that is the store's copy, which must
+// be there (skills.ErrNotFound otherwise); it is verified the first time a
+// file of it is opened (Verify).
+//
+// With a shared index the store is this host's cache of the fleet's
+// content. A cached copy is verified against its hash the first time this
+// process serves it — that needs no index, so cached versions are served
+// while the index is unreachable — and one that does not match is fetched
+// again, taking the damaged copy's place (which goes to the quarantine). A
+// version not cached is fetched from the index (fill): every chunk checked
+// against its sum as it arrives, the tree it makes checked against hash
+// before it is published into the store. A mismatch wraps
+// skills.ErrDamaged and publishes nothing. Concurrent calls for one version
+// fetch it once.
+func (c *Catalog) EnsureVersion(ctx context.Context, slug, hash string) (string, error) {
+	dir := c.store.VersionPath(slug, hash)
+	if dir == "" {
+		return "", fmt.Errorf("version %s of %q: %w", hash, slug, skills.ErrUnsafePath)
+	}
+	if !c.shared {
+		if _, ok := c.cache.present.Load(dir); ok {
+			return dir, nil
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("the content of version %s of %q is missing from the store (see `skillfs check`): %w",
+				short(hash), slug, skills.ErrNotFound)
+		}
+		c.cache.present.Store(dir, true)
+		return dir, nil
+	}
+	if c.cached(dir) {
+		return dir, nil
+	}
+	unlock := c.cache.locks.lock(dir)
+	defer unlock()
+	if c.cached(dir) {
+		return dir, nil // fetched or verified while this call waited
+	}
+	if _, damaged := c.cache.damaged.Load(dir); !damaged {
+		switch err := c.verify(slug, hash, dir); {
+		case err == nil:
+			return dir, nil
+		case errors.Is(err, skills.ErrNotFound), errors.Is(err, skills.ErrDamaged):
+			// Not cached, or damaged: fetched below.
+		default:
+			return "", err
+		}
+	}
+	if err := c.fill(ctx, slug, hash, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// cached reports whether this host's copy in dir was verified in this
+// process and is still there: a copy removed behind the daemon's back (an
+// operator, a repair) is fetched again rather than served as missing.
+func (c *Catalog) cached(dir string) bool {
+	if _, ok := c.cache.verified.Load(dir); !ok {
+		return false
+	}
+	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
+		c.cache.forget(dir)
+		return false
+	}
+	return true
+}
+
+// Verified returns when this host's copy in the version directory dir was
+// last found to hash to its version's name in this process (the start of
+// that check, on skills.ChangeClock), or the zero time. With Verify it
+// makes the catalog the filesystem's fs.Content.
+func (c *Catalog) Verified(dir string) time.Time {
+	if at, ok := c.cache.verified.Load(dir); ok {
+		return at.(time.Time)
+	}
+	return time.Time{}
+}
+
+// Verify checks this host's copy in the version directory dir against its
+// hash again, unless it was verified after changed (the ctime of one of its
+// files, which the filesystem found later than the last check). A copy that
+// does not match is never served again (see verify): every later open is
+// refused at once, without hashing it again; with a shared index a good
+// copy is fetched in the background and takes its place, and reads succeed
+// again.
+func (c *Catalog) Verify(dir string, changed time.Time) error {
+	slug, hash, ok := c.store.VersionOf(dir)
+	if !ok {
+		return fmt.Errorf("verify %q: not a version directory of this store: %w", dir, skills.ErrInvalid)
+	}
+	if err, ok := c.cache.damaged.Load(dir); ok {
+		return err.(error)
+	}
+	unlock := c.cache.locks.lock(dir)
+	defer unlock()
+	if c.Verified(dir).After(changed) {
+		return nil
+	}
+	err := c.verify(slug, hash, dir)
+	if errors.Is(err, skills.ErrDamaged) && c.shared {
+		c.refetch(slug, hash)
+	}
+	return err
+}
+
+// verify hashes this host's copy of a version and remembers when it
+// matched; the caller holds the version's lock. A copy that is not there is
+// skills.ErrNotFound, one that cannot be read now (EIO, EACCES) is
+// returned as such and acted on by nobody. A copy that does not match is
+// damage: counted, logged and remembered as damaged, never served again.
+// With a shared index it stays where it is, refused, until a good copy is
+// fetched to take its place (it then goes to the quarantine, never
+// deleted): opens meanwhile fail with EIO, not as if the file were gone.
+// With the data directory's own index the copy is the only one: it stays
+// refused until the daemon restarts (`skillfs check` reports it, `skillfs
+// check --repair` quarantines it).
+func (c *Catalog) verify(slug, hash, dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("version %s of %q is not in this host's store: %w", short(hash), slug, skills.ErrNotFound)
+	}
+	at := skills.ChangeClock()
+	got, _, _, err := skills.TreeHash(dir)
+	switch {
+	case err == nil && got == hash:
+		c.cache.verified.Store(dir, at)
+		return nil
+	case err != nil && !errors.Is(err, skills.ErrSpecialFile) && !errors.Is(err, iofs.ErrNotExist):
+		return fmt.Errorf("verify version %s of %q: %w", short(hash), slug, err)
+	}
+	c.cache.verified.Delete(dir)
+	c.cache.damagedCopies.Add(1)
+	why := "its content hashes to " + got
+	if err != nil {
+		why = err.Error()
+	}
+	derr := fmt.Errorf("this host's copy of version %s of %q does not match its hash (%s): %w", hash, slug, why, skills.ErrDamaged)
+	c.cache.damaged.Store(dir, derr)
+	if c.shared {
+		c.log.Error("damaged copy of a version: not served, fetched again", "slug", slug, "version", hash, "problem", why)
+	} else {
+		c.log.Error("version content changed on disk: not served (see `skillfs check`)", "slug", slug, "version", hash, "problem", why)
+	}
+	return derr
+}
+
+// replaceDamaged moves this host's damaged copy of a version, if it has
+// one, to the quarantine, for a good copy to take its place; the caller
+// holds the version's lock.
+func (c *Catalog) replaceDamaged(slug, hash, dir string) error {
+	derr, damaged := c.cache.damaged.Load(dir)
+	if !damaged {
+		return nil
+	}
+	to, err := c.store.Quarantine(slug, hash, "this host's copy no longer hashes to its name: "+derr.(error).Error())
+	if errors.Is(err, skills.ErrNotFound) {
+		return nil // gone already
+	}
+	if err != nil {
+		return fmt.Errorf("move the damaged copy of version %s of %q to the quarantine: %w", short(hash), slug, err)
+	}
+	c.log.Warn("damaged copy of a version moved to the quarantine", "slug", slug, "version", hash, "to", to)
+	return nil
+}
+
+// refetch fetches a version again in the background, after its copy was
+// found damaged.
+func (c *Catalog) refetch(slug, hash string) {
+	cc := c.cache
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return
+	}
+	cc.bg.Add(1)
+	go func() {
+		defer cc.bg.Done()
+		if _, err := c.EnsureVersion(cc.ctx, slug, hash); err != nil {
+			c.log.Error("fetch a version again after its copy was found damaged", "slug", slug, "version", hash, "err", err)
+		}
+	}()
+}
+
+// fill fetches version hash of slug from the shared index into this host's
+// store (see EnsureVersion) and verifies the published copy; the caller
+// holds the version's lock. Nothing is published unless the content hashes
+// to hash.
+func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) {
+	var read int64
+	defer func() {
+		if err != nil {
+			c.cache.fillFailures.Add(1)
+			c.log.Error("fetch a version from the shared index", "slug", slug, "version", hash, "err", err)
+			return
+		}
+		c.cache.fills.Add(1)
+		c.cache.fillBytes.Add(read)
+	}()
+	// No sweep takes the staging directory. The caller may share the lock
+	// already (an update): shares nest while no goroutine of this process
+	// waits to take it exclusively, which only opening a data directory of
+	// its own and repairing one do, never a daemon that serves.
+	unlock, err := c.sharedLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m, err := c.db.ContentManifest(ctx, slug, hash)
+	if errors.Is(err, skills.ErrNotFound) {
+		return fmt.Errorf("version %s of %q: its content is not in the shared index (the host that holds it stores it there when it starts): %w",
+			short(hash), slug, skills.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	staging, err := c.store.NewStaging()
+	if err != nil {
+		return err
+	}
+	defer forceRemoveAll(staging) // a no-op once published
+	got, err := skills.WriteContent(staging, m.Entries, func(sum string) ([]byte, error) {
+		data, err := c.db.Chunk(ctx, sum)
+		if errors.Is(err, skills.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %w", err, skills.ErrDamaged)
+		}
+		read += int64(len(data))
+		return data, err
+	})
+	if err != nil {
+		if errors.Is(err, skills.ErrDamaged) {
+			c.cache.damagedCopies.Add(1)
+			return fmt.Errorf("the content of version %s of %q in the shared index is damaged: %w", hash, slug, err)
+		}
+		return fmt.Errorf("fetch version %s of %q: %w", short(hash), slug, err)
+	}
+	if got != hash {
+		c.cache.damagedCopies.Add(1)
+		return fmt.Errorf("the content of version %s of %q in the shared index hashes to %s: %w", hash, slug, got, skills.ErrDamaged)
+	}
+	var meta *skills.VersionMeta
+	if m.Meta != nil {
+		if meta, err = skills.DecodeMeta(m.Meta, slug, hash); err != nil {
+			c.log.Warn("metadata of a fetched version not kept", "slug", slug, "version", hash, "err", err)
+			meta = nil
+		}
+	}
+	if err := c.replaceDamaged(slug, hash, dir); err != nil {
+		return err
+	}
+	if _, _, err := c.store.Publish(staging, slug, hash, meta); err != nil {
+		return err
+	}
+	c.cache.damaged.Delete(dir)
+	c.log.Info("version fetched from the shared index", "slug", slug, "version", hash, "bytes", read)
+	return c.verify(slug, hash, dir)
+}
+
+// uploadVersion stores the content of a version this host's store holds in
+// the shared index, unless it is there already. The bytes are read from
+// the published copy (each file checked on its open descriptor, counted as
+// read) and must hash to the version's name, so a damaged copy never
+// reaches other hosts; a copy uploaded so is verified as of the upload.
+func (c *Catalog) uploadVersion(ctx context.Context, slug, hash string) error {
+	if ok, err := c.db.HasContent(ctx, slug, hash); err != nil || ok {
+		return err
+	}
+	dir := c.store.VersionPath(slug, hash)
+	meta, err := c.store.RawMeta(slug, hash)
+	if errors.Is(err, skills.ErrNotFound) {
+		meta, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	at := skills.ChangeClock()
+	files, err := skills.ReadContent(dir)
+	if err != nil {
+		return err
+	}
+	if err := c.db.PutContent(ctx, slug, hash, meta, files); err != nil {
+		return err
+	}
+	c.cache.verified.Store(dir, at)
+	return nil
+}
+
+// uploadMissing stores in the shared index the content of the versions it
+// names but holds no content for that this host holds: versions published
+// before the index was shared (the bundled skills registered as builtins,
+// a data directory that joined a fleet), or while an upload failed.
+// Versions it cannot upload are reported: in NoContent when this host
+// holds them, in Unfetchable when it does not (nobody can fetch them until
+// the host that holds them uploads them).
+func (c *Catalog) uploadMissing(ctx context.Context, r *Report) error {
+	vs, err := c.db.VersionsWithoutContent(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		ref := VersionRef{v.Slug, v.Hash}
+		if _, err := os.Lstat(c.store.VersionPath(v.Slug, v.Hash)); err != nil {
+			r.Unfetchable = append(r.Unfetchable, ref)
+			continue
+		}
+		if err := c.uploadVersion(ctx, v.Slug, v.Hash); err != nil {
+			c.log.Warn("store the content of a version in the shared index", "slug", v.Slug, "version", v.Hash, "err", err)
+			r.NoContent = append(r.NoContent, ref)
+			if errors.Is(err, skills.ErrUnavailable) {
+				return err
+			}
+			continue
+		}
+		r.act("stored the content of %s/%s in the shared index", v.Slug, short(v.Hash))
+	}
+	if n := len(r.Unfetchable); n > 0 {
+		c.log.Warn("versions whose content is in no host's reach from here: the shared index lacks it and this host does not hold it "+
+			"(the host that holds a version stores it when it starts)", "count", n)
+	}
+	return nil
+}
