@@ -146,6 +146,76 @@ func (s *Store) VersionPath(slug, hash string) string {
 	return s.Root + sep + storeSkillsDir + sep + slug + sep + hash
 }
 
+// prepare checks a staged tree for publishing as version hash of slug and
+// makes it ready for the rename that publishes it: hashed, its metadata
+// written, read-only, durable. It returns the staged tree's absolute path
+// and the version's directory; abs is "" when the version exists already
+// (nothing to do) unless replace is set. The staged tree is removed on
+// error, or when the version exists and is not to be replaced.
+func (s *Store) prepare(staged, slug, hash string, meta *VersionMeta, replace bool) (abs, dir string, err error) {
+	if err := checkStoreName("slug", slug); err != nil {
+		return "", "", fmt.Errorf("publish %q: %w", staged, err)
+	}
+	if err := checkStoreName("hash", hash); err != nil {
+		return "", "", fmt.Errorf("publish %q: %w", staged, err)
+	}
+	tree, err := filepath.Abs(staged)
+	if err != nil {
+		return "", "", fmt.Errorf("publish %q: %w", staged, err)
+	}
+	if rel, err := filepath.Rel(s.stagingDir(), tree); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", "", fmt.Errorf("publish %q: not inside the staging area of %q: %w", staged, s.Root, ErrInvalid)
+	}
+	ready := false
+	defer func() {
+		if !ready {
+			if rerr := removeTree(tree); rerr != nil && err == nil {
+				err = fmt.Errorf("publish %q: remove staged copy: %w", staged, rerr)
+			}
+		}
+	}()
+	// The version name is the content identity: never file a tree under a
+	// hash it does not have, or "already exists" would hide a difference.
+	got, _, _, err := TreeHash(tree)
+	if err != nil {
+		return "", "", fmt.Errorf("publish %q: %w", staged, err)
+	}
+	if got != hash {
+		return "", "", fmt.Errorf("publish %q as %s/%s: tree hash is %s: %w", staged, slug, hash, got, ErrInvalid)
+	}
+	dir = filepath.Join(s.skillsDir(), slug, hash)
+	if _, err := os.Lstat(dir); err == nil && !replace {
+		return "", dir, nil
+	}
+	if meta != nil {
+		if err := writeMetaFile(tree, slug, hash, meta); err != nil {
+			return "", "", fmt.Errorf("publish %s/%s: %w", slug, hash, err)
+		}
+	}
+	if err := freezeTree(tree); err != nil {
+		return "", "", fmt.Errorf("publish %q: %w", staged, err)
+	}
+	// Renaming a directory to a new parent rewrites its "..", which needs
+	// write permission on it; the root goes read-only after the move.
+	if err := os.Chmod(tree, 0o755); err != nil {
+		return "", "", fmt.Errorf("publish %q: %w", staged, err)
+	}
+	// One sync of the store's filesystem makes the whole staged tree, its
+	// metadata file and its modes durable before the rename publishes it:
+	// a crash before the rename leaves it in the staging area (swept at the
+	// next start), and a rename that survived a crash names a complete tree.
+	if err := syncFS(tree); err != nil {
+		return "", "", fmt.Errorf("publish %q: sync: %w", staged, err)
+	}
+	if publishHook != nil {
+		if err := publishHook(); err != nil {
+			return "", "", fmt.Errorf("publish %q: %w", staged, err)
+		}
+	}
+	ready = true
+	return tree, dir, nil
+}
+
 // Publish moves the staged tree, which must lie inside the store's staging
 // area and hash to hash, into place as version hash of slug, read-only (files
 // 0444 or 0555 by their execute bit, directories 0555), in one atomic rename,
@@ -156,18 +226,9 @@ func (s *Store) VersionPath(slug, hash string) string {
 // staging area, Publish consumes it: it is moved into place or removed, even
 // on error, since it may have been made read-only.
 func (s *Store) Publish(staged, slug, hash string, meta *VersionMeta) (dir string, created bool, err error) {
-	if err := checkStoreName("slug", slug); err != nil {
-		return "", false, fmt.Errorf("publish %q: %w", staged, err)
-	}
-	if err := checkStoreName("hash", hash); err != nil {
-		return "", false, fmt.Errorf("publish %q: %w", staged, err)
-	}
-	abs, err := filepath.Abs(staged)
-	if err != nil {
-		return "", false, fmt.Errorf("publish %q: %w", staged, err)
-	}
-	if rel, err := filepath.Rel(s.stagingDir(), abs); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", false, fmt.Errorf("publish %q: not inside the staging area of %q: %w", staged, s.Root, ErrInvalid)
+	abs, dir, err := s.prepare(staged, slug, hash, meta, false)
+	if err != nil || abs == "" {
+		return dir, false, err
 	}
 	moved := false
 	defer func() {
@@ -177,44 +238,6 @@ func (s *Store) Publish(staged, slug, hash string, meta *VersionMeta) (dir strin
 			}
 		}
 	}()
-	// The version name is the content identity: never file a tree under a
-	// hash it does not have, or "already exists" would hide a difference.
-	got, _, _, err := TreeHash(abs)
-	if err != nil {
-		return "", false, fmt.Errorf("publish %q: %w", staged, err)
-	}
-	if got != hash {
-		return "", false, fmt.Errorf("publish %q as %s/%s: tree hash is %s: %w", staged, slug, hash, got, ErrInvalid)
-	}
-	dir = filepath.Join(s.skillsDir(), slug, hash)
-	if _, err := os.Lstat(dir); err == nil {
-		return dir, false, nil
-	}
-	if meta != nil {
-		if err := writeMetaFile(abs, slug, hash, meta); err != nil {
-			return "", false, fmt.Errorf("publish %s/%s: %w", slug, hash, err)
-		}
-	}
-	if err := freezeTree(abs); err != nil {
-		return "", false, fmt.Errorf("publish %q: %w", staged, err)
-	}
-	// Renaming a directory to a new parent rewrites its "..", which needs
-	// write permission on it; the root goes read-only after the move.
-	if err := os.Chmod(abs, 0o755); err != nil {
-		return "", false, fmt.Errorf("publish %q: %w", staged, err)
-	}
-	// One sync of the store's filesystem makes the whole staged tree, its
-	// metadata file and its modes durable before the rename publishes it:
-	// a crash before the rename leaves it in the staging area (swept at the
-	// next start), and a rename that survived a crash names a complete tree.
-	if err := syncFS(abs); err != nil {
-		return "", false, fmt.Errorf("publish %q: sync: %w", staged, err)
-	}
-	if publishHook != nil {
-		if err := publishHook(); err != nil {
-			return "", false, fmt.Errorf("publish %q: %w", staged, err)
-		}
-	}
 	for attempt := 0; ; attempt++ {
 		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return "", false, fmt.Errorf("publish %q: %w", staged, err)
@@ -239,6 +262,47 @@ func (s *Store) Publish(staged, slug, hash string, meta *VersionMeta) (dir strin
 		return "", false, fmt.Errorf("publish %s/%s: %w", slug, hash, err)
 	}
 	return dir, true, nil
+}
+
+// Replace puts a staged tree in place of this store's copy of version hash
+// of slug in one atomic exchange, so a reader never finds the version
+// missing, and moves the copy it replaced to the quarantine with reason
+// (never deleted). It is for a copy found damaged; with no copy in place it
+// publishes as Publish does. It returns the version's directory and where
+// the old copy went ("" when there was none).
+func (s *Store) Replace(staged, slug, hash string, meta *VersionMeta, reason string) (dir, quarantined string, err error) {
+	abs, dir, err := s.prepare(staged, slug, hash, meta, true)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
+		// Publish prepares again (the hash once more): rare, and simple.
+		dir, _, err := s.Publish(abs, slug, hash, nil)
+		return dir, "", err
+	}
+	// Exchanging rewrites both roots' "..": the old one needs write
+	// permission too.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		removeTree(abs)
+		return "", "", fmt.Errorf("replace %s/%s: %w", slug, hash, err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, abs, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE); err != nil {
+		_ = os.Chmod(dir, 0o555)
+		removeTree(abs)
+		return "", "", fmt.Errorf("replace %s/%s: %w", slug, hash, err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		return "", "", fmt.Errorf("replace %s/%s: %w", slug, hash, err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return "", "", fmt.Errorf("replace %s/%s: %w", slug, hash, err)
+	}
+	// The old copy now sits where the staged tree was.
+	q, err := s.quarantineFrom(abs, slug, hash, reason)
+	if err != nil {
+		return dir, "", err
+	}
+	return dir, q, nil
 }
 
 // freezeTree makes every file and directory below root read-only, so a
@@ -567,7 +631,12 @@ func (s *Store) Quarantine(slug, name, reason string) (string, error) {
 	if err := checkEntryName("version", name); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}
-	src := filepath.Join(s.skillsDir(), slug, name)
+	return s.quarantineFrom(filepath.Join(s.skillsDir(), slug, name), slug, name, reason)
+}
+
+// quarantineFrom is Quarantine of what is at src, filed as version name of
+// slug.
+func (s *Store) quarantineFrom(src, slug, name, reason string) (string, error) {
 	if _, err := os.Lstat(src); err != nil {
 		return "", fmt.Errorf("quarantine %s/%s: %w", slug, name, ErrNotFound)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -262,5 +263,54 @@ func TestStoreNames(t *testing.T) {
 		if p, want := s.VersionPath(good, "h1"), "/store/skills/"+good+"/h1"; p != want {
 			t.Errorf("slug %q: path %q, want %q", good, p, want)
 		}
+	}
+}
+
+// Replace swaps a good copy in for a damaged one in one exchange: the
+// version's directory is never missing, holds the good bytes after, and the
+// damaged copy is in the quarantine with its reason, not deleted.
+func TestReplaceDamagedCopy(t *testing.T) {
+	s := openTestStore(t)
+	tree := []tfile{{name: "SKILL.md", body: "---\nname: demo\ndescription: d\n---\n"}, {name: "notes.md", body: "good"}}
+	staged, h := stageInto(t, s, tree...)
+	dir, _, err := s.Publish(staged, "demo", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := filepath.Join(dir, "notes.md")
+	if err := os.Chmod(notes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(notes, []byte("BAD!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good, h2 := stageInto(t, s, tree...)
+	if h2 != h {
+		t.Fatalf("the same tree hashed to %s and %s", h, h2)
+	}
+	got, q, err := s.Replace(good, "demo", h, nil, "damaged in a test")
+	if err != nil || got != dir || q == "" {
+		t.Fatalf("Replace = %q, %q, %v; want %q and a quarantine path", got, q, err, dir)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "good" {
+		t.Errorf("notes.md after the replace: %q, %v", b, err)
+	}
+	if h3, _, _, err := TreeHash(dir); err != nil || h3 != h {
+		t.Errorf("the version hashes to %s after the replace (%v), want %s", h3, err, h)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Root, strings.TrimPrefix(q, "store/"), "notes.md")); err != nil || string(b) != "BAD!" {
+		t.Errorf("the damaged copy in the quarantine: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Root, strings.TrimPrefix(q, "store/")+".reason")); err != nil || !strings.Contains(string(b), "damaged in a test") {
+		t.Errorf("the quarantine's reason: %q, %v", b, err)
+	}
+	assertAbsent(t, good)
+	// A tree that does not hash to the version replaces nothing.
+	wrong, _ := stageInto(t, s, tfile{name: "SKILL.md", body: "---\nname: demo\ndescription: other\n---\n"})
+	if _, _, err := s.Replace(wrong, "demo", h, nil, "x"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Replace with a tree of another hash: %v, want ErrInvalid", err)
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "good" {
+		t.Errorf("a refused replace changed the version: %q", b)
 	}
 }

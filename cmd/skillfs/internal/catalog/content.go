@@ -264,22 +264,24 @@ func (c *Catalog) verify(slug, hash, dir string) error {
 	return derr
 }
 
-// replaceDamaged moves this host's damaged copy of a version, if it has
-// one, to the quarantine, for a good copy to take its place; the caller
-// holds the version's lock.
-func (c *Catalog) replaceDamaged(slug, hash, dir string) error {
+// publishFetched puts a fetched copy of a version into this host's store:
+// in place of a damaged copy, if this host has one, in one exchange (readers
+// never find the version missing; the damaged copy goes to the quarantine,
+// never deleted); else as any version is published. The caller holds the
+// version's lock.
+func (c *Catalog) publishFetched(staging, slug, hash, dir string, meta *skills.VersionMeta) error {
 	derr, damaged := c.cache.damaged.Load(dir)
 	if !damaged {
-		return nil
+		_, _, err := c.store.Publish(staging, slug, hash, meta)
+		return err
 	}
-	to, err := c.store.Quarantine(slug, hash, "this host's copy no longer hashes to its name: "+derr.(error).Error())
-	if errors.Is(err, skills.ErrNotFound) {
-		return nil // gone already
-	}
+	_, to, err := c.store.Replace(staging, slug, hash, meta, "this host's copy no longer hashes to its name: "+derr.(error).Error())
 	if err != nil {
-		return fmt.Errorf("move the damaged copy of version %s of %q to the quarantine: %w", short(hash), slug, err)
+		return fmt.Errorf("replace the damaged copy of version %s of %q: %w", short(hash), slug, err)
 	}
-	c.log.Warn("damaged copy of a version moved to the quarantine", "slug", slug, "version", hash, "to", to)
+	if to != "" {
+		c.log.Warn("damaged copy of a version moved to the quarantine", "slug", slug, "version", hash, "to", to)
+	}
 	return nil
 }
 
@@ -364,10 +366,7 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 			meta = nil
 		}
 	}
-	if err := c.replaceDamaged(slug, hash, dir); err != nil {
-		return err
-	}
-	if _, _, err := c.store.Publish(staging, slug, hash, meta); err != nil {
+	if err := c.publishFetched(staging, slug, hash, dir, meta); err != nil {
 		return err
 	}
 	c.cache.damaged.Delete(dir)
