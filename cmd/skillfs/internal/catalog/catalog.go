@@ -118,6 +118,12 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 		c.Close()
 		return nil, err
 	}
+	return c.ready(ctx)
+}
+
+// ready finishes opening c: it sweeps what crashed imports left and makes
+// sure the operator exists; on error c is closed.
+func (c *Catalog) ready(ctx context.Context) (*Catalog, error) {
 	if err := c.sweep(); err != nil {
 		c.Close()
 		return nil, err
@@ -144,15 +150,7 @@ func openShared(ctx context.Context, home string, opts Options) (*Catalog, error
 		c.Close()
 		return nil, err
 	}
-	if err := c.sweep(); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if err := c.ensureOperator(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return c.ready(ctx)
 }
 
 func (o Options) withDefaults() Options {
