@@ -43,9 +43,6 @@ type dialect struct {
 	// parameter, in a column named value: one parameter however long the
 	// list.
 	textList string
-	// dropPin removes skill ?1 from the pins of every open session,
-	// keeping the order of the others.
-	dropPin string
 	// restartEvents are the statements that make the ids events are given
 	// from now on higher than ?1 (and never lower than they were).
 	restartEvents []string
@@ -68,9 +65,6 @@ var sqliteDialect = &dialect{
 		applied_at INTEGER NOT NULL
 	) STRICT`,
 	textList: "json_each(?)",
-	dropPin: `UPDATE sessions SET pins =
-			(SELECT json_group_array(json(value) ORDER BY key) FROM json_each(pins) WHERE value ->> 0 <> ?1)
-		WHERE closed_at IS NULL AND EXISTS (SELECT 1 FROM json_each(pins) WHERE value ->> 0 = ?1)`,
 	restartEvents: []string{
 		"UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'events'",
 		"INSERT INTO sqlite_sequence (name, seq) SELECT 'events', ?1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events')",
@@ -100,10 +94,6 @@ var postgresDialect = &dialect{
 	lockWrite: "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")",
 	readTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	textList:  "json_array_elements_text(CAST(? AS json))",
-	dropPin: `UPDATE sessions SET pins = COALESCE(
-			(SELECT CAST(json_agg(p.e ORDER BY p.i) AS text)
-			   FROM json_array_elements(CAST(pins AS json)) WITH ORDINALITY AS p (e, i) WHERE p.e ->> 0 <> ?1), '[]')
-		WHERE closed_at IS NULL AND EXISTS (SELECT 1 FROM json_array_elements(CAST(pins AS json)) AS p (e) WHERE p.e ->> 0 = ?1)`,
 	// A sequence is not rolled back with its transaction: a restart that
 	// does not commit still skips ids, which costs nothing.
 	restartEvents: []string{
@@ -330,47 +320,72 @@ func redactURL(target string) string {
 		scheme, _, _ := strings.Cut(target, ":")
 		return scheme + "://…"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", hidden)
+	q, changed := u.Query(), false
+	for k := range q {
+		if isSecretParam(k) {
+			q.Set(k, hidden)
+			changed = true
+		}
+	}
+	if changed {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
 
-// passwordOf is the password target carries, "" for none.
-func passwordOf(target string) string {
+// isSecretParam reports whether a URL parameter holds a secret:
+// password, sslpassword and any other parameter named for one.
+func isSecretParam(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token")
+}
+
+// secretsOf lists the secrets target carries: its password and the
+// values of its secret parameters (see isSecretParam).
+func secretsOf(target string) []string {
 	u, err := url.Parse(target)
 	if err != nil {
-		return ""
+		return nil
 	}
-	if p, ok := u.User.Password(); ok {
-		return p
+	var out []string
+	if p, ok := u.User.Password(); ok && p != "" {
+		out = append(out, p)
 	}
-	return u.Query().Get("password")
+	for k, vs := range u.Query() {
+		if isSecretParam(k) {
+			for _, v := range vs {
+				if v != "" {
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	return out
 }
 
-// redactedError is an error whose text never shows secret; errors.Is and
-// errors.As see the error as it was.
+// redactedError is an error whose text never shows its secrets;
+// errors.Is and errors.As see the error as it was.
 type redactedError struct {
-	err    error
-	secret string
+	err     error
+	secrets []string
 }
 
-// Error is the error's text with the secret replaced by hidden.
+// Error is the error's text with each secret replaced by hidden.
 func (e *redactedError) Error() string {
-	if e.secret == "" {
-		return e.err.Error()
+	text := e.err.Error()
+	for _, s := range e.secrets {
+		text = strings.ReplaceAll(text, s, hidden)
 	}
-	return strings.ReplaceAll(e.err.Error(), e.secret, hidden)
+	return text
 }
 
 // Unwrap is the error as it was.
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redact hides secret in the text of err.
-func redact(err error, secret string) error {
-	if err == nil || secret == "" {
+// redact hides secrets in the text of err.
+func redact(err error, secrets []string) error {
+	if err == nil || len(secrets) == 0 {
 		return err
 	}
-	return &redactedError{err, secret}
+	return &redactedError{err, secrets}
 }

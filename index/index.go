@@ -139,7 +139,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 // connection for writes (they take turns anyway, see postgresDialect) and
 // one of read-only connections.
 func openPostgres(ctx context.Context, target string) (*DB, error) {
-	shown, secret := redactURL(target), passwordOf(target)
+	shown, secret := redactURL(target), secretsOf(target)
 	if _, err := url.Parse(target); err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -44,6 +44,11 @@ func TestPostgresPasswordIsNeverShown(t *testing.T) {
 		if strings.Contains(db.Path(), pw) || !strings.Contains(db.Path(), hidden) {
 			t.Errorf("Path() = %q: want the password hidden", db.Path())
 		}
+		// Any other secret parameter is hidden too (not passed to a
+		// server, which would refuse what it does not know).
+		if shown := redactURL(target + "&sslpassword=key-pw"); strings.Contains(shown, "key-pw") {
+			t.Errorf("redactURL shows sslpassword: %q", shown)
+		}
 		if db.Backend() != "postgres" {
 			t.Errorf("Backend() = %q", db.Backend())
 		}

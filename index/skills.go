@@ -298,9 +298,12 @@ func (db *DB) UpdateSkill(ctx context.Context, slug string, fn func(*skills.Skil
 	return out, nil
 }
 
-// DeleteSkill removes slug, all its versions and every open session's pin of
-// it (closed sessions keep theirs, as history), and returns the removed versions (newest first) so the caller can remove
-// their content. Activations of the skill stay as history.
+// DeleteSkill removes slug and all its versions, and returns the removed
+// versions (newest first) so the caller can remove their content.
+// Activations of the skill stay as history, and so do sessions' pins of it:
+// the host serving each open session finds the skill gone when it next
+// looks at the catalog, takes it from the view and records the revocation
+// (a pin dropped here would leave nothing for another host to notice).
 func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, error) {
 	var vs []*skills.Version
 	err := db.write(ctx, func(tx *txn) error {
@@ -311,10 +314,6 @@ func (db *DB) DeleteSkill(ctx context.Context, slug string) ([]*skills.Version, 
 		}
 		var err error
 		if vs, err = listVersions(ctx, tx, slug); err != nil {
-			return err
-		}
-		// Open sessions stop pinning it; closed ones keep their history.
-		if _, err := tx.ExecContext(ctx, db.d.dropPin, slug); err != nil {
 			return err
 		}
 		// Versions go by ON DELETE CASCADE.

@@ -51,7 +51,8 @@ func (e *env) versionOf(slug string) string {
 //   - a skill imported on host alpha is read byte for byte through a session
 //     on host gamma, whose cache fills from the shared index;
 //   - a revocation made on beta empties the matching views on alpha and
-//     gamma (the delays are logged: median and max over fleetRevokesPG);
+//     gamma (the delays are logged: median and max over fleetRevokesPG),
+//     and so does a delete;
 //   - the server stopped for 10 s while agents read and activate on all
 //     three hosts: every read succeeds, writes that need the index fail with
 //     exit 9, and once it is back the stored activation counts are exactly
@@ -150,6 +151,30 @@ func TestFleetOnPostgres(t *testing.T) {
 		slices.Sort(delays)
 		t.Logf("revocation on beta until gone from a view on alpha or gamma, %d views over %d revocations: median %s, max %s, min %s",
 			len(delays), fleetRevokesPG, delays[len(delays)/2], delays[len(delays)-1], delays[0])
+	})
+
+	t.Run("a delete on beta reaches alpha and gamma", func(t *testing.T) {
+		doomed := filepath.Join(t.TempDir(), "doomed")
+		writeSkill(t, doomed, "name: doomed\ndescription: deleted on another host", nil)
+		alpha.ok("skill", "import", doomed, "--share", "global")
+		sa := alpha.newSession("alice", "--skills", "doomed")
+		sg := gamma.newSession("alice", "--skills", "doomed")
+		for _, p := range []string{sa.Path, sg.Path} {
+			if _, err := fetch(filepath.Join(p, "doomed", "SKILL.md")); err != nil {
+				t.Fatalf("doomed before the delete: %v", err)
+			}
+		}
+		beta.ok("skill", "delete", "doomed")
+		for _, s := range []sessionInfo{sa, sg} {
+			waitFor(t, "doomed gone from "+s.Path, 10*time.Second, func() bool { return gone(filepath.Join(s.Path, "doomed")) })
+		}
+		var info struct {
+			Readable []string `json:"readable"`
+		}
+		gamma.okJSON(&info, "session", "show", sg.ID)
+		if slices.Contains(info.Readable, "doomed") {
+			t.Errorf("gamma's session still lists doomed as readable: %v", info.Readable)
+		}
 	})
 
 	t.Run("the database stopped for 10 s", func(t *testing.T) {

@@ -340,16 +340,30 @@ func (c *Catalog) sharedLock() (unlock func(), err error) { return c.imp.share()
 // publishLock serialises, across processes, the step from choosing a slug
 // to recording the version: two imports of the same content must not both
 // believe they created (and may remove) the same published directory.
+//
+// With a shared index the data directory's lock excludes only this host:
+// the index's catalog lock is taken too, so a check and the write it
+// decides (a dependency, a share, a free slug) never interleave with
+// another host's.
 func (c *Catalog) publishLock() (unlock func(), err error) {
 	c.pubMu.Lock()
 	if err := syscall.Flock(int(c.pub.Fd()), syscall.LOCK_EX); err != nil {
 		c.pubMu.Unlock()
 		return nil, fmt.Errorf("take publish lock: %w", err)
 	}
-	return func() {
+	local := func() {
 		syscall.Flock(int(c.pub.Fd()), syscall.LOCK_UN)
 		c.pubMu.Unlock()
-	}, nil
+	}
+	if !c.shared {
+		return local, nil
+	}
+	fleet, err := c.db.CatalogLock(context.Background())
+	if err != nil {
+		local()
+		return nil, err
+	}
+	return func() { fleet(); local() }, nil
 }
 
 // snapshot reads what the policy validators need. Its skills are the

@@ -378,7 +378,7 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 // the shared index, unless it is there already. The bytes are read from
 // the published copy (each file checked on its open descriptor, counted as
 // read) and must hash to the version's name, so a damaged copy never
-// reaches other hosts; a copy uploaded so is verified as of the upload.
+// reaches other hosts.
 func (c *Catalog) uploadVersion(ctx context.Context, slug, hash string) error {
 	if ok, err := c.db.HasContent(ctx, slug, hash); err != nil || ok {
 		return err
@@ -391,16 +391,14 @@ func (c *Catalog) uploadVersion(ctx context.Context, slug, hash string) error {
 	if err != nil {
 		return err
 	}
-	at := skills.ChangeClock()
 	files, err := skills.ReadContent(dir)
 	if err != nil {
 		return err
 	}
-	if err := c.db.PutContent(ctx, slug, hash, meta, files); err != nil {
-		return err
-	}
-	c.cache.verified.Store(dir, at)
-	return nil
+	// Not remembered as verified: when another host stored the same
+	// content first, PutContent reads none of these bytes, so this copy
+	// is hashed at its first use like any other.
+	return c.db.PutContent(ctx, slug, hash, meta, files)
 }
 
 // uploadMissing stores in the shared index the content of the versions it

@@ -269,6 +269,12 @@ type eventStream struct {
 	log     *index.DB
 	session string // "" for every session
 	last    int64  // the id of the last event sent, or where the client stands
+	// fromLog has every event read from the log, a live one only saying
+	// that there is more to read: with a shared index other hosts write
+	// events too, and an event published here may overtake one another
+	// host committed before it (ids follow commit order, writes taking
+	// turns), which sending it first would skip for good.
+	fromLog bool
 }
 
 // send writes one event. It reports done when the stream has nothing more
@@ -349,7 +355,7 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 	}
 	sub := d.events.subscribe(session)
 	defer d.events.unsubscribe(sub)
-	s := &eventStream{w: w, fl: fl, log: d.events.db, session: session, last: after}
+	s := &eventStream{w: w, fl: fl, log: d.events.db, session: session, last: after, fromLog: d.cat != nil && d.cat.Shared()}
 	if !resume {
 		// A new client starts with what happens from now on.
 		if s.last, err = s.log.LastEventID(r.Context()); err != nil {
@@ -397,6 +403,12 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 			}
 			if e.ID <= s.last {
 				continue // sent from the log already
+			}
+			if s.fromLog {
+				if s.catchUp(r.Context(), false) {
+					return
+				}
+				continue
 			}
 			if s.send(e) {
 				return
