@@ -183,3 +183,21 @@ func (db *DB) Marks(ctx context.Context, host string) (Marks, error) {
 	}
 	return m, nil
 }
+
+// Clock is the index's time: on PostgreSQL the server's, so hosts whose
+// own clocks disagree still agree on when a heartbeat was recorded and on
+// how long ago that was; on SQLite, whose hosts share one machine, this
+// process's.
+func (db *DB) Clock(ctx context.Context) (time.Time, error) {
+	if db.d.name != "postgres" {
+		return db.now().UTC(), nil
+	}
+	var micros int64
+	err := db.read(ctx, func(tx *txn) error {
+		return tx.QueryRowContext(ctx, "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)").Scan(&micros)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the index's clock: %w", err)
+	}
+	return time.UnixMicro(micros).UTC(), nil
+}

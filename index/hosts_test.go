@@ -433,3 +433,31 @@ func TestSessionsTakeTheirDataDirectorysHost(t *testing.T) {
 		t.Fatalf("marks after migrating: %+v, %v", m, err)
 	}
 }
+
+// Clock is the index's time: the server's on PostgreSQL, which on this
+// machine agrees with the process's clock (the test allows for a slow
+// machine), and it does not run backwards.
+func TestClock(t *testing.T) { forEachBackend(t, testClock) }
+
+func testClock(t *testing.T, b backend) {
+	db := b.open(t)
+	ctx := context.Background()
+	before := time.Now()
+	first, err := db.Clock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := db.Clock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := first.Sub(before); d < -time.Minute || d > time.Minute {
+		t.Errorf("Clock() = %s, %s from this machine's %s", first, d, before)
+	}
+	if second.Before(first) {
+		t.Errorf("Clock() went back: %s, then %s", first, second)
+	}
+	if first.Location() != time.UTC {
+		t.Errorf("Clock() is in %s, want UTC", first.Location())
+	}
+}

@@ -27,6 +27,16 @@ type HostInfo struct {
 	Self bool `json:"self"`
 }
 
+// clock is the time hosts are judged by: the index's (see index.DB.Clock),
+// so heartbeats of hosts whose clocks disagree compare; this machine's
+// when the index cannot say.
+func (d *Daemon) clock(ctx context.Context) time.Time {
+	if t, err := d.cat.DB().Clock(ctx); err == nil {
+		return t
+	}
+	return time.Now().UTC()
+}
+
 // alive says whether a host last seen at seen is alive at now.
 func (d *Daemon) alive(seen, now time.Time) bool { return now.Sub(seen) <= d.hostGrace }
 
@@ -36,7 +46,7 @@ func (d *Daemon) Hosts(ctx context.Context) ([]HostInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := d.clock(ctx)
 	out := make([]HostInfo, len(list))
 	for i, h := range list {
 		out[i] = HostInfo{Host: h, Alive: d.alive(h.LastSeen, now), Self: h.ID == d.host}
@@ -47,7 +57,7 @@ func (d *Daemon) Hosts(ctx context.Context) ([]HostInfo, error) {
 // register records this daemon as a host, started now, with the API
 // address it advertises (tcp, "" for none).
 func (d *Daemon) register(ctx context.Context, tcp string) error {
-	now := time.Now().UTC()
+	now := d.clock(ctx)
 	h := skills.Host{ID: d.host, Name: d.hostName, API: tcp, Mount: d.mountRoot, StartedAt: d.started, LastSeen: now}
 	if err := d.cat.DB().RegisterHost(ctx, h); err != nil {
 		return err
@@ -62,7 +72,7 @@ func (d *Daemon) register(ctx context.Context, tcp string) error {
 func (d *Daemon) heartbeat(ctx context.Context, every time.Duration) {
 	failing := false
 	periodically(ctx, every, func() {
-		err := d.cat.DB().Heartbeat(ctx, d.host, time.Now().UTC())
+		err := d.cat.DB().Heartbeat(ctx, d.host, d.clock(ctx))
 		if errors.Is(err, skills.ErrNotFound) {
 			err = d.register(ctx, d.api)
 		}
@@ -92,8 +102,9 @@ func (d *Daemon) served(ctx context.Context, s *skills.Session) error {
 	case err != nil:
 		return err
 	}
-	ago := time.Since(h.LastSeen).Round(time.Second)
-	if !d.alive(h.LastSeen, time.Now()) {
+	now := d.clock(ctx)
+	ago := now.Sub(h.LastSeen).Round(time.Second)
+	if !d.alive(h.LastSeen, now) {
 		return fmt.Errorf("session %s is served by host %s (%s), which is gone (last seen %s ago): take it over here with `skillfs session move %s`: %w",
 			s.ID, h.Name, h.ID, ago, s.ID, skills.ErrElsewhere)
 	}

@@ -100,15 +100,16 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*Moved, error
 // unless force: that host still serves the session.
 func (d *Daemon) mayTakeOver(ctx context.Context, s *skills.Session, force bool) error {
 	h, err := d.cat.DB().Host(ctx, s.Host)
+	now := d.clock(ctx)
 	switch {
 	case errors.Is(err, skills.ErrNotFound):
 		return nil // never registered (a session from before hosts): no one serves it
 	case err != nil:
 		return err
-	case force || !d.alive(h.LastSeen, time.Now()):
+	case force || !d.alive(h.LastSeen, now):
 		return nil
 	}
 	return fmt.Errorf("session %s is served by host %s (%s), which is alive (last seen %s ago, within the %s grace): "+
 		"move it once that host is gone, or with --force (force=true) if it no longer serves it: %w",
-		s.ID, h.Name, h.ID, time.Since(h.LastSeen).Round(time.Millisecond), d.hostGrace, skills.ErrElsewhere)
+		s.ID, h.Name, h.ID, now.Sub(h.LastSeen).Round(time.Millisecond), d.hostGrace, skills.ErrElsewhere)
 }
