@@ -461,3 +461,39 @@ func testClock(t *testing.T, b backend) {
 		t.Errorf("Clock() is in %s, want UTC", first.Location())
 	}
 }
+
+// A host's change to a session's pins or request is refused once another
+// host has taken the session over, inside the write's own turn: a refresh
+// or `session set` racing a (forced) move never writes pins the new host
+// does not serve.
+func TestSessionChangesOnlyByItsHost(t *testing.T) {
+	forEachBackend(t, testSessionChangesOnlyByItsHost)
+}
+
+func testSessionChangesOnlyByItsHost(t *testing.T, be backend) {
+	db := be.open(t)
+	ctx := context.Background()
+	s := hostSession("s1", "ha")
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MoveSession(ctx, "s1", "ha", "hb"); err != nil {
+		t.Fatal(err)
+	}
+	pins := []skills.Pin{{Slug: "late", Version: "v9"}}
+	wantErr(t, "pins set by the host it left", db.SetPinsOn(ctx, "ha", "s1", pins), skills.ErrElsewhere)
+	old := *s
+	old.Pins = pins
+	wantErr(t, "skills set by the host it left", db.SetSkills(ctx, &old), skills.ErrElsewhere)
+	got, err := db.Session(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "pins after refused changes", got.Pins, s.Pins)
+	if err := db.SetPinsOn(ctx, "hb", "s1", pins); err != nil {
+		t.Fatalf("pins set by the host serving it: %v", err)
+	}
+	if got, err = db.Session(ctx, "s1"); err != nil || len(got.Pins) != 1 || got.Pins[0].Slug != "late" {
+		t.Fatalf("pins after the serving host's change: %+v, %v", got, err)
+	}
+}

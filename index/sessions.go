@@ -269,7 +269,14 @@ func jsonIDs(ids []string) string {
 // events given in the same transaction (their ids set). An unknown session
 // is skills.ErrNotFound, a closed one skills.ErrInvalid.
 func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin, evs ...*skills.Event) error {
-	if err := db.updateSession(ctx, id, pins, "", nil, evs); err != nil {
+	return db.SetPinsOn(ctx, "", id, pins, evs...)
+}
+
+// SetPinsOn is SetPins by the host that serves the session: when another
+// host serves it by the time the write takes its turn (a move), nothing is
+// written and the error wraps skills.ErrElsewhere. An empty host is any.
+func (db *DB) SetPinsOn(ctx context.Context, host, id string, pins []skills.Pin, evs ...*skills.Event) error {
+	if err := db.updateSession(ctx, host, id, pins, "", nil, evs); err != nil {
 		return fmt.Errorf("set pins of session %q: %w", id, err)
 	}
 	return nil
@@ -279,7 +286,8 @@ func (db *DB) SetPins(ctx context.Context, id string, pins []skills.Pin, evs ...
 // and s.Preload — and its readable set s.Pins, and stores the events given
 // in the same transaction (their ids set). Its user, creation time, binds
 // and activations stay. An unknown session is skills.ErrNotFound, a closed
-// one skills.ErrInvalid.
+// one skills.ErrInvalid; with s.Host set, one another host serves by the
+// time the write takes its turn (a move) is skills.ErrElsewhere.
 func (db *DB) SetSkills(ctx context.Context, s *skills.Session, evs ...*skills.Event) error {
 	if s == nil || s.ID == "" {
 		return fmt.Errorf("set skills of a session: no id: %w", skills.ErrInvalid)
@@ -289,7 +297,7 @@ func (db *DB) SetSkills(ctx context.Context, s *skills.Session, evs ...*skills.E
 	if err != nil {
 		return wrap(err)
 	}
-	err = db.updateSession(ctx, s.ID, s.Pins, ", all_skills = ?, requested = ?, preload = ?",
+	err = db.updateSession(ctx, s.Host, s.ID, s.Pins, ", all_skills = ?, requested = ?, preload = ?",
 		[]any{s.All, requested, preload}, evs)
 	if err != nil {
 		return wrap(err)
@@ -299,7 +307,7 @@ func (db *DB) SetSkills(ctx context.Context, s *skills.Session, evs ...*skills.E
 
 // updateSession sets the pins of open session id, and the columns of set
 // (", col = ?, ..." with its args), and stores evs, in one transaction.
-func (db *DB) updateSession(ctx context.Context, id string, pins []skills.Pin, set string, args []any, evs []*skills.Event) error {
+func (db *DB) updateSession(ctx context.Context, host, id string, pins []skills.Pin, set string, args []any, evs []*skills.Event) error {
 	if err := checkPins(pins); err != nil {
 		return err
 	}
@@ -312,6 +320,13 @@ func (db *DB) updateSession(ctx context.Context, id string, pins []skills.Pin, s
 			return err
 		} else if closed {
 			return errClosed
+		}
+		if host != "" {
+			if now, err := sessionHost(ctx, tx, id); err != nil {
+				return err
+			} else if now != host {
+				return fmt.Errorf("host %q serves it now, not %q: %w", now, host, skills.ErrElsewhere)
+			}
 		}
 		args := append(append([]any{stored}, args...), id)
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET pins = ?"+set+" WHERE id = ?", args...); err != nil {

@@ -441,7 +441,7 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPins(ctx, id, pins, evs...) },
+	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPinsOn(ctx, d.host, id, pins, evs...) },
 		Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
 	if err != nil {
 		return nil, err
@@ -702,7 +702,7 @@ func (d *Daemon) recordRevoked(ctx context.Context, s *skills.Session, kept []sk
 	for i, slug := range gone {
 		revoked[i] = Event{Type: "revoked", Session: s.ID, Slug: slug, At: now}
 	}
-	err := d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPins(ctx, s.ID, kept, evs...) }, revoked...)
+	err := d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPinsOn(ctx, d.host, s.ID, kept, evs...) }, revoked...)
 	if err != nil {
 		return err
 	}
