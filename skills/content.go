@@ -308,3 +308,29 @@ func (s *Store) VersionOf(dir string) (slug, hash string, ok bool) {
 	}
 	return slug, hash, true
 }
+
+// CheckLimits checks a version's listing, as a shared index holds it,
+// against lim before anything of it is fetched: a listing another host
+// wrote (or a damaged one) gets no more of this host's disk than an import
+// from any other source would.
+func (m *ContentManifest) CheckLimits(lim Limits) error {
+	b := newBudget(lim)
+	for _, e := range m.Entries {
+		if e.Dir {
+			if err := b.dir(e.Path); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := b.file(e.Path); err != nil {
+			return err
+		}
+		if err := b.size(e.Path, e.Size); err != nil {
+			return err
+		}
+		if err := b.add(e.Path, e.Size); err != nil {
+			return err
+		}
+	}
+	return nil
+}

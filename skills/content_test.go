@@ -328,3 +328,34 @@ func FuzzWriteContent(f *testing.F) {
 		}
 	})
 }
+
+// A listing is checked against the host's limits before any of it is
+// fetched: too many entries or files, a file or a total too large, or a
+// path too deep is ErrLimit naming the limit; a listing within them passes.
+func TestContentManifestLimits(t *testing.T) {
+	lim := Limits{MaxTotalBytes: 100, MaxFiles: 2, MaxEntries: 3, MaxDepth: 2, MaxFileBytes: 60}
+	file := func(p string, n int64) ContentEntry { return ContentEntry{Path: p, Size: n} }
+	dir := func(p string) ContentEntry { return ContentEntry{Path: p, Dir: true} }
+	for _, tc := range []struct {
+		name    string
+		entries []ContentEntry
+		limit   string // "" for none
+	}{
+		{"within", []ContentEntry{file("SKILL.md", 10), dir("a"), file("a/x", 60)}, ""},
+		{"one file too large", []ContentEntry{file("SKILL.md", 61)}, LimitFileBytes},
+		{"too many bytes", []ContentEntry{file("SKILL.md", 60), file("b", 41)}, LimitTotalBytes},
+		{"too many files", []ContentEntry{file("SKILL.md", 1), file("b", 1), file("c", 1)}, LimitFiles},
+		{"too many entries", []ContentEntry{file("SKILL.md", 1), dir("a"), dir("b"), dir("c")}, LimitEntries},
+		{"too deep", []ContentEntry{file("SKILL.md", 1), file("a/b/c", 1)}, LimitDepth},
+	} {
+		m := &ContentManifest{Slug: "s", Hash: "h", Entries: tc.entries}
+		err := m.CheckLimits(lim)
+		var le *LimitError
+		switch {
+		case tc.limit == "" && err != nil:
+			t.Errorf("%s: %v, want none", tc.name, err)
+		case tc.limit != "" && (!errors.As(err, &le) || le.Limit != tc.limit || !errors.Is(err, ErrLimit)):
+			t.Errorf("%s: %v, want the %s limit", tc.name, err, tc.limit)
+		}
+	}
+}

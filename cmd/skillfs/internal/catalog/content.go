@@ -335,6 +335,9 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 	if err != nil {
 		return err
 	}
+	if err := m.CheckLimits(c.lim); err != nil {
+		return fmt.Errorf("version %s of %q in the shared index is over this host's limits: %w", short(hash), slug, err)
+	}
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return err

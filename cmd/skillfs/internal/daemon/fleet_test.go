@@ -465,3 +465,51 @@ func TestFollowWakesAndLooks(t *testing.T) {
 		t.Fatalf("events: %v", evs)
 	}
 }
+
+// Every settleEvery a host compares the sessions it serves with those the
+// index says it serves, not just their counts: a session closed elsewhere
+// beside one the mount lacks (a close that failed half-way here) leave the
+// counts equal, and both are set right.
+func TestSettleComparesSessions(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newFleet(t)
+	install(t, a, "name: kept\ndescription: served throughout", skills.ScopeGlobal)
+	var ids []string
+	for range 2 {
+		info, err := a.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"kept"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	if err := a.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another host closes the second; the index also holds an open
+	// session of this host that the mount does not serve.
+	if err := a.cat.DB().CloseSession(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.cat.DB().Session(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := &skills.Session{ID: newID(), UID: "alice", Requested: []string{"kept"}, Preload: []string{},
+		Pins: first.Pins, CreatedAt: time.Now().UTC(), Host: a.host}
+	if err := a.cat.DB().CreateSession(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	a.settled = time.Now().Add(-2 * settleEvery)
+	if err := a.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(t, a, ids[1]); got != nil {
+		t.Errorf("the session closed elsewhere is still served: %v", got)
+	}
+	if got := served(t, a, lost.ID); !slices.Equal(got, []string{"kept"}) {
+		t.Errorf("the session the mount lacked serves %v, want [kept]", got)
+	}
+	if got := served(t, a, ids[0]); !slices.Equal(got, []string{"kept"}) {
+		t.Errorf("the untouched session serves %v, want [kept]", got)
+	}
+}

@@ -56,7 +56,12 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 	// recorded even when the daemon is stopping meanwhile.
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
-	if m.Served != d.fs.NumSessions() {
+	switch {
+	case time.Since(d.settled) > settleEvery:
+		// Equal counts can hide a close elsewhere beside a session this
+		// mount lacks: now and then the sessions themselves are compared.
+		errs = append(errs, d.settle(ctx))
+	case m.Served != d.fs.NumSessions():
 		// A session made or closed here since the look counts too: look
 		// again now that none can be.
 		if m, err = d.cat.DB().Marks(ctx, d.host); err != nil {
@@ -72,6 +77,10 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// settleEvery is how often catchUp compares the sessions this host serves
+// with the index's, whatever the counts say.
+const settleEvery = time.Minute
 
 // settle makes the mount serve what the index says this host serves: the
 // view of a session closed or moved elsewhere goes, with the binds this host
@@ -116,7 +125,12 @@ func (d *Daemon) settle(ctx context.Context) error {
 	if len(served) > 0 {
 		d.events.nudge() // their streams get the close or move from the log
 	}
-	return errors.Join(append(errs, d.dropStale(ctx))...)
+	errs = append(errs, d.dropStale(ctx))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d.settled = time.Now()
+	return nil
 }
 
 // dropStale detaches the binds this host made of sessions it no longer
