@@ -97,7 +97,7 @@ func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationI
 	}
 	t.Cleanup(func() { j.close() })
 	d.rec.useJournal(ctx, j)
-	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens})
+	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens, FsName: testFsName})
 	if err != nil {
 		t.Fatal(err)
 	}
