@@ -7,64 +7,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"skillfs/internal/fusetest"
 )
 
 // testFsName marks the mounts tests make, so TestMain can find leftovers.
 const testFsName = "skillfs-test"
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if left := leftoverMounts(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "tests left mounts behind: %v\n", left)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// leftoverMounts lists the mount points of test mounts still mounted.
-func leftoverMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	all, err := parseMountinfo(f)
-	if err != nil {
-		return nil
-	}
-	var left []string
-	for _, m := range all {
-		if m.Source == testFsName {
-			left = append(left, m.Mountpoint)
-		}
-	}
-	return left
-}
-
-// requireFUSE skips a test that needs to mount when this machine cannot,
-// except in CI, where not running it is a failure.
-func requireFUSE(tb testing.TB) {
-	tb.Helper()
-	reason := ""
-	if os.Geteuid() != 0 {
-		reason = "mounting FUSE directly needs root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = fmt.Sprintf("no FUSE device: %v", err)
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("FUSE tests must run in CI: %s", reason)
-	}
-	tb.Skip(reason)
+	fusetest.Main(m, func() ([]string, error) { return MountsOf(testFsName) })
 }
 
 // mountTest mounts an empty filesystem in a temporary directory and
 // unmounts it when the test ends, whether it passed or not.
 func mountTest(tb testing.TB, opts Options) *Server {
 	tb.Helper()
-	requireFUSE(tb)
+	fusetest.Require(tb)
 	mnt := filepath.Join(tb.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		tb.Fatal(err)

@@ -22,6 +22,28 @@ type mountEntry struct {
 	Source     string
 }
 
+// MountsOf lists the mount points, in this process's mount namespace, of
+// the mounts whose source is source (a filesystem's Options.FsName, which
+// binds of it show too).
+func MountsOf(source string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	all, err := parseMountinfo(f)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range all {
+		if m.Source == source {
+			out = append(out, m.Mountpoint)
+		}
+	}
+	return out, nil
+}
+
 // parseMountinfo reads the mountinfo format of proc(5). Lines that do not
 // have its shape are skipped: the kernel writes the file, and one odd line
 // must not hide the others.

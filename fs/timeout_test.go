@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/internal/fusetest"
 )
 
 // requireRequestTimeout skips a test that needs the kernel's FUSE request
 // timeout (Linux 6.14 or later) where it is missing, except in CI.
 func requireRequestTimeout(tb testing.TB) {
 	tb.Helper()
-	requireFUSE(tb)
+	fusetest.Require(tb)
 	_, err := os.Stat(filepath.Join(fuseSysctlDir, "default_request_timeout"))
 	if err == nil {
 		return

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/internal/fusetest"
 	"skillfs/skills"
 )
 
@@ -104,7 +105,7 @@ func staleMount(tb testing.TB, dir string) {
 }
 
 func TestClearStale(t *testing.T) {
-	requireFUSE(t)
+	fusetest.Require(t)
 	cases := []struct {
 		name    string
 		setup   func(t *testing.T, dir string)

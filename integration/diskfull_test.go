@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/internal/fusetest"
 )
 
 // tmpfsHome puts the env's data directory on a small tmpfs of its own, so
 // the test can fill it; unmounted at the end.
 func tmpfsHome(t *testing.T, e *env, size string) {
 	t.Helper()
-	requireRoot(t)
+	fusetest.Require(t)
 	if err := os.MkdirAll(e.home, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"skillfs/internal/fusetest"
 	"skillfs/internal/pgtest"
 )
 
@@ -24,7 +25,7 @@ type fleetHost struct {
 // Each host has its own data directory and mount root.
 func newFleetOf(t *testing.T, n int) []*fleetHost {
 	t.Helper()
-	requireRoot(t)
+	fusetest.Require(t)
 	index := filepath.Join(t.TempDir(), "fleet.db")
 	if onPostgres() {
 		index = pgtest.Database(t)

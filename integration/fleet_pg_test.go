@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/internal/fusetest"
 	"skillfs/internal/pgtest"
 )
 
@@ -60,7 +61,7 @@ func (e *env) versionOf(slug string) string {
 //   - a cached version corrupted on gamma's disk is refused, refetched and
 //     then served right, and its corrupt bytes are never served.
 func TestFleetOnPostgres(t *testing.T) {
-	requireRoot(t)
+	fusetest.Require(t)
 	if onPostgres() {
 		t.Skip("ran in the suite's first pass, on PostgreSQL already")
 	}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"skillfs/internal/apicontract"
+	"skillfs/internal/fusetest"
 	"skillfs/internal/pgtest"
 )
 
@@ -65,25 +66,6 @@ func TestMain(m *testing.M) {
 	pgtest.Shutdown()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// requireRoot skips a test that needs root and /dev/fuse, or fails it under
-// CI=true, where every test must run.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		why = "needs /dev/fuse"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s, and CI=true: this test must run", why)
-	}
-	t.Skip(why)
 }
 
 // requireCommand does the same for an external program.
@@ -229,7 +211,7 @@ type daemon struct {
 // with SIGTERM at the end of the test if still running.
 func (e *env) serve(extra ...string) *daemon {
 	e.t.Helper()
-	requireRoot(e.t)
+	fusetest.Require(e.t)
 	args := append([]string{"--home", e.home, "serve"}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = e.environ(nil)

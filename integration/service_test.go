@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"skillfs/internal/fusetest"
 )
 
 // SIGHUP (a closed terminal, a log rotation) leaves the daemon serving: the
@@ -215,7 +217,7 @@ func TestReadyUntilTheMountIsLost(t *testing.T) {
 // serve refuses to start without what it needs, before the data directory
 // exists: as an ordinary user, and where /dev/fuse is not the FUSE device.
 func TestServePreflight(t *testing.T) {
-	requireRoot(t)
+	fusetest.Require(t)
 	unshare := requireCommand(t, "unshare")
 	for _, tc := range []struct {
 		name string

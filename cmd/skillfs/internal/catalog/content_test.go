@@ -21,6 +21,7 @@ import (
 
 	skfs "skillfs/fs"
 	"skillfs/fs/readbench"
+	"skillfs/internal/fusetest"
 	"skillfs/internal/pgtest"
 	"skillfs/skills"
 )
@@ -274,25 +275,6 @@ func testDamagedChunkIsNeverPublished(t *testing.T, index string) {
 	}
 }
 
-// requireMount skips a test that mounts the filesystem where this machine
-// cannot, except in CI.
-func requireMount(t testing.TB) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "mounting FUSE needs root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		why = "no /dev/fuse"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
-
 // damage rewrites a file of a store's copy with other bytes of its size, as
 // a disk or an operator might.
 func damage(t testing.TB, p string) {
@@ -322,7 +304,7 @@ func TestDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T) {
 }
 
 func testDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T, index string) {
-	requireMount(t)
+	fusetest.Require(t)
 	ctx := context.Background()
 	a, b := fleet(t, index)
 	slug, hash := importOne(t, a, fleetSkill(t, 0))

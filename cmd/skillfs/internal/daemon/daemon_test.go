@@ -19,27 +19,9 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
 	"skillfs/index"
+	"skillfs/internal/fusetest"
 	"skillfs/skills"
 )
-
-// requireFUSE fails under CI=true and skips elsewhere when this machine
-// cannot mount.
-func requireFUSE(tb testing.TB) {
-	tb.Helper()
-	reason := ""
-	if os.Geteuid() != 0 {
-		reason = "mounting FUSE needs root"
-	} else if _, err := os.Stat("/dev/fuse"); err != nil {
-		reason = "no /dev/fuse"
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("FUSE tests must run in CI: %s", reason)
-	}
-	tb.Skip(reason)
-}
 
 // newTestDaemon is a daemon over a fresh data directory with a real mount,
 // without the socket: tests call its methods and routes directly.
@@ -66,7 +48,7 @@ func newTestHost(t testing.TB, shared string) *Daemon {
 // newTestHostOn is newTestDaemonOn on the shared index at shared.
 func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
 	t.Helper()
-	requireFUSE(t)
+	fusetest.Require(t)
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
 	cat, err := catalog.Open(ctx, home, catalog.Options{Index: shared})
