@@ -200,11 +200,27 @@ type stager struct {
 	link        bool                // hard-link regular files where possible (StageOptions.Link)
 }
 
-// junkName reports whether an entry is bookkeeping of another tool that a
-// skill never needs. Such entries are left out without a warning: every
-// git checkout has one, and the README says they are skipped.
-func junkName(name string) bool {
-	return name == ".git" || name == ".DS_Store" || name == "__MACOSX"
+// junkNames are the bookkeeping of other tools (git, the macOS Finder and
+// its archiver) that a skill never needs. Staging leaves them out wherever
+// they are, without a warning: every git checkout has one, and the README
+// says they are skipped.
+var junkNames = []string{".git", ".DS_Store", "__MACOSX"}
+
+// junkName reports whether an entry is one of junkNames.
+func junkName(name string) bool { return slices.Contains(junkNames, name) }
+
+// CheckNotLeftOut refuses a slash path below a skill's folder that staging
+// would leave out (a component named .git, .DS_Store or __MACOSX): such a
+// file can never be part of a stored skill, so a change that writes or
+// removes one (an online edit) would change nothing. The error wraps
+// ErrUnsafePath and names the path and the rule.
+func CheckNotLeftOut(rel string) error {
+	junk := firstJunk(rel)
+	if junk == "" {
+		return nil
+	}
+	return fmt.Errorf("%s: %s is never stored in a skill (imports leave out %s wherever they are), so nothing under that name can be written or removed: %w",
+		rel, junk, strings.Join(junkNames, ", "), ErrUnsafePath)
 }
 
 // copyDir copies the entries of srcDir (already read as ents) into dstDir,

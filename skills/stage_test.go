@@ -199,6 +199,35 @@ func TestStageDirCopiesTree(t *testing.T) {
 	}
 }
 
+// TestCheckNotLeftOutAgreesWithStaging: CheckNotLeftOut refuses exactly the
+// paths staging leaves out, so a change refused by it is one an import
+// could never store, and one it lets through is stored.
+func TestCheckNotLeftOutAgreesWithStaging(t *testing.T) {
+	for _, p := range []string{
+		".git/config.md", "__MACOSX/x.md", "docs/.DS_Store/x.md", "docs/.git", "a/b/__MACOSX/c/d.md",
+		"x.md", "docs/git/config.md", ".github/x.md", "MACOSX/x.md", ".gitignore", "docs/.git.md", ".GIT/config.md",
+	} {
+		t.Run(p, func(t *testing.T) {
+			src := t.TempDir()
+			writeTree(t, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: p, body: "x"})
+			dst := filepath.Join(t.TempDir(), "out")
+			if _, err := StageDir(src, dst, DefaultLimits()); err != nil {
+				t.Fatal(err)
+			}
+			_, stored := readTree(t, dst)[p]
+			err := CheckNotLeftOut(p)
+			switch {
+			case stored && err != nil:
+				t.Errorf("staging stores %s, CheckNotLeftOut refuses it: %v", p, err)
+			case !stored && !errors.Is(err, ErrUnsafePath):
+				t.Errorf("staging leaves %s out, CheckNotLeftOut = %v", p, err)
+			case !stored && !strings.HasPrefix(err.Error(), p+": "):
+				t.Errorf("the refusal does not start with the path: %v", err)
+			}
+		})
+	}
+}
+
 func TestStageDirKeepsBothManifestCases(t *testing.T) {
 	src := t.TempDir()
 	writeTree(t, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "skill.md", body: "other"})

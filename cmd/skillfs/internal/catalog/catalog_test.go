@@ -418,6 +418,13 @@ func TestEdit(t *testing.T) {
 		{"reserved name", ".skillfs-version.json", []byte("{}"), skills.ErrUnsafePath},
 		{"remove a reserved name", ".skillfs-version.json", nil, skills.ErrUnsafePath},
 		{"remove a directory", "scripts", nil, skills.ErrNotFound},
+		// Names an import leaves out: the edit would be staged like an
+		// import and change nothing, so it is refused naming the rule.
+		{"into .git", ".git/config.md", []byte("x"), skills.ErrUnsafePath},
+		{"into __MACOSX", "__MACOSX/x.md", []byte("x"), skills.ErrUnsafePath},
+		{"into a deeper .DS_Store", "docs/.DS_Store/x.md", []byte("x"), skills.ErrUnsafePath},
+		{".git as the file", "docs/.git", []byte("x"), skills.ErrUnsafePath},
+		{"remove under .git", ".git/config.md", nil, skills.ErrUnsafePath},
 	}
 	c.lim.MaxFileBytes = 1 << 20
 	before, _ := c.Show(ctx, "", "notes")
@@ -433,6 +440,9 @@ func TestEdit(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), c.home) {
 				t.Errorf("the message names the data directory: %v", err)
+			}
+			if strings.HasPrefix(tc.name, "into ") && !strings.Contains(err.Error(), "is never stored in a skill (imports leave out .git, .DS_Store, __MACOSX") {
+				t.Errorf("the refusal does not name the rule: %v", err)
 			}
 			after, _ := c.Show(ctx, "", "notes")
 			if after.Version != before.Version || len(after.Versions) != len(before.Versions) {

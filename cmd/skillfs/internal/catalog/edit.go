@@ -179,8 +179,12 @@ func editPathError(rel string, err error) error {
 }
 
 // checkEditable enforces which files online editing may write: text files
-// with an allowed extension.
+// with an allowed extension, never under a name an import leaves out (the
+// edit would be staged like an import and change nothing).
 func checkEditable(rel string, writing bool) error {
+	if err := skills.CheckNotLeftOut(rel); err != nil {
+		return err
+	}
 	for _, c := range strings.Split(rel, "/") {
 		if strings.HasPrefix(c, ".skillfs") {
 			return fmt.Errorf("%s: names starting with .skillfs are reserved for skillfs: %w", rel, skills.ErrUnsafePath)
