@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -1252,5 +1253,69 @@ func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
 	}
 	if _, err := c.db.User(ctx, "zed"); err != nil {
 		t.Fatalf("zed after a refused delete: %v", err)
+	}
+}
+
+// --replace onto a slug held by a skill the importer may not see (another
+// user's private skill, a disabled one she only reads) answers exactly as
+// the same import without --replace: a new skill beside it, whose -vN says
+// no more than any import of a taken slug does. Only a skill she knows of
+// but may not manage is refused, as that tells her nothing new.
+func TestReplaceOfAHiddenSlugAnswersAsWithout(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "bob", Role: "user"})
+	for _, name := range []string{"pdf", "old", "notes"} {
+		importAs(t, c, ImportRequest{Source: skillDir(t, filepath.Join(t.TempDir(), name), "name: "+name+"\ndescription: bob's"), As: "bob"})
+	}
+	both := skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"alice", "bob"}}}
+	for _, slug := range []string{"old", "notes"} {
+		if _, err := c.Share(ctx, "", slug, both); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.SetEnabled(ctx, "bob", "old", false); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]*Detail{}
+	for _, slug := range []string{"pdf", "old", "notes"} {
+		before[slug], _ = c.Show(ctx, "bob", slug)
+	}
+
+	for _, slug := range []string{"pdf", "old"} {
+		t.Run(slug, func(t *testing.T) {
+			src := skillDir(t, filepath.Join(t.TempDir(), slug), "name: "+slug+"\ndescription: alice's")
+			plan := func(replace bool) []Available {
+				res, err := c.Import(ctx, ImportRequest{Source: src, As: "alice", List: true, Replace: replace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res.Available
+			}
+			with, without := plan(true), plan(false)
+			if !reflect.DeepEqual(with, without) {
+				t.Errorf("--list with --replace:\n%+v\nwithout:\n%+v", with, without)
+			}
+			in := importAs(t, c, ImportRequest{Source: src, As: "alice", Replace: true})
+			if in.Slug != slug+"-v2" || in.RenamedFrom != slug {
+				t.Fatalf("--replace of a hidden %s: %+v, want a new skill %s-v2", slug, in, slug)
+			}
+			for _, w := range append(in.Warnings, in.Note) {
+				if strings.Contains(w, "bob") || strings.Contains(w, "may not manage") || strings.Contains(w, "disabled") {
+					t.Errorf("the answer tells about the hidden skill: %q", w)
+				}
+			}
+		})
+	}
+	// A skill alice reads: --replace is refused, she knows it exists.
+	src := skillDir(t, filepath.Join(t.TempDir(), "notes"), "name: notes\ndescription: alice's")
+	if _, err := c.Import(ctx, ImportRequest{Source: src, As: "alice", Replace: true}); !errors.Is(err, skills.ErrPermission) {
+		t.Fatalf("--replace of a skill alice reads but may not manage: %v, want a refusal", err)
+	}
+	for slug, d := range before {
+		after, err := c.Show(ctx, "bob", slug)
+		if err != nil || after.Version != d.Version || len(after.Versions) != 1 || after.Creator != "bob" {
+			t.Errorf("bob's %s after alice's imports: %+v %v, want it untouched", slug, after, err)
+		}
 	}
 }

@@ -361,7 +361,11 @@ func sourceKey(key string, cand skills.Candidate, agents bool) string {
 // manage scope: policy.ManagesByShare), never by an admin's role alone, so an
 // admin's import does not take over another user's skill; --replace is how
 // any manager (admins included) makes an import a new version of the skill
-// holding the wanted slug. The slug of a builtin is refused (skills.ErrExists)
+// holding the wanted slug. --replace of a skill the actor knows of
+// (policy.Known) but may not manage is refused (skills.ErrPermission); of
+// one the actor may not see, it is ignored: the import answers exactly as
+// without it (a -vN beside the slug), as refusing would tell that the skill
+// exists and is not theirs. The slug of a builtin is refused (skills.ErrExists)
 // unless the operator re-syncs that builtin from its own source, or the skill
 // of this source was installed as a -vN beside it (before builtin slugs were
 // reserved) and the actor may update it.
@@ -401,9 +405,13 @@ func (c *Catalog) chooseSlug(ctx context.Context, actor skills.User, req ImportR
 			return slug, ex, nil // reinstall from the same source: new version
 		case req.Replace && n == 1 && manages:
 			return slug, ex, nil
-		case req.Replace && n == 1:
+		case req.Replace && n == 1 && policy.Known(actor, ex):
 			return "", nil, fmt.Errorf("replace %q: %s may not manage it: %w", slug, actor.UID, skills.ErrPermission)
 		}
+		// Held by a skill the actor may not update, or (with --replace)
+		// one the actor does not know of: the next -vN, as without
+		// --replace, so that --replace tells nothing about a skill the
+		// actor may not see.
 	}
 	return "", nil, fmt.Errorf("slug %q: every suffix up to -v%d is taken: %w", want, maxSuffix, skills.ErrExists)
 }
