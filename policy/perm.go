@@ -115,6 +115,17 @@ func Known(u skills.User, s *skills.Skill) bool {
 	return false
 }
 
+// KnowsUser reports whether u may learn anything of the user uid: whether
+// it exists, its role, its department. Admins and superadmins know every
+// user (they manage ordinary users, and admins are what they must ask a
+// superadmin about); anyone else knows only themselves. Every answer about a
+// user u does not know — a refusal included — is the answer about a user
+// that does not exist, so that nobody learns who else is registered, nor
+// who is an admin.
+func KnowsUser(u skills.User, uid string) bool {
+	return isAdmin(u) || (u.UID != "" && u.UID == uid)
+}
+
 // isAdmin reports whether u holds an administrative role.
 func isAdmin(u skills.User) bool {
 	return u.Role == skills.RoleAdmin || u.Role == skills.RoleSuperadmin

@@ -277,6 +277,29 @@ func TestKnown(t *testing.T) {
 	}
 }
 
+func TestKnowsUser(t *testing.T) {
+	for _, tc := range []struct {
+		who  skills.User
+		uid  string
+		want bool
+	}{
+		{root, "eve", true},
+		{root, "nobody", true},
+		{adm, "root", true},
+		{adm, "eve", true},
+		{alice, "alice", true},
+		{alice, "bob", false},
+		{alice, "adm", false},
+		{alice, "root", false},
+		{alice, "nobody", false},
+		{skills.User{Role: skills.RoleUser}, "", false},
+	} {
+		if got := KnowsUser(tc.who, tc.uid); got != tc.want {
+			t.Errorf("KnowsUser(%s %s, %q) = %v, want %v", tc.who.Role, tc.who.UID, tc.uid, got, tc.want)
+		}
+	}
+}
+
 func TestPermString(t *testing.T) {
 	for p, want := range map[Perm]string{None: "none", Read: "read", Manage: "manage", Perm(7): "Perm(7)"} {
 		if got := p.String(); got != want {

@@ -55,7 +55,7 @@ func (c *cli) userList() *cobra.Command {
 			return err
 		}
 		defer cat.Close()
-		us, err := cat.Users(c.ctx)
+		us, err := cat.Users(c.ctx, c.as)
 		if err != nil {
 			return err
 		}

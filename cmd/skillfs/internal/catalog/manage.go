@@ -240,7 +240,11 @@ func clean(in []string) []string {
 
 // PutUser registers a user (create) or changes an existing one. Admins
 // manage ordinary users; only a superadmin creates, changes or removes
-// admins and superadmins, and the last superadmin keeps the role.
+// admins and superadmins, and the last superadmin keeps the role. Nobody
+// learns of a user they may not know of (policy.KnowsUser): an ordinary
+// user's create is refused before the uid is looked up, the same refusal
+// whoever it names, and a change of anyone but themselves is answered as
+// for a user that does not exist.
 func (c *Catalog) PutUser(ctx context.Context, as string, u skills.User, create bool) error {
 	actor, err := c.Actor(ctx, as)
 	if err != nil {
@@ -249,13 +253,18 @@ func (c *Catalog) PutUser(ctx context.Context, as string, u skills.User, create 
 	if u.UID == "" {
 		return fmt.Errorf("user id is empty: %w", skills.ErrInvalid)
 	}
-	old, err := c.db.User(ctx, u.UID)
-	switch {
-	case err == nil && create:
-		return fmt.Errorf("user %q exists (change it with `skillfs user set`): %w", u.UID, skills.ErrExists)
-	case errors.Is(err, skills.ErrNotFound) && !create:
-		return fmt.Errorf("user %q: %w", u.UID, err)
-	case err != nil && !errors.Is(err, skills.ErrNotFound):
+	var old skills.User
+	if create {
+		if err := checkAdmin(actor, false); err != nil {
+			return err
+		}
+		switch _, err := c.db.User(ctx, u.UID); {
+		case err == nil:
+			return fmt.Errorf("user %q exists (change it with `skillfs user set`): %w", u.UID, skills.ErrExists)
+		case !errors.Is(err, skills.ErrNotFound):
+			return err
+		}
+	} else if old, err = c.knownUser(ctx, actor, u.UID); err != nil {
 		return err
 	}
 	if u.Role == "" {
@@ -326,12 +335,12 @@ func (c *Catalog) DeleteUser(ctx context.Context, as, uid string, force bool, cl
 	if err != nil {
 		return nil, err
 	}
+	old, err := c.knownUser(ctx, actor, uid)
+	if err != nil {
+		return nil, err
+	}
 	if uid == Operator {
 		return nil, fmt.Errorf("user %q is the default identity and cannot be deleted: %w", uid, skills.ErrInvalid)
-	}
-	old, err := c.db.User(ctx, uid)
-	if err != nil {
-		return nil, fmt.Errorf("user %q: %w", uid, err)
 	}
 	if err := checkAdmin(actor, old.Role != skills.RoleUser); err != nil {
 		return nil, err
@@ -421,8 +430,44 @@ func (c *Catalog) byHost(ctx context.Context, ids []string) (here, elsewhere []s
 	return here, elsewhere, nil
 }
 
-// Users lists users.
-func (c *Catalog) Users(ctx context.Context) ([]skills.User, error) { return c.db.Users(ctx) }
+// Users lists the users the actor may know of (policy.KnowsUser): every
+// user for admins and superadmins, only themselves for anyone else.
+func (c *Catalog) Users(ctx context.Context, as string) ([]skills.User, error) {
+	actor, err := c.Actor(ctx, as)
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.db.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, u := range all {
+		if policy.KnowsUser(actor, u.UID) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// knownUser reads the user uid for actor: a user actor may not know of
+// (policy.KnowsUser) is answered exactly as one that does not exist.
+func (c *Catalog) knownUser(ctx context.Context, actor skills.User, uid string) (skills.User, error) {
+	if !policy.KnowsUser(actor, uid) {
+		return skills.User{}, noUser(uid)
+	}
+	u, err := c.db.User(ctx, uid)
+	if errors.Is(err, skills.ErrNotFound) {
+		return skills.User{}, noUser(uid)
+	}
+	return u, err
+}
+
+// noUser is the answer about a user that does not exist, or that the
+// caller may not know of: the two are never told apart.
+func noUser(uid string) error {
+	return fmt.Errorf("user %q: %w", uid, skills.ErrNotFound)
+}
 
 // AddTool registers a tool name (admins only).
 func (c *Catalog) AddTool(ctx context.Context, as, name string, mcp bool) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -366,4 +367,40 @@ func subscribers(d *Daemon) int {
 	d.events.mu.Lock()
 	defer d.events.mu.Unlock()
 	return len(d.events.subs)
+}
+
+// TestUserRoutesTellNothingOfOthers: an ordinary user deleting another user
+// gets the answer a missing user gets, byte for byte but the uid, whether
+// the other is an ordinary user, an admin or a superadmin.
+func TestUserRoutesTellNothingOfOthers(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	for _, u := range []skills.User{{UID: "alice", Role: skills.RoleUser}, {UID: "bob", Role: skills.RoleUser},
+		{UID: "adm", Role: skills.RoleAdmin}, {UID: "root", Role: skills.RoleSuperadmin}} {
+		if err := d.cat.PutUser(ctx, "", u, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := newCheckedAPI(t, d.routes(""))
+	answer := func(uid, query string) string {
+		t.Helper()
+		code, _, body := api.send("DELETE", "/v1/users/"+uid+query, hdr(ActAsHeader, "alice"), nil)
+		return strconv.Itoa(code) + " " + strings.ReplaceAll(strings.TrimSpace(string(body)), `\"`+uid+`\"`, `\"UID\"`)
+	}
+	for _, query := range []string{"", "?force=true"} {
+		missing := answer("nobody", query)
+		if !strings.HasPrefix(missing, "404 ") {
+			t.Fatalf("DELETE a missing user%s as alice: %s, want 404", query, missing)
+		}
+		for _, uid := range []string{"bob", "adm", "root", "operator"} {
+			if got := answer(uid, query); got != missing {
+				t.Errorf("DELETE /v1/users/%s%s as alice: %s, want what a missing user gets: %s", uid, query, got, missing)
+			}
+		}
+	}
+	for _, uid := range []string{"alice", "bob", "adm", "root"} {
+		if _, err := d.cat.DB().User(ctx, uid); err != nil {
+			t.Errorf("%s after the refusals: %v", uid, err)
+		}
+	}
 }
