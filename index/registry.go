@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"skillfs/skills"
 )
 
-// PutUser inserts u or, if its uid is known, replaces its role and
-// department, and bumps the users' change mark (Marks) with it.
+// PutUser inserts u, registered now (u.CreatedAt is ignored), or, if its
+// uid is known, replaces its role and department, and bumps the users'
+// change mark (Marks) with it.
 func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 	switch {
 	case u.UID == "":
@@ -19,9 +21,9 @@ func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 		return fmt.Errorf("put user %q: role %q: %w", u.UID, u.Role, skills.ErrInvalid)
 	}
 	err := db.write(ctx, func(tx *txn) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO users (uid, role, department) VALUES (?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO users (uid, role, department, created_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (uid) DO UPDATE SET role = excluded.role, department = excluded.department`,
-			u.UID, u.Role, u.Department)
+			u.UID, u.Role, u.Department, db.now().UnixNano())
 		if err != nil {
 			return err
 		}
@@ -36,9 +38,8 @@ func (db *DB) PutUser(ctx context.Context, u skills.User) error {
 // User returns the user uid, or an error wrapping skills.ErrNotFound.
 func (db *DB) User(ctx context.Context, uid string) (skills.User, error) {
 	var u skills.User
-	err := db.read(ctx, func(tx *txn) error {
-		err := tx.QueryRowContext(ctx, "SELECT uid, role, department FROM users WHERE uid = ?", uid).
-			Scan(&u.UID, &u.Role, &u.Department)
+	err := db.read(ctx, func(tx *txn) (err error) {
+		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userColumns+" FROM users WHERE uid = ?", uid))
 		if errors.Is(err, sql.ErrNoRows) {
 			return skills.ErrNotFound
 		}
@@ -54,9 +55,7 @@ func (db *DB) User(ctx context.Context, uid string) (skills.User, error) {
 func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
 	var us []skills.User
 	err := db.read(ctx, func(tx *txn) (err error) {
-		us, err = queryAll(ctx, tx, func(sc scanner) (u skills.User, err error) {
-			return u, sc.Scan(&u.UID, &u.Role, &u.Department)
-		}, "SELECT uid, role, department FROM users ORDER BY uid")
+		us, err = queryAll(ctx, tx, scanUser, "SELECT "+userColumns+" FROM users ORDER BY uid")
 		return err
 	})
 	if err != nil {
@@ -65,16 +64,38 @@ func (db *DB) Users(ctx context.Context) ([]skills.User, error) {
 	return us, nil
 }
 
+const userColumns = "uid, role, department, created_at"
+
+func scanUser(sc scanner) (skills.User, error) {
+	var u skills.User
+	var created sql.NullInt64
+	err := sc.Scan(&u.UID, &u.Role, &u.Department, &created)
+	u.CreatedAt = decodeTime(created)
+	return u, err
+}
+
 // DeleteUser removes the user uid, or returns an error wrapping
 // skills.ErrNotFound, and bumps the users' change mark (Marks) with it.
-// Skills the user created and sessions they ran stay. A user with open
-// sessions is refused with an error wrapping skills.ErrExists that says how
-// many: checked in the transaction that deletes, as CreateSession checks the
-// user in the transaction that stores a session, so whatever runs between a
+// Sessions they ran stay, closed, as history. A user with open sessions is
+// refused with an error wrapping skills.ErrExists that says how many:
+// checked in the transaction that deletes, as CreateSession checks the user
+// in the transaction that stores a session, so whatever runs between a
 // caller's look at the sessions and the delete, no session stays open for a
 // deleted user.
-func (db *DB) DeleteUser(ctx context.Context, uid string) error {
+//
+// In the same transaction every skill is passed to rewrite (nil: none),
+// which reports whether it changed it; the creator and share of those it
+// changed are stored (UpdatedAt becomes now) and returned, as stored, by
+// slug. That is where the caller hands the user's skills to heir and takes
+// the uid out of every share: nothing then names the user, and a user
+// registered later under the same uid gets nothing of theirs. heir must be a
+// registered user other than uid, checked in the transaction (an error
+// wrapping skills.ErrNotFound, or skills.ErrInvalid), so skills are never
+// handed to a user deleted meanwhile.
+func (db *DB) DeleteUser(ctx context.Context, uid, heir string, rewrite func(*skills.Skill) bool) ([]*skills.Skill, error) {
+	var changed []*skills.Skill
 	err := db.write(ctx, func(tx *txn) error {
+		changed = nil // a retried transaction starts again
 		var open int
 		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE closed_at IS NULL AND uid = ?", uid).Scan(&open)
 		if err != nil {
@@ -86,12 +107,58 @@ func (db *DB) DeleteUser(ctx context.Context, uid string) error {
 		if err := execOne(ctx, tx, skills.ErrNotFound, "DELETE FROM users WHERE uid = ?", uid); err != nil {
 			return err
 		}
+		if heir == uid {
+			return fmt.Errorf("the skills of %q cannot go to %q itself: %w", uid, heir, skills.ErrInvalid)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users WHERE uid = ?", heir).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("user %q, who is to take their skills: %w", heir, skills.ErrNotFound)
+		}
+		if changed, err = rewriteSkills(ctx, tx, db.now(), rewrite); err != nil {
+			return err
+		}
 		return bumpCounter(ctx, tx, counterUsers)
 	})
 	if err != nil {
-		return fmt.Errorf("delete user %q: %w", uid, err)
+		return nil, fmt.Errorf("delete user %q: %w", uid, err)
 	}
-	return nil
+	return changed, nil
+}
+
+// rewriteSkills passes every skill to rewrite and stores the creator and
+// share of those it changed, returning them as stored.
+func rewriteSkills(ctx context.Context, tx *txn, now time.Time, rewrite func(*skills.Skill) bool) ([]*skills.Skill, error) {
+	if rewrite == nil {
+		return nil, nil
+	}
+	all, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
+	if err != nil {
+		return nil, err
+	}
+	var out []*skills.Skill
+	for _, s := range all {
+		if !rewrite(s) {
+			continue
+		}
+		s.UpdatedAt = now
+		f, err := encodeSkill(s)
+		if err != nil {
+			return nil, fmt.Errorf("skill %q: %w", s.Slug, err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE skills SET creator = ?, share = ?, updated_at = ? WHERE slug = ?",
+			s.Creator, f.share, f.updated, s.Slug); err != nil {
+			return nil, err
+		}
+		stored, err := getSkill(ctx, tx, s.Slug)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, stored)
+	}
+	return out, nil
 }
 
 // AddTool registers a tool skills may depend on; a registered name is an

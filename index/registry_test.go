@@ -2,7 +2,10 @@ package index
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"skillfs/skills"
 )
@@ -16,6 +19,8 @@ func testUsers(t *testing.T, b backend) {
 	if err != nil || us == nil || len(us) != 0 {
 		t.Fatalf("Users on empty index = %#v, %v", us, err)
 	}
+	registered := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	db.now = func() time.Time { return registered }
 	bob := skills.User{UID: "bob", Role: skills.RoleUser, Department: "eng"}
 	root := skills.User{UID: "root", Role: skills.RoleSuperadmin}
 	for _, u := range []skills.User{bob, root} {
@@ -23,7 +28,9 @@ func testUsers(t *testing.T, b backend) {
 			t.Fatal(err)
 		}
 	}
-	// Put again updates in place.
+	bob.CreatedAt, root.CreatedAt = registered, registered
+	// Put again updates in place, and keeps when the user was registered.
+	db.now = func() time.Time { return registered.Add(time.Hour) }
 	bob.Role, bob.Department = skills.RoleAdmin, "ops"
 	if err := db.PutUser(ctx, bob); err != nil {
 		t.Fatal(err)
@@ -39,12 +46,12 @@ func testUsers(t *testing.T, b backend) {
 	}
 	mustEqual(t, "users", us, []skills.User{bob, root})
 
-	if err := db.DeleteUser(ctx, "bob"); err != nil {
+	if err := deleteUser(ctx, db, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = db.User(ctx, "bob")
 	wantErr(t, "User after delete", err, skills.ErrNotFound)
-	wantErr(t, "DeleteUser twice", db.DeleteUser(ctx, "bob"), skills.ErrNotFound)
+	wantErr(t, "DeleteUser twice", deleteUser(ctx, db, "bob"), skills.ErrNotFound)
 
 	for _, tc := range []struct {
 		name string
@@ -116,4 +123,67 @@ func testToolsAndMCPs(t *testing.T, b backend) {
 	}
 	mcps, _ = db.MCPs(context.Background())
 	mustEqual(t, "mcps after deleting the tool git", mcps, []string{"git", "rg"})
+}
+
+// deleteUser deletes uid from db, handing nothing: what the tests of the
+// users' rows and sessions need.
+func deleteUser(ctx context.Context, db *DB, uid string) error {
+	_, err := db.DeleteUser(ctx, uid, "root", nil)
+	return err
+}
+
+// TestDeleteUserRewritesSkills: the delete passes every skill to the
+// rewrite in its own transaction and stores the creator and share of those
+// it changed; an heir that is not registered, or the user itself, leaves
+// everything as it was.
+func TestDeleteUserRewritesSkills(t *testing.T) { forEachBackend(t, testDeleteUserRewritesSkills) }
+
+func testDeleteUserRewritesSkills(t *testing.T, b backend) {
+	db := b.open(t)
+	ctx := context.Background()
+	mine, other := testSkill("mine"), testSkill("other")
+	mine.Creator = "alice"
+	mine.Share = skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"alice"}}}
+	other.Creator = "bob"
+	for _, s := range []*skills.Skill{mine, other} {
+		if err := db.InsertSkill(ctx, s, testVersion(s.Slug, "h1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite := func(s *skills.Skill) bool {
+		if s.Creator != "alice" {
+			return false
+		}
+		s.Creator, s.Share.Read.IDs = "root", []string{"root"}
+		s.Name = "not stored" // only the creator and the share are
+		return true
+	}
+	for _, heir := range []string{"nobody", "alice"} {
+		if _, err := db.DeleteUser(ctx, "alice", heir, rewrite); err == nil {
+			t.Fatalf("delete with heir %q: accepted", heir)
+		}
+		if _, err := db.User(ctx, "alice"); err != nil {
+			t.Fatalf("alice after a refused delete (heir %q): %v", heir, err)
+		}
+	}
+	changed, err := db.DeleteUser(ctx, "alice", "root", rewrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != 1 || changed[0].Slug != "mine" || changed[0].Creator != "root" {
+		t.Fatalf("changed = %+v, want mine, now root's", changed)
+	}
+	got, err := db.Skill(ctx, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Creator != "root" || !slices.Equal(got.Share.Read.IDs, []string{"root"}) || got.Name != mine.Name {
+		t.Errorf("mine after the delete: %+v", got)
+	}
+	if o, err := db.Skill(ctx, "other"); err != nil || o.Creator != "bob" {
+		t.Errorf("other after the delete: %+v %v", o, err)
+	}
+	if _, err := db.User(ctx, "alice"); !errors.Is(err, skills.ErrNotFound) {
+		t.Errorf("alice after the delete: %v", err)
+	}
 }

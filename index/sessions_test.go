@@ -481,7 +481,7 @@ func testDeleteUserAndCreateSessionExcludeEachOther(t *testing.T, b backend) {
 	if err := db.CreateSession(ctx, testSession("s1", t0)); err != nil {
 		t.Fatal(err)
 	}
-	err := db.DeleteUser(ctx, "alice")
+	err := deleteUser(ctx, db, "alice")
 	wantErr(t, "DeleteUser with an open session", err, skills.ErrExists)
 	if err == nil || !strings.Contains(err.Error(), "1 open session") {
 		t.Errorf("DeleteUser = %v, want it to say how many sessions are open", err)
@@ -492,7 +492,7 @@ func testDeleteUserAndCreateSessionExcludeEachOther(t *testing.T, b backend) {
 	if err := db.CloseSession(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteUser(ctx, "alice"); err != nil {
+	if err := deleteUser(ctx, db, "alice"); err != nil {
 		t.Fatalf("DeleteUser without open sessions: %v", err)
 	}
 	wantErr(t, "CreateSession for a deleted user", db.CreateSession(ctx, testSession("s2", t0)), skills.ErrNotFound)

@@ -81,6 +81,10 @@ type User struct {
 	UID        string `json:"uid"`
 	Role       string `json:"role"`
 	Department string `json:"department,omitempty"`
+	// CreatedAt is when the user was registered (zero: before the index
+	// recorded it). A uid may be registered again after its user was
+	// deleted; what the uid recorded before that time is not this user's.
+	CreatedAt time.Time `json:"-"`
 }
 
 // Skill is a catalog entry: the index row of one slug.

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"skillfs/cmd/skillfs/internal/catalog"
-	"skillfs/cmd/skillfs/internal/daemon"
 	"skillfs/skills"
 )
 
@@ -73,8 +72,10 @@ func (c *cli) userList() *cobra.Command {
 }
 
 func (c *cli) userDelete() *cobra.Command {
-	cmd := leaf("delete UID [--force]", "remove a user (exit 6 while they have open sessions, unless --force)", 1, 1)
+	cmd := leaf("delete UID [--force] [--to OWNER]",
+		"remove a user, handing the skills they created to OWNER (exit 6 while they have open sessions, unless --force)", 1, 1)
 	force := cmd.Flags().Bool("force", false, "close the user's open sessions first")
+	to := cmd.Flags().String("to", "", "the user (`OWNER`) who takes the skills the deleted user created (default: the acting user)")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
@@ -85,13 +86,19 @@ func (c *cli) userDelete() *cobra.Command {
 		if *force {
 			closer = c.closeSessions()
 		}
-		closed, err := cat.DeleteUser(c.ctx, c.as, pos[0], *force, closer)
+		res, err := cat.DeleteUser(c.ctx, c.as, pos[0], *to, *force, closer)
 		if err != nil {
 			return err
 		}
 		c.notifyDaemon()
-		return c.done(daemon.UserDeleted{Deleted: pos[0], Closed: nonNil(closed)},
-			"user %s deleted; %d open session(s) closed", pos[0], len(closed))
+		if err := c.done(res, "user %s deleted; %d open session(s) closed; %d skill(s) they created handed to %s, %d unshared from them",
+			res.Deleted, len(res.Closed), len(res.Handed), res.Owner, len(res.Unshared)); err != nil || c.json {
+			return err
+		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
+		}
+		return nil
 	}
 	return cmd
 }

@@ -1225,10 +1225,11 @@ func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
 
 	first := openSession("bob")
 	var calls [][]string
-	closed, err := c.DeleteUser(ctx, "", "bob", true, closer("bob", 1, &calls))
+	res, err := c.DeleteUser(ctx, "", "bob", "", true, closer("bob", 1, &calls))
 	if err != nil {
 		t.Fatalf("delete --force: %v", err)
 	}
+	closed := res.Closed
 	straggler := calls[len(calls)-1]
 	if len(calls) != 2 || !slices.Equal(closed, []string{first, straggler[0]}) || straggler[0] == first {
 		t.Fatalf("closed %v in calls %v, want %s and then the session opened meanwhile", closed, calls, first)
@@ -1243,11 +1244,12 @@ func TestDeleteUserClosesSessionsOpenedMeanwhile(t *testing.T) {
 	// A user whose sessions keep coming is not deleted, and says so.
 	openSession("zed")
 	calls = nil
-	gone, err := c.DeleteUser(ctx, "", "zed", true, closer("zed", deleteRounds, &calls))
+	res, err = c.DeleteUser(ctx, "", "zed", "", true, closer("zed", deleteRounds, &calls))
 	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), "keeps opening sessions") || len(calls) != deleteRounds {
 		t.Fatalf("delete --force of a user who keeps opening sessions: %v after %d closes, want refused after %d", err, len(calls), deleteRounds)
 	}
 	// What it closed before giving up is reported, not lost.
+	gone := res.Closed
 	if len(gone) != deleteRounds || !strings.Contains(err.Error(), "sessions closed before it failed: "+gone[0]) {
 		t.Fatalf("a refused delete --force closed %v and says %q", gone, err)
 	}

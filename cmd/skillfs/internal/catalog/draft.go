@@ -147,7 +147,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 		}
 		return nil, fmt.Errorf("no skill of %q can be installed: %w", req.display(), errors.Join(errs...))
 	}
-	if err := writeDraft(dir, d); err != nil {
+	if err := writeDraft(dir, d, registered(actor)); err != nil {
 		return nil, err
 	}
 	keep = true
@@ -176,8 +176,25 @@ func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportReq
 		Plugin: f.Plugin, Want: f.want}, nil
 }
 
-func writeDraft(dir string, d *Draft) error {
-	b, err := json.MarshalIndent(d, "", "  ")
+// draftRecord is a draft as its folder keeps it: the draft, and when its
+// creator was registered, so that a user registered later under the same
+// uid (the creator deleted meanwhile) does not take it for theirs.
+type draftRecord struct {
+	*Draft
+	CreatorSince int64 `json:"creator_since,omitempty"`
+}
+
+// registered is when u was registered, in unix nanoseconds; 0 for a user
+// registered before the index recorded it.
+func registered(u skills.User) int64 {
+	if u.CreatedAt.IsZero() {
+		return 0
+	}
+	return u.CreatedAt.UnixNano()
+}
+
+func writeDraft(dir string, d *Draft, creatorSince int64) error {
+	b, err := json.MarshalIndent(draftRecord{Draft: d, CreatorSince: creatorSince}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -187,8 +204,11 @@ func writeDraft(dir string, d *Draft) error {
 	return os.Rename(filepath.Join(dir, "draft.json.tmp"), filepath.Join(dir, "draft.json"))
 }
 
-// loadDraft reads a draft the actor may act on.
-func (c *Catalog) loadDraft(actor skills.User, id string) (*Draft, string, error) {
+// loadDraft reads a draft the actor may act on: their own, or any for a
+// superadmin. A draft whose creator was deleted is no one's, also when a
+// user of that uid was registered since (on another host sharing the index,
+// the delete could not remove it): it is answered as not found, and swept.
+func (c *Catalog) loadDraft(ctx context.Context, actor skills.User, id string) (*Draft, string, error) {
 	dir, err := c.draftPath(id)
 	if err != nil {
 		return nil, "", err
@@ -198,7 +218,8 @@ func (c *Catalog) loadDraft(actor skills.User, id string) (*Draft, string, error
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
 	}
 	var d Draft
-	if err := json.Unmarshal(b, &d); err != nil {
+	rec := draftRecord{Draft: &d}
+	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, "", fmt.Errorf("draft %q: %v: %w", id, err, skills.ErrInvalid)
 	}
 	if d.Creator != actor.UID && actor.Role != skills.RoleSuperadmin {
@@ -207,6 +228,13 @@ func (c *Catalog) loadDraft(actor skills.User, id string) (*Draft, string, error
 	if c.now().After(d.ExpiresAt) {
 		forceRemoveAll(dir)
 		return nil, "", fmt.Errorf("draft %q expired at %s: prepare it again: %w", id, d.ExpiresAt.Format(time.RFC3339), skills.ErrNotFound)
+	}
+	switch creator, err := c.db.User(ctx, d.Creator); {
+	case errors.Is(err, skills.ErrNotFound), err == nil && registered(creator) != rec.CreatorSince:
+		forceRemoveAll(dir)
+		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
+	case err != nil:
+		return nil, "", err
 	}
 	return &d, dir, nil
 }
@@ -231,7 +259,7 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 		return res, err
 	}
 	defer unlock()
-	d, dir, err := c.loadDraft(actor, id)
+	d, dir, err := c.loadDraft(ctx, actor, id)
 	if err != nil {
 		return res, err
 	}
@@ -261,7 +289,7 @@ func (c *Catalog) Discard(ctx context.Context, as, id string) error {
 	if err != nil {
 		return err
 	}
-	_, dir, err := c.loadDraft(actor, id)
+	_, dir, err := c.loadDraft(ctx, actor, id)
 	if err != nil {
 		return err
 	}
@@ -271,22 +299,35 @@ func (c *Catalog) Discard(ctx context.Context, as, id string) error {
 
 // sweepDrafts removes expired drafts (and any without a readable record).
 func (c *Catalog) sweepDrafts() {
+	c.removeDrafts(func(d *Draft) bool { return d == nil || c.now().After(d.ExpiresAt) })
+}
+
+// removeDrafts removes the drafts of this data directory for which drop
+// says so; it gets nil for one without a readable record. It returns how
+// many it removed.
+func (c *Catalog) removeDrafts(drop func(*Draft) bool) int {
 	root := filepath.Join(c.home, draftsDir)
 	ents, err := os.ReadDir(root)
 	if err != nil {
-		return
+		return 0
 	}
+	n := 0
 	for _, e := range ents {
 		dir := filepath.Join(root, e.Name())
-		var d Draft
+		var d *Draft
 		b, err := skills.ReadRegular(filepath.Join(dir, "draft.json"), "draft.json", maxDraftBytes, false)
 		if err == nil {
-			err = json.Unmarshal(b, &d)
+			d = &Draft{}
+			if json.Unmarshal(b, d) != nil {
+				d = nil
+			}
 		}
-		if err != nil || c.now().After(d.ExpiresAt) {
+		if drop(d) {
 			forceRemoveAll(dir)
+			n++
 		}
 	}
+	return n
 }
 
 // Upload kinds: what the bytes of PrepareUpload are.

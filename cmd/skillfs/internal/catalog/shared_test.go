@@ -105,13 +105,14 @@ func TestDeleteUserClosesOtherHostsSessionsInTheIndex(t *testing.T) {
 		}
 	}
 	var given []string
-	closed, err := a.DeleteUser(ctx, "", "ann", true, func(ctx context.Context, ids []string) error {
+	res, err := a.DeleteUser(ctx, "", "ann", "", true, func(ctx context.Context, ids []string) error {
 		given = append(given, ids...)
 		return a.closeInIndex(ctx, ids)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	closed := res.Closed
 	slices.Sort(closed)
 	if !slices.Equal(given, []string{"on-a"}) || !slices.Equal(closed, []string{"on-a", "on-b"}) {
 		t.Fatalf("the closer got %v, %v closed; want on-a given, both closed", given, closed)

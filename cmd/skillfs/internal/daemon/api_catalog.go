@@ -161,7 +161,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return d.DeleteUser(ctx, actingAs(r), r.PathValue("uid"), force)
+			return d.DeleteUser(ctx, actingAs(r), r.PathValue("uid"), r.URL.Query().Get("to"), force)
 		})
 	})
 	mux.HandleFunc("PUT /v1/skills/{slug}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
@@ -322,18 +322,13 @@ func (d *Daemon) mayReadLocal(ctx context.Context, as, source string) error {
 		"or name a remote git URL: %w", actor.UID, skills.ErrPermission)
 }
 
-// UserDeleted is the answer to deleting a user: the user, and the sessions
-// closed with them (--force).
-type UserDeleted struct {
-	Deleted string   `json:"deleted"`
-	Closed  []string `json:"closed"`
-}
-
-// DeleteUser deletes a user as the catalog does, closing their open sessions
-// when force is set: here (views and binds gone) those this host serves;
-// those other hosts serve go as those hosts follow the change (see follow).
-func (d *Daemon) DeleteUser(ctx context.Context, as, uid string, force bool) (*UserDeleted, error) {
-	closed, err := d.cat.DeleteUser(ctx, as, uid, force, func(ctx context.Context, ids []string) error {
+// DeleteUser deletes a user as the catalog does (catalog.DeleteUser: their
+// skills go to the user to, "" for the acting user), closing their open
+// sessions when force is set: here (views and binds gone) those this host
+// serves; those other hosts serve go as those hosts follow the change (see
+// follow).
+func (d *Daemon) DeleteUser(ctx context.Context, as, uid, to string, force bool) (*catalog.UserDeleted, error) {
+	res, err := d.cat.DeleteUser(ctx, as, uid, to, force, func(ctx context.Context, ids []string) error {
 		for _, id := range ids {
 			if err := d.Close(ctx, id); err != nil {
 				return err
@@ -344,8 +339,5 @@ func (d *Daemon) DeleteUser(ctx context.Context, as, uid string, force bool) (*U
 	if err != nil {
 		return nil, err
 	}
-	if closed == nil {
-		closed = []string{}
-	}
-	return &UserDeleted{Deleted: uid, Closed: closed}, nil
+	return res, nil
 }

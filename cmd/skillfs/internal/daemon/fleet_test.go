@@ -213,10 +213,10 @@ func TestFleetRevocationsReachEveryHost(t *testing.T) {
 	if _, err := b.Mount(ctx, info.ID, target, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.DeleteUser(ctx, "", "alice", false); !errors.Is(err, skills.ErrExists) {
+	if _, err := a.DeleteUser(ctx, "", "alice", "", false); !errors.Is(err, skills.ErrExists) {
 		t.Fatalf("delete of a user with a session on another host, without force: %v", err)
 	}
-	del, err := a.DeleteUser(ctx, "", "alice", true)
+	del, err := a.DeleteUser(ctx, "", "alice", "", true)
 	if err != nil || !slices.Equal(del.Closed, []string{info.ID}) {
 		t.Fatalf("delete with force: %+v, %v", del, err)
 	}
