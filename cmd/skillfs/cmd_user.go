@@ -75,7 +75,7 @@ func (c *cli) userDelete() *cobra.Command {
 	cmd := leaf("delete UID [--force] [--to OWNER]",
 		"remove a user, handing the skills they created to OWNER (exit 6 while they have open sessions, unless --force)", 1, 1)
 	force := cmd.Flags().Bool("force", false, "close the user's open sessions first")
-	to := cmd.Flags().String("to", "", "the user (`OWNER`) who takes the skills the deleted user created (default: the acting user)")
+	to := cmd.Flags().String("to", "", "who takes the skills the deleted user created: user `OWNER` (default: the acting user)")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {

@@ -403,4 +403,18 @@ func TestUserRoutesTellNothingOfOthers(t *testing.T) {
 			t.Errorf("%s after the refusals: %v", uid, err)
 		}
 	}
+	// An admin deletes bob, handing his skills to root.
+	dir := filepath.Join(t.TempDir(), "bobs")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: bobs\ndescription: bob's\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.cat.Import(ctx, catalog.ImportRequest{Source: dir, As: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := api.send("DELETE", "/v1/users/bob?to=root", hdr(ActAsHeader, "adm"), nil)
+	var del catalog.UserDeleted
+	if code != http.StatusOK || json.Unmarshal(body, &del) != nil || del.Owner != "root" || !slices.Equal(del.Handed, []string{"bobs"}) {
+		t.Fatalf("an admin deletes bob --to root: %d %s", code, body)
+	}
 }
