@@ -132,6 +132,9 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	defer unlock()
+	if err := c.stillRegistered(ctx, actor); err != nil {
+		return nil, err
+	}
 	slug, existing, sw, err := c.settle(ctx, actor, req, key, f, st, nil)
 	if err != nil {
 		return nil, err

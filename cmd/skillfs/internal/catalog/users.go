@@ -224,8 +224,17 @@ func (c *Catalog) heir(ctx context.Context, actor skills.User, uid, to string) (
 }
 
 // removeUser deletes uid from the index, handing their skills to heir in
-// the same transaction, and fills res.Handed and res.Unshared.
+// the same transaction, and fills res.Handed and res.Unshared. It holds the
+// publish lock, as an import does from its check that its user is still
+// registered (stillRegistered) to its new skill's row: a skill the user
+// was installing meanwhile is either handed on with the others or never
+// installed.
 func (c *Catalog) removeUser(ctx context.Context, uid, heir string, res *UserDeleted) error {
+	unlock, err := c.publishLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	h := policy.Handover{UID: uid, Heir: heir}
 	created := map[string]bool{}
 	changed, err := c.db.DeleteUser(ctx, uid, heir, func(s *skills.Skill) bool {
@@ -244,6 +253,18 @@ func (c *Catalog) removeUser(ctx context.Context, uid, heir string, res *UserDel
 		}
 	}
 	return nil
+}
+
+// stillRegistered refuses to go on for an actor looked up earlier who is no
+// longer registered, or whose uid was registered again since for someone
+// else. The caller holds the publish lock, which DeleteUser takes too.
+func (c *Catalog) stillRegistered(ctx context.Context, actor skills.User) error {
+	u, err := c.db.User(ctx, actor.UID)
+	switch {
+	case errors.Is(err, skills.ErrNotFound), err == nil && registered(u) != registered(actor):
+		return fmt.Errorf("user %q was deleted meanwhile: %w", actor.UID, skills.ErrNotFound)
+	}
+	return err
 }
 
 // afterDelete finishes a delete that committed: the user's drafts on this

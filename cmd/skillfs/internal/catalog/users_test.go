@@ -200,3 +200,38 @@ func TestDeletedUsersUIDIsNotTheirIdentity(t *testing.T) {
 		t.Errorf("b-own after bob's delete --to alice: %+v %v", s, err)
 	}
 }
+
+// An import checks, under the publish lock the delete also takes, that its
+// user is still the one it looked up: a user deleted meanwhile (or whose
+// uid was registered again for someone else) installs nothing.
+func TestImportOfAUserDeletedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"})
+	old, err := c.Actor(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stillRegistered(ctx, old); err != nil {
+		t.Fatalf("alice, registered: %v", err)
+	}
+	if _, err := c.DeleteUser(ctx, "", "alice", "", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stillRegistered(ctx, old); !errors.Is(err, skills.ErrNotFound) {
+		t.Errorf("alice, deleted: %v, want not found", err)
+	}
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"})
+	if err := c.stillRegistered(ctx, old); !errors.Is(err, skills.ErrNotFound) {
+		t.Errorf("the old alice, with a new alice registered: %v, want not found", err)
+	}
+	src := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: x")
+	sel := &selection{src: &source{key: src, sourceType: skills.SourceUpload, cleanup: func() {}},
+		found: []found{{Candidate: skills.Candidate{Name: "pdf", Rel: ".", Dir: src}}}}
+	if err := c.install(ctx, old, ImportRequest{Source: src}, sel, &ImportResult{}); !errors.Is(err, skills.ErrNotFound) {
+		t.Errorf("an import by the old alice: %v, want refused", err)
+	}
+	if _, err := c.db.Skill(ctx, "pdf"); !errors.Is(err, skills.ErrNotFound) {
+		t.Errorf("pdf after the old alice's import: %v, want none", err)
+	}
+}
