@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"skillfs/skills"
@@ -117,7 +118,7 @@ func (db *DB) DeleteUser(ctx context.Context, uid, heir string, rewrite func(*sk
 		if n == 0 {
 			return fmt.Errorf("user %q, who is to take their skills: %w", heir, skills.ErrNotFound)
 		}
-		if changed, err = rewriteSkills(ctx, tx, db.now(), rewrite); err != nil {
+		if changed, err = rewriteSkills(ctx, tx, db.now(), uid, rewrite); err != nil {
 			return err
 		}
 		return bumpCounter(ctx, tx, counterUsers)
@@ -128,13 +129,23 @@ func (db *DB) DeleteUser(ctx context.Context, uid, heir string, rewrite func(*sk
 	return changed, nil
 }
 
-// rewriteSkills passes every skill to rewrite and stores the creator and
-// share of those it changed, returning them as stored.
-func rewriteSkills(ctx context.Context, tx *txn, now time.Time, rewrite func(*skills.Skill) bool) ([]*skills.Skill, error) {
+// rewriteSkills passes every skill that may name uid (its creator, or a
+// share holding it) to rewrite and stores the creator and share of those it
+// changed, returning them as stored.
+func rewriteSkills(ctx context.Context, tx *txn, now time.Time, uid string, rewrite func(*skills.Skill) bool) ([]*skills.Skill, error) {
 	if rewrite == nil {
 		return nil, nil
 	}
-	all, err := queryAll(ctx, tx, scanSkill, "SELECT "+skillColumns+" FROM skills ORDER BY slug")
+	query, args := "SELECT "+skillColumns+" FROM skills ORDER BY slug", []any(nil)
+	// A share names uid as a JSON string. Unless uid has a character that
+	// JSON may escape (each encoder its own way), the text of the share
+	// holds uid as it is: the rows to read are those whose share contains
+	// it (LIKE may match more, never less), not the whole catalog.
+	if !strings.ContainsAny(uid, "\"\\<>&\u2028\u2029") {
+		query = "SELECT " + skillColumns + ` FROM skills WHERE creator = ? OR share LIKE ? ESCAPE '\' ORDER BY slug`
+		args = []any{uid, "%" + strings.NewReplacer("%", `\%`, "_", `\_`).Replace(uid) + "%"}
+	}
+	all, err := queryAll(ctx, tx, scanSkill, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -185,5 +186,45 @@ func testDeleteUserRewritesSkills(t *testing.T, b backend) {
 	}
 	if _, err := db.User(ctx, "alice"); !errors.Is(err, skills.ErrNotFound) {
 		t.Errorf("alice after the delete: %v", err)
+	}
+}
+
+// TestDeleteUserFindsEverySkillNamingThem: the delete hands the rewrite
+// every skill whose creator or share names the user, whatever characters
+// the uid holds (some of which JSON escapes, or LIKE reads as wildcards),
+// and never one that does not name them.
+func TestDeleteUserFindsEverySkillNamingThem(t *testing.T) {
+	forEachBackend(t, testDeleteUserFindsEverySkillNamingThem)
+}
+
+func testDeleteUserFindsEverySkillNamingThem(t *testing.T, b backend) {
+	db := b.open(t)
+	ctx := context.Background()
+	for i, uid := range []string{"a<b>&c", `q"u\o`, "p_c%t", "ünï", "x\u2028y", "plain"} {
+		if err := db.PutUser(ctx, skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
+			t.Fatal(err)
+		}
+		n := strconv.Itoa(i)
+		mine, shared, other := testSkill("mine-"+n), testSkill("shared-"+n), testSkill("other-"+n)
+		mine.Creator = uid
+		shared.Creator, shared.Share = "bob", skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"bob", uid}}}
+		other.Creator, other.Share = "bob", skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"bob", "pXcYt", "a<b>&"}}}
+		for _, s := range []*skills.Skill{mine, shared, other} {
+			if err := db.InsertSkill(ctx, s, testVersion(s.Slug, "h1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var named []string
+		if _, err := db.DeleteUser(ctx, uid, "root", func(s *skills.Skill) bool {
+			if s.Creator == uid || slices.Contains(s.Share.Read.IDs, uid) {
+				named = append(named, s.Slug)
+			}
+			return false
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(named, []string{"mine-" + n, "shared-" + n}) {
+			t.Errorf("uid %q: the rewrite saw %v naming it, want mine-%s and shared-%s", uid, named, n, n)
+		}
 	}
 }

@@ -56,3 +56,41 @@ func BenchmarkImportAtScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeleteUserAtScale deletes a user who created 100 skills, in a
+// catalog that holds 10,000 more (written straight to the index): the
+// delete reads every skill in its transaction to hand the user's on and
+// take the uid out of every share, so this is what that costs.
+func BenchmarkDeleteUserAtScale(b *testing.B) {
+	c := open(b)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	insert := func(slug, creator string, share skills.Share) {
+		s := &skills.Skill{Slug: slug, Name: slug, Description: "d", SourceType: skills.SourceUpload, Source: "/src/" + slug,
+			Share: share, Enabled: true, Creator: creator, CreatedAt: now, UpdatedAt: now}
+		hash := fmt.Sprintf("%064x", len(slug)+1)
+		v := &skills.Version{Slug: slug, Hash: hash, Path: skills.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
+			Source: s.Source, Installer: creator, InstalledAt: now, Files: 1, Bytes: 40}
+		if err := c.DB().InsertSkill(ctx, s, v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 10000 {
+		insert(fmt.Sprintf("pre%05d", i), Operator, skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}})
+	}
+	for n := 0; b.Loop(); n++ {
+		b.StopTimer()
+		uid := fmt.Sprintf("u%04d", n)
+		if err := c.PutUser(ctx, "", skills.User{UID: uid, Role: skills.RoleUser}, true); err != nil {
+			b.Fatal(err)
+		}
+		for k := range 100 {
+			insert(fmt.Sprintf("%s-%03d", uid, k), uid, skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{Operator, uid}}})
+		}
+		b.StartTimer()
+		res, err := c.DeleteUser(ctx, "", uid, "", false, nil)
+		if err != nil || len(res.Handed) != 100 {
+			b.Fatalf("delete %s: %+v %v", uid, res, err)
+		}
+	}
+}
