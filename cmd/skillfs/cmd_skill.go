@@ -131,6 +131,9 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 	}
 	for _, in := range res.Installed {
 		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, short(in.Version))
+		if in.Readable != "" {
+			fmt.Fprintf(c.stdout, "  readable by: %s%s\n", in.Readable, shareHint(in))
+		}
 		if in.Note != "" {
 			fmt.Fprintf(c.stdout, "  note: %s\n", in.Note)
 		}
@@ -144,6 +147,16 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 	for _, f := range res.Failed {
 		fmt.Fprintf(c.stderr, "failed %s: %s\n", f.Source, f.Error)
 	}
+}
+
+// shareHint says how to share a skill that only one user may read, so an
+// operator who installs a skill for others learns why their sessions leave
+// it out.
+func shareHint(in catalog.Installed) string {
+	if !strings.HasPrefix(in.Readable, skills.ScopeUser+":") || strings.Contains(in.Readable, ",") {
+		return ""
+	}
+	return fmt.Sprintf(" (no one else: other users' sessions leave it out until `skillfs skill share %s --read SCOPE` shares it; --share SCOPE at import)", in.Slug)
 }
 
 func (c *cli) skillPrepare() *cobra.Command {

@@ -86,6 +86,10 @@ type Installed struct {
 	Note        string `json:"note,omitempty"`
 	// Previous is the version that was current before (a rollback).
 	Previous string `json:"previous,omitempty"`
+	// Readable is who may read the skill now, as a share scope (global,
+	// department:IDS, user:UIDS): a skill private to its importer is not in
+	// other users' sessions until it is shared.
+	Readable string `json:"readable,omitempty"`
 }
 
 // Failed is one skill of a source that could not be imported.
