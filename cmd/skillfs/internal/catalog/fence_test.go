@@ -299,3 +299,51 @@ func testFence(t *testing.T, c *Catalog, indexPath string) {
 		t.Errorf("a folder beside the data directory: %v", err)
 	}
 }
+
+// Nothing but SQLite opens the index's files: everything a process that
+// has the index open does to the data directory besides importing —
+// inspecting it when another catalog opens it, checking and hashing it,
+// reconciling the store, telling whether it exists — leaves the POSIX lock
+// SQLite holds on index.db in place (closing any other descriptor of the
+// file would drop it).
+func TestIndexIsOpenedOnlyThroughTheDriver(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	p := filepath.Join(c.home, indexFile)
+	src := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: a skill")
+	if _, err := c.Import(ctx, ImportRequest{Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	if locksHeld(t, p) == 0 {
+		t.Fatal("SQLite holds no lock on the index: nothing to watch")
+	}
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"open the data directory again", func() error {
+			c2, err := Open(ctx, c.home, Options{})
+			if err == nil {
+				err = c2.Close()
+			}
+			return err
+		}},
+		{"check, hashing every version", func() error { _, err := Check(ctx, c.home, true); return err }},
+		{"reconcile the store", func() error { _, err := c.Reconcile(ctx); return err }},
+		{"tell whether it exists", func() error {
+			if !Exists(c.home) {
+				return errors.New("the data directory does not exist")
+			}
+			return nil
+		}},
+		{"check the index's files", func() error { return c.db.CheckFiles() }},
+	}
+	for _, s := range steps {
+		if err := s.run(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if locksHeld(t, p) == 0 {
+			t.Fatalf("%s dropped the process's POSIX locks on the index: it opened the file beside SQLite", s.name)
+		}
+	}
+}
