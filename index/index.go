@@ -74,6 +74,7 @@ var writerSettings = map[string]string{
 // one process or several) may share a file or a database.
 type DB struct {
 	path string // as opened, any password hidden
+	file string // SQLite: the file's real absolute path, as opened (see Files)
 	d    *dialect
 	w    *sql.DB // the writers: one connection
 	r    *sql.DB // the readers: query-only connections
@@ -109,9 +110,12 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open index %q: %w", path, err)
 	}
-	db := &DB{path: path, d: sqliteDialect, now: time.Now, closed: make(chan struct{})}
+	db := &DB{path: path, file: abs, d: sqliteDialect, now: time.Now, closed: make(chan struct{})}
 	if db.w, err = openPool(abs, writerParams, 1); err != nil {
 		return nil, fmt.Errorf("open index %q: connect: %w", path, classify(err))
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		db.file = real // as the kernel names the descriptors SQLite holds
 	}
 	var mode string
 	if err := db.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {

@@ -370,3 +370,43 @@ func TestReservedSlugOfADisabledBuiltinLive(t *testing.T) {
 		t.Errorf("disabled builtin, carol: %q, want it named", msg)
 	}
 }
+
+// TestPrivateSkillLeftOutSaysWhy: a skill the operator imports is private
+// to the operator; the import says so and how to share it, and a session
+// the operator opens for another user that names it says the skill is not
+// readable (its share), not that it is missing. Asked as someone who does
+// not manage it, the same session answers missing.
+func TestPrivateSkillLeftOutSaysWhy(t *testing.T) {
+	e := newEnv(t)
+	e.serve("--examples=false")
+	e.ok("user", "add", "alice")
+	e.ok("user", "add", "bob")
+	src := t.TempDir()
+	writeSkill(t, filepath.Join(src, "pdf"), "name: pdf\ndescription: read PDF files", nil)
+	stdout := e.ok("skill", "import", filepath.Join(src, "pdf"))
+	if !strings.Contains(stdout, "readable by: user:operator (no one else") || !strings.Contains(stdout, "skillfs skill share pdf --read SCOPE") {
+		t.Fatalf("skill import does not say who reads pdf:\n%s", stdout)
+	}
+	var out struct {
+		Installed []struct{ Slug, Readable string } `json:"installed"`
+	}
+	e.okJSON(&out, "skill", "import", filepath.Join(src, "pdf"))
+	if len(out.Installed) != 1 || out.Installed[0].Readable != "user:operator" {
+		t.Fatalf("skill import --json: %+v, want pdf readable by user:operator", out.Installed)
+	}
+	r := e.run("session", "create", "--user", "alice", "--skills", "pdf")
+	if r.code != 3 || !strings.Contains(r.stderr, `"pdf" (not readable)`) || !strings.Contains(r.stderr, "skillfs skill share SLUG --read SCOPE") {
+		t.Fatalf("session of alice naming pdf: exit %d, stderr %q: want exit 3 saying pdf is not readable and how to share it", r.code, r.stderr)
+	}
+	// Through the API as bob, who does not know pdf, it is missing.
+	a := newHostileAPI(e.home).send(t, "POST", "/v1/sessions", "bob", "application/json", nil, strings.NewReader(`{"user":"alice","skills":["pdf"]}`))
+	if a.status != 404 || !strings.Contains(a.err.Error, `"pdf" (missing)`) || strings.Contains(a.err.Error, "skill share") {
+		t.Fatalf("as bob: %s, want 404 saying pdf is missing", a)
+	}
+	e.ok("skill", "share", "pdf", "--read", "global")
+	var s sessionJSON
+	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "pdf")
+	if !slices.Equal(s.Readable, []string{"pdf"}) {
+		t.Fatalf("alice reads %v once pdf is shared", s.Readable)
+	}
+}

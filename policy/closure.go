@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -94,17 +95,29 @@ func skipReason(s *skills.Skill, visible func(*skills.Skill) bool) string {
 // does not manage — is reported as SkipMissing, exactly like a slug that names
 // no skill, so the answer reveals nothing about skills u may not see. A skill
 // u knows but whose share does not reach u (an admin's, who manages it in the
-// catalog) stays SkipNotReadable. lookup finds the skill of a slug (nil:
+// catalog) stays SkipNotReadable. managers are others who may be told the
+// real reason for the skills they manage (whoever asks for u's session: the
+// operator who made a skill and opens sessions for others learns that its
+// share is why it is left out). lookup finds the skill of a slug (nil:
 // none). skipped is not modified.
-func Disclose(u skills.User, lookup func(slug string) *skills.Skill, skipped []Skipped) []Skipped {
+func Disclose(u skills.User, lookup func(slug string) *skills.Skill, skipped []Skipped, managers ...skills.User) []Skipped {
 	out := make([]Skipped, len(skipped))
 	for i, s := range skipped {
-		if (s.Reason == SkipNotReadable || s.Reason == SkipDisabled) && !Known(u, lookup(s.Slug)) {
+		if (s.Reason == SkipNotReadable || s.Reason == SkipDisabled) && !toldWhy(u, lookup(s.Slug), managers) {
 			s.Reason = SkipMissing
 		}
 		out[i] = s
 	}
 	return out
+}
+
+// toldWhy reports whether the reason s is left out of u's set may be said:
+// u knows s, or one of managers manages it.
+func toldWhy(u skills.User, s *skills.Skill, managers []skills.User) bool {
+	if Known(u, s) {
+		return true
+	}
+	return slices.ContainsFunc(managers, func(m skills.User) bool { return s != nil && Permission(m, s) == Manage })
 }
 
 // CheckRoots refuses a session that named skills (roots) of which it may read
@@ -130,6 +143,10 @@ func CheckRoots(roots, readable []string, skipped []Skipped) error {
 		}
 		names[i] = fmt.Sprintf("%q (%s)", r, reason)
 	}
-	return fmt.Errorf("none of the requested skills can be read: %s; `skillfs skill list --as USER` shows the skills a user can read: %w",
-		strings.Join(names, ", "), skills.ErrNotFound)
+	hint := ""
+	if slices.Contains(slices.Collect(maps.Values(why)), SkipNotReadable) {
+		hint = "; a skill that is not readable is not shared with the user: `skillfs skill share SLUG --read SCOPE` shares it"
+	}
+	return fmt.Errorf("none of the requested skills can be read: %s; `skillfs skill list --as USER` shows the skills a user can read%s: %w",
+		strings.Join(names, ", "), hint, skills.ErrNotFound)
 }

@@ -5,6 +5,8 @@
 # shows the activation and the tools to load. --keep leaves the daemon running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
+need_toolchain
 keep=false
 [ "${1:-}" = --keep ] && keep=true
 

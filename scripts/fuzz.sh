@@ -3,6 +3,8 @@
 # (FUZZTIME, default 30s). New crashers land in the package's testdata/fuzz/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
+need_toolchain
 time=${FUZZTIME:-30s}
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")

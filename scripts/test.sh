@@ -4,6 +4,8 @@
 # Installs what the tests need when run as root on a Debian-like system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/toolchain.sh
+need_toolchain install
 
 need=()
 command -v git >/dev/null || need+=(git)
@@ -11,6 +13,7 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v unzip >/dev/null || need+=(unzip)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 # The index tests run on PostgreSQL too: a throwaway server of the newest
 # version installed (internal/pgtest), which under CI=true they require.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || command -v postgres >/dev/null || need+=(postgresql)
@@ -32,16 +35,34 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
-# Mounts left behind by a test are a failure too.
-before=$(grep -c ' fuse' /proc/mounts || true)
+
+# Every temporary folder of the tests — and so every mount they make, the
+# daemons' included — is under a folder of this run's own: a mount left
+# under it afterwards is one the tests left behind. Other mounts on the
+# machine are none of the tests' business (each package that mounts also
+# fails by itself when its tests leave a mount: fusetest.Main).
+tmp_before=${TMPDIR:-/tmp}
+TMPDIR=$(mktemp -d "$tmp_before/skillfs-test.XXXXXX")
+chmod 1777 "$TMPDIR" # as /tmp: the tests' PostgreSQL runs as an unprivileged user
+export TMPDIR
+left_behind() { awk -v dir="$TMPDIR/" 'index($2, dir) == 1 { print $2 " (" $3 ")" }' /proc/self/mounts; }
+finish() {
+	local left
+	left=$(left_behind)
+	if [ -n "$left" ]; then
+		echo "tests left mounts behind:" >&2
+		echo "$left" >&2
+		return 1
+	fi
+	rm -rf --one-file-system "$TMPDIR"
+}
+trap 'finish || exit 1' EXIT
+
 go test -count=1 -timeout 20m ./...
 # The integration suite once more with every data directory on a PostgreSQL
 # database of its own (a shared index, each home a fleet of one host).
 SKILLFS_TEST_INDEX=postgres go test -count=1 -timeout 20m ./integration
-after=$(grep -c ' fuse' /proc/mounts || true)
-if [ "$after" -gt "$before" ]; then
-	echo "tests left FUSE mounts behind:" >&2
-	grep ' fuse' /proc/mounts >&2
-	exit 1
-fi
+finish
+trap - EXIT
+export TMPDIR=$tmp_before
 FUZZTIME=${FUZZTIME:-10s} scripts/fuzz.sh

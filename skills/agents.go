@@ -164,8 +164,12 @@ var agentManifestMax = DefaultLimits().MaxManifest
 // first place. When two different folders claim the same slug, the first in
 // dirs order (and in name order within a folder) wins and the other is
 // listed in shadowed. found is in that same order.
-func ScanAgentDirs(dirs []AgentDir) (found []FoundSkill, shadowed []ShadowedSkill, problems []string) {
-	s := agentScan{seenSkills: map[string]bool{}, bySlug: map[string]int{}}
+//
+// Since a skill folder may be a link to anywhere, guard, when not nil, sees
+// each skill's folder and then its manifest before the manifest is read:
+// one it refuses is skipped, with its error in problems.
+func ScanAgentDirs(dirs []AgentDir, guard func(path string) error) (found []FoundSkill, shadowed []ShadowedSkill, problems []string) {
+	s := agentScan{seenSkills: map[string]bool{}, bySlug: map[string]int{}, guard: guard}
 	seenDirs := make(map[string]bool)
 	for _, d := range dirs {
 		realDir, err := filepath.EvalSymlinks(d.Path)
@@ -191,6 +195,7 @@ type agentScan struct {
 	problems   []string
 	seenSkills map[string]bool // real paths of skill folders looked at
 	bySlug     map[string]int  // slug → index in found
+	guard      func(path string) error
 }
 
 // walk looks for skills among the entries of dir, descending depth-1 more
@@ -244,6 +249,10 @@ func (s *agentScan) add(d AgentDir, dir, real, manifest, folder string) {
 		return
 	}
 	s.seenSkills[real] = true
+	if err := s.guarded(dir, manifest); err != nil {
+		s.problems = append(s.problems, fmt.Sprintf("skip %s: %v", dir, err))
+		return
+	}
 	fs, err := loadAgentSkill(d, dir, real, manifest, folder)
 	if err != nil {
 		s.problems = append(s.problems, fmt.Sprintf("skip %s: %v", dir, err))
@@ -256,6 +265,18 @@ func (s *agentScan) add(d AgentDir, dir, real, manifest, folder string) {
 	}
 	s.bySlug[fs.Slug] = len(s.found)
 	s.found = append(s.found, fs)
+}
+
+// guarded asks the scan's guard about the skill folder dir and its
+// manifest, in that order.
+func (s *agentScan) guarded(dir, manifest string) error {
+	if s.guard == nil {
+		return nil
+	}
+	if err := s.guard(dir); err != nil {
+		return err
+	}
+	return s.guard(filepath.Join(dir, manifest))
 }
 
 // agentManifestNames are the manifest names a skill folder may use, in

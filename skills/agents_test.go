@@ -194,7 +194,7 @@ func makeAgentFixture(tb testing.TB) agentFixture {
 func TestScanAgentDirs(t *testing.T) {
 	f := makeAgentFixture(t)
 	dirs := AgentDirs(f.home, f.project)
-	found, shadowed, problems := ScanAgentDirs(dirs)
+	found, shadowed, problems := ScanAgentDirs(dirs, nil)
 
 	type row struct{ Slug, Name, Description, Dir, Agent, Scope string }
 	var got []row
@@ -320,12 +320,12 @@ func TestScanAgentDirsSameDirTwice(t *testing.T) {
 	uClaude := filepath.Join(f.home, ".claude", "skills")
 	link := filepath.Join(f.root, "claude-link")
 	agentSymlink(t, uClaude, link)
-	once, _, onceProblems := ScanAgentDirs([]AgentDir{{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3}})
+	once, _, onceProblems := ScanAgentDirs([]AgentDir{{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3}}, nil)
 	twice, _, twiceProblems := ScanAgentDirs([]AgentDir{
 		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
 		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
 		{Path: link, Agent: AgentAgents, Scope: AgentScopeUser, Rank: 4},
-	})
+	}, nil)
 	if len(once) == 0 {
 		t.Fatal("fixture holds no skills")
 	}
@@ -344,7 +344,7 @@ func TestScanAgentDirsMissingDir(t *testing.T) {
 	found, _, problems := ScanAgentDirs([]AgentDir{
 		{Path: missing, Agent: AgentClaude, Scope: AgentScopeProject},
 		{Path: uClaude, Agent: AgentClaude, Scope: AgentScopeUser, Rank: 3},
-	})
+	}, nil)
 	if len(found) == 0 {
 		t.Error("a missing folder hid the others")
 	}
@@ -361,7 +361,7 @@ func TestScanAgentDirsManifestLimit(t *testing.T) {
 	big := skillDoc("big", "too big") + strings.Repeat("x", int(agentManifestMax))
 	writeAgentSkill(t, filepath.Join(dir, "big"), ManifestName, big)
 	writeAgentSkill(t, filepath.Join(dir, "small"), ManifestName, skillDoc("small", "fits"))
-	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentAgents, Scope: AgentScopeUser}})
+	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentAgents, Scope: AgentScopeUser}}, nil)
 	if len(found) != 1 || found[0].Slug != "small" {
 		t.Errorf("found = %+v, want only small", found)
 	}
@@ -420,11 +420,45 @@ func TestScanAgentDirsFolderBudget(t *testing.T) {
 	}
 	writeAgentSkill(t, filepath.Join(dir, "b-direct"), ManifestName, skillDoc("direct", "a direct subfolder"))
 	writeAgentSkill(t, filepath.Join(dir, "c", "nested"), ManifestName, skillDoc("nested", "past the budget"))
-	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentCodex, Scope: AgentScopeUser, Depth: AgentScanDepth}})
+	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentCodex, Scope: AgentScopeUser, Depth: AgentScanDepth}}, nil)
 	if len(found) != 1 || found[0].Slug != "direct" {
 		t.Errorf("found = %+v, want only the direct subfolder", found)
 	}
 	if len(problems) != 1 || !strings.Contains(problems[0], "stopped searching") {
 		t.Errorf("problems = %q, want one saying the search stopped", problems)
+	}
+}
+
+// The guard sees each skill folder and then its manifest before the
+// manifest is read; a skill it refuses is skipped with the refusal as its
+// problem, and the others are found as before.
+func TestScanAgentDirsGuard(t *testing.T) {
+	dir := t.TempDir()
+	writeAgentSkill(t, filepath.Join(dir, "kept"), ManifestName, skillDoc("kept", "fine"))
+	// Would be a parse problem if it were read.
+	writeAgentSkill(t, filepath.Join(dir, "by-folder"), ManifestName, "---\n: [\n---\n")
+	writeAgentSkill(t, filepath.Join(dir, "by-manifest"), ManifestName, "---\n: [\n---\n")
+	var seen []string
+	guard := func(p string) error {
+		seen = append(seen, strings.TrimPrefix(p, dir+"/"))
+		switch p {
+		case filepath.Join(dir, "by-folder"), filepath.Join(dir, "by-manifest", ManifestName):
+			return fmt.Errorf("refused %s", filepath.Base(p))
+		}
+		return nil
+	}
+	found, _, problems := ScanAgentDirs([]AgentDir{{Path: dir, Agent: AgentClaude, Scope: AgentScopeUser, Depth: 1}}, guard)
+	if len(found) != 1 || found[0].Slug != "kept" {
+		t.Errorf("found %+v, want only kept", found)
+	}
+	want := []string{
+		"skip " + filepath.Join(dir, "by-folder") + ": refused by-folder",
+		"skip " + filepath.Join(dir, "by-manifest") + ": refused SKILL.md",
+	}
+	if !reflect.DeepEqual(problems, want) {
+		t.Errorf("problems %q, want %q", problems, want)
+	}
+	if wantSeen := []string{"by-folder", "by-manifest", "by-manifest/SKILL.md", "kept", "kept/SKILL.md"}; !reflect.DeepEqual(seen, wantSeen) {
+		t.Errorf("guard saw %q, want %q", seen, wantSeen)
 	}
 }

@@ -66,40 +66,56 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // the release; otherwise the module's version from the build is shown.
 var version = ""
 
-// versionLine says what was built: the version, the VCS revision and time
-// (with "+modified" for a tree with changes), and the Go version.
-func versionLine() string {
-	v, rev, at, modified, goVersion := version, "", "", false, runtime.Version()
+// buildInfo is what was built. Its JSON form (`skillfs version --json`)
+// is part of the CLI contract.
+type buildInfo struct {
+	Version  string `json:"version"`            // a release, the module's version, or "(devel)"
+	Revision string `json:"revision,omitempty"` // the VCS revision the build recorded
+	Time     string `json:"time,omitempty"`     // the time of that revision
+	Modified bool   `json:"modified,omitempty"` // the tree had changes
+	Go       string `json:"go"`                 // the Go version it was built with
+}
+
+// build reads what the binary recorded of its own build.
+func build() buildInfo {
+	b := buildInfo{Version: version, Go: runtime.Version()}
 	if info, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = info.Main.Version
+		if b.Version == "" {
+			b.Version = info.Main.Version
 		}
-		goVersion = info.GoVersion
+		b.Go = info.GoVersion
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				rev = s.Value
+				b.Revision = s.Value
 			case "vcs.time":
-				at = s.Value
+				b.Time = s.Value
 			case "vcs.modified":
-				modified = s.Value == "true"
+				b.Modified = s.Value == "true"
 			}
 		}
 	}
-	if v == "" {
-		v = "(devel)"
+	if b.Version == "" {
+		b.Version = "(devel)"
 	}
-	out := "skillfs " + v
-	if rev != "" {
-		if modified {
-			rev += "+modified"
+	return b
+}
+
+// versionLine says what was built: the version, the VCS revision and time
+// (with "+modified" for a tree with changes), and the Go version.
+func versionLine() string {
+	b := build()
+	out := "skillfs " + b.Version
+	if b.Revision != "" {
+		out += " " + b.Revision
+		if b.Modified {
+			out += "+modified"
 		}
-		out += " " + rev
-		if at != "" {
-			out += " " + at
+		if b.Time != "" {
+			out += " " + b.Time
 		}
 	}
-	return out + " " + goVersion
+	return out + " " + b.Go
 }
 
 // announce says where a new data directory was made.

@@ -131,6 +131,9 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 	}
 	for _, in := range res.Installed {
 		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, short(in.Version))
+		if in.Readable != "" {
+			fmt.Fprintf(c.stdout, "  readable by: %s%s\n", in.Readable, shareHint(in))
+		}
 		if in.Note != "" {
 			fmt.Fprintf(c.stdout, "  note: %s\n", in.Note)
 		}
@@ -144,6 +147,16 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 	for _, f := range res.Failed {
 		fmt.Fprintf(c.stderr, "failed %s: %s\n", f.Source, f.Error)
 	}
+}
+
+// shareHint says how to share a skill that only one user may read, so an
+// operator who installs a skill for others learns why their sessions leave
+// it out.
+func shareHint(in catalog.Installed) string {
+	if !strings.HasPrefix(in.Readable, skills.ScopeUser+":") || strings.Contains(in.Readable, ",") {
+		return ""
+	}
+	return fmt.Sprintf(" (no one else: other users' sessions leave it out until `skillfs skill share %s --read SCOPE` shares it; --share SCOPE at import)", in.Slug)
 }
 
 func (c *cli) skillPrepare() *cobra.Command {
@@ -233,8 +246,12 @@ func (c *cli) skillEdit() *cobra.Command {
 		if !*del {
 			content = c.stdin
 			if *from != "" {
-				// A FIFO or device named with --from is refused unread;
-				// standard input is streamed and cut at the size limit.
+				// A FIFO or device named with --from is refused unread, as
+				// is a file of the data directory or the index; standard
+				// input is streamed and cut at the size limit.
+				if err := cat.CheckSource(*from, *from); err != nil {
+					return fmt.Errorf("read new content: %w", err)
+				}
 				f, _, err := skills.OpenRegular(*from, *from, true)
 				if err != nil {
 					return fmt.Errorf("read new content: %w", err)
@@ -262,7 +279,7 @@ func (c *cli) skillEdit() *cobra.Command {
 func (c *cli) skillValidate() *cobra.Command {
 	cmd := leaf("validate PATH", "check a skill folder (package rules and limits, then strict SKILL.md rules) or a lone SKILL.md; exit 1 listing every problem", 1, 1)
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
-		r := validate(pos[0])
+		r := validate(pos[0], c.sourceGuard())
 		if c.json {
 			if err := c.printJSON(r); err != nil {
 				return err
@@ -294,13 +311,29 @@ type validation struct {
 	Warnings []string         `json:"warnings"`
 }
 
+// sourceGuard refuses, as an import does, a path that is a file of the
+// index or reaches the data directory (see catalog.CheckSourceIn), for a
+// command that reads a path without opening the data directory. Without a
+// data directory there is nothing to guard.
+func (c *cli) sourceGuard() func(path string) error {
+	home, err := c.homeDir()
+	if err != nil {
+		return func(string) error { return nil }
+	}
+	return func(p string) error { return catalog.CheckSourceIn(home, c.indexTarget(), p, p) }
+}
+
 // validate checks a skill folder (or a lone SKILL.md) the way an install
 // would: the package rules and limits, then the strict manifest rules.
-func validate(path string) validation {
+// guard sees the path before anything of it is opened.
+func validate(path string, guard func(string) error) validation {
 	r := validation{Errors: []skills.Problem{}, Warnings: []string{}}
 	fail := func(field string, err error) validation {
 		r.Errors = append(r.Errors, skills.Problem{Field: field, Message: err.Error()})
 		return r
+	}
+	if err := guard(path); err != nil {
+		return fail("path", err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {

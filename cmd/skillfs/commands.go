@@ -23,6 +23,9 @@ func (c *cli) root() *cobra.Command {
 		c.serveCmd(), c.statusCmd(), c.checkCmd(), c.versionCmd(),
 		c.skillCmd(), c.userCmd(), c.toolCmd(false), c.toolCmd(true), c.sessionCmd(), c.hostsCmd())
 	root.Long = rootLong
+	// `skillfs --version` is `skillfs version`, as with most tools.
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SilenceErrors, root.SilenceUsage = true, true
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { c.ctx = cmd.Context() }
@@ -179,6 +182,7 @@ func helpCmd() *cobra.Command {
 			return unknownCommand(cmd, rest[0])
 		}
 		cmd.InitDefaultHelpFlag()
+		cmd.InitDefaultVersionFlag()
 		return cmd.Help()
 	}
 	return h
@@ -187,6 +191,9 @@ func helpCmd() *cobra.Command {
 func (c *cli) versionCmd() *cobra.Command {
 	cmd := leaf("version", "the build: its version, VCS revision and time, and Go version", 0, 0)
 	cmd.RunE = func(*cobra.Command, []string) error {
+		if c.json {
+			return c.printJSON(build())
+		}
 		fmt.Fprintln(c.stdout, versionLine())
 		return nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"runtime"
 	"strings"
 	"testing"
@@ -17,5 +18,27 @@ func TestVersionLine(t *testing.T) {
 	version = "1.2.3"
 	if got := versionLine(); !strings.HasPrefix(got, "skillfs 1.2.3 ") {
 		t.Fatalf("with a release set at link time: %q", got)
+	}
+}
+
+// `skillfs --version` and `-v` say what `skillfs version` says, and
+// `version --json` is the same build as an object a script can read.
+func TestVersionFlagAndJSON(t *testing.T) {
+	want, _, code := runCLI(t, "version")
+	if code != 0 || want != versionLine()+"\n" {
+		t.Fatalf("version: exit %d, %q", code, want)
+	}
+	for _, flag := range []string{"--version", "-v"} {
+		if got, errOut, code := runCLI(t, flag); code != 0 || got != want {
+			t.Fatalf("%s: exit %d, %q (stderr %q), want %q", flag, code, got, errOut, want)
+		}
+	}
+	out, _, code := runCLI(t, "version", "--json")
+	var b buildInfo
+	if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil {
+		t.Fatalf("version --json: exit %d, %v: %q", code, err, out)
+	}
+	if b != build() || b.Go != runtime.Version() || b.Version == "" {
+		t.Fatalf("version --json = %+v, want %+v", b, build())
 	}
 }

@@ -263,6 +263,10 @@ func compare(ctx context.Context, db *index.DB, store *skills.Store, r *Report, 
 	if err != nil {
 		return err
 	}
+	r.Stored = 0
+	for _, hs := range onDisk {
+		r.Stored += len(hs)
+	}
 	r.Unexplained, r.Missing = diffVersions(indexed, onDisk)
 	for _, v := range indexed {
 		if store.VersionPath(v.Slug, v.Hash) == "" || !present(onDisk, v.Slug, v.Hash) {
@@ -369,9 +373,6 @@ func (c *Catalog) cacheReport(ctx context.Context, verify bool) (*Report, error)
 	onDisk, err := c.store.Versions()
 	if err != nil {
 		return nil, err
-	}
-	for _, hs := range onDisk {
-		r.Stored += len(hs)
 	}
 	without, err := c.db.VersionsWithoutContent(ctx)
 	if err != nil {

@@ -274,8 +274,21 @@ func TestDamagedDataDirectoryIsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Repair: %v", err)
 			}
-			if !r.OK || len(r.Missing) != 0 || r.Skills != 2 || r.Versions != 3 {
+			if !r.OK || len(r.Missing) != 0 || r.Skills != 2 || r.Versions != 3 || r.Stored != 3 {
 				t.Fatalf("after repair: %+v", r)
+			}
+			// What the repair says it did names only files that are there.
+			for _, a := range r.Actions {
+				for _, f := range strings.Fields(a) {
+					if strings.HasPrefix(f, home) {
+						if _, err := os.Stat(f); err != nil {
+							t.Errorf("repair says %q: %v", a, err)
+						}
+					}
+				}
+			}
+			if tc.name == "missing index" && !slices.Contains(r.Actions, "no index was there: built a new one from the store") {
+				t.Errorf("repair of a missing index says %q", r.Actions)
 			}
 			if after := storeListing(t, home); !slices.Equal(before, after) {
 				t.Fatalf("repair changed the store:\n%q\n%q", before, after)

@@ -395,7 +395,7 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	if n > max {
 		return nil, fmt.Errorf("upload %s: %w", name, &skills.LimitError{Limit: limitFor(kind), Value: n, Max: max, Path: name})
 	}
-	req.Source, req.Display, req.Origin, req.Agents = path, name, "upload:"+name, false
+	req.Source, req.Display, req.Origin, req.Agents, req.upload = path, name, "upload:"+name, false, true
 	return c.prepare(ctx, actor, req)
 }
 

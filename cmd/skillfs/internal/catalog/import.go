@@ -39,6 +39,10 @@ type ImportRequest struct {
 	// something on this machine, a name is never looked up on disk first,
 	// and any other relative path is refused (see APISource).
 	API bool
+	// upload marks Source as the catalog's own copy of an upload in its
+	// temporary area (see PrepareUpload): the one local source inside the
+	// data directory that is read.
+	upload bool
 
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
@@ -86,6 +90,10 @@ type Installed struct {
 	Note        string `json:"note,omitempty"`
 	// Previous is the version that was current before (a rollback).
 	Previous string `json:"previous,omitempty"`
+	// Readable is who may read the skill now, as a share scope (global,
+	// department:IDS, user:UIDS): a skill private to its importer is not in
+	// other users' sessions until it is shared.
+	Readable string `json:"readable,omitempty"`
 }
 
 // Failed is one skill of a source that could not be imported.
@@ -271,7 +279,10 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 // discover resolves the request's source and finds the skills it holds.
 func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportResult) (*source, []skills.Candidate, error) {
 	if req.Agents {
-		src, cands := c.agentSource(req, res)
+		src, cands, err := c.agentSource(req, res)
+		if err != nil {
+			return nil, nil, err
+		}
 		if len(cands) == 0 {
 			return nil, nil, fmt.Errorf("no skills found in the agent folders of %q and %q: %w", req.AgentHome, req.Project, skills.ErrNoManifest)
 		}
@@ -425,15 +436,26 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 // agentSource lists the skills of the agents' folders as candidates; those
 // that cannot be loaded at all are reported as failed, those another skill
 // hides as shadowed.
-func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skills.Candidate) {
-	list, shadowed, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project))
+func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skills.Candidate, error) {
+	// The home and project folders are named, not walked: only their
+	// agents' skill folders are read, and each skill found there (which
+	// may be a link to anywhere) is guarded before its SKILL.md is read.
+	for _, p := range []string{req.AgentHome, req.Project} {
+		if p != "" {
+			if err := c.guardSource(p, p, false); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	list, shadowed, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project),
+		func(p string) error { return c.guardSource(p, p, true) })
 	for _, p := range problems {
 		res.Failed = append(res.Failed, Failed{Source: "agents", Error: p})
 	}
 	for _, s := range shadowed {
 		res.Shadowed = append(res.Shadowed, Shadowed{Source: s.Dir, Slug: s.Slug, By: s.By, Reason: s.String()})
 	}
-	return &source{key: "agent:", sourceType: skills.SourceUpload, cleanup: func() {}}, agentFound(list)
+	return &source{key: "agent:", sourceType: skills.SourceUpload, cleanup: func() {}}, agentFound(list), nil
 }
 
 // resolve turns the request's source into a directory tree.
@@ -560,6 +582,11 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	}
 	fi, statErr := req.stat(spec)
 	local := statErr == nil
+	if p := localPath(spec, local); p != "" && !req.upload {
+		if err := c.guardSource(req.display(), p, true); err != nil {
+			return fail(err)
+		}
+	}
 	// A local folder is read as it is on disk, working-tree edits included
 	// (its commit and whether the files match it are recorded); only a ref
 	// (--ref or PATH#ref), a file:// URL, or a bare repository, which has

@@ -149,7 +149,8 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	}
 	if existing != nil && existing.Version == hash {
 		warnings = append(warnings, "content identical to the current version: no new version")
-		return &Installed{Slug: slug, Name: DisplayName(existing.Plugin, existing.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
+		return &Installed{Slug: slug, Name: DisplayName(existing.Plugin, existing.Name), Version: hash, Warnings: nonNilStrings(warnings),
+			Readable: policy.FormatScope(existing.Share.Read)}, nil
 	}
 	now := c.now().UTC()
 	sk, err := c.skillEntry(actor, req, src, key, f, m, slug, hash, existing, now)
@@ -167,7 +168,8 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 		return nil, err
 	}
 	c.log.Info("skill installed", "slug", slug, "version", hash, "source", key)
-	in := &Installed{Slug: slug, Name: DisplayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings)}
+	in := &Installed{Slug: slug, Name: DisplayName(sk.Plugin, sk.Name), Version: hash, Warnings: nonNilStrings(warnings),
+		Readable: policy.FormatScope(sk.Share.Read)}
 	if want := wantedSlug(f, st); existing == nil && slug != want && strings.HasPrefix(slug, want+"-v") {
 		in.RenamedFrom = want
 		in.Note = renameNote(want, slug)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -196,12 +197,18 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 	}
 	if state != IndexOK && state != IndexNew {
 		r.IndexError = errString(ierr)
-		aside, err := moveIndexAside(home, opts.Now())
-		if err != nil {
+		aside, moved, err := moveIndexAside(home, opts.Now())
+		switch {
+		case err != nil:
 			return nil, err
+		case aside != "":
+			r.act("moved the %s index aside to %s", state, aside)
+			opts.Logger.Warn("damaged index moved aside", "state", state, "to", aside, "problem", r.IndexError)
+		case len(moved) > 0:
+			r.act("no index was there: moved what was left of it aside to %s and built a new one from the store", strings.Join(moved, " and "))
+		default:
+			r.act("no index was there: built a new one from the store")
 		}
-		r.act("moved the %s index aside to %s", state, aside)
-		opts.Logger.Warn("damaged index moved aside", "state", state, "to", aside, "problem", r.IndexError)
 	}
 	c, err := openParts(home, opts)
 	if err != nil {
@@ -296,10 +303,12 @@ func LockServe(home string) (release func(), err error) {
 }
 
 // moveIndexAside renames the index and its WAL and shared-memory files to
-// index.db.damaged-<time>[...], and returns the new name of the index.
-func moveIndexAside(home string, now time.Time) (string, error) {
+// index.db.damaged-<time>[...], and returns the new name of the index ("" when
+// there was none) and the new names of every file it moved: a WAL left
+// without its index is moved too, so a new index never replays it.
+func moveIndexAside(home string, now time.Time) (aside string, moved []string, err error) {
 	stamp := now.UTC().Format("20060102T150405Z")
-	aside := filepath.Join(home, indexFile+".damaged-"+stamp)
+	aside = filepath.Join(home, indexFile+".damaged-"+stamp)
 	for n := 2; ; n++ {
 		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
 			break
@@ -309,10 +318,16 @@ func moveIndexAside(home string, now time.Time) (string, error) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		err := os.Rename(filepath.Join(home, indexFile+suffix), aside+suffix)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("move the damaged index aside: %w", err)
+			return "", moved, fmt.Errorf("move the damaged index aside: %w", err)
+		}
+		if err == nil {
+			moved = append(moved, aside+suffix)
 		}
 	}
-	return aside, nil
+	if len(moved) == 0 || moved[0] != aside {
+		return "", moved, nil
+	}
+	return aside, moved, nil
 }
 
 // quarantineMismatched hashes every indexed version's content again and

@@ -84,6 +84,7 @@ func (d *Daemon) routes(token string) http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
+		req.Caller = caller(r)
 		info, err := d.CreateSession(r.Context(), req)
 		reply(w, info, err)
 	})
@@ -96,6 +97,7 @@ func (d *Daemon) routes(token string) http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
+		req.Caller = caller(r)
 		info, err := d.SetSkills(r.Context(), r.PathValue("id"), req)
 		reply(w, info, err)
 	})

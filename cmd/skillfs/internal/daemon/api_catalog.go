@@ -271,6 +271,16 @@ func parseShare(read, manage string) (*skills.Share, error) {
 // operator).
 func actingAs(r *http.Request) string { return r.Header.Get(ActAsHeader) }
 
+// caller is who a session call comes from: the user ActAsHeader names, else
+// the operator. A session acts for its own user whoever asks; the caller
+// is only told why the skills it manages were left out.
+func caller(r *http.Request) string {
+	if as := actingAs(r); as != "" {
+		return as
+	}
+	return catalog.Operator
+}
+
 // readScope parses the read scope a request gives a new skill; "" (nil)
 // keeps the private default.
 func readScope(read string) (*skills.Share, error) {

@@ -107,6 +107,7 @@ type Daemon struct {
 	mountRoot string
 	readyBusy [3]atomic.Bool // readiness checks under way: mount, index, store
 	watchBusy atomic.Bool    // the watchdog's mount check under way (its own, so a probe never fails a ping)
+	watchIdx  atomic.Bool    // the watchdog's check of the index's files under way
 	lastErr   *atomic.Pointer[LoggedError]
 	agentPath string
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/policy"
 	"skillfs/skills"
 )
 
@@ -416,5 +417,53 @@ func TestUserRoutesTellNothingOfOthers(t *testing.T) {
 	var del catalog.UserDeleted
 	if code != http.StatusOK || json.Unmarshal(body, &del) != nil || del.Owner != "root" || !slices.Equal(del.Handed, []string{"bobs"}) {
 		t.Fatalf("an admin deletes bob --to root: %d %s", code, body)
+	}
+}
+
+// TestSessionLeftOutToldToManagers: a skill left out of a session because
+// its share does not reach the session's user is said to be "not readable"
+// to a caller who manages it (the operator, who imported it private to
+// itself and opens sessions for others), with how to share it; to anyone
+// else, the session's user included, it is missing like a slug that names
+// no skill.
+func TestSessionLeftOutToldToManagers(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	for _, uid := range []string{"alice", "bob"} {
+		if err := d.cat.PutUser(ctx, "", skills.User{UID: uid, Role: skills.RoleUser}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
+	install(t, d, "name: pdf\ndescription: the operator's own", "")
+	api := newCheckedAPI(t, d.routes(""))
+	for _, tc := range []struct{ as, want string }{
+		{"", policy.SkipNotReadable},               // the operator manages pdf
+		{"bob", policy.SkipMissing},                // bob does not know pdf
+		{"alice", policy.SkipMissing},              // nor does the session's own user
+		{"mallory", policy.SkipMissing},            // an unregistered caller is no one
+		{catalog.Operator, policy.SkipNotReadable}, // named
+	} {
+		code, _, body := api.send("POST", "/v1/sessions", jsonHdr(ActAsHeader, tc.as), []byte(`{"user":"alice","skills":["pdf"]}`))
+		var e apiError
+		json.Unmarshal(body, &e)
+		msg := e.Error
+		if code != http.StatusNotFound || !strings.Contains(msg, `"pdf" (`+tc.want+`)`) ||
+			strings.Contains(msg, "skill share") != (tc.want == policy.SkipNotReadable) {
+			t.Errorf("as %q, alice's session of pdf alone: %d %s, want 404 saying %q", tc.as, code, body, tc.want)
+		}
+		code, _, body = api.send("POST", "/v1/sessions", jsonHdr(ActAsHeader, tc.as), []byte(`{"user":"alice","skills":["pub","pdf"]}`))
+		var info SessionInfo
+		if code != http.StatusOK || json.Unmarshal(body, &info) != nil {
+			t.Fatalf("as %q, alice's session of pub and pdf: %d %s", tc.as, code, body)
+		}
+		if len(info.Skipped) != 1 || info.Skipped[0].Slug != "pdf" || info.Skipped[0].Reason != tc.want {
+			t.Errorf("as %q, left out %+v, want pdf (%s)", tc.as, info.Skipped, tc.want)
+		}
+		code, _, body = api.send("PATCH", "/v1/sessions/"+info.ID, jsonHdr(ActAsHeader, tc.as), []byte(`{"skills":["pdf","pub"]}`))
+		info = SessionInfo{}
+		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || len(info.Skipped) != 1 || info.Skipped[0].Reason != tc.want {
+			t.Errorf("as %q, set alice's session to pdf and pub: %d %s, want pdf (%s)", tc.as, code, body, tc.want)
+		}
 	}
 }

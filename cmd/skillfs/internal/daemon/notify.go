@@ -41,19 +41,34 @@ var watchdogEvery = func() time.Duration {
 // answers (the check readiness makes, bounded by readyTimeout), until ctx
 // ends. A mount that stops answering stops the pings, so the service manager
 // restarts the daemon, which mounts again and re-attaches the binds. The
-// index and the store are left out: a restart mends neither a full disk
-// nor a broken one (/v1/ready reports those).
+// index and the store are left out of that: a restart mends neither a full
+// disk nor a broken one (/v1/ready reports those). Index files removed or
+// replaced under the daemon (see checkIndexFiles) are told instead, in the
+// log and in the status the service manager shows, with the pings going on:
+// the watchdog's abort would lose what the daemon wrote since, which only a
+// clean stop saves.
 func (d *Daemon) watchdog(ctx context.Context, every time.Duration, log *slog.Logger) {
 	if every <= 0 || notifyPath == "" {
 		return
 	}
 	log.Info("service manager watchdog", "every", every)
+	told := "" // the index problem last told, "" for none
 	periodically(ctx, every/2, func() {
 		if c := d.check("mount", &d.watchBusy, d.checkMount); !c.OK {
 			log.Warn("watchdog withheld: the mount does not answer", "err", c.Error)
 			return
 		}
-		if err := notify("WATCHDOG=1"); err != nil {
+		state := "WATCHDOG=1"
+		problem := d.check("index", &d.watchIdx, d.checkIndexFiles).Error // a check that hangs is told too
+		switch {
+		case problem != "" && problem != told:
+			log.Error("the index's files could not be checked, or are not those the daemon has open", "err", problem)
+			state += "\nSTATUS=NOT READY: index: " + problem
+		case problem == "" && told != "":
+			state += "\nSTATUS=serving " + d.mountRoot
+		}
+		told = problem
+		if err := notify(state); err != nil {
 			log.Warn("watchdog", "err", err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/index"
 	"skillfs/skills"
 )
 
@@ -36,12 +37,16 @@ const readyTimeout = 5 * time.Second
 const fuseSuperMagic = 0x65735546
 
 // Ready checks, each within readyTimeout, that the mount answers as this
-// daemon's FUSE filesystem, that the index takes a durable write, and that
-// the content store can be read.
+// daemon's FUSE filesystem, that the index's files are those the daemon
+// has open and the index takes a durable write, and that the content store
+// can be read.
 func (d *Daemon) Ready(ctx context.Context) Readiness {
 	checks := []Check{
 		d.check("mount", &d.readyBusy[0], d.checkMount),
 		d.check("index", &d.readyBusy[1], func() error {
+			if err := d.checkIndexFiles(); err != nil {
+				return err // a write would succeed, into a file no one else reads
+			}
 			ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 			defer cancel()
 			err := d.cat.DB().CheckWritable(ctx)
@@ -96,6 +101,20 @@ func (d *Daemon) checkMount() error {
 		return fmt.Errorf("%s is not the skill filesystem (detached?)", d.mountRoot)
 	}
 	return nil
+}
+
+// checkIndexFiles says, when files of a SQLite index that the daemon has
+// open were removed or replaced under it (see index.DB.CheckFiles), what
+// that means and what to do.
+func (d *Daemon) checkIndexFiles() error {
+	err := d.cat.DB().CheckFiles()
+	var re *index.ReplacedError
+	if errors.As(err, &re) {
+		return fmt.Errorf("%w: the daemon's writes (sessions, activations) now reach no other process, and theirs do not reach it. "+
+			"Restart the daemon with a clean stop (SIGTERM, `systemctl restart skillfs`), which writes what it holds into the index "+
+			"when no other process has it open, then run `skillfs check`. Never delete or move the index's -wal or -shm beside a running daemon", err)
+	}
+	return err
 }
 
 func (d *Daemon) checkStore() error {

@@ -82,3 +82,68 @@ func TestUnroutedRequests(t *testing.T) {
 		}
 	}
 }
+
+// A daemon whose index lost its -wal (or had its -shm replaced) under it
+// goes on writing where no other process reads: /v1/ready and the status
+// say so, naming the file and what to do, instead of the write that still
+// succeeds. A daemon on a shared SQLite index outside the data directory is
+// watched the same way.
+func TestReadyNoticesIndexFilesChangedUnderTheDaemon(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shared bool
+		damage func(t *testing.T, index string)
+		want   []string
+	}{
+		{"own index, -wal removed", false, func(t *testing.T, p string) {
+			if err := os.Remove(p + "-wal"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"-wal removed"}},
+		{"own index, -wal and -shm removed", false, func(t *testing.T, p string) {
+			for _, s := range []string{"-wal", "-shm"} {
+				if err := os.Remove(p + s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, []string{"-shm and ", "-wal removed"}},
+		{"shared index, -shm replaced", true, func(t *testing.T, p string) {
+			if err := os.WriteFile(p+"-shm.new", make([]byte, 32768), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(p+"-shm.new", p+"-shm"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"-shm replaced by another file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shared := ""
+			if tc.shared {
+				shared = filepath.Join(t.TempDir(), "fleet.db")
+			}
+			d := newTestHost(t, shared)
+			p := d.cat.DB().Files()[0]
+			if code, out := getReady(t, d); code != http.StatusOK || out["ready"] != true {
+				t.Fatalf("fresh daemon: %d %v, want ready", code, out)
+			}
+			tc.damage(t, p)
+			code, out := getReady(t, d)
+			msg, _ := out["error"].(string)
+			if code != http.StatusServiceUnavailable || !strings.Contains(msg, "index: ") {
+				t.Fatalf("after the damage: %d %v, want 503 naming the index", code, out)
+			}
+			for _, want := range append(tc.want, p, "Restart the daemon with a clean stop", "Never delete or move the index's -wal or -shm") {
+				if !strings.Contains(msg, want) {
+					t.Errorf("ready's answer does not say %q:\n%s", want, msg)
+				}
+			}
+			st, err := d.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Readiness.Ready || st.Readiness.Checks[1].Name != "index" || !strings.Contains(st.Readiness.Checks[1].Error, tc.want[len(tc.want)-1]) {
+				t.Errorf("status: %+v, want the index check failing", st.Readiness)
+			}
+		})
+	}
+}

@@ -22,6 +22,10 @@ type CreateRequest struct {
 	Skills  []string `json:"skills"`
 	All     bool     `json:"all"`
 	Preload []string `json:"preload"`
+	// Caller is who asks (the API's acting user, the operator without one):
+	// told why a skill it manages was left out, where the session's user
+	// would be told only that it is missing. "" tells no one but the user.
+	Caller string `json:"-"`
 }
 
 // SessionInfo describes a session; its JSON is part of the CLI contract.
@@ -75,7 +79,7 @@ func newID() string {
 // dependencies are looked at, unless all is asked for. What is left out is
 // reported as the user may be told it (policy.Disclose): a skill she may not
 // read looks exactly like one that does not exist.
-func closure(set *index.SkillSet, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped) {
+func closure(set *index.SkillSet, u skills.User, all bool, roots []string, managers ...skills.User) ([]skills.Pin, []policy.Skipped) {
 	visible := func(s *skills.Skill) bool { return policy.Visible(u, s) }
 	if all {
 		roots = roots[:0:0]
@@ -90,7 +94,7 @@ func closure(set *index.SkillSet, u skills.User, all bool, roots []string) ([]sk
 	for i, slug := range readable {
 		pins[i] = skills.Pin{Slug: slug, Version: set.Get(slug).Version}
 	}
-	return pins, policy.Disclose(u, set.Get, skipped)
+	return pins, policy.Disclose(u, set.Get, skipped, managers...)
 }
 
 // readableSet is closure for a session that is choosing its skills (created,
@@ -99,8 +103,8 @@ func closure(set *index.SkillSet, u skills.User, all bool, roots []string) ([]sk
 // an empty session. A mix of readable and missing ones is no error; the
 // missing ones are in the skipped list. Refresh uses closure, which never
 // refuses: a session that exists keeps working when its skills go away.
-func readableSet(set *index.SkillSet, u skills.User, all bool, roots []string) ([]skills.Pin, []policy.Skipped, error) {
-	pins, skipped := closure(set, u, all, roots)
+func readableSet(set *index.SkillSet, u skills.User, all bool, roots []string, managers ...skills.User) ([]skills.Pin, []policy.Skipped, error) {
+	pins, skipped := closure(set, u, all, roots, managers...)
 	if all {
 		return pins, skipped, nil
 	}
@@ -147,7 +151,8 @@ func checkRequest(all bool, requested []string) error {
 // selectSkills checks a request — a skill list or all, and the skills to
 // preload — for user u against the catalog, and returns the catalog set it
 // used. Creating a session and changing its skills both go through it.
-func (d *Daemon) selectSkills(ctx context.Context, u skills.User, all bool, requested, preload []string) (*index.SkillSet, *selection, error) {
+// caller, when set, is told why the skills it manages were left out.
+func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string, all bool, requested, preload []string) (*index.SkillSet, *selection, error) {
 	set, err := d.cat.DB().SkillSet(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -161,7 +166,13 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, all bool, requ
 		// Every skill named asks for a version that does not exist.
 		return nil, nil, policy.CheckRoots(skippedSlugs(rq.skipped), nil, rq.skipped)
 	}
-	pins, skipped, err := readableSet(set, u, all, roots)
+	var managers []skills.User
+	if caller != "" && caller != u.UID {
+		if m, err := d.cat.DB().User(ctx, caller); err == nil {
+			managers = append(managers, m)
+		}
+	}
+	pins, skipped, err := readableSet(set, u, all, roots, managers...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,7 +204,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	if err != nil {
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
-	set, sel, err := d.selectSkills(ctx, u, req.All, req.Skills, req.Preload)
+	set, sel, err := d.selectSkills(ctx, u, req.Caller, req.All, req.Skills, req.Preload)
 	if err != nil {
 		return nil, err
 	}
@@ -464,6 +475,7 @@ type SetRequest struct {
 	Skills  []string `json:"skills"`
 	All     bool     `json:"all"`
 	Preload []string `json:"preload"`
+	Caller  string   `json:"-"` // as CreateRequest.Caller
 }
 
 // SetSkills gives an open session a new request, as if it had been created
@@ -490,7 +502,7 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	if err != nil {
 		return nil, fmt.Errorf("session %q: its user %q: %w", id, s.UID, err)
 	}
-	set, sel, err := d.selectSkills(ctx, u, req.All, req.Skills, req.Preload)
+	set, sel, err := d.selectSkills(ctx, u, req.Caller, req.All, req.Skills, req.Preload)
 	if err != nil {
 		return nil, err
 	}
