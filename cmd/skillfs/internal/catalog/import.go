@@ -37,8 +37,16 @@ type ImportRequest struct {
 	// API marks a source named through the daemon's API, which has no
 	// working directory: only an absolute path (or a file:// URL) names
 	// something on this machine, a name is never looked up on disk first,
-	// and any other relative path is refused (see APISource).
+	// and any other relative path is refused (see APISource). What it may
+	// read on this machine is checked first (see checkSource): for admins
+	// only, and only inside the import roots.
 	API bool
+	// recorded marks a source the catalog recorded (a curated source, the
+	// provenance of an installed skill): read as the API reads a name,
+	// absolute paths and URLs only, with no check of its own; whoever
+	// asked for the read was checked for it (or is the operator at a
+	// shell), or the source is curated, which is its registration's grant.
+	recorded bool
 
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
@@ -439,13 +447,15 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 // resolve turns the request's source into a directory tree.
 func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
 	sub := req.Path
-	if req.API {
+	switch {
+	case req.API:
 		req.Source = APISource(req.Source)
-		if u := skills.ParseGitSource(req.Source).URL; !filepath.IsAbs(u) && !strings.Contains(u, "://") && !skills.IsRemoteGitURL(u) {
-			return nil, fmt.Errorf("source %q: a path on the daemon's machine is named by its absolute path (the daemon has no working directory of yours), "+
-				"and this is neither that nor a git URL or repository name: %w", req.display(), skills.ErrInvalid)
+		if err := c.checkSource(ctx, req); err != nil {
+			return nil, err
 		}
-	} else {
+	case req.recorded:
+		req.Source = APISource(req.Source)
+	default:
 		req.Source = RemoteSource(req.Source)
 	}
 	if _, err := req.stat(req.Source); err != nil {
@@ -519,10 +529,11 @@ func APISource(source string) string {
 	return source
 }
 
-// stat is os.Stat of a path the request's source may be; through the API,
-// a path that is not absolute is never looked up (see ImportRequest.API).
+// stat is os.Stat of a path the request's source may be; through the API
+// (and for a recorded source), a path that is not absolute is never looked
+// up (see ImportRequest.API).
 func (r ImportRequest) stat(p string) (os.FileInfo, error) {
-	if r.API && !filepath.IsAbs(p) {
+	if (r.API || r.recorded) && !filepath.IsAbs(p) {
 		return nil, fmt.Errorf("stat %s: not an absolute path: %w", p, os.ErrNotExist)
 	}
 	return os.Stat(p)
