@@ -120,6 +120,9 @@ func (r *ImportRoots) open(p string) (importRoot, error) {
 	if err != nil {
 		return importRoot{}, fmt.Errorf("import root %q: %w", p, err)
 	}
+	if inKernelDir(abs) {
+		return importRoot{}, fmt.Errorf("import root %q: %w", p, ErrKernelRoot)
+	}
 	fd, err := unix.Open(abs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -167,6 +170,9 @@ var (
 func (r *ImportRoots) contains(p string) error {
 	if r == nil || len(r.roots) == 0 {
 		return errOutsideRoots
+	}
+	if inKernelDir(p) {
+		return errKernel // also a magic link such as /proc/self/root, wherever it leads
 	}
 	fd, err := r.openResolved(p)
 	if err != nil {
@@ -237,6 +243,18 @@ func folderOf(q string, st *unix.Stat_t) (int, error) {
 		return -1, errOutsideRoots
 	}
 	return dir, nil
+}
+
+// inKernelDir reports whether the absolute path p is spelled as /proc,
+// /sys or /dev or a path below them.
+func inKernelDir(p string) bool {
+	p = filepath.Clean(p)
+	for _, d := range kernelDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // hasDotSegment reports whether the path p holds a "." or ".." component.

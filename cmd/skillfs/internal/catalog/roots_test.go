@@ -53,6 +53,8 @@ func TestOpenImportRoots(t *testing.T) {
 		{"/proc", ErrKernelRoot},
 		{"/proc/self", ErrKernelRoot},
 		{"/proc/self/fd", ErrKernelRoot},
+		{"/proc/self/cwd", ErrKernelRoot}, // a magic link to a folder elsewhere
+		{"/proc/self/root/tmp", ErrKernelRoot},
 		{"/sys", ErrKernelRoot},
 		{"/sys/kernel", ErrKernelRoot},
 		{"/dev", ErrKernelRoot},
@@ -134,15 +136,16 @@ func TestImportRootsContain(t *testing.T) {
 	// "/" as a root holds everything but the kernel's folders.
 	all := rootsOf(t, "/")
 	for p, in := range map[string]bool{
-		"/etc/hostname":      true,
-		out:                  true,
-		"/no/such/folder":    true,
-		"/proc/self/environ": false,
-		"/proc/1":            false,
-		"/proc":              false,
-		"/sys/kernel":        false,
-		"/dev/null":          false,
-		"/dev/shm/x":         false,
+		"/etc/hostname":                true,
+		out:                            true,
+		"/no/such/folder":              true,
+		"/proc/self/environ":           false,
+		"/proc/self/root/etc/hostname": false, // /etc/hostname, through /proc
+		"/proc/1":                      false,
+		"/proc":                        false,
+		"/sys/kernel":                  false,
+		"/dev/null":                    false,
+		"/dev/shm/x":                   false,
 	} {
 		if err := all.contains(p); (err == nil) != in {
 			t.Errorf("under /: contains(%s) = %v, want inside: %v", p, err, in)
