@@ -334,7 +334,7 @@ func rewriteTo(t testing.TB, config, base string) {
 	}
 }
 
-// TestUpdateChecksTheSourceOfToday (issue item 3a): a skill installed
+// TestUpdateChecksTheSourceOfToday: a skill installed
 // through the API from https://gitlab.com/... while a rewrite sent it to a
 // remote is not updated from a folder of this machine once the operator
 // points the rewrite there: not at the recorded ref, not at a branch the
@@ -401,7 +401,7 @@ func TestUpdateChecksTheSourceOfToday(t *testing.T) {
 	}
 }
 
-// TestUpdateFollowsTheCuratedRef (issue item 3b): a user who installed a
+// TestUpdateFollowsTheCuratedRef: a user who installed a
 // skill from an admin's local curated source, which she may not read
 // herself, updates it at the curated ref only: a ref of an uncurated
 // branch is refused as a draft of the source is; without a ref it follows

@@ -26,7 +26,7 @@ func writeSkillMD(t testing.TB, dir, front string) {
 	}
 }
 
-// TestDraftsOnlyInsideImportRoots (issue item 2): through the API an admin
+// TestDraftsOnlyInsideImportRoots: through the API an admin
 // and a superadmin (X-Skillfs-As) draft local paths only inside the import
 // roots: /etc/shadow, /proc/self/environ, a link in a root leading out,
 // are refused with 403, one answer for existing and missing paths, and no
@@ -88,7 +88,7 @@ func TestDraftsOnlyInsideImportRoots(t *testing.T) {
 	}
 }
 
-// TestUpdateThroughTheAPIChecksTheSource (issue item 3b): a user who
+// TestUpdateThroughTheAPIChecksTheSource: a user who
 // installed a curated skill from an admin's local curated source updates it
 // through the API at the curated ref only; a ref of an uncurated branch is
 // refused with 403, as her draft of that source is, and changes nothing.
