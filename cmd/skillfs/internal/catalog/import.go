@@ -47,6 +47,10 @@ type ImportRequest struct {
 	// asked for the read was checked for it (or is the operator at a
 	// shell), or the source is curated, which is its registration's grant.
 	recorded bool
+	// inRoots marks a recorded source read for a request through the API
+	// that was checked as one (an update): what it reads on this machine
+	// stays inside the import roots, as for API (see objectsConfined).
+	inRoots bool
 
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
@@ -605,7 +609,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim, Timeout: req.Timeout}) // a plain tree within the limits, no .git
+	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim, Timeout: req.Timeout, Confine: c.objectsConfined(req)}) // a plain tree within the limits, no .git
 	if err != nil {
 		return fail(err)
 	}

@@ -390,6 +390,23 @@ func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
 	return nil
 }
 
+// objectsConfined is, for a request through the API (or checked as one),
+// the check of every folder a read of a repository on this machine takes
+// objects from (skills.CloneOptions.Confine): a .git file, a commondir or
+// an alternate leading out of the import roots leads out. Nil otherwise.
+func (c *Catalog) objectsConfined(req ImportRequest) func(string) error {
+	if !req.API && !req.inRoots {
+		return nil
+	}
+	return func(dir string) error {
+		if c.roots.contains(dir) != nil {
+			// Where they lie is not said.
+			return fmt.Errorf("the repository's objects lie outside the daemon's import roots: %w", skills.ErrPermission)
+		}
+		return nil
+	}
+}
+
 // outsideRoots is the refusal of a local source outside the import roots:
 // the same for every such path, existing or not.
 func (c *Catalog) outsideRoots(what string) error {

@@ -465,3 +465,41 @@ func TestUpdateFollowsTheCuratedRef(t *testing.T) {
 		t.Errorf("carol updates pdf at main: %+v, %v", res, err)
 	}
 }
+
+// TestAPIRepositoryObjectsInsideImportRoots: a repository in an import
+// root whose objects lie outside it — a .git file naming another
+// repository's git directory, alternates borrowing another's objects — is
+// not read through the API (ErrPermission, without saying where they lie),
+// as a link out of the root is not; the command line reads it.
+func TestAPIRepositoryObjectsInsideImportRoots(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	root, out := filepath.Join(base, "root"), filepath.Join(base, "out")
+	bareRepo(t, filepath.Join(out, "private.git"), "name: private\ndescription: OUTSIDE-SECRET")
+	// A working tree whose .git file names the private repository.
+	worktree := filepath.Join(root, "worktree")
+	if err := os.MkdirAll(worktree, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(worktree, ".git"), []byte("gitdir: "+filepath.Join(out, "private.git")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A bare repository whose objects are the private one's, by alternates.
+	borrower := filepath.Join(root, "borrower.git")
+	git(t, base, "clone", "-q", "--bare", "--shared", filepath.Join(out, "private.git"), borrower)
+	// And one of its own, inside the root.
+	bareRepo(t, filepath.Join(root, "own.git"), "name: own\ndescription: inside")
+	c := openWith(t, Options{ImportRoots: rootsOf(t, root)})
+	for _, src := range []string{worktree + "#main", "file://" + worktree, borrower, borrower + "#v1"} {
+		_, err := c.Prepare(ctx, ImportRequest{Source: src, API: true})
+		if !errors.Is(err, skills.ErrPermission) || strings.Contains(err.Error(), out) || strings.Contains(err.Error(), "OUTSIDE-SECRET") {
+			t.Errorf("the operator drafts %s through the API: %v; want ErrPermission naming nothing outside", src, err)
+		}
+		if _, err := c.Prepare(ctx, ImportRequest{Source: src}); err != nil {
+			t.Errorf("the command line prepares %s: %v", src, err)
+		}
+	}
+	if d, err := c.Prepare(ctx, ImportRequest{Source: filepath.Join(root, "own.git"), API: true}); err != nil || d.Skills[0].Description != "inside" {
+		t.Errorf("a repository of its own in the root: %+v, %v", d, err)
+	}
+}

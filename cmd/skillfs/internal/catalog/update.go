@@ -221,6 +221,7 @@ func (c *Catalog) updateSource(ctx context.Context, actor skills.User, req Updat
 		refused = c.checkSource(ctx, ImportRequest{Source: rs.base, As: actor.UID, API: true})
 	}
 	if refused == nil {
+		read.inRoots = req.API
 		if read.Ref == "" {
 			ref, err := c.recordedRef(ctx, s)
 			if err != nil {
