@@ -324,6 +324,9 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 	if local, ok := localRepoPath(fetchURL); ok && !opts.viaClone {
 		objects, ok := localObjectDir(local)
 		if !ok && opts.Confine != nil {
+			if _, err := os.Lstat(local); errors.Is(err, os.ErrNotExist) {
+				return "", &GitError{Source: src, Reason: "repository not found or not readable without credentials", Err: ErrNotFound}
+			}
 			return "", &GitError{Source: src, Reason: "no object directory of its own to check", Err: ErrPermission}
 		}
 		if ok {

@@ -288,6 +288,9 @@ func TestAPIRewriteOnlyInsideImportRoots(t *testing.T) {
 	if d, err := inside.Prepare(ctx, ImportRequest{Source: "https://github.com/acme/skills.git", API: true}); err != nil || d.Skills[0].Description != "mirrored" {
 		t.Errorf("a rewrite inside a root: %+v, %v", d, err)
 	}
+	if _, err := inside.Prepare(ctx, ImportRequest{Source: "https://github.com/acme/missing.git", API: true}); !errors.Is(err, skills.ErrNotFound) {
+		t.Errorf("a missing repository inside a root: %v, want ErrNotFound", err)
+	}
 }
 
 // bareRepo makes a bare repository at dir whose one commit (on main, and
