@@ -60,11 +60,12 @@ func (c *apiClient) doType(t testing.TB, method, path, user, contentType string,
 // over the API, acting for its users, and sessions follow at once.
 func TestCatalogAPI(t *testing.T) {
 	e := newEnv(t)
-	e.serve("--examples=false")
+	root := t.TempDir() // where the API may read local paths
+	e.serve("--examples=false", "--import-root", root)
 	e.ok("user", "add", "alice")
 	e.ok("user", "add", "bob")
 	api := newAPIClient(e.home)
-	src := filepath.Join(t.TempDir(), "notes")
+	src := filepath.Join(root, "notes")
 	writeSkill(t, src, "name: notes\ndescription: alice's notes", map[string]string{"tips.md": "one"})
 
 	var draft struct {
@@ -90,7 +91,7 @@ func TestCatalogAPI(t *testing.T) {
 	if code := api.doType(t, "POST", "/v1/drafts", "bob", "text/markdown", manifest, &lone); code != 200 || len(lone.Skills) != 1 || lone.Skills[0].Slug != "bobs-notes" {
 		t.Fatalf("prepare an uploaded SKILL.md: %d %+v", code, lone)
 	}
-	// The operator (a superadmin) may name a local path.
+	// The operator (a superadmin) may name a local path in an import root.
 	var admin struct {
 		ID string `json:"draft"`
 	}

@@ -29,7 +29,7 @@ func TestSourceCredentials(t *testing.T) {
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 
-	d := e.serve("--examples=false")
+	d := e.serve("--examples=false", "--import-root", mirror) // the rewrite reads the mirror, here
 	e.ok("user", "add", "carol", "--role", "admin")
 	api := newHostileAPI(e.home)
 	send := func(method, path, user string, body any) apiAnswer {

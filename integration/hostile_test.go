@@ -37,9 +37,24 @@ const hostileTimeout = 30 * time.Second
 // has not exited within limit. It returns the result and how long it took.
 func (e *env) runBounded(limit time.Duration, stdin io.Reader, args ...string) (result, time.Duration) {
 	e.t.Helper()
+	return e.runBoundedWith(limit, stdin, nil, args...)
+}
+
+// runBoundedEnv is runBounded with extra environment variables
+// (NAME=value) and no stdin.
+func (e *env) runBoundedEnv(limit time.Duration, vars []string, args ...string) (result, time.Duration) {
+	e.t.Helper()
+	return e.runBoundedWith(limit, nil, vars, args...)
+}
+
+func (e *env) runBoundedWith(limit time.Duration, stdin io.Reader, vars []string, args ...string) (result, time.Duration) {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := e.command(ctx, args...)
+	if vars != nil {
+		cmd.Env = e.environ(vars)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin
@@ -386,13 +401,14 @@ func makeHostileSources(t *testing.T, dir string) []hostileSource {
 // nothing changed.
 func TestHostileSources(t *testing.T) {
 	e := newCatalogEnv(t)
-	e.serve("--examples=false")
+	dir := t.TempDir() // the special sources, in an import root
+	e.serve("--examples=false", "--import-root", dir)
 	e.ok("user", "add", "alice")
 	notes := filepath.Join(t.TempDir(), "notes")
 	writeSkill(t, notes, "name: notes\ndescription: alice's notes", map[string]string{"tips.md": "one\n"})
 	e.ok("skill", "import", notes, "--as", "alice")
 	api := newHostileAPI(e.home)
-	sources := makeHostileSources(t, t.TempDir())
+	sources := makeHostileSources(t, dir)
 
 	type entry struct {
 		name string
@@ -425,7 +441,13 @@ func TestHostileSources(t *testing.T) {
 		{"skill prepare", cli("skill", "prepare", "SRC"), always(5)},
 		{"skill validate", cli("skill", "validate", "SRC"), always(1)},
 		{"skill edit --from", cli("skill", "edit", "notes", "tips.md", "--from", "SRC"), always(5)},
-		{"POST /v1/drafts as the operator", draft(""), always(400)},
+		// /dev is never read through the API, whatever the roots.
+		{"POST /v1/drafts as the operator", draft(""), func(src hostileSource) int {
+			if strings.HasPrefix(src.path, "/dev/") {
+				return 403
+			}
+			return 400
+		}},
 		{"POST /v1/drafts as a user", draft("alice"), always(403)},
 	}
 	tried, refused := 0, 0
@@ -449,8 +471,12 @@ func TestHostileSources(t *testing.T) {
 				switch {
 				case ep.want(src) == 403:
 					// Refused before the path is looked at.
-					if !strings.Contains(msg, "admins only") {
-						t.Errorf("message does not say why:\n%s", msg)
+					why := "admins only"
+					if ep.name == "POST /v1/drafts as the operator" {
+						why = "never /proc, /sys or /dev"
+					}
+					if !strings.Contains(msg, why) {
+						t.Errorf("message does not say why (%s):\n%s", why, msg)
 					}
 				case ep.name == "skill validate":
 					if !strings.Contains(msg, "error: ") {
@@ -672,7 +698,8 @@ type hostileRequest struct {
 // serving its API and its mounts.
 func TestHostileRequests(t *testing.T) {
 	e := newCatalogEnv(t)
-	e.serve("--examples=false")
+	dir := t.TempDir() // an import root: the FIFO below lies in it
+	e.serve("--examples=false", "--import-root", dir)
 	api := newHostileAPI(e.home)
 	e.ok("user", "add", "alice", "--department", "eng")
 	e.ok("user", "add", "bob")
@@ -707,7 +734,6 @@ func TestHostileRequests(t *testing.T) {
 			t.Fatalf("%s prepares a draft: %s", d.user, a)
 		}
 	}
-	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pipe")
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestRewriteEscape(t *testing.T) {
 	private.commit("secret")
 	private.git("clone", "-q", "--bare", private.dir, filepath.Join(filepath.Dir(mirror), "team-b", "private.git"))
 
-	e.serve("--examples=false")
+	e.serve("--examples=false", "--import-root", mirror) // an admin may read the mirror, not the rest of the machine
 	e.ok("user", "add", "alice")
 	e.ok("user", "add", "carol", "--role", "admin")
 	api := newHostileAPI(e.home)
@@ -86,7 +86,7 @@ func TestAPISourcesHaveNoWorkingDirectory(t *testing.T) {
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Chdir(cwd) // the daemon runs here
-	e.serve("--examples=false")
+	e.serve("--examples=false", "--import-root", cwd)
 	e.ok("user", "add", "alice")
 	api := newHostileAPI(e.home)
 	draft := func(user, source string) apiAnswer {

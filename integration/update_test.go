@@ -124,8 +124,9 @@ func TestUpdateFromGitSource(t *testing.T) {
 		t.Errorf("reimport of the renamed skill's own source:\n%s", out)
 	}
 
-	// The API: one skill, and all the acting user manages.
-	e.serve()
+	// The API: one skill, and all the acting user manages; the sources'
+	// folders are import roots, where the API may read.
+	e.serve("--import-root", filepath.Dir(repo.dir), "--import-root", filepath.Dir(other))
 	c := newAPIClient(e.home)
 	var au updateJSON
 	if code := c.do(t, "POST", "/v1/skills/alpha/update", "", map[string]any{"dry_run": true, "tag": "v3"}, &au); code != http.StatusOK ||

@@ -46,7 +46,7 @@ func TestUpdateHoldsARollback(t *testing.T) {
 		t.Fatalf("a held update installed something: %+v", vs)
 	}
 
-	e.serve()
+	e.serve("--import-root", filepath.Dir(repo.dir)) // where the API may read the source
 	c := newAPIClient(e.home)
 	if code := c.do(t, "POST", "/v1/skills/alpha/update", "", map[string]any{}, &u); code != http.StatusOK || u.Skills[0].Status != "held" {
 		t.Errorf("API update after the rollback: %d %+v", code, u)

@@ -36,7 +36,7 @@ func TestUpdateByAReader(t *testing.T) {
 		t.Fatalf("alpha has %d versions after a reader's updates", n)
 	}
 
-	e.serve()
+	e.serve("--import-root", filepath.Dir(repo.dir)) // where the API may read the source
 	c := newAPIClient(e.home)
 	if code := c.do(t, "POST", "/v1/skills/alpha/update", "bob", map[string]any{}, nil); code != http.StatusForbidden {
 		t.Errorf("POST /v1/skills/alpha/update as a reader: %d", code)

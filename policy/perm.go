@@ -249,3 +249,19 @@ func CheckInstallBuiltin(actor skills.User) error {
 	}
 	return nil
 }
+
+// CheckReadLocal reports whether actor may have the daemon read a source
+// on its own machine (a path, a file:// URL, a git URL that a rewrite sends
+// to a folder there) named through the API: admins and superadmins only.
+// Whoever reaches the API says whom it acts for, and the daemon (root) must
+// not read any file for any user; ordinary users send the skill's bytes or
+// name a remote repository. Where on the machine even an admin's request
+// may read is the daemon's import roots (the catalog checks those).
+func CheckReadLocal(actor skills.User) error {
+	if isAdmin(actor) {
+		return nil
+	}
+	return fmt.Errorf("%s may not have the daemon read a path on its machine (admins only): "+
+		"send the ZIP or SKILL.md as the request body (Content-Type application/zip or text/markdown), "+
+		"or name a remote git URL: %w", actor.UID, skills.ErrPermission)
+}

@@ -379,6 +379,21 @@ func TestCheckInstallBuiltin(t *testing.T) {
 	}
 }
 
+// TestCheckReadLocal: only admins and superadmins may have the daemon
+// read its own machine through the API, whatever else they manage.
+func TestCheckReadLocal(t *testing.T) {
+	for _, u := range cast {
+		err := CheckReadLocal(u)
+		allowed := slices.Contains([]string{"root", "adm", "admgr"}, u.UID)
+		if allowed && err != nil {
+			t.Errorf("%s: %v", u.UID, err)
+		}
+		if !allowed && !errors.Is(err, skills.ErrPermission) {
+			t.Errorf("%s: err = %v, want ErrPermission", u.UID, err)
+		}
+	}
+}
+
 func TestInScope(t *testing.T) {
 	tests := []struct {
 		name string

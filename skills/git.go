@@ -322,7 +322,17 @@ func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions)
 	}()
 
 	if local, ok := localRepoPath(fetchURL); ok && !opts.viaClone {
-		if objects, ok := localObjectDir(local); ok {
+		objects, ok := localObjectDir(local)
+		if !ok && opts.Confine != nil {
+			if _, err := os.Lstat(local); errors.Is(err, os.ErrNotExist) {
+				return "", &GitError{Source: src, Reason: "repository not found or not readable without credentials", Err: ErrNotFound}
+			}
+			return "", &GitError{Source: src, Reason: "no object directory of its own to check", Err: ErrPermission}
+		}
+		if ok {
+			if err := confineObjects(objects, opts.Confine, 0); err != nil {
+				return "", &GitError{Source: src, Reason: "its objects may not be read", Err: err}
+			}
 			return g.readLocal(ctx, dir, objects)
 		}
 	}

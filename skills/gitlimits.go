@@ -27,6 +27,13 @@ type CloneOptions struct {
 	// Timeout bounds the whole clone; zero or negative means
 	// DefaultCloneTimeout. A deadline of ctx applies as well.
 	Timeout time.Duration
+	// Confine, when set, is asked about every folder of this machine that
+	// a read of a repository here takes objects from — its object
+	// directory, found through a .git file or commondir, and the
+	// alternates that lists — before anything is read: an error refuses
+	// the read. A repository here whose objects cannot be found is then
+	// refused too (git would look for them itself).
+	Confine func(dir string) error
 	// viaClone reads a repository on this machine by cloning it, as a
 	// remote one is read, instead of from its objects (tests of the clone).
 	viaClone bool

@@ -102,6 +102,44 @@ func localObjectDir(dir string) (string, bool) {
 	return abs, true
 }
 
+// maxAlternateDepth is how deep git follows alternates of alternates.
+const maxAlternateDepth = 5
+
+// confineObjects asks confine (when set) about the object directory objects
+// and every alternate it lists (objects/info/alternates, and theirs, as
+// deep as git follows them).
+func confineObjects(objects string, confine func(string) error, depth int) error {
+	if confine == nil {
+		return nil
+	}
+	if err := confine(objects); err != nil {
+		return err
+	}
+	b, err := ReadRegular(filepath.Join(objects, "info", "alternates"), "alternates", 64<<10, false)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("read the alternates of a repository: %w", ErrPermission)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		alt := strings.TrimSpace(line)
+		if alt == "" || strings.HasPrefix(alt, "#") {
+			continue
+		}
+		if depth >= maxAlternateDepth || strings.HasPrefix(alt, "\"") {
+			return fmt.Errorf("alternates too deep or quoted: %w", ErrPermission)
+		}
+		if !filepath.IsAbs(alt) {
+			alt = filepath.Join(objects, alt)
+		}
+		if err := confineObjects(filepath.Clean(alt), confine, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // readLocal does the work of CloneGit for a repository on this machine whose
 // objects are in objects: resolve the ref, check the commit's tree against
 // the limits, unpack it into dir.

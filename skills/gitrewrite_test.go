@@ -84,27 +84,31 @@ func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
 			t.Errorf("gitRewrites()[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	for in, want := range map[string]bool{
-		"https://github.com/o/r.git":                 true, // stays remote as written...
-		"https://example.com/o/r.git":                true,
-		"git@github.com:x/r.git":                     true,  // rewritten to another host
-		"/srv/Mirror.dir/o/r.git":                    false, // local as written
-		"https://github.com/../../home/b/x.git#main": false,
+	for in, want := range map[string]SourcePaths{
+		"https://github.com/o/r.git":        {Rewritten: "/srv/Mirror.dir/o/r.git"}, // remote as written, read from this machine
+		"https://github.com/o/r.git#main":   {Rewritten: "/srv/Mirror.dir/o/r.git"},
+		"https://example.com/o/r.git":       {},
+		"git@github.com:x/r.git":            {}, // rewritten to another host
+		"/srv/Mirror.dir/o/r.git":           {Named: []string{"/srv/Mirror.dir/o/r.git"}},
+		"/srv/a#b":                          {Named: []string{"/srv/a#b", "/srv/a"}},
+		"file:///srv/x%20y.git#v1":          {Named: []string{"/srv/x y.git"}},
+		"FILE://localhost/srv/x.git":        {Named: []string{"/srv/x.git"}},
+		"ext::sh -c touch% /tmp/pwned":      {Named: []string{"ext::sh -c touch% /tmp/pwned"}}, // not a URL git may read: a (relative) path, refused as one
+		"gopher://example.com/r.git":        {},
+		"https://github.com/x/r.git#v2:sub": {}, // the longest prefix that matches, github.com/x/, sends it to another host
 	} {
-		remote, err := ReadsRemote(in)
-		if in == "https://github.com/o/r.git" {
-			// ...but read from this machine.
-			if remote || err != nil {
-				t.Errorf("ReadsRemote(%q) = %v, %v; want false: it is read from a folder here", in, remote, err)
-			}
-			continue
+		got, err := LocalPaths(in)
+		if err != nil || !slices.Equal(got.Named, want.Named) || got.Rewritten != want.Rewritten {
+			t.Errorf("LocalPaths(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
-		if remote != want {
-			t.Errorf("ReadsRemote(%q) = %v, %v; want %v", in, remote, err, want)
+		if got.Local() != (len(want.Named) > 0 || want.Rewritten != "") {
+			t.Errorf("LocalPaths(%q).Local() = %v", in, got.Local())
 		}
 	}
-	if _, err := ReadsRemote("https://github.com/../../home/b/x.git#main"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("ReadsRemote of a URL with '..': %v, want ErrInvalid", err)
+	for _, in := range []string{"https://github.com/../../home/b/x.git#main", "file://otherhost/srv/x.git", "file:///srv/x.git?q=1"} {
+		if got, err := LocalPaths(in); !errors.Is(err, ErrInvalid) {
+			t.Errorf("LocalPaths(%q) = %+v, %v; want ErrInvalid", in, got, err)
+		}
 	}
 
 	// Rules in an included file apply, as they do for git; of equally long

@@ -17,23 +17,72 @@ func IsRemoteGitURL(s string) bool {
 	return isRemoteURL(ParseGitSource(s).URL)
 }
 
-// ReadsRemote reports whether a clone of s (with or without a "#ref"
-// suffix) reads a repository on another host: s is a remote git URL (see
-// IsRemoteGitURL) and still is once the URL rewrites of git's
-// configuration are applied (see ResolveGitURL). Callers that must not
-// read files on this machine for whoever asks accept only these. err,
-// wrapping ErrInvalid, says why a remote URL cannot be read at all (a "."
-// or ".." segment in its path, a rewrite leading outside its folder).
-func ReadsRemote(s string) (bool, error) {
+// SourcePaths are the paths on this machine a read of a source reaches
+// (see LocalPaths).
+type SourcePaths struct {
+	// Named are the paths the source names as written: a path (both with
+	// and without its "#ref" suffix, as a file's name may hold a '#'), or
+	// the path of a file:// URL.
+	Named []string
+	// Rewritten is the path on this machine that a URL rewrite of git's
+	// configuration sends the source to, "" when none does. Where it lies
+	// is the operator's business: it is never shown to whoever asked.
+	Rewritten string
+}
+
+// Local reports whether a read of the source reaches this machine.
+func (p SourcePaths) Local() bool { return len(p.Named) > 0 || p.Rewritten != "" }
+
+// LocalPaths says where on this machine a read of the source s (a path, a
+// file:// URL or a git URL, each with or without a "#ref" suffix) reaches:
+// none for a remote git URL (see IsRemoteGitURL) that stays remote once
+// the URL rewrites of git's configuration are applied (see ResolveGitURL).
+// Callers that must not read files on this machine for whoever asks check
+// these paths. Nothing is looked up on disk. err, wrapping ErrInvalid,
+// says why s cannot be read at all: a remote URL with a "." or ".."
+// segment in its path, a rewrite leading outside its folder, or a file://
+// URL (as written or rewritten) that names no path of this machine (a host
+// other than localhost, a query).
+func LocalPaths(s string) (SourcePaths, error) {
+	s = strings.TrimSpace(s)
 	u := ParseGitSource(s).URL
-	if !isRemoteURL(u) {
-		return false, nil
+	var sp SourcePaths
+	switch {
+	case u == "" || isRemoteURL(u):
+	case hasFileScheme(u):
+		p, ok := localRepoPath(u)
+		if !ok {
+			return sp, fmt.Errorf("file URL %q: a file URL names a path of this machine as file:///PATH: %w", redactGitURL(u), ErrInvalid)
+		}
+		sp.Named = []string{p}
+	case strings.Contains(u, "://"):
+		// No transport git is let use (see CloneGit): nothing is read.
+	default:
+		sp.Named = []string{s}
+		if u != s {
+			sp.Named = append(sp.Named, u)
+		}
+	}
+	if u == "" {
+		return sp, nil
 	}
 	out, err := ResolveGitURL(u)
 	if err != nil {
-		return false, err
+		return sp, err
 	}
-	return isRemoteURL(out), nil
+	if out != u && !isRemoteURL(out) {
+		p, ok := localRepoPath(out)
+		if !ok {
+			return sp, fmt.Errorf("git URL %q: as rewritten by git's url.<base>.insteadOf configuration, it names no path of this machine: %w", redactGitURL(u), ErrInvalid)
+		}
+		sp.Rewritten = p
+	}
+	return sp, nil
+}
+
+// hasFileScheme reports whether u is a file:// URL, in any case.
+func hasFileScheme(u string) bool {
+	return len(u) >= len("file://") && strings.EqualFold(u[:len("file://")], "file://")
 }
 
 // HasCredentials reports whether the URL of the source s (with or without

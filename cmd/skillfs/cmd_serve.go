@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"skillfs/cmd/skillfs/internal/catalog"
@@ -44,6 +45,9 @@ func (c *cli) serveCmd() *cobra.Command {
 	eventRetainCount := fs.Int64("event-retain-count", daemon.DefaultEventRetainCount, "and at most this many of the newest")
 	hostName := fs.String("host-name", "", "the `NAME` this host registers under among the hosts of its catalog (default the machine's host name)")
 	reconcileEvery := fs.Duration("reconcile-every", daemon.DefaultReconcileEvery, "look this often for catalog changes made elsewhere (another host, a command that did not tell the daemon) and apply them to the views served here")
+	var importRoots pathsFlag
+	fs.Var(&importRoots, "import-root", "a `DIR` whose files sources named through the API may be, for admins (repeatable; also $"+importRootsEnv+", folders separated by ':'); "+
+		"none by default: through the API only remote repositories and uploads are read; never in /proc, /sys or /dev")
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := loadConfig(cmd, *config); err != nil {
@@ -54,6 +58,10 @@ func (c *cli) serveCmd() *cobra.Command {
 		}
 		if *reconcileEvery <= 0 {
 			return fmt.Errorf("--reconcile-every must be positive: %w", errUsage)
+		}
+		roots, err := openImportRoots(importRoots)
+		if err != nil {
+			return err
 		}
 		if err := preflight(); err != nil {
 			return err
@@ -82,11 +90,14 @@ func (c *cli) serveCmd() *cobra.Command {
 		if n, capped := capProcs(); capped {
 			log.Info("threads running Go code capped; set GOMAXPROCS to choose", "gomaxprocs", n)
 		}
-		cat, err := c.open(home, catalog.Options{Logger: log})
+		cat, err := c.open(home, catalog.Options{Logger: log, ImportRoots: roots})
 		if err != nil {
 			return err
 		}
 		defer cat.Close()
+		if paths := roots.Paths(); len(paths) > 0 {
+			log.Info("import roots: sources named through the API may read these folders", "roots", strings.Join(paths, ", "))
+		}
 		setup := func(context.Context) error {
 			if !*withExamples {
 				return nil
@@ -142,6 +153,49 @@ func (c *cli) serveCmd() *cobra.Command {
 	}
 	return cmd
 }
+
+// importRootsEnv names the import roots of serve when neither --import-root
+// nor the configuration file gives one: folders separated by ':', as in
+// $PATH.
+const importRootsEnv = "SKILLFS_IMPORT_ROOTS"
+
+// openImportRoots checks the import roots given (else those of
+// $SKILLFS_IMPORT_ROOTS): each an existing folder, none in /proc, /sys or
+// /dev. A bad one is a usage error (exit 2) naming it, before anything is
+// touched.
+func openImportRoots(given []string) (*catalog.ImportRoots, error) {
+	paths, from := given, "--import-root"
+	if len(paths) == 0 {
+		for _, p := range filepath.SplitList(os.Getenv(importRootsEnv)) {
+			if p != "" {
+				paths = append(paths, p)
+			}
+		}
+		from = "$" + importRootsEnv
+	}
+	roots, err := catalog.OpenImportRoots(paths)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", from, err, errUsage)
+	}
+	return roots, nil
+}
+
+// pathsFlag collects a repeatable flag whose values are paths: one per
+// use, commas and all (a folder's name may hold one). In the
+// configuration file it is a list.
+type pathsFlag []string
+
+var _ pflag.SliceValue = (*pathsFlag)(nil)
+
+func (p *pathsFlag) String() string { return strings.Join(*p, ",") }
+func (p *pathsFlag) Type() string   { return "DIR" }
+func (p *pathsFlag) Set(v string) error {
+	*p = append(*p, v)
+	return nil
+}
+func (p *pathsFlag) Append(v string) error     { return p.Set(v) }
+func (p *pathsFlag) Replace(vs []string) error { *p = append(pathsFlag{}, vs...); return nil }
+func (p *pathsFlag) GetSlice() []string        { return append([]string{}, *p...) }
 
 // preflight checks what serving needs before the data directory is
 // touched: a start that cannot mount must not create or open one.

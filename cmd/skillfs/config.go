@@ -27,14 +27,18 @@ var configGlobals = []string{"home", "index", "debug", "log-format"}
 // maxConfigBytes bounds a configuration file: it is a page of settings.
 const maxConfigBytes = 64 << 10
 
-// setting is one "key: value" of a configuration file.
+// setting is one "key: value" of a configuration file, or "key: [values]"
+// for a flag that may be given several times.
 type setting struct {
 	key, value string
-	line       int
+	list       []string // the values of a list (isList)
+	isList     bool
+	line       int // the key's
+	valueLine  int // the value's
 }
 
 // parseConfig reads a configuration file: one YAML mapping from flag names
-// to single values. It checks the shape only; configure checks the keys
+// to single values, or to lists of them for flags that may be repeated. It checks the shape only; configure checks the keys
 // and values.
 func parseConfig(data []byte) ([]setting, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -70,10 +74,21 @@ func parseConfig(data []byte) ([]setting, error) {
 			return nil, fmt.Errorf("line %d: key %q again (first set on line %d)", k.Line, k.Value, first)
 		}
 		seen[k.Value] = k.Line
+		if v.Kind == yaml.SequenceNode {
+			st := setting{key: k.Value, isList: true, list: []string{}, line: k.Line, valueLine: v.Line}
+			for _, it := range v.Content {
+				if it.Kind != yaml.ScalarNode || it.Tag == "!!null" {
+					return nil, fmt.Errorf("line %d: key %q: want a list of values, not one holding %s", it.Line, k.Value, nodeKind(it))
+				}
+				st.list = append(st.list, it.Value)
+			}
+			out = append(out, st)
+			continue
+		}
 		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
 			return nil, fmt.Errorf("line %d: key %q: want one value, not %s", v.Line, k.Value, nodeKind(v))
 		}
-		out = append(out, setting{key: k.Value, value: v.Value, line: k.Line})
+		out = append(out, setting{key: k.Value, value: v.Value, line: k.Line, valueLine: v.Line})
 	}
 	return out, nil
 }
@@ -115,11 +130,20 @@ func configure(cmd *cobra.Command, name string, settings []setting) error {
 		if !slices.Contains(keys, s.key) {
 			return usageErr(cmd, "%s line %d: unknown key %q (the keys are %s)", name, s.line, s.key, strings.Join(keys, ", "))
 		}
+		if _, ok := cmd.Flags().Lookup(s.key).Value.(pflag.SliceValue); s.isList && !ok {
+			return usageErr(cmd, "%s line %d: key %q: want one value, not a list", name, s.valueLine, s.key)
+		}
 	}
 	for _, s := range settings {
 		f := cmd.Flags().Lookup(s.key)
 		if f.Changed {
 			continue // the command line wins
+		}
+		if s.isList {
+			if err := f.Value.(pflag.SliceValue).Replace(s.list); err != nil {
+				return usageErr(cmd, "%s line %d: key %q: bad value: %v", name, s.valueLine, s.key, err)
+			}
+			continue
 		}
 		old := f.Value.String()
 		if err := f.Value.Set(s.value); err != nil {

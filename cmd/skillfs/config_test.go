@@ -203,3 +203,64 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestImportRootSettings: --import-root is repeatable and takes a path
+// whole (commas and all); the configuration file gives a list; the command
+// line wins over the file, and $SKILLFS_IMPORT_ROOTS applies when neither
+// gives one. A root in /proc, /sys or /dev, or one that is no folder,
+// stops serve with exit 2 naming it, before it checks for root or FUSE and
+// before it touches a data directory.
+func TestImportRootSettings(t *testing.T) {
+	a, b := t.TempDir(), filepath.Join(t.TempDir(), "with,comma")
+	if err := os.MkdirAll(b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	roots := func(serve *cobra.Command) []string {
+		return serve.Flags().Lookup("import-root").Value.(pflag.SliceValue).GetSlice()
+	}
+	serve, _, err := serveWith(t, "", "--import-root", a, "--import-root", b)
+	if got := roots(serve); err != nil || !slices.Equal(got, []string{a, b}) {
+		t.Errorf("two flags: %q, %v", got, err)
+	}
+	p := writeConfig(t, "import-root:\n  - "+a+"\n  - \""+b+"\"\n")
+	serve, _, err = serveWith(t, p, "--config", p)
+	if got := roots(serve); err != nil || !slices.Equal(got, []string{a, b}) {
+		t.Errorf("a list in the file: %q, %v", got, err)
+	}
+	serve, _, err = serveWith(t, p, "--config", p, "--import-root", b)
+	if got := roots(serve); err != nil || !slices.Equal(got, []string{b}) {
+		t.Errorf("the command line over the file: %q, %v", got, err)
+	}
+	p = writeConfig(t, "import-root: "+a+"\n")
+	serve, _, err = serveWith(t, p, "--config", p)
+	if got := roots(serve); err != nil || !slices.Equal(got, []string{a}) {
+		t.Errorf("one value in the file: %q, %v", got, err)
+	}
+	if r, err := openImportRoots(nil); err != nil || len(r.Paths()) != 0 {
+		t.Errorf("no roots anywhere: %v, %v", r.Paths(), err)
+	}
+	t.Setenv(importRootsEnv, a+":"+b)
+	if r, err := openImportRoots(nil); err != nil || !slices.Equal(r.Paths(), []string{a, b}) {
+		t.Errorf("from $%s: %v, %v", importRootsEnv, r.Paths(), err)
+	}
+	if r, err := openImportRoots([]string{b}); err != nil || !slices.Equal(r.Paths(), []string{b}) {
+		t.Errorf("a flag over $%s: %v, %v", importRootsEnv, r.Paths(), err)
+	}
+	for _, bad := range []string{"/proc", "/sys/kernel", "/dev", "/proc/self/cwd", filepath.Join(a, "missing")} {
+		home := filepath.Join(t.TempDir(), "home")
+		// --owner x: should the root pass, serve stops right after, and
+		// the message is not the root's.
+		out, errs, code := runCLI(t, "serve", "--home", home, "--import-root", a, "--import-root", bad, "--owner", "x")
+		if code != 2 || out != "" || !strings.Contains(errs, `"`+bad+`"`) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("serve --import-root %s: exit %d, stdout %q, stderr %q; want exit 2 naming it", bad, code, out, errs)
+		}
+		if _, err := os.Stat(home); !os.IsNotExist(err) {
+			t.Errorf("serve --import-root %s touched the data directory: %v", bad, err)
+		}
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv(importRootsEnv, "/proc")
+	if _, errs, code := runCLI(t, "serve", "--home", home, "--owner", "x"); code != 2 || !strings.Contains(errs, importRootsEnv) || !strings.Contains(errs, `"/proc"`) {
+		t.Errorf("$%s=/proc: exit %d, %q", importRootsEnv, code, errs)
+	}
+}

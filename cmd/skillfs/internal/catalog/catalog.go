@@ -37,6 +37,10 @@ type Options struct {
 	// index the data directory's store is this host's cache of the
 	// fleet's content and its identity names the host (HostID).
 	Index string
+	// ImportRoots are the folders a source named through the API may read
+	// (see OpenImportRoots); nil: none, so through the API only remote
+	// repositories and uploads are read.
+	ImportRoots *ImportRoots
 }
 
 // Catalog is an open data directory: index, content store and limits.
@@ -59,6 +63,7 @@ type Catalog struct {
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
+	roots     *ImportRoots // Options.ImportRoots
 }
 
 // diffBudget is a fresh comparison budget for one request.
@@ -212,7 +217,7 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		}
 		return nil, err
 	}
-	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub,
+	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub, roots: opts.ImportRoots,
 		store: &skills.Store{Root: filepath.Join(home, storeDir)}, cache: newContentCache()}, nil
 }
 

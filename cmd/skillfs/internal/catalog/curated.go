@@ -88,7 +88,7 @@ func (c *Catalog) AddCurated(ctx context.Context, req CuratedRequest) (*skills.C
 	if _, err := c.curatedSource(ctx, []string{name}); err == nil {
 		return nil, fmt.Errorf("%q is a curated source already (refresh it with `skillfs skill curated refresh`): %w", name, skills.ErrExists)
 	}
-	commit, list, err := c.readCurated(ctx, ImportRequest{Source: name, Ref: req.Ref, Timeout: req.Timeout, API: req.API})
+	commit, list, err := c.readCurated(ctx, ImportRequest{Source: name, Ref: req.Ref, As: req.As, Timeout: req.Timeout, API: req.API})
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +176,9 @@ func (c *Catalog) RefreshCurated(ctx context.Context, req CuratedRequest) ([]ski
 	var errs []error
 	for _, src := range all {
 		// Registered names are absolute paths or repositories: never read
-		// relative to a working directory.
-		commit, list, err := c.readCurated(ctx, ImportRequest{Source: src.Source, Ref: src.Ref, Timeout: req.Timeout, API: true})
+		// relative to a working directory. Read as registered: the
+		// registration (by an admin, checked then) is the grant.
+		commit, list, err := c.readCurated(ctx, ImportRequest{Source: src.Source, Ref: src.Ref, Timeout: req.Timeout, recorded: true})
 		if err == nil {
 			err = c.db.RefreshCuratedSource(ctx, src.Source, commit, c.now().UTC(), list)
 		}
@@ -292,7 +293,10 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 		return res, fmt.Errorf("curated skill %q is installed already as %q (to update it, whoever manages it imports its source again: `skillfs skill import %s --skill %s`): %w",
 			name, visible[i].Slug, cs.Source, cs.Path, skills.ErrExists)
 	}
-	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Folder: cs.Path, As: req.As, Share: req.Share, Timeout: req.Timeout, API: true})
+	// Read at its curated ref, as registered: the registration (by an
+	// admin, checked then) is the grant, also for a user who may not
+	// draft the source (see checkSource).
+	res, err = c.Import(ctx, ImportRequest{Source: cs.Source, Ref: cs.Ref, Folder: cs.Path, As: req.As, Share: req.Share, Timeout: req.Timeout, recorded: true})
 	if err != nil || len(res.Installed) != 1 {
 		return res, err
 	}

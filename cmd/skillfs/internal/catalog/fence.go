@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"skillfs/index"
 	"skillfs/skills"
@@ -37,18 +36,6 @@ import (
 // data directory placed inside a source folder is not looked for: making
 // either takes root.
 
-// fileID identifies a file independently of the paths that reach it.
-type fileID struct{ dev, ino uint64 }
-
-// idOf is the identity of a file stat'ed as fi.
-func idOf(fi os.FileInfo) (fileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, false
-	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino}, true
-}
-
 // sourceFence is what a source must not be, lie in or hold, identified now.
 type sourceFence struct {
 	home    string            // the data directory's real path ("" when there is none yet)
@@ -64,7 +51,7 @@ func newSourceFence(home string, indexFiles []string) *sourceFence {
 	f := &sourceFence{files: map[fileID]string{}, holders: map[fileID]string{}}
 	if real, err := filepath.EvalSymlinks(home); err == nil {
 		if fi, err := os.Stat(real); err == nil {
-			if id, ok := idOf(fi); ok {
+			if id, ok := infoID(fi); ok {
 				f.home, f.homeID = real, id
 			}
 			f.holds(filepath.Dir(real), "the data directory "+real)
@@ -72,7 +59,7 @@ func newSourceFence(home string, indexFiles []string) *sourceFence {
 	}
 	for _, p := range indexFiles {
 		if fi, err := os.Stat(p); err == nil {
-			if id, ok := idOf(fi); ok {
+			if id, ok := infoID(fi); ok {
 				f.files[id] = p
 			}
 		}
@@ -89,7 +76,7 @@ func newSourceFence(home string, indexFiles []string) *sourceFence {
 func (f *sourceFence) holds(dir, what string) {
 	for {
 		if fi, err := os.Stat(dir); err == nil {
-			if id, ok := idOf(fi); ok {
+			if id, ok := infoID(fi); ok {
 				if _, known := f.holders[id]; !known {
 					f.holders[id] = what
 				}
@@ -118,7 +105,7 @@ func (f *sourceFence) check(given, p string, walked bool) error {
 	if fi == nil {
 		return nil
 	}
-	id, ok := idOf(fi)
+	id, ok := infoID(fi)
 	if !ok {
 		return nil
 	}
@@ -156,7 +143,7 @@ func (f *sourceFence) check(given, p string, walked bool) error {
 func (f *sourceFence) inHome(dir string) bool {
 	for {
 		if fi, err := os.Stat(dir); err == nil {
-			if id, ok := idOf(fi); ok && id == f.homeID {
+			if id, ok := infoID(fi); ok && id == f.homeID {
 				return true
 			}
 		}

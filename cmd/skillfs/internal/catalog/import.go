@@ -37,12 +37,24 @@ type ImportRequest struct {
 	// API marks a source named through the daemon's API, which has no
 	// working directory: only an absolute path (or a file:// URL) names
 	// something on this machine, a name is never looked up on disk first,
-	// and any other relative path is refused (see APISource).
+	// and any other relative path is refused (see APISource). What it may
+	// read on this machine is checked first (see checkSource): for admins
+	// only, and only inside the import roots.
 	API bool
 	// upload marks Source as the catalog's own copy of an upload in its
 	// temporary area (see PrepareUpload): the one local source inside the
 	// data directory that is read.
 	upload bool
+	// recorded marks a source the catalog recorded (a curated source, the
+	// provenance of an installed skill): read as the API reads a name,
+	// absolute paths and URLs only, with no check of its own; whoever
+	// asked for the read was checked for it (or is the operator at a
+	// shell), or the source is curated, which is its registration's grant.
+	recorded bool
+	// inRoots marks a recorded source read for a request through the API
+	// that was checked as one (an update): what it reads on this machine
+	// stays inside the import roots, as for API (see objectsConfined).
+	inRoots bool
 
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
@@ -461,13 +473,15 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 // resolve turns the request's source into a directory tree.
 func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
 	sub := req.Path
-	if req.API {
+	switch {
+	case req.API:
 		req.Source = APISource(req.Source)
-		if u := skills.ParseGitSource(req.Source).URL; !filepath.IsAbs(u) && !strings.Contains(u, "://") && !skills.IsRemoteGitURL(u) {
-			return nil, fmt.Errorf("source %q: a path on the daemon's machine is named by its absolute path (the daemon has no working directory of yours), "+
-				"and this is neither that nor a git URL or repository name: %w", req.display(), skills.ErrInvalid)
+		if err := c.checkSource(ctx, req); err != nil {
+			return nil, err
 		}
-	} else {
+	case req.recorded:
+		req.Source = APISource(req.Source)
+	default:
 		req.Source = RemoteSource(req.Source)
 	}
 	if _, err := req.stat(req.Source); err != nil {
@@ -541,10 +555,11 @@ func APISource(source string) string {
 	return source
 }
 
-// stat is os.Stat of a path the request's source may be; through the API,
-// a path that is not absolute is never looked up (see ImportRequest.API).
+// stat is os.Stat of a path the request's source may be; through the API
+// (and for a recorded source), a path that is not absolute is never looked
+// up (see ImportRequest.API).
 func (r ImportRequest) stat(p string) (os.FileInfo, error) {
-	if r.API && !filepath.IsAbs(p) {
+	if (r.API || r.recorded) && !filepath.IsAbs(p) {
 		return nil, fmt.Errorf("stat %s: not an absolute path: %w", p, os.ErrNotExist)
 	}
 	return os.Stat(p)
@@ -621,7 +636,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim, Timeout: req.Timeout}) // a plain tree within the limits, no .git
+	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim, Timeout: req.Timeout, Confine: c.objectsConfined(req)}) // a plain tree within the limits, no .git
 	if err != nil {
 		return fail(err)
 	}

@@ -68,7 +68,8 @@ func TestAPISourceIgnoresTheWorkingDirectory(t *testing.T) {
 	}
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	c := open(t)
+	cwd, _ := os.Getwd()
+	c := openWith(t, Options{ImportRoots: rootsOf(t, cwd)}) // its absolute paths may be read
 	ctx := context.Background()
 	for src, want := range map[string]error{
 		"acme/skills":  skills.ErrNotFound, // the repository, not the folder

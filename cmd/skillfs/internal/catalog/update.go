@@ -20,6 +20,10 @@ type UpdateRequest struct {
 	DryRun bool   // say what would change, install nothing
 	Force  bool   // install what the source holds also when the skill is held (see UpdateHeld)
 	Ref    string // read this git ref (a newer tag, another branch) instead of the one recorded
+	// API marks an update asked for through the daemon's API: each source
+	// is checked as a draft of it would be, under today's rules (see
+	// updateSource).
+	API bool
 	// Timeout bounds the reading of each git source; 0:
 	// skills.DefaultCloneTimeout.
 	Timeout time.Duration
@@ -163,11 +167,116 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		return res, err
 	}
 	defer unlock()
+	// What each reads, checked before anything is read: a named skill
+	// whose source the actor may not have read refuses the whole request,
+	// as a draft of that source is refused.
+	plans := make([]updatePlan, len(targets))
+	for i, s := range targets {
+		plans[i] = c.planUpdate(ctx, actor, req, s)
+		if plans[i].err != nil && !req.All {
+			return res, fmt.Errorf("update %s: %w", s.Slug, plans[i].err)
+		}
+	}
 	budget := c.diffBudget() // what comparing may take, for all the skills together
-	for _, s := range targets {
-		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s, budget))
+	for i, s := range targets {
+		res.Skills = append(res.Skills, c.updateOne(ctx, actor, req, s, plans[i], budget))
 	}
 	return res, nil
+}
+
+// updatePlan is what updating one skill reads: read, its recorded source
+// as rs names it; none when it has nothing to read again; err when it may
+// not be read.
+type updatePlan struct {
+	read ImportRequest
+	rs   recordedSource
+	none bool
+	err  error
+}
+
+// planUpdate says what updating s reads (see updateSource).
+func (c *Catalog) planUpdate(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill) updatePlan {
+	rs, ok := parseSourceKey(s.Source)
+	if s.SourceType == skills.SourceBuiltin || !ok {
+		return updatePlan{none: true}
+	}
+	read, err := c.updateSource(ctx, actor, req, s, rs)
+	return updatePlan{read: read, rs: rs, err: err}
+}
+
+// updateSource is what updating s reads: its recorded source, at req.Ref
+// or else the ref it was last read at. Through the API the source is
+// checked as a new draft of it would be (checkSource), under the rules of
+// today, not those of its install: the actor's role, the import roots,
+// where git's URL rewrites send it now. A skill installed from a curated
+// source that the actor may not read directly (could not draft) follows
+// that source as curated today: its curated ref, and no other; a ref the
+// actor names that is not that one is refused as the draft would be.
+func (c *Catalog) updateSource(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, rs recordedSource) (ImportRequest, error) {
+	// A recorded source is read as the daemon reads one: never relative to
+	// a working directory (recorded paths are absolute).
+	read := ImportRequest{Source: rs.base, Path: rs.rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout, recorded: true}
+	refused := error(nil)
+	if req.API {
+		refused = c.checkSource(ctx, ImportRequest{Source: rs.base, As: actor.UID, API: true})
+	}
+	if refused == nil {
+		read.inRoots = req.API
+		if read.Ref == "" {
+			ref, err := c.recordedRef(ctx, s)
+			if err != nil {
+				return read, err
+			}
+			read.Ref = ref
+		}
+		return read, nil
+	}
+	cs, ok, err := c.curatedOrigin(ctx, s.Source)
+	if err != nil {
+		return read, err
+	}
+	if !ok {
+		return read, refused
+	}
+	ref := curatedRef(cs)
+	if req.Ref != "" && req.Ref != ref {
+		return read, fmt.Errorf("%w (it follows its curated source at %s)", refused, describeRef(ref))
+	}
+	read.Ref = ref
+	return read, nil
+}
+
+// curatedOrigin finds the skill a curated source offers today whose
+// install has the provenance key origin.
+func (c *Catalog) curatedOrigin(ctx context.Context, origin string) (skills.CuratedSkill, bool, error) {
+	all, err := c.db.CuratedSkills(ctx)
+	if err != nil {
+		return skills.CuratedSkill{}, false, err
+	}
+	for _, cs := range all {
+		if cs.Origin == origin {
+			return cs, true, nil
+		}
+	}
+	return skills.CuratedSkill{}, false, nil
+}
+
+// curatedRef is the ref a curated skill's source is read at: its curated
+// ref, or the one its source names ("URL#ref"), "" for the default branch
+// (or a folder as on disk).
+func curatedRef(cs skills.CuratedSkill) string {
+	if cs.Ref != "" {
+		return cs.Ref
+	}
+	return skills.ParseGitSource(cs.Source).Ref
+}
+
+// describeRef names a ref in messages.
+func describeRef(ref string) string {
+	if ref == "" {
+		return "its default branch (or, a folder, as it is on disk)"
+	}
+	return fmt.Sprintf("ref %q", ref)
 }
 
 func dedupeStrings(in []string) []string {
@@ -184,15 +293,14 @@ func dedupeStrings(in []string) []string {
 
 // updateOne updates one skill; what it did, or why it could not, is in
 // the answer.
-func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, budget *skills.DiffBudget) Updated {
+func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, plan updatePlan, budget *skills.DiffBudget) Updated {
 	u := Updated{Slug: s.Slug, Source: s.Source, From: s.Version}
 	fail := func(err error) Updated {
 		u.Status, u.Error = UpdateFailed, err.Error()
 		c.log.Info("update failed", "slug", s.Slug, "err", err)
 		return u
 	}
-	rs, ok := parseSourceKey(s.Source)
-	if s.SourceType == skills.SourceBuiltin || !ok {
+	if plan.none {
 		u.Status = UpdateNoSource
 		u.Error = "no source to update from: " + noSourceReason(s)
 		return u
@@ -200,16 +308,10 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err := policy.CheckEdit(actor, s); err != nil {
 		return fail(fmt.Errorf("update: %w", err))
 	}
-	// A recorded source is read as the daemon reads one: never relative to
-	// a working directory (recorded paths are absolute).
-	ireq := ImportRequest{Source: rs.base, Path: rs.rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout, API: true}
-	if ireq.Ref == "" {
-		ref, err := c.recordedRef(ctx, s)
-		if err != nil {
-			return fail(err)
-		}
-		ireq.Ref = ref
+	if plan.err != nil {
+		return fail(plan.err)
 	}
+	ireq, rs := plan.read, plan.rs
 	u.Ref = ireq.Ref
 	src, f, err := c.findRecorded(ctx, ireq, rs)
 	if err != nil {

@@ -94,7 +94,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		d.changed(w, r, func(ctx context.Context) (any, error) {
-			return d.cat.Update(ctx, catalog.UpdateRequest{As: actingAs(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Force: req.Force, Ref: ref})
+			return d.cat.Update(ctx, catalog.UpdateRequest{As: actingAs(r), Slugs: slugs, All: req.All, DryRun: req.DryRun, Force: req.Force, Ref: ref, API: true})
 		})
 	}
 	mux.HandleFunc("POST /v1/skills/{slug}/update", func(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +181,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 	// scope, or discard. The source is the request body (a ZIP or a
 	// SKILL.md, streamed and cut at the import limits), a remote git URL
 	// or repository name, or — for admins only — an absolute path on the
-	// daemon's machine.
+	// daemon's machine inside one of its import roots.
 	mux.Handle("POST /v1/drafts", d.metrics.importStage("prepare", func(w http.ResponseWriter, r *http.Request) {
 		if kind := uploadKind(r.Header.Get("Content-Type")); kind != "" {
 			q := r.URL.Query()
@@ -206,11 +206,9 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		}
 		// The API has no working directory: only an absolute path is a
 		// path, a name is that repository (nothing is looked up on disk).
+		// What it may read on this machine the catalog checks (admins
+		// only, inside the import roots) before anything is read.
 		req.Source = catalog.APISource(req.Source)
-		if err := d.mayReadLocal(r.Context(), actingAs(r), req.Source); err != nil {
-			writeErr(w, err)
-			return
-		}
 		dr, err := d.cat.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
 			Skills: req.Skills, All: req.All, Replace: req.Replace, As: actingAs(r), API: true})
 		reply(w, dr, err)
@@ -304,32 +302,6 @@ func uploadKind(contentType string) string {
 		return catalog.UploadManifest
 	}
 	return ""
-}
-
-// mayReadLocal refuses a source on the daemon's own machine unless the
-// acting user is an admin: whoever reaches the API says whom it acts for,
-// and the daemon (root) must not read any file for any user. Ordinary users
-// upload the skill's bytes or name a remote repository. What counts is
-// where a clone reads, after the URL rewrites of git's configuration: a
-// remote URL that a rewrite sends to a folder of this machine is local.
-func (d *Daemon) mayReadLocal(ctx context.Context, as, source string) error {
-	remote, rerr := skills.ReadsRemote(source)
-	if remote {
-		return nil
-	}
-	actor, err := d.cat.Actor(ctx, as)
-	if err != nil {
-		return err
-	}
-	if rerr != nil {
-		return rerr
-	}
-	if actor.Role == skills.RoleAdmin || actor.Role == skills.RoleSuperadmin {
-		return nil
-	}
-	return fmt.Errorf("%s may not have the daemon read a path on its machine (admins only): "+
-		"send the ZIP or SKILL.md as the request body (Content-Type application/zip or text/markdown), "+
-		"or name a remote git URL: %w", actor.UID, skills.ErrPermission)
 }
 
 // DeleteUser deletes a user as the catalog does (catalog.DeleteUser: their

@@ -35,23 +35,35 @@ func newTestDaemon(t testing.TB) *Daemon {
 // take in a journal in the data directory, as serve's does.
 func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
 	t.Helper()
-	return newTestHostOn(t, "", wrap, opens)
+	return newTestHostOn(t, "", wrap, opens, nil)
+}
+
+// newTestDaemonRoots is newTestDaemon whose import roots are roots: the
+// folders sources named through its API may read.
+func newTestDaemonRoots(t testing.TB, roots ...string) *Daemon {
+	t.Helper()
+	r, err := catalog.OpenImportRoots(roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newTestHostOn(t, "", nil, false, r)
 }
 
 // newTestHost is newTestDaemon on the shared index at shared ("" for the
 // data directory's own), registered as a host.
 func newTestHost(t testing.TB, shared string) *Daemon {
 	t.Helper()
-	return newTestHostOn(t, shared, nil, false)
+	return newTestHostOn(t, shared, nil, false, nil)
 }
 
-// newTestHostOn is newTestDaemonOn on the shared index at shared.
-func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
+// newTestHostOn is newTestDaemonOn on the shared index at shared, with
+// the import roots roots (nil: none).
+func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool, roots *catalog.ImportRoots) *Daemon {
 	t.Helper()
 	fusetest.Require(t)
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
-	cat, err := catalog.Open(ctx, home, catalog.Options{Index: shared})
+	cat, err := catalog.Open(ctx, home, catalog.Options{Index: shared, ImportRoots: roots})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,11 +272,12 @@ func post(t testing.TB, d *Daemon, path, as, contentType string, body []byte) (i
 // from paths on the daemon's machine; uploads are cut at the limits.
 func TestDraftSources(t *testing.T) {
 	ctx := context.Background()
-	d := newTestDaemon(t)
+	root := t.TempDir()
+	d := newTestDaemonRoots(t, root)
 	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
 		t.Fatal(err)
 	}
-	secret := filepath.Join(t.TempDir(), "secret")
+	secret := filepath.Join(root, "secret")
 	os.MkdirAll(secret, 0o755)
 	os.WriteFile(filepath.Join(secret, "SKILL.md"), []byte("---\nname: secret\ndescription: TOP-SECRET-CONTENT\n---\n"), 0o600)
 	for _, src := range []string{secret, filepath.Join(secret, "SKILL.md"), "file://" + secret, "/dev/zero", "/etc/shadow"} {
@@ -286,7 +299,7 @@ func TestDraftSources(t *testing.T) {
 	if code, _ := post(t, d, "/v1/drafts?name=../x.zip", "alice", "application/zip", []byte("PK")); code != http.StatusBadRequest {
 		t.Fatalf("an upload named ../x.zip: %d", code)
 	}
-	// The operator may name a path.
+	// The operator may name a path in an import root.
 	body, _ := json.Marshal(map[string]any{"source": secret})
 	if code, out := post(t, d, "/v1/drafts", "", "application/json", body); code != http.StatusOK {
 		t.Fatalf("the operator prepares a local path: %d %v", code, out)

@@ -189,17 +189,17 @@ func TestActAs(t *testing.T) {
 // shape with its code.
 func TestErrorStatuses(t *testing.T) {
 	ctx := context.Background()
-	d := newTestDaemon(t)
-	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
-		t.Fatal(err)
-	}
-	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
 	two := t.TempDir()
 	for _, name := range []string{"one", "two"} {
 		dir := filepath.Join(two, name)
 		os.MkdirAll(dir, 0o755)
 		os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: "+name+"\ndescription: one of two\n---\n"), 0o644)
 	}
+	d := newTestDaemonRoots(t, two)
+	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
+		t.Fatal(err)
+	}
+	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
 	drafts, _ := json.Marshal(map[string]string{"source": two})
 	// A daemon whose mount root is no FUSE mount: not ready.
 	detached := &Daemon{cat: d.cat, fs: d.fs, events: newHub(d.cat.DB()), log: d.log, mountRoot: t.TempDir()}

@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/skills"
+)
+
+// writeSkillMD writes dir/SKILL.md with the frontmatter front.
+func writeSkillMD(t testing.TB, dir, front string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDraftsOnlyInsideImportRoots: through the API an admin
+// and a superadmin (X-Skillfs-As) draft local paths only inside the import
+// roots: /etc/shadow, /proc/self/environ, a link in a root leading out,
+// are refused with 403, one answer for existing and missing paths, and no
+// byte of them in it; a path inside a root is drafted.
+func TestDraftsOnlyInsideImportRoots(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	root, out := filepath.Join(base, "root"), filepath.Join(base, "out")
+	writeSkillMD(t, filepath.Join(root, "pdf"), "name: pdf\ndescription: inside the root")
+	writeSkillMD(t, out, "name: secret\ndescription: OUTSIDE-SECRET")
+	if err := os.Symlink(out, filepath.Join(root, "link-out")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SKILLFS_TEST_ENV_MARKER", "ENVIRON-SECRET") // in /proc/self/environ of this process, the daemon's
+	d := newTestDaemonRoots(t, root)
+	for _, u := range []skills.User{{UID: "carol", Role: skills.RoleAdmin}, {UID: "sam", Role: skills.RoleSuperadmin}} {
+		if err := d.cat.PutUser(ctx, "", u, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shadow, _ := os.ReadFile("/etc/shadow")
+	api := newCheckedAPI(t, d.routes(""))
+	draft := func(as, src string) (int, string) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]string{"source": src})
+		code, _, answer := api.send("POST", "/v1/drafts", jsonHdr(ActAsHeader, as), body)
+		for _, leak := range []string{"OUTSIDE-SECRET", "ENVIRON-SECRET"} {
+			if bytes.Contains(answer, []byte(leak)) {
+				t.Errorf("%s drafts %s: the answer holds %s: %s", as, src, leak, answer)
+			}
+		}
+		if line, _, _ := strings.Cut(string(shadow), "\n"); line != "" && bytes.Contains(answer, []byte(line)) {
+			t.Errorf("%s drafts %s: the answer holds a line of /etc/shadow", as, src)
+		}
+		var e apiError
+		json.Unmarshal(answer, &e)
+		return code, strings.Replace(e.Error, src, "SOURCE", 1)
+	}
+	for _, as := range []string{"carol", "sam", "operator"} {
+		var first string
+		for _, src := range []string{"/etc/shadow", "/etc/no-such-file", "/proc/self/environ", "/proc/self/no-such",
+			filepath.Join(root, "link-out"), filepath.Join(root, "link-out", "SKILL.md"), filepath.Join(root, "link-out", "missing"), "file:///etc/shadow#main"} {
+			code, msg := draft(as, src)
+			if code != http.StatusForbidden {
+				t.Errorf("%s drafts %s: %d %s, want 403", as, src, code, msg)
+			}
+			if first == "" {
+				first = msg
+			} else if msg != first {
+				t.Errorf("%s drafts %s: %q, unlike the others' %q", as, src, msg, first)
+			}
+		}
+		if !strings.Contains(first, root) || !strings.Contains(first, "import root") {
+			t.Errorf("%s: the refusal %q does not name the import roots", as, first)
+		}
+		if code, msg := draft(as, filepath.Join(root, "pdf")); code != http.StatusOK {
+			t.Errorf("%s drafts a folder in the root: %d %s", as, code, msg)
+		}
+	}
+}
+
+// TestUpdateThroughTheAPIChecksTheSource: a user who
+// installed a curated skill from an admin's local curated source updates it
+// through the API at the curated ref only; a ref of an uncurated branch is
+// refused with 403, as her draft of that source is, and changes nothing.
+func TestUpdateThroughTheAPIChecksTheSource(t *testing.T) {
+	ctx := context.Background()
+	work := filepath.Join(t.TempDir(), "curated")
+	writeSkillMD(t, work, "name: pdf\ndescription: curated")
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@a"}, args...)...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	git("add", ".")
+	git("commit", "-q", "-m", "curated")
+	git("checkout", "-q", "-b", "secretbranch")
+	writeSkillMD(t, work, "name: pdf\ndescription: UNCURATED-SECRET")
+	git("commit", "-q", "-am", "not curated")
+	git("checkout", "-q", "main")
+	d := newTestDaemon(t)
+	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.cat.AddCurated(ctx, catalog.CuratedRequest{Source: work, Ref: "main"}); err != nil { // the operator, at a shell
+		t.Fatal(err)
+	}
+	api := newCheckedAPI(t, d.routes(""))
+	if code, _, body := api.send("POST", "/v1/curated/install", jsonHdr(ActAsHeader, "alice"), []byte(`{"name":"pdf"}`)); code != http.StatusOK {
+		t.Fatalf("alice installs the curated pdf: %d %s", code, body)
+	}
+	before, _ := d.cat.Show(ctx, "alice", "pdf")
+	body, _ := json.Marshal(map[string]string{"source": work})
+	code, _, draft := api.send("POST", "/v1/drafts", jsonHdr(ActAsHeader, "alice"), body)
+	if code != http.StatusForbidden {
+		t.Fatalf("alice drafts the curated source: %d %s", code, draft)
+	}
+	for _, req := range []string{`{"ref":"secretbranch"}`, `{"tag":"v1"}`} {
+		code, _, answer := api.send("POST", "/v1/skills/pdf/update", jsonHdr(ActAsHeader, "alice"), []byte(req))
+		if code != http.StatusForbidden || errCode(answer) != "permission" || !strings.Contains(string(answer), "admins only") ||
+			bytes.Contains(answer, []byte("UNCURATED-SECRET")) {
+			t.Errorf("alice updates pdf with %s: %d %s; want 403 as her draft gets", req, code, answer)
+		}
+	}
+	if after, _ := d.cat.Show(ctx, "alice", "pdf"); after.Version != before.Version || after.Description != "curated" {
+		t.Errorf("after the refused updates: %s", after.Description)
+	}
+	code, _, answer := api.send("POST", "/v1/skills/pdf/update", jsonHdr(ActAsHeader, "alice"), []byte(`{}`))
+	var res catalog.UpdateResult
+	if json.Unmarshal(answer, &res); code != http.StatusOK || len(res.Skills) != 1 || res.Skills[0].Status != catalog.UpdateUnchanged || res.Skills[0].Ref != "main" {
+		t.Errorf("alice updates pdf at the curated ref: %d %s", code, answer)
+	}
+}
