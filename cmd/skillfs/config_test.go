@@ -25,7 +25,7 @@ func serveWith(t testing.TB, path string, args ...string) (*cobra.Command, *cli,
 	if err := serve.ParseFlags(args); err != nil {
 		t.Fatalf("parse %v: %v", args, err)
 	}
-	return serve, c, loadConfig(serve, serve.Flags().Lookup("config").Value.String())
+	return serve, c, serveSettings(serve, serve.Flags().Lookup("config").Value.String())
 }
 
 func writeConfig(t *testing.T, text string) string {
