@@ -32,12 +32,23 @@ type GitSource struct {
 // credentials embedded in the URL replaced by "xxxxx", so it is safe to log
 // and to record as provenance.
 func (s GitSource) String() string {
-	u := redactGitURL(s.URL)
+	return s.join(redactGitURL(s.URL))
+}
+
+// Spec returns the source in the form ParseGitSource reads, its URL as
+// given, credentials included: what a reader of the source is handed
+// (ParseGitSource(s.Spec()) is s), never what is shown or recorded.
+func (s GitSource) Spec() string {
+	return s.join(s.URL)
+}
+
+// join writes the source with u as its URL.
+func (s GitSource) join(u string) string {
 	if s.Path != "" {
 		return u + "#" + s.Ref + ":" + s.Path
 	}
 	if s.Ref == "" {
-		if strings.Contains(u, "#") {
+		if strings.Contains(u[userinfoEnd(u):], "#") {
 			return u + "#"
 		}
 		return u

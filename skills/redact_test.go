@@ -43,6 +43,9 @@ func TestCredentialsBeforeParsing(t *testing.T) {
 		if got := ParseGitSource(tc.in).String(); got != tc.shown {
 			t.Errorf("String of %q = %q, want %q", tc.in, got, tc.shown)
 		}
+		if back := ParseGitSource(tc.parsed.Spec()); back != tc.parsed {
+			t.Errorf("ParseGitSource(%q), of Spec, = %+v, want %+v", tc.parsed.Spec(), back, tc.parsed)
+		}
 		if !HasCredentials(tc.in) {
 			t.Errorf("HasCredentials(%q) = false", tc.in)
 		}
