@@ -181,7 +181,8 @@ func FuzzConfig(f *testing.F) {
 		f.Add(data)
 	}
 	for _, s := range []string{"", "home: /a\n", "a: b\na: c\n", "- x\n", "k: [1, 2]\n", "&a x: *a\n",
-		"examples: yes\n", "fuse-request-timeout: -1s\n", "owner: !!binary AAAA\n", "--- \n...\n---\n"} {
+		"examples: yes\n", "fuse-request-timeout: -1s\n", "owner: !!binary AAAA\n", "--- \n...\n---\n",
+		"reconcile-every: 1ns\n", "index: host=x password=y\n", "listen: 0.0.0.0:0\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -198,8 +199,17 @@ func FuzzConfig(f *testing.F) {
 		if err := serve.ParseFlags(nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := configure(serve, "fuzz.yaml", settings); err != nil && !strings.Contains(err.Error(), "fuzz.yaml line ") {
-			t.Fatalf("error without its line: %v", err)
+		if err := configure(serve, "fuzz.yaml", settings); err != nil {
+			if !strings.Contains(err.Error(), "fuzz.yaml line ") {
+				t.Fatalf("error without its line: %v", err)
+			}
+			return
+		}
+		// What the file set is checked against its range, and a value out
+		// of it is named with its line (the defaults are in range).
+		err = checkSettings(serve, &configFile{path: "fuzz.yaml", settings: settings}, true)
+		if err != nil && (!strings.Contains(err.Error(), "fuzz.yaml line ") || exitCode(err) != exitUsage) {
+			t.Fatalf("a setting out of range without its line, or not a usage error: %v", err)
 		}
 	})
 }
