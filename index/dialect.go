@@ -333,11 +333,11 @@ func redactURL(target string) string {
 	return u.Redacted()
 }
 
-// isSecretParam reports whether a URL parameter holds a secret:
-// password, sslpassword and any other parameter named for one.
+// isSecretParam reports whether a URL parameter holds a secret: password,
+// sslpassword and any other parameter named for one, by the rule every
+// URL skillfs shows follows (skills.SecretParam).
 func isSecretParam(k string) bool {
-	k = strings.ToLower(k)
-	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token")
+	return skills.SecretParam(k)
 }
 
 // secretsOf lists the secrets target carries: its password and the

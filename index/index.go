@@ -88,17 +88,18 @@ type DB struct {
 
 // Open opens the index at target, a SQLite file (created if needed) or a
 // postgres:// (or postgresql://) URL of an existing database, and brings
-// its schema up to date. A PostgreSQL server that cannot be reached is an
+// its schema up to date. A target CheckTarget refuses is refused before
+// anything is opened or created. A PostgreSQL server that cannot be reached is an
 // error wrapping skills.ErrUnavailable.
 func Open(target string) (*DB, error) {
 	return open(context.Background(), target)
 }
 
 func open(ctx context.Context, target string) (*DB, error) {
-	switch {
-	case target == "":
-		return nil, fmt.Errorf("open index: empty path: %w", skills.ErrInvalid)
-	case isPostgresURL(target):
+	if err := CheckTarget(target); err != nil {
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	if isPostgresURL(target) {
 		return openPostgres(ctx, target)
 	}
 	return openSQLite(ctx, target)

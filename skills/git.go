@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,12 +32,23 @@ type GitSource struct {
 // credentials embedded in the URL replaced by "xxxxx", so it is safe to log
 // and to record as provenance.
 func (s GitSource) String() string {
-	u := redactGitURL(s.URL)
+	return s.join(redactGitURL(s.URL))
+}
+
+// Spec returns the source in the form ParseGitSource reads, its URL as
+// given, credentials included: what a reader of the source is handed
+// (ParseGitSource(s.Spec()) is s), never what is shown or recorded.
+func (s GitSource) Spec() string {
+	return s.join(s.URL)
+}
+
+// join writes the source with u as its URL.
+func (s GitSource) join(u string) string {
 	if s.Path != "" {
 		return u + "#" + s.Ref + ":" + s.Path
 	}
 	if s.Ref == "" {
-		if strings.Contains(u, "#") {
+		if strings.Contains(u[userinfoEnd(u):], "#") {
 			return u + "#"
 		}
 		return u
@@ -59,13 +69,18 @@ func (s GitSource) String() string {
 // an empty ref), or with its ref after the last '#'. Git URLs never need a
 // fragment, so '#' is free to mark the ref, as pip and npm do; a ':' in the
 // URL (an scp-like address, a port) is never read as the path's, since the
-// path is looked for after the '#' only.
+// path is looked for after the '#' only. The '#' is looked for after the
+// URL's user information (see splitUserinfo), so a '#' in a password stays
+// in the URL, where String and RedactSource hide it, and never becomes a
+// ref that messages show.
 func ParseGitSource(s string) GitSource {
 	s = strings.TrimSpace(s)
-	i := strings.LastIndexByte(s, '#')
+	from := userinfoEnd(s) // a '#' in a password is not the ref's
+	i := strings.LastIndexByte(s[from:], '#')
 	if i < 0 {
 		return GitSource{URL: s}
 	}
+	i += from
 	g := GitSource{URL: strings.TrimSpace(s[:i])}
 	ref, sub, _ := strings.Cut(s[i+1:], ":")
 	g.Ref = strings.TrimSpace(ref)
@@ -269,24 +284,9 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // removed if CloneGit created it, emptied otherwise. The error is a
 // *GitError for failures of git itself and for refusals.
 func CloneGit(ctx context.Context, src GitSource, dir string, opts CloneOptions) (commit string, err error) {
-	src.URL = strings.TrimSpace(src.URL)
-	src.Ref = strings.TrimSpace(src.Ref)
-	if src.Ref == "HEAD" {
-		src.Ref = ""
-	}
-	if reason := gitURLProblem(src.URL); reason != "" {
-		return "", &GitError{Source: src, Reason: "invalid URL: " + reason, Err: ErrInvalid}
-	}
-	if src.Ref != "" {
-		if reason := gitRefProblem(src.Ref); reason != "" {
-			return "", &GitError{Source: src, Reason: "invalid ref: " + reason, Err: ErrInvalid}
-		}
-	}
-	// What git reads: the URL with git's URL rewrites applied here, and
-	// checked; git itself gets no rewrite configuration.
-	fetchURL, err := resolveGitURL(src.URL, gitRewrites())
+	src, fetchURL, err := checkGitSource(src, gitRewrites())
 	if err != nil {
-		return "", &GitError{Source: src, Reason: "invalid URL: " + err.Error(), Err: err}
+		return "", err
 	}
 	if local, ok := gitLocalPath(fetchURL); ok {
 		// Absolute, because later steps run git inside dir.
@@ -673,6 +673,18 @@ func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
 	return raw[:start], raw[start : start+at], raw[start+at+1:], true
 }
 
+// userinfoEnd is where the user information of s, a URL (or a git source
+// "URL#ref:path"), ends: just after its '@', or 0 when it has none. A
+// password may hold '#', '?' or ':', so the '#' of a ref and the '?' of a
+// query are looked for after it.
+func userinfoEnd(s string) int {
+	head, user, _, ok := splitUserinfo(s)
+	if !ok {
+		return 0
+	}
+	return len(head) + len(user) + 1
+}
+
 // isHTTPURL reports whether head, a scheme with "://", is http's or https's.
 func isHTTPURL(head string) bool {
 	h := strings.ToLower(head)
@@ -680,17 +692,23 @@ func isHTTPURL(head string) bool {
 }
 
 // redactGitURL hides credentials in a URL: the whole user part of an http(s)
-// URL (a username alone is often a token), the password elsewhere.
+// URL (a username alone is often a token), the password elsewhere, and the
+// value of every secret parameter of its query (see SecretParam).
 func redactGitURL(raw string) string {
+	return redactQuery(redactUserinfo(raw))
+}
+
+// redactUserinfo hides the credentials in the user information of raw.
+func redactUserinfo(raw string) string {
 	head, user, rest, ok := splitUserinfo(raw)
 	if !ok {
 		return raw
 	}
 	if isHTTPURL(head) {
-		return head + "xxxxx@" + rest
+		return head + Hidden + "@" + rest
 	}
 	if name, _, hasPass := strings.Cut(user, ":"); hasPass {
-		return head + name + ":xxxxx@" + rest
+		return head + name + ":" + Hidden + "@" + rest
 	}
 	return raw
 }
@@ -698,28 +716,47 @@ func redactGitURL(raw string) string {
 // gitSecrets lists the strings of raw that must never appear in a message:
 // what redactGitURL hides, as written, decoded and encoded.
 func gitSecrets(raw string) []string {
-	head, user, _, ok := splitUserinfo(raw)
-	if !ok {
-		return nil
-	}
 	var s []string
-	add := func(v string) {
-		if v == "" || v == "xxxxx" {
-			return
+	if head, user, _, ok := splitUserinfo(raw); ok {
+		name, pass, hasPass := strings.Cut(user, ":")
+		if hasPass {
+			s = append(s, secretForms(pass)...)
 		}
-		s = append(s, v, url.QueryEscape(v), url.PathEscape(v))
-		if d := percentDecode(v); d != v {
-			s = append(s, d)
+		if isHTTPURL(head) {
+			s = append(s, secretForms(name)...)
 		}
 	}
-	name, pass, hasPass := strings.Cut(user, ":")
-	if hasPass {
-		add(pass)
-	}
-	if isHTTPURL(head) {
-		add(name)
+	for _, v := range querySecrets(raw) {
+		s = append(s, secretForms(v)...)
 	}
 	return s
+}
+
+// checkGitSource is the first step of CloneGit: src trimmed, with "HEAD"
+// as the default branch, its URL and ref checked, and the URL git is to
+// read (src's with the rewrites rules applied, see resolveGitURL). A
+// refusal is a *GitError wrapping ErrInvalid.
+func checkGitSource(src GitSource, rules []gitRewrite) (GitSource, string, error) {
+	src.URL = strings.TrimSpace(src.URL)
+	src.Ref = strings.TrimSpace(src.Ref)
+	if src.Ref == "HEAD" {
+		src.Ref = ""
+	}
+	if reason := gitURLProblem(src.URL); reason != "" {
+		return src, "", &GitError{Source: src, Reason: "invalid URL: " + reason, Err: ErrInvalid}
+	}
+	if src.Ref != "" {
+		if reason := gitRefProblem(src.Ref); reason != "" {
+			return src, "", &GitError{Source: src, Reason: "invalid ref: " + reason, Err: ErrInvalid}
+		}
+	}
+	// What git reads: the URL with git's URL rewrites applied here, and
+	// checked; git itself gets no rewrite configuration.
+	fetchURL, err := resolveGitURL(src.URL, rules)
+	if err != nil {
+		return src, "", &GitError{Source: src, Reason: "invalid URL: " + err.Error(), Err: err}
+	}
+	return src, fetchURL, nil
 }
 
 // prepareCloneDir checks that dir is absent or empty and reports whether it

@@ -732,6 +732,9 @@ func FuzzParseGitSource(f *testing.F) {
 				t.Fatalf("path %q: %v", g.Path, err)
 			}
 		}
+		if back := ParseGitSource(g.Spec()); back != g {
+			t.Fatalf("ParseGitSource(%q) = %+v, want %+v", g.Spec(), back, g)
+		}
 		if redactGitURL(g.URL) == g.URL {
 			if back := ParseGitSource(g.String()); back != g {
 				t.Fatalf("ParseGitSource(%q) = %+v, want %+v", g.String(), back, g)

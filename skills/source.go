@@ -87,21 +87,18 @@ func hasFileScheme(u string) bool {
 
 // HasCredentials reports whether the URL of the source s (with or without
 // a "#ref" suffix) carries credentials: any user information of an http(s)
-// URL (a user name alone is often a token), a password in any other. These
-// are what String and error messages hide as "xxxxx".
+// URL (a username alone is often a token), a password in any other, a
+// secret parameter in its query (see SecretParam). These are what String,
+// RedactSource and error messages hide as "xxxxx".
 func HasCredentials(s string) bool {
-	u := ParseGitSource(s).URL
-	return redactGitURL(u) != u || redactGitURL(s) != s // a '#' in a password cuts the URL short
+	return RedactSource(s) != s
 }
 
 // RedactSource returns the source s as given, with credentials in its URL
 // (see HasCredentials) replaced by "xxxxx": safe to show, log and record.
+// The user information is read up to the authority's last '@' before any
+// '/', so a '#' or '?' in a password is part of it, not a ref or a query.
 func RedactSource(s string) string {
-	if r := redactGitURL(s); r != s {
-		// The user information as written, read up to the authority's
-		// last '@' before any '/': a '#' in a password is part of it.
-		return r
-	}
 	u := ParseGitSource(s).URL
 	r := redactGitURL(u)
 	if r == u || u == "" {

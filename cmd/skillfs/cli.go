@@ -198,12 +198,19 @@ func (c *cli) openCatalog() (*catalog.Catalog, error) {
 }
 
 // indexTarget is the shared index: --index, else $SKILLFS_INDEX, else ""
-// (the data directory's own).
-func (c *cli) indexTarget() string {
-	if c.index != "" {
-		return c.index
+// (the data directory's own). A target that cannot name an index is a
+// usage error naming where it came from, and nothing of it (it may hold a
+// password).
+func (c *cli) indexTarget() (string, error) {
+	target, where := c.index, "--index"
+	if target == "" {
+		target, where = os.Getenv("SKILLFS_INDEX"), "$SKILLFS_INDEX"
 	}
-	return os.Getenv("SKILLFS_INDEX")
+	r, _ := ruleOf("index")
+	if problem := r.check(target); problem != "" {
+		return "", fmt.Errorf("%s: %w", settingError(r, target, where, problem), errUsage)
+	}
+	return target, nil
 }
 
 // query runs fn on the catalog and prints what it returns: as JSON with
@@ -229,7 +236,11 @@ func query[T any](c *cli, fn func(*catalog.Catalog) (T, error), text func(T)) er
 // a new one: a forgotten --home must not go unnoticed. serve says it in its
 // log (c.log), in the log's format.
 func (c *cli) open(home string, opts catalog.Options) (*catalog.Catalog, error) {
-	opts.Index = c.indexTarget()
+	target, err := c.indexTarget()
+	if err != nil {
+		return nil, err
+	}
+	opts.Index = target
 	fresh := !catalog.Exists(home)
 	cat, err := catalog.Open(c.ctx, home, opts)
 	if err == nil && fresh {

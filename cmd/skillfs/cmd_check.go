@@ -18,8 +18,12 @@ func (c *cli) checkCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		target, err := c.indexTarget()
+		if err != nil {
+			return err
+		}
 		var r *catalog.Report
-		shared := catalog.Options{Logger: c.logger(), Index: c.indexTarget()}
+		shared := catalog.Options{Logger: c.logger(), Index: target}
 		switch {
 		case shared.Index != "" && *repair:
 			r, err = catalog.RepairShared(c.ctx, home, shared)

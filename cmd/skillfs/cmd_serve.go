@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,7 +41,7 @@ func (c *cli) serveCmd() *cobra.Command {
 	owner := fs.String("owner", "0:0", "`UID:GID` shown as the owner of every file in the mount")
 	passthrough := fs.Bool("passthrough", false, "let the kernel read files straight from the store where it can (open handles then survive revocation; implies --count-opens)")
 	countOpens := fs.Bool("count-opens", false, "have every open of a file reach the daemon, and count every open of SKILL.md as an activation (slower opens; by default the first read activates)")
-	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long (Linux 6.14+; 0 leaves the kernel's default)")
+	reqTimeout := fs.Duration("fuse-request-timeout", 60*time.Second, "abort the mount when the daemon leaves a FUSE request unanswered this long, on Linux 6.14 or later")
 	eventRetention := fs.Duration("event-retention", daemon.DefaultEventRetention, "keep events to resume from (Last-Event-ID) this long")
 	eventRetainCount := fs.Int64("event-retain-count", daemon.DefaultEventRetainCount, "and at most this many of the newest")
 	hostName := fs.String("host-name", "", "the `NAME` this host registers under among the hosts of its catalog (default the machine's host name)")
@@ -50,15 +51,16 @@ func (c *cli) serveCmd() *cobra.Command {
 		"none by default: through the API only remote repositories and uploads are read; never in /proc, /sys or /dev")
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := loadConfig(cmd, *config); err != nil {
+		// Every setting is checked before anything is touched: a start
+		// that cannot serve must not create a data directory, install the
+		// bundled skills or mount.
+		if err := serveSettings(cmd, *config); err != nil {
 			return err
 		}
-		if *eventRetention <= 0 || *eventRetainCount <= 0 {
-			return fmt.Errorf("--event-retention and --event-retain-count must be positive: %w", errUsage)
+		if *tcp != "" && *tokenFile == "" {
+			return usageErr(cmd, "--listen needs --token-file")
 		}
-		if *reconcileEvery <= 0 {
-			return fmt.Errorf("--reconcile-every must be positive: %w", errUsage)
-		}
+		uid, gid, _ := parseOwner(*owner) // checked by serveSettings
 		roots, err := openImportRoots(importRoots)
 		if err != nil {
 			return err
@@ -66,20 +68,16 @@ func (c *cli) serveCmd() *cobra.Command {
 		if err := preflight(); err != nil {
 			return err
 		}
-		var uid, gid uint32
-		if _, err := fmt.Sscanf(*owner, "%d:%d", &uid, &gid); err != nil {
-			return fmt.Errorf("--owner %q: want UID:GID: %w", *owner, errUsage)
-		}
 		var token string
 		if *tcp != "" {
-			if *tokenFile == "" {
-				return fmt.Errorf("--listen needs --token-file: %w", errUsage)
-			}
 			t, err := readTokenFile(*tokenFile)
 			if err != nil {
 				return err
 			}
 			token = t
+			if err := probeListen(*tcp); err != nil {
+				return err
+			}
 		}
 		home, err := c.homeDir()
 		if err != nil {
@@ -216,6 +214,17 @@ func preflight() error {
 	}
 	f.Close()
 	return nil
+}
+
+// probeListen binds addr and lets it go, so that an address serve cannot
+// listen on (one in use, one this machine does not have) stops it before it
+// touches anything; the daemon binds it again once it serves.
+func probeListen(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	return l.Close()
 }
 
 // fuseDevice is the kernel's FUSE device.

@@ -320,7 +320,11 @@ func (c *cli) sourceGuard() func(path string) error {
 	if err != nil {
 		return func(string) error { return nil }
 	}
-	return func(p string) error { return catalog.CheckSourceIn(home, c.indexTarget(), p, p) }
+	target, err := c.indexTarget()
+	if err != nil {
+		return func(string) error { return err }
+	}
+	return func(p string) error { return catalog.CheckSourceIn(home, target, p, p) }
 }
 
 // validate checks a skill folder (or a lone SKILL.md) the way an install

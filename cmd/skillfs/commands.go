@@ -28,7 +28,13 @@ func (c *cli) root() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SilenceErrors, root.SilenceUsage = true, true
 	root.CompletionOptions.HiddenDefaultCmd = false
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { c.ctx = cmd.Context() }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		c.ctx = cmd.Context()
+		if readsConfig(cmd) {
+			return nil // checked once the file is read (serveSettings)
+		}
+		return checkSettings(cmd, nil, false)
+	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErr(cmd, "%s: %v", commandName(cmd), err)
 	})
@@ -41,6 +47,7 @@ func (c *cli) root() *cobra.Command {
 	g.BoolVar(&c.json, "json", false, "print JSON")
 	g.BoolVar(&c.debug, "debug", false, "log debug messages")
 	g.Var(&c.logFormat, "log-format", "log lines as text or json (default text)")
+	helpRanges(root)
 	return root
 }
 

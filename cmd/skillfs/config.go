@@ -108,6 +108,11 @@ func nodeKind(n *yaml.Node) string {
 	return fmt.Sprintf("%q", n.Value)
 }
 
+// readsConfig reports whether cmd reads a configuration file (serve).
+func readsConfig(cmd *cobra.Command) bool {
+	return cmd.LocalNonPersistentFlags().Lookup("config") != nil
+}
+
 // configKeys lists the keys a configuration file of cmd may set: its own
 // flags and configGlobals.
 func configKeys(cmd *cobra.Command) []string {
@@ -155,29 +160,43 @@ func configure(cmd *cobra.Command, name string, settings []setting) error {
 }
 
 // loadConfig applies the configuration file path (else $SKILLFS_CONFIG, if
-// set) to cmd's flags.
-func loadConfig(cmd *cobra.Command, path string) error {
+// set) to cmd's flags, and returns what it set (nil: no file).
+func loadConfig(cmd *cobra.Command, path string) (*configFile, error) {
 	if path == "" {
 		path = os.Getenv(configEnv)
 		if path == "" {
-			return nil
+			return nil, nil
 		}
 	}
 	f, _, err := skills.OpenRegular(path, path, true)
 	if err != nil {
-		return fmt.Errorf("configuration file: %w", err)
+		return nil, fmt.Errorf("configuration file: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
-		return fmt.Errorf("read configuration file %s: %w", path, err)
+		return nil, fmt.Errorf("read configuration file %s: %w", path, err)
 	}
 	if len(data) > maxConfigBytes {
-		return fmt.Errorf("configuration file %s is larger than %d bytes: %w", path, maxConfigBytes, skills.ErrLimit)
+		return nil, fmt.Errorf("configuration file %s is larger than %d bytes: %w", path, maxConfigBytes, skills.ErrLimit)
 	}
 	settings, err := parseConfig(data)
 	if err != nil {
-		return usageErr(cmd, "configuration file %s: %v", path, err)
+		return nil, usageErr(cmd, "configuration file %s: %v", path, err)
 	}
-	return configure(cmd, path, settings)
+	if err := configure(cmd, path, settings); err != nil {
+		return nil, err
+	}
+	return &configFile{path: path, settings: settings}, nil
+}
+
+// serveSettings applies serve's configuration file (see loadConfig) and
+// checks every setting of cmd, wherever its value came from (see
+// checkSettings).
+func serveSettings(cmd *cobra.Command, path string) error {
+	file, err := loadConfig(cmd, path)
+	if err != nil {
+		return err
+	}
+	return checkSettings(cmd, file, true)
 }

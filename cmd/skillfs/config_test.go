@@ -25,7 +25,7 @@ func serveWith(t testing.TB, path string, args ...string) (*cobra.Command, *cli,
 	if err := serve.ParseFlags(args); err != nil {
 		t.Fatalf("parse %v: %v", args, err)
 	}
-	return serve, c, loadConfig(serve, serve.Flags().Lookup("config").Value.String())
+	return serve, c, serveSettings(serve, serve.Flags().Lookup("config").Value.String())
 }
 
 func writeConfig(t *testing.T, text string) string {
@@ -181,7 +181,8 @@ func FuzzConfig(f *testing.F) {
 		f.Add(data)
 	}
 	for _, s := range []string{"", "home: /a\n", "a: b\na: c\n", "- x\n", "k: [1, 2]\n", "&a x: *a\n",
-		"examples: yes\n", "fuse-request-timeout: -1s\n", "owner: !!binary AAAA\n", "--- \n...\n---\n"} {
+		"examples: yes\n", "fuse-request-timeout: -1s\n", "owner: !!binary AAAA\n", "--- \n...\n---\n",
+		"reconcile-every: 1ns\n", "index: host=x password=y\n", "listen: 0.0.0.0:0\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -198,8 +199,17 @@ func FuzzConfig(f *testing.F) {
 		if err := serve.ParseFlags(nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := configure(serve, "fuzz.yaml", settings); err != nil && !strings.Contains(err.Error(), "fuzz.yaml line ") {
-			t.Fatalf("error without its line: %v", err)
+		if err := configure(serve, "fuzz.yaml", settings); err != nil {
+			if !strings.Contains(err.Error(), "fuzz.yaml line ") {
+				t.Fatalf("error without its line: %v", err)
+			}
+			return
+		}
+		// What the file set is checked against its range, and a value out
+		// of it is named with its line (the defaults are in range).
+		err = checkSettings(serve, &configFile{path: "fuzz.yaml", settings: settings}, true)
+		if err != nil && (!strings.Contains(err.Error(), "fuzz.yaml line ") || exitCode(err) != exitUsage) {
+			t.Fatalf("a setting out of range without its line, or not a usage error: %v", err)
 		}
 	})
 }
@@ -246,11 +256,13 @@ func TestImportRootSettings(t *testing.T) {
 	if r, err := openImportRoots([]string{b}); err != nil || !slices.Equal(r.Paths(), []string{b}) {
 		t.Errorf("a flag over $%s: %v, %v", importRootsEnv, r.Paths(), err)
 	}
+	noToken := filepath.Join(t.TempDir(), "no-token")
 	for _, bad := range []string{"/proc", "/sys/kernel", "/dev", "/proc/self/cwd", filepath.Join(a, "missing")} {
 		home := filepath.Join(t.TempDir(), "home")
-		// --owner x: should the root pass, serve stops right after, and
-		// the message is not the root's.
-		out, errs, code := runCLI(t, "serve", "--home", home, "--import-root", a, "--import-root", bad, "--owner", "x")
+		// A token file that does not exist: should the root pass, serve
+		// stops right after, before the data directory, and the message is
+		// not the root's.
+		out, errs, code := runCLI(t, "serve", "--home", home, "--import-root", a, "--import-root", bad, "--listen", "127.0.0.1:0", "--token-file", noToken)
 		if code != 2 || out != "" || !strings.Contains(errs, `"`+bad+`"`) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("serve --import-root %s: exit %d, stdout %q, stderr %q; want exit 2 naming it", bad, code, out, errs)
 		}
@@ -260,7 +272,7 @@ func TestImportRootSettings(t *testing.T) {
 	}
 	home := filepath.Join(t.TempDir(), "home")
 	t.Setenv(importRootsEnv, "/proc")
-	if _, errs, code := runCLI(t, "serve", "--home", home, "--owner", "x"); code != 2 || !strings.Contains(errs, importRootsEnv) || !strings.Contains(errs, `"/proc"`) {
+	if _, errs, code := runCLI(t, "serve", "--home", home, "--listen", "127.0.0.1:0", "--token-file", noToken); code != 2 || !strings.Contains(errs, importRootsEnv) || !strings.Contains(errs, `"/proc"`) {
 		t.Errorf("$%s=/proc: exit %d, %q", importRootsEnv, code, errs)
 	}
 }

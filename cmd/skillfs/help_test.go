@@ -128,7 +128,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"skil", "list"}, []string{`unknown command "skil"`, `did you mean "skill"?`, "`skillfs --help`"}},
 		{[]string{"skill", "shwo", "x"}, []string{`unknown command "shwo" for "skillfs skill"`, `did you mean "show"?`, "`skillfs skill --help`"}},
-		{[]string{"sesion", "list"}, []string{`did you mean`, `"session"?`}},
+		{[]string{"sesion", "list"}, []string{`did you mean "session"`}},
 		{[]string{"session", "activation", "x"}, []string{`did you mean "activations"?`}},
 		{[]string{"user", "lsit"}, []string{`unknown command "lsit"`}},
 		{[]string{"nonsense"}, []string{`unknown command "nonsense" for "skillfs"`}},

@@ -490,7 +490,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 				return nil, fmt.Errorf("source %q names the folder %q and --path %q: choose one: %w", req.display(), gs.Path, sub, skills.ErrInvalid)
 			}
 			sub, gs.Path = gs.Path, ""
-			req.Source = gs.String()
+			req.Source = gs.Spec() // credentials and all: they are for this read
 		}
 	}
 	if sub != "" {

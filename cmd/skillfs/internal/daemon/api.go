@@ -201,8 +201,7 @@ func (d *Daemon) routes(token string) http.Handler {
 		return d.metrics.instrument(mux.ServeMux, mux)
 	}
 	return d.metrics.instrument(mux.ServeMux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
+		if !bearerIs(r.Header.Get("Authorization"), token) {
 			// Close the connection after the answer: one without the
 			// token has nothing more to do here, and kept alive it would
 			// hold a descriptor and one of the listener's slots.
@@ -212,6 +211,19 @@ func (d *Daemon) routes(token string) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	}))
+}
+
+// bearerIs reports whether the Authorization header value auth carries
+// the bearer token token: the scheme "Bearer" in any case (RFC 7235: the
+// scheme is case-insensitive), one or more spaces, then the token, compared
+// in constant time.
+func bearerIs(auth, token string) bool {
+	scheme, cred, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	cred = strings.TrimLeft(cred, " ")
+	return subtle.ConstantTimeCompare([]byte(cred), []byte(token)) == 1
 }
 
 // Pages of the session list: their size when the request names none, and

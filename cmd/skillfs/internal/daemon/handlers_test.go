@@ -23,14 +23,15 @@ import (
 // request and answer checked against the OpenAPI document.
 
 // TestBearerToken: on the TCP listener's handler, a request passes only
-// with exactly "Authorization: Bearer TOKEN"; every other gets 401 in the
+// with "Authorization: Bearer TOKEN", the scheme in any case and one or
+// more spaces before the token (RFC 7235); every other gets 401 in the
 // error shape, before any routing, and its connection is closed. (White
 // space around a header value is not part of it in HTTP.)
 func TestBearerToken(t *testing.T) {
 	d := newTestDaemon(t)
 	api := newCheckedAPI(t, d.routes("s3cret"))
-	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer s3cretx", "Bearer s3cre", "bearer s3cret",
-		"Basic czNjcmV0", "s3cret", "Bearer  s3cret"} {
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer s3cretx", "Bearer s3cre", "Bearers3cret",
+		"Basic czNjcmV0", "s3cret", "Bearer\ts3cret", "Bearer s3cret s3cret", "Bearer S3CRET", "Bear s3cret", "Bearer: s3cret"} {
 		for _, path := range []string{"/v1/health", "/v1/no-such-route", "/v1/openapi.json"} {
 			code, _, body := api.send("GET", path, hdr("Authorization", auth), nil)
 			if code != http.StatusUnauthorized || errCode(body) != "permission" || !api.closed {
@@ -38,10 +39,12 @@ func TestBearerToken(t *testing.T) {
 			}
 		}
 	}
-	ok := hdr("Authorization", "Bearer s3cret")
-	if code, _, body := api.send("GET", "/v1/health", ok, nil); code != http.StatusOK {
-		t.Errorf("GET /v1/health with the token: %d %s", code, body)
+	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR s3cret", "Bearer  s3cret"} {
+		if code, _, body := api.send("GET", "/v1/health", hdr("Authorization", auth), nil); code != http.StatusOK {
+			t.Errorf("GET /v1/health with Authorization %q: %d %s, want 200", auth, code, body)
+		}
 	}
+	ok := hdr("Authorization", "Bearer s3cret")
 	if code, _, body := api.send("GET", "/v1/no-such-route", ok, nil); code != http.StatusNotFound || errCode(body) != "not_found" {
 		t.Errorf("an unknown route with the token: %d %s, want 404 not_found", code, body)
 	}
