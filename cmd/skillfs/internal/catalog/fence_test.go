@@ -227,8 +227,11 @@ var fenceEntries = []fenceEntry{
 // skills.ErrInvalid naming the source as given; nothing is installed, and
 // the index's file is never opened: the POSIX lock SQLite holds on it
 // stays (closing any other descriptor of the file would drop it).
+//
+// The catalog's import root is /, so that the API's sources pass the roots
+// and what refuses them is the fence.
 func TestSourcesReachingTheDataDirectoryAreRefused(t *testing.T) {
-	c := open(t)
+	c := openWith(t, Options{ImportRoots: rootsOf(t, "/")})
 	indexPath := filepath.Join(c.home, indexFile)
 	testFence(t, c, indexPath)
 }
@@ -241,7 +244,7 @@ func TestSourcesReachingASharedIndexAreRefused(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(indexPath), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	c := openWith(t, Options{Index: indexPath})
+	c := openWith(t, Options{Index: indexPath, ImportRoots: rootsOf(t, "/")})
 	testFence(t, c, indexPath)
 }
 
