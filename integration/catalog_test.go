@@ -670,13 +670,20 @@ func TestSlugConflictFromAnotherSource(t *testing.T) {
 		t.Fatalf("--replace stored other content:\n%s", strings.Join(d, "\n"))
 	}
 
-	// Someone who does not manage the original cannot replace it.
+	// Someone who does not manage the original cannot replace it. While she
+	// cannot see it (private to the operator), --replace is answered as if
+	// it were not asked: a new skill beside it, telling nothing of it.
 	e.ok("user", "add", "carol")
 	third := filepath.Join(base, "team-c", "formatter")
 	writeSkill(t, third, "name: formatter\ndescription: Formats code the team C way.", nil)
 	out, res := e.importJSON(third, "--replace", "--as", "carol")
-	if res.code != 4 {
-		t.Fatalf("carol --replace: exit %d, want 4; installed %v\n%s", res.code, out.installedSlugs(), res.stderr)
+	if res.code != 0 || !slices.Equal(out.installedSlugs(), []string{"formatter-v3"}) {
+		t.Fatalf("carol --replace of a skill she cannot see: exit %d, installed %v, want formatter-v3\n%s", res.code, out.installedSlugs(), res.stderr)
+	}
+	// Once she reads it, she is refused: she knows it exists.
+	e.ok("skill", "share", "formatter", "--read", "global")
+	if out, res = e.importJSON(third, "--replace", "--as", "carol"); res.code != 4 {
+		t.Fatalf("carol --replace of a skill she reads: exit %d, want 4; installed %v\n%s", res.code, out.installedSlugs(), res.stderr)
 	}
 	if got := e.show("formatter"); got.Version != s.Version || len(got.Versions) != 2 {
 		t.Fatalf("formatter changed by a refused --replace: %+v", got)

@@ -131,8 +131,9 @@ func TestImportRootRefusedAtStart(t *testing.T) {
 	}
 	file := filepath.Join(dir, "file")
 	writeFile(t, file, []byte("x"), 0o644)
-	// --owner x: should a root pass, serve stops right after with another
-	// message, instead of serving.
+	// A token file that does not exist: should a root pass, serve stops
+	// right after with another message (exit 3), instead of serving.
+	noToken := filepath.Join(dir, "no-token")
 	type start struct {
 		name string
 		args []string
@@ -149,7 +150,7 @@ func TestImportRootRefusedAtStart(t *testing.T) {
 		start{"import-root in the file", []string{"--config", config}, nil, "/proc"},
 		start{"$SKILLFS_IMPORT_ROOTS", nil, []string{"SKILLFS_IMPORT_ROOTS=" + dir + ":/proc/1"}, "/proc/1"})
 	for _, s := range starts {
-		r, took := e.runBoundedEnv(20*time.Second, s.env, append(append([]string{"serve"}, s.args...), "--owner", "x")...)
+		r, took := e.runBoundedEnv(20*time.Second, s.env, append(append([]string{"serve"}, s.args...), "--listen", "127.0.0.1:0", "--token-file", noToken)...)
 		if r.code != 2 || !strings.Contains(r.stderr, `"`+s.bad+`"`) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("serve %s: exit %d in %v\n%s%s", s.name, r.code, took, r.stdout, r.stderr)
 		}

@@ -44,7 +44,9 @@ func TestURLSecretsNeverShown(t *testing.T) {
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 
-	d := e.serve("--examples=false")
+	// The mirror the rewrite sends the one readable URL to is on this
+	// machine: through the API, it is read only inside an import root.
+	d := e.serve("--examples=false", "--import-root", mirror)
 	e.ok("user", "add", "carol", "--role", "admin")
 	api := newHostileAPI(e.home)
 	shown := func(what, text string) {

@@ -51,6 +51,12 @@ func (c *cli) request(method, path string, body, out any) (http.Header, error) {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if c.as != "" {
+		// Who asks (--as): a session acts for its own user whoever asks,
+		// but only a caller who manages a skill is told why it was left
+		// out (the operator without --as).
+		req.Header.Set(daemon.ActAsHeader, c.as)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
