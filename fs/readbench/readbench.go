@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,11 @@ type benchCase struct {
 	readers int    // goroutines running the operation at once; 0 is one
 	cold    string // the file whose cached pages are dropped before each operation
 	op      func(dir string) (func() error, error)
+	// python, instead of op: a Python statement run on the file of that
+	// name (p) in a loop of its own (startup left out), each run timed
+	// by Python.
+	python string
+	file   string
 }
 
 var cases = []benchCase{
@@ -134,6 +140,8 @@ var cases = []benchCase{
 	{name: "ls-l-34", op: lsLong},
 	{name: "64MiB", bytes: 64 << 20, op: readFile(big64)},
 	{name: "16MiB", bytes: 16 << 20, op: readFile(big16)},
+	{name: "py-open-4KiB", file: file4K, python: "with open(p) as f: f.read()"},
+	{name: "py-open-4KiB-unbuffered", file: file4K, python: "with open(p, 'rb', buffering=0) as f: f.read()"},
 	{name: "4KiB-cold", bytes: 4096, cold: file4K, op: readFile(file4K)},
 	{name: "16MiB-cold", bytes: 16 << 20, cold: big16, op: readFile(big16)},
 }
@@ -149,6 +157,10 @@ func Run(b *testing.B, sides ...Side) {
 }
 
 func run(b *testing.B, c benchCase, s Side) {
+	if c.python != "" {
+		runPython(b, c, s)
+		return
+	}
 	op, err := c.op(s.Dir)
 	if err == nil {
 		err = op()
@@ -189,6 +201,12 @@ func run(b *testing.B, c benchCase, s Side) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	reportRequests(b, s, total, xattr)
+}
+
+// reportRequests reports the requests per operation sent since the counts
+// were total and xattr, and fails if any asked for extended attributes.
+func reportRequests(b *testing.B, s Side, total, xattr uint64) {
 	if s.Requests == nil {
 		return
 	}
@@ -197,6 +215,48 @@ func run(b *testing.B, c benchCase, s Side) {
 	if xattr2 > xattr {
 		b.Errorf("%d extended attribute requests in %d operations, want none", xattr2-xattr, b.N)
 	}
+}
+
+// pythonLoop runs a statement on file p, n times, and prints the
+// nanoseconds each took, on average.
+const pythonLoop = `import sys, time
+p, n = sys.argv[1], int(sys.argv[2])
+t = time.perf_counter_ns()
+for _ in range(n):
+    %s
+print((time.perf_counter_ns() - t) / n)
+`
+
+// runPython times a Python case: one run of 100 to warm the file, then
+// b.N runs in one process, timed by Python itself (its startup left out)
+// and reported as ns/op.
+func runPython(b *testing.B, c benchCase, s Side) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skipf("no python3: %v", err)
+	}
+	p := filepath.Join(s.Dir, filepath.FromSlash(c.file))
+	script := fmt.Sprintf(pythonLoop, c.python)
+	loop := func(n int) (float64, error) {
+		out, err := exec.Command(py, "-c", script, p, strconv.Itoa(n)).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("python3 %q on %s: %v\n%s", c.python, p, err, out)
+		}
+		return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	}
+	if _, err := loop(100); err != nil {
+		b.Fatal(err)
+	}
+	var total, xattr uint64
+	if s.Requests != nil {
+		total, xattr = s.Requests()
+	}
+	ns, err := loop(b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(ns, "ns/op")
+	reportRequests(b, s, total, xattr)
 }
 
 // parallel runs b.N operations from n goroutines at once.
