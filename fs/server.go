@@ -792,9 +792,10 @@ func (s *Server) Requests() map[string]uint64 { return s.requests.snapshot() }
 // RequestErrors returns how many requests of each kind (Req*) were answered
 // with an error, by errno name ("ENOENT"; "other" for an errno without a
 // name), leaving out kinds and errnos never answered. Some are expected
-// answers: ENOENT to the LOOKUP of a missing name, ENOSYS to the first
-// OPEN, FLUSH and OPENDIR of a mount that does not count opens and to every
-// XATTR request.
+// answers: ENOENT to the LOOKUP of a missing name; ENOSYS to the first
+// OPEN, FLUSH and OPENDIR of a mount that does not count opens, to the first
+// STATX and to the first request of each extended attribute kind (the
+// kernel then stops asking); ENOTTY to every IOCTL.
 func (s *Server) RequestErrors() map[string]map[string]uint64 { return s.requests.errors() }
 
 // HandlesRefused reports whether the kernel refuses to decode file handles

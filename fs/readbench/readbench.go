@@ -201,35 +201,43 @@ func run(b *testing.B, c benchCase, s Side) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reportRequests(b, s, total, xattr)
+	reportRequests(b, s, b.N, total, xattr)
 }
 
-// reportRequests reports the requests per operation sent since the counts
-// were total and xattr, and fails if any asked for extended attributes.
-func reportRequests(b *testing.B, s Side, total, xattr uint64) {
+// reportRequests reports the requests per operation of ops operations sent
+// since the counts were total and xattr, and fails if any asked for
+// extended attributes.
+func reportRequests(b *testing.B, s Side, ops int, total, xattr uint64) {
 	if s.Requests == nil {
 		return
 	}
 	total2, xattr2 := s.Requests()
-	b.ReportMetric(float64(total2-total)/float64(b.N), "req/op")
+	b.ReportMetric(float64(total2-total)/float64(ops), "req/op")
 	if xattr2 > xattr {
-		b.Errorf("%d extended attribute requests in %d operations, want none", xattr2-xattr, b.N)
+		b.Errorf("%d extended attribute requests in %d operations, want none", xattr2-xattr, ops)
 	}
 }
 
-// pythonLoop runs a statement on file p, n times, and prints the
-// nanoseconds each took, on average.
+// pythonLoop runs a statement on file p for the seconds given (at least
+// 100 times), and prints how many times it ran and the nanoseconds each
+// took, on average.
 const pythonLoop = `import sys, time
-p, n = sys.argv[1], int(sys.argv[2])
-t = time.perf_counter_ns()
-for _ in range(n):
+p, secs = sys.argv[1], float(sys.argv[2])
+n, t = 0, time.perf_counter_ns()
+end = t + int(secs * 1e9)
+while n < 100 or time.perf_counter_ns() < end:
     %s
-print((time.perf_counter_ns() - t) / n)
+    n += 1
+print(n, (time.perf_counter_ns() - t) / n)
 `
 
-// runPython times a Python case: one run of 100 to warm the file, then
-// b.N runs in one process, timed by Python itself (its startup left out)
-// and reported as ns/op.
+// pythonSeconds is how long a Python case runs its statement, warmed by a
+// run of 100 first: Python's startup alone may take longer than a
+// benchmark's time, so the loop is Python's and not b.N.
+const pythonSeconds = 0.5
+
+// runPython times a Python case in one process, timed by Python itself
+// (its startup left out), and reports it as ns/op.
 func runPython(b *testing.B, c benchCase, s Side) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -237,26 +245,29 @@ func runPython(b *testing.B, c benchCase, s Side) {
 	}
 	p := filepath.Join(s.Dir, filepath.FromSlash(c.file))
 	script := fmt.Sprintf(pythonLoop, c.python)
-	loop := func(n int) (float64, error) {
-		out, err := exec.Command(py, "-c", script, p, strconv.Itoa(n)).CombinedOutput()
-		if err != nil {
-			return 0, fmt.Errorf("python3 %q on %s: %v\n%s", c.python, p, err, out)
+	loop := func(secs float64) (n int, ns float64, err error) {
+		out, err := exec.Command(py, "-c", script, p, strconv.FormatFloat(secs, 'f', -1, 64)).CombinedOutput()
+		if err == nil {
+			_, err = fmt.Sscan(string(out), &n, &ns)
 		}
-		return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("python3 %q on %s: %v\n%s", c.python, p, err, out)
+		}
+		return n, ns, nil
 	}
-	if _, err := loop(100); err != nil {
+	if _, _, err := loop(0); err != nil {
 		b.Fatal(err)
 	}
 	var total, xattr uint64
 	if s.Requests != nil {
 		total, xattr = s.Requests()
 	}
-	ns, err := loop(b.N)
+	n, ns, err := loop(pythonSeconds)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(ns, "ns/op")
-	reportRequests(b, s, total, xattr)
+	reportRequests(b, s, n, total, xattr)
 }
 
 // parallel runs b.N operations from n goroutines at once.
