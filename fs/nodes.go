@@ -63,8 +63,8 @@ func (s *Server) resolve(nodeid uint64) node {
 
 func (n node) isDir() bool { return n.kind != entryNode || n.t.entries[n.idx].dir }
 
-// ctx is a request's context: done when the kernel interrupts it.
-func ctx(h *fuse.InHeader, cancel <-chan struct{}) context.Context {
+// reqContext is a request's context: done when the kernel interrupts it.
+func reqContext(h *fuse.InHeader, cancel <-chan struct{}) context.Context {
 	return &fuse.Context{Caller: h.Caller, Cancel: cancel}
 }
 
@@ -374,7 +374,7 @@ func (f *nodeFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			s.log.Error("open backing file: no activation", "session", g.session, "slug", g.skill.Slug, "err", err)
 			return errStatus(ToErrno(err))
 		}
-		if err := s.activate(ctx(&in.InHeader, cancel), g.session, g.skill.Slug); err != nil {
+		if err := s.activate(reqContext(&in.InHeader, cancel), g.session, g.skill.Slug); err != nil {
 			s.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
 			return fuse.EIO
 		}
@@ -446,7 +446,7 @@ func (f *nodeFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, dest []byte) (fus
 	defer s.fds.release(b)
 	off := int64(in.Offset)
 	if !s.opts.Opens && e.manifest && s.opts.Sink != nil {
-		if errno := s.recordRead(ctx(&in.InHeader, cancel), g, off); errno != 0 {
+		if errno := s.recordRead(reqContext(&in.InHeader, cancel), g, off); errno != 0 {
 			return nil, errStatus(errno)
 		}
 	}
