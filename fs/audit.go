@@ -2,64 +2,69 @@ package fs
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"skillfs/skills"
 )
 
-// readCounter counts the reads of one file node (a file of a skill in one
-// session) since they were last taken (Server.TakeReads).
-type readCounter struct {
-	reads   atomic.Int64
-	firstAt atomic.Int64 // unix nanoseconds of the first read of the batch
+// fileKey names a file of a skill in one session: an entry of a grant.
+type fileKey struct {
+	g   *grant
+	idx int32
 }
 
-// readAudit is the set of file nodes read since the last TakeReads. A read
-// costs one atomic add; only the first read of a node in a batch takes the
-// clock and a short lock.
+// fileReads counts the reads of one file since they were last taken.
+type fileReads struct {
+	key     fileKey
+	reads   int64
+	firstAt int64 // unix nanoseconds of the first read of the batch
+}
+
+// readAudit counts the reads of the files read since the last TakeReads,
+// in the order they were first read. A read costs a short lock and a map
+// lookup; only the first read of a file in a batch takes the clock. Nothing
+// is kept per file that was not read in the batch.
 type readAudit struct {
 	mu    sync.Mutex
-	dirty []*fileNode
-	take  sync.Mutex // one TakeReads at a time
+	index map[fileKey]int
+	batch []fileReads
 }
 
-// countRead records one read of n that reached the daemon.
-func (a *readAudit) countRead(n *fileNode) {
-	if n.audit.reads.Add(1) != 1 {
-		return
-	}
-	// The batch of n starts: until it is taken, reads stays above zero, so
-	// this is the only store of firstAt that the batch sees.
-	n.audit.firstAt.Store(time.Now().UnixNano())
+// countRead records one read of entry idx of g that reached the daemon.
+func (a *readAudit) countRead(g *grant, idx int32) {
+	k := fileKey{g, idx}
 	a.mu.Lock()
-	a.dirty = append(a.dirty, n)
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	i, ok := a.index[k]
+	if !ok {
+		if a.index == nil {
+			a.index = make(map[fileKey]int)
+		}
+		i = len(a.batch)
+		a.index[k] = i
+		a.batch = append(a.batch, fileReads{key: k, firstAt: time.Now().UnixNano()})
+	}
+	a.batch[i].reads++
 }
 
 // TakeReads returns the reads that reached the daemon since the last call,
-// one entry per file of a skill in a session (several when the kernel
-// dropped the file's node and looked it up again), and starts counting
-// anew. Without Options.AuditReads it returns nothing.
+// one entry per file of a skill in a session, in the order of their first
+// reads, and starts counting anew. Without Options.AuditReads it returns nothing.
 func (s *Server) TakeReads() []skills.FileRead {
 	a := &s.audit
-	a.take.Lock()
-	defer a.take.Unlock()
 	a.mu.Lock()
-	dirty := a.dirty
-	a.dirty = nil
+	batch := a.batch
+	a.batch, a.index = nil, nil
 	a.mu.Unlock()
-	out := make([]skills.FileRead, 0, len(dirty))
-	for _, n := range dirty {
-		// firstAt first: while reads is above zero no new batch of n can
-		// start and store another time.
-		first := n.audit.firstAt.Load()
-		reads := n.audit.reads.Swap(0)
-		if reads == 0 {
-			continue
+	out := make([]skills.FileRead, 0, len(batch))
+	for _, r := range batch {
+		g := r.key.g
+		t, _, err := g.ref.get()
+		if err != nil {
+			continue // read, so walked: unreachable
 		}
-		out = append(out, skills.FileRead{Session: n.g.session, Slug: n.g.skill.Slug,
-			Path: n.t.entries[n.idx].rel, FirstAt: time.Unix(0, first).UTC(), Reads: reads})
+		out = append(out, skills.FileRead{Session: g.session, Slug: g.skill.Slug,
+			Path: t.entries[r.key.idx].rel, FirstAt: time.Unix(0, r.firstAt).UTC(), Reads: r.reads})
 	}
 	return out
 }

@@ -3,8 +3,11 @@ package fs
 import (
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +58,7 @@ func BenchmarkRead(b *testing.B) {
 			for _, n := range srv.Requests() {
 				total += n
 			}
-			return total, srv.Requests()[ReqXattr]
+			return total, xattrRequests(srv.Requests())
 		},
 	}, readbench.Side{Name: "projection", Dir: projection})
 }
@@ -223,15 +226,161 @@ func BenchmarkSetSession(b *testing.B) {
 	}
 }
 
-// BenchmarkCountRead is the read audit's cost on a read's path: the counter
-// of a file node already read in this batch (an atomic add), from parallel
-// readers of the same file.
+// BenchmarkCountRead is the read audit's cost on a read's path: the count
+// of a file already read in this batch (a short lock and a map lookup), from
+// parallel readers of the same file.
 func BenchmarkCountRead(b *testing.B) {
 	var a readAudit
-	n := &fileNode{}
+	g := &grant{}
+	a.countRead(g, 1)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			a.countRead(n)
+			a.countRead(g, 1)
 		}
 	})
+}
+
+// BenchmarkSessionNodes measures what the nodes of a walked skill cost the
+// daemon's heap, per session: SKILLFS_NODE_SESSIONS sessions (default 20)
+// each walk a skill of SKILLFS_NODE_FILES files (default 18,000, in
+// folders of 150) and stat every entry, as `ls -lR` does, so that the
+// kernel holds a node of every entry of every session. A first session
+// walks the skill before the count starts: the version's tree, shared by
+// every session of it, and the FUSE server's request buffers are made then
+// (MB-shared). It reports the live heap (after a collection) the other
+// sessions' walks added per node the kernel looked up (B/node), per
+// session (MB/session) and for 1,000 such sessions (MB/1000-sessions); the
+// kernel's own inodes per node looked up (kernel-inodes/node, from
+// /proc/slabinfo: about one, so every node was held while counted); and
+// what is left once those sessions are closed and the kernel has forgotten
+// their nodes (B/node-closed).
+func BenchmarkSessionNodes(b *testing.B) {
+	sessions := envCount(b, "SKILLFS_NODE_SESSIONS", 20)
+	files := envCount(b, "SKILLFS_NODE_FILES", 18000)
+	sk := largeSkill(b, files)
+	srv := mountTest(b, Options{Sink: &fakeSink{}})
+	empty := liveHeap()
+	walkStat(b, setSession(b, srv, "first", View{sk}))
+	shared := float64(liveHeap()) - float64(empty)
+	var open, closed, nodes, inodes float64
+	for i := 0; b.Loop(); i++ {
+		base, kbase := liveHeap(), kernelInodes(b)
+		forgets := srv.Requests()[ReqForget]
+		walked := 0
+		ids := make([]string, sessions)
+		for j := range ids {
+			ids[j] = fmt.Sprintf("sess%d-%d", i, j)
+			walked += walkStat(b, setSession(b, srv, ids[j], View{sk}))
+		}
+		held, kheld := liveHeap(), kernelInodes(b)
+		for _, id := range ids {
+			srv.RemoveSession(id)
+		}
+		waitForgotten(srv, forgets+uint64(walked))
+		left := liveHeap()
+		open += float64(held) - float64(base)
+		closed += float64(left) - float64(base)
+		nodes += float64(walked)
+		inodes += float64(kheld) - float64(kbase)
+	}
+	perNode := open / nodes
+	perSession := perNode * nodes / float64(b.N) / float64(sessions)
+	b.ReportMetric(perNode, "B/node")
+	b.ReportMetric(perSession/1e6, "MB/session")
+	b.ReportMetric(perSession*1000/1e6, "MB/1000-sessions")
+	b.ReportMetric(shared/1e6, "MB-shared")
+	b.ReportMetric(inodes/nodes, "kernel-inodes/node")
+	b.ReportMetric(closed/nodes, "B/node-closed")
+}
+
+// kernelInodes returns how many FUSE inodes the kernel holds, on every FUSE
+// mount of the machine.
+func kernelInodes(tb testing.TB) uint64 {
+	tb.Helper()
+	data, err := os.ReadFile("/proc/slabinfo")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "fuse_inode" {
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				tb.Fatalf("/proc/slabinfo: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("/proc/slabinfo has no fuse_inode line")
+	return 0
+}
+
+// envCount reads a positive count from the environment, or returns def.
+func envCount(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive count", name, v)
+	}
+	return n
+}
+
+// largeSkill writes a skill of n small files in folders of 150.
+func largeSkill(tb testing.TB, n int) Skill {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "large", "v1")
+	files := map[string]file{"SKILL.md": {data: manifest("large", "a skill of many files")}}
+	for i := range n - 1 {
+		files[fmt.Sprintf("references/d%03d/f%05d.md", i/150, i)] = file{data: "reference text\n"}
+	}
+	return Skill{Slug: "large", Version: "v1", Dir: writeVersion(tb, dir, files)}
+}
+
+// walkStat walks a session's folder and stats every entry; it returns how
+// many entries it saw below the session's folder.
+func walkStat(tb testing.TB, session string) int {
+	tb.Helper()
+	n := 0
+	err := filepath.WalkDir(session, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == session {
+			return nil
+		}
+		n++
+		_, err = d.Info()
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// liveHeap returns the bytes of live heap objects after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// waitForgotten waits until the kernel has sent want FORGETs in all, or
+// sends no more for a second.
+func waitForgotten(srv *Server, want uint64) {
+	last, quiet := srv.Requests()[ReqForget], 0
+	for deadline := time.Now().Add(30 * time.Second); last < want && quiet < 20 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		n := srv.Requests()[ReqForget]
+		if n == last {
+			quiet++
+		} else {
+			last, quiet = n, 0
+		}
+	}
 }

@@ -2,105 +2,73 @@ package fs
 
 import (
 	"context"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
-// readOnly answers every mutating operation with EROFS. The mount is also
-// read-only in the kernel, which refuses most of these before asking; these
-// methods make the daemon refuse them too, rather than fall back to go-fuse
-// defaults (some of which report success).
-type readOnly struct{}
+// nodeFS answers the kernel's requests from the sessions' views. It keeps
+// no node of its own: a node id names its owner and its entry (nodeids.go),
+// the owner's tree has the entry, so the kernel's cache is the only copy of
+// the nodes it holds. Every operation that would change something is
+// refused with EROFS (the mount is also read-only in the kernel, which
+// refuses most of them before asking).
+type nodeFS struct{ s *Server }
 
-func (readOnly) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
-	return syscall.EROFS
-}
+var _ fuse.RawFileSystem = (*nodeFS)(nil)
 
-func (readOnly) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
-	return syscall.EROFS
-}
+// nodeKind says what a node id names.
+type nodeKind uint8
 
-func (readOnly) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
-
-func (readOnly) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-
-func (readOnly) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-
-func (readOnly) Link(context.Context, fusefs.InodeEmbedder, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-
-func (readOnly) Symlink(context.Context, string, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, syscall.EROFS
-}
-
-func (readOnly) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, syscall.EROFS
-}
-
-func (readOnly) Tmpfile(context.Context, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, syscall.EROFS
-}
-
-func (readOnly) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
-
-func (readOnly) Rmdir(context.Context, string) syscall.Errno { return syscall.EROFS }
-
-func (readOnly) Rename(context.Context, string, fusefs.InodeEmbedder, string, uint32) syscall.Errno {
-	return syscall.EROFS
-}
-
-func (readOnly) Write(context.Context, fusefs.FileHandle, []byte, int64) (uint32, syscall.Errno) {
-	return 0, syscall.EROFS
-}
-
-func (readOnly) Allocate(context.Context, fusefs.FileHandle, uint64, uint64, uint32) syscall.Errno {
-	return syscall.EROFS
-}
-
-// Fsync has nothing to flush; it succeeds, as on any read-only filesystem.
-func (readOnly) Fsync(context.Context, fusefs.FileHandle, uint32) syscall.Errno { return 0 }
-
-func (readOnly) Statfs(_ context.Context, out *fuse.StatfsOut) syscall.Errno {
-	*out = fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
-	return 0
-}
-
-// The interfaces every node type implements through readOnly.
-type readOnlyNode interface {
-	fusefs.NodeSetattrer
-	fusefs.NodeSetxattrer
-	fusefs.NodeRemovexattrer
-	fusefs.NodeMkdirer
-	fusefs.NodeMknoder
-	fusefs.NodeLinker
-	fusefs.NodeSymlinker
-	fusefs.NodeCreater
-	fusefs.NodeTmpfiler
-	fusefs.NodeUnlinker
-	fusefs.NodeRmdirer
-	fusefs.NodeRenamer
-	fusefs.NodeWriter
-	fusefs.NodeAllocater
-	fusefs.NodeFsyncer
-	fusefs.NodeStatfser
-}
-
-var (
-	_ = (readOnlyNode)((*rootNode)(nil))
-	_ = (readOnlyNode)((*sessionDir)(nil))
-	_ = (readOnlyNode)((*dirNode)(nil))
-	_ = (readOnlyNode)((*fileNode)(nil))
+const (
+	staleNode   nodeKind = iota // nothing the daemon serves or the kernel may still hold
+	rootNode                    // the mount's root
+	sessionNode                 // a session's directory
+	entryNode                   // a file or directory of a grant's tree
 )
+
+// node is what a node id names, resolved.
+type node struct {
+	kind nodeKind
+	ss   *session
+	g    *grant
+	t    *tree
+	idx  int32
+}
+
+// resolve finds what the kernel names by nodeid.
+func (s *Server) resolve(nodeid uint64) node {
+	if nodeid == fuse.FUSE_ROOT_ID {
+		return node{kind: rootNode}
+	}
+	id, e := ownerOf(nodeid)
+	o, ok := s.ids.get(id)
+	switch {
+	case !ok:
+		return node{}
+	case e == 0 && o.ss != nil:
+		return node{kind: sessionNode, ss: o.ss}
+	case e == 0 || o.g == nil:
+		return node{}
+	}
+	t, _, err := o.g.ref.get()
+	if err != nil || e > uint64(len(t.entries)) {
+		// The kernel was given the id, so the tree was walked: unreachable.
+		return node{}
+	}
+	return node{kind: entryNode, g: o.g, t: t, idx: int32(e - 1)}
+}
+
+func (n node) isDir() bool { return n.kind != entryNode || n.t.entries[n.idx].dir }
+
+// reqContext is a request's context: done when the kernel interrupts it.
+func reqContext(h *fuse.InHeader, cancel <-chan struct{}) context.Context {
+	return &fuse.Context{Caller: h.Caller, Cancel: cancel}
+}
+
+func errStatus(errno syscall.Errno) fuse.Status { return fuse.Status(errno) }
 
 // setTimes sets all three times of an attribute to t.
 func setTimes(a *fuse.Attr, t time.Time) {
@@ -137,238 +105,313 @@ func (s *Server) entryAttr(a *fuse.Attr, g *grant, t *tree, idx int32) {
 	setTimes(a, e.mtime)
 }
 
-// rootNode is the mount's root. It resolves session ids but cannot be
-// listed: a session's id is its capability.
-type rootNode struct {
-	fusefs.Inode
-	readOnly
-	srv *Server
-}
-
-var (
-	_ = (fusefs.NodeLookuper)((*rootNode)(nil))
-	_ = (fusefs.NodeGetattrer)((*rootNode)(nil))
-	_ = (fusefs.NodeOpendirHandler)((*rootNode)(nil))
-)
-
-func (r *rootNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	// Search permission only: names resolve, listing is refused.
-	r.srv.dirAttr(&out.Attr, fuse.FUSE_ROOT_ID, r.srv.start, 0o111)
-	return 0
-}
-
-// OpendirHandle refuses to list the root, also to callers (root) that the
-// kernel's permission check lets through.
-func (r *rootNode) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	return nil, 0, syscall.EACCES
-}
-
-func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	ss := r.srv.session(name)
-	if ss == nil {
-		return nil, syscall.ENOENT
+// attr fills the attributes of a resolved node.
+func (s *Server) attr(a *fuse.Attr, n node) {
+	switch n.kind {
+	case rootNode:
+		// Search permission only: names resolve, listing is refused.
+		s.dirAttr(a, fuse.FUSE_ROOT_ID, s.start, 0o111)
+	case sessionNode:
+		s.dirAttr(a, n.ss.ino, n.ss.created, 0o555)
+	case entryNode:
+		s.entryAttr(a, n.g, n.t, n.idx)
 	}
-	r.srv.dirAttr(&out.Attr, ss.dirIno, ss.created, 0o555)
-	if ch := r.GetChild(name); ch != nil {
-		if d, ok := ch.Operations().(*sessionDir); ok && d.sess == ss {
-			return ch, 0
+}
+
+func (f *nodeFS) String() string { return "skillfs" }
+
+func (f *nodeFS) SetDebug(bool) {}
+
+// Init: the server is known to Server before it serves.
+func (f *nodeFS) Init(*fuse.Server) {}
+
+func (f *nodeFS) OnUnmount() {}
+
+// Lookup resolves a name. The root resolves session ids but cannot be
+// listed: a session's id is its capability. "." and ".." are never asked
+// for on a path; the kernel asks for them only to decode a file handle,
+// which this filesystem refuses.
+func (f *nodeFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if name == "." || name == ".." {
+		return fuse.Status(syscall.ESTALE)
+	}
+	s := f.s
+	switch n := s.resolve(h.NodeId); n.kind {
+	case rootNode:
+		return s.lookupSession(name, out)
+	case sessionNode:
+		return s.lookupSkill(n.ss, name, out)
+	case entryNode:
+		if !n.t.entries[n.idx].dir {
+			return fuse.Status(syscall.ENOTDIR)
 		}
+		if n.g.revoked() {
+			return fuse.ENOENT
+		}
+		ci, ok := n.t.child(n.idx, name)
+		if !ok {
+			return fuse.ENOENT
+		}
+		return s.handEntry(n.g, n.t, ci, out)
 	}
-	return r.NewInode(ctx, &sessionDir{srv: r.srv, sess: ss}, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: ss.dirIno}), 0
+	return fuse.Status(syscall.ESTALE)
 }
 
-// sessionDir lists the skills of one session.
-type sessionDir struct {
-	fusefs.Inode
-	readOnly
-	srv  *Server
-	sess *session
-}
-
-var (
-	_ = (fusefs.NodeLookuper)((*sessionDir)(nil))
-	_ = (fusefs.NodeGetattrer)((*sessionDir)(nil))
-	_ = (fusefs.NodeOpendirHandler)((*sessionDir)(nil))
-)
-
-func (d *sessionDir) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	d.srv.dirAttr(&out.Attr, d.sess.dirIno, d.sess.created, 0o555)
-	return 0
-}
-
-func (d *sessionDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if d.sess.gone.Load() {
-		return nil, syscall.ENOENT
+func (s *Server) lookupSession(id string, out *fuse.EntryOut) fuse.Status {
+	ss := s.session(id)
+	if ss == nil || !ss.kernel.hand(-1, 0) {
+		return fuse.ENOENT
 	}
-	g := d.sess.grant(name)
+	s.dirAttr(&out.Attr, ss.ino, ss.created, 0o555)
+	s.entryOut(out, ss.ino, ss.gen)
+	return fuse.OK
+}
+
+func (s *Server) lookupSkill(ss *session, slug string, out *fuse.EntryOut) fuse.Status {
+	if ss.gone.Load() {
+		return fuse.ENOENT
+	}
+	g := ss.grant(slug)
 	if g == nil {
-		return nil, syscall.ENOENT
+		return fuse.ENOENT
 	}
 	t, skipped, err := g.ref.get()
 	if err != nil {
-		d.srv.log.Error("read version tree", "session", g.session, "slug", g.skill.Slug, "dir", g.skill.Dir, "err", err)
-		return nil, ToErrno(err)
+		s.log.Error("read version tree", "session", g.session, "slug", g.skill.Slug, "dir", g.skill.Dir, "err", err)
+		return errStatus(ToErrno(err))
 	}
 	if len(skipped) > 0 {
-		d.srv.log.Warn("version tree holds entries that are neither files nor directories; not served",
+		s.log.Warn("version tree holds entries that are neither files nor directories; not served",
 			"dir", g.skill.Dir, "entries", skipped)
 	}
-	d.srv.entryAttr(&out.Attr, g, t, 0)
-	if ch := d.GetChild(name); ch != nil {
-		if n, ok := ch.Operations().(*dirNode); ok && n.g == g {
-			return ch, 0
+	return s.handEntry(g, t, 0, out)
+}
+
+// handEntry answers a lookup of entry idx of g's tree, recording that the
+// kernel holds it.
+func (s *Server) handEntry(g *grant, t *tree, idx int32, out *fuse.EntryOut) fuse.Status {
+	if !g.kernel.hand(idx, len(t.entries)) {
+		return fuse.ENOENT // the grant left the table meanwhile
+	}
+	s.entryAttr(&out.Attr, g, t, idx)
+	s.entryOut(out, g.ino(idx), g.gen)
+	return fuse.OK
+}
+
+// Forget takes back lookups the kernel no longer holds.
+func (f *nodeFS) Forget(nodeid, nlookup uint64) { f.s.ids.forget(nodeid, nlookup) }
+
+func (f *nodeFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	n := f.s.resolve(in.NodeId)
+	if n.kind == staleNode {
+		return fuse.Status(syscall.ESTALE)
+	}
+	f.s.attr(&out.Attr, n)
+	out.SetTimeout(f.s.opts.AttrTimeout)
+	return fuse.OK
+}
+
+// Statx answers ENOSYS: the kernel then asks with GETATTR from then on.
+func (f *nodeFS) Statx(<-chan struct{}, *fuse.StatxIn, *fuse.StatxOut) fuse.Status {
+	return fuse.ENOSYS
+}
+
+// Access answers ENOSYS: with default_permissions the kernel checks access
+// itself, and stops asking once told.
+func (f *nodeFS) Access(<-chan struct{}, *fuse.AccessIn) fuse.Status { return fuse.ENOSYS }
+
+// Readlink: nothing served is a symbolic link.
+func (f *nodeFS) Readlink(<-chan struct{}, *fuse.InHeader) ([]byte, fuse.Status) {
+	return nil, fuse.EINVAL
+}
+
+func (f *nodeFS) StatFs(_ <-chan struct{}, _ *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	*out = fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
+	return fuse.OK
+}
+
+// OpenDir answers ENOSYS unless Options.Opens: the kernel then opens
+// directories without asking (its no-opendir mode, set for the whole
+// connection), caches their listings and reads them with handle 0, and
+// ReadDir checks what an OPENDIR would have. Views change under a
+// session's directory: SetSession drops its cached listing whenever its
+// skills do.
+func (f *nodeFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if !f.s.opts.Opens {
+		return fuse.ENOSYS
+	}
+	n := f.s.resolve(in.NodeId)
+	if st := n.listable(); st != fuse.OK {
+		return st
+	}
+	if n.kind == entryNode {
+		// A version directory never changes: the kernel may cache it.
+		out.OpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return fuse.OK
+}
+
+// listable says whether a directory may be listed: never the root (also to
+// callers, such as root, that the kernel's permission check lets through),
+// nor a removed session or a revoked skill.
+func (n node) listable() fuse.Status {
+	switch {
+	case n.kind == staleNode:
+		return fuse.Status(syscall.ESTALE)
+	case n.kind == rootNode:
+		return fuse.Status(syscall.EACCES)
+	case n.kind == sessionNode && n.ss.gone.Load():
+		return fuse.ENOENT
+	case n.kind == entryNode && !n.t.entries[n.idx].dir:
+		return fuse.Status(syscall.ENOTDIR)
+	case n.kind == entryNode && n.g.revoked():
+		return fuse.Status(syscall.EACCES)
+	}
+	return fuse.OK
+}
+
+func (f *nodeFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return f.s.list(in, out, false)
+}
+
+func (f *nodeFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return f.s.list(in, out, true)
+}
+
+// list answers a READDIR(PLUS) from the offset asked: entry i of a listing
+// has offset i+1. A session's listing is made once per view (a large
+// directory is read in many requests); a version directory's comes from its
+// tree. READDIRPLUS gives the kernel the entries of a version directory as
+// LOOKUP would; a session's skills it leaves to a LOOKUP (node id 0), so a
+// listing walks no version directory.
+func (s *Server) list(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	n := s.resolve(in.NodeId)
+	if st := n.listable(); st != fuse.OK {
+		return st
+	}
+	if n.kind == sessionNode {
+		list := n.ss.entries()
+		for i := int(in.Offset); i < len(list); i++ {
+			e := list[i]
+			e.Off = uint64(i + 1)
+			if !plus {
+				if !out.AddDirEntry(e) {
+					break
+				}
+			} else if out.AddDirLookupEntry(e) == nil {
+				break
+			}
 		}
-	}
-	n := &dirNode{srv: d.srv, g: g, t: t, idx: 0}
-	return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: g.ino(0)}), 0
-}
-
-// OpendirHandle lists the session's skills. The listing is not cached by the
-// kernel, since the view can change at any time.
-func (d *sessionDir) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if d.sess.gone.Load() {
-		return nil, 0, syscall.ENOENT
-	}
-	return fusefs.NewListDirStream(d.sess.entries()), 0, 0
-}
-
-// dirNode is a directory of a version tree, as seen by one grant.
-type dirNode struct {
-	fusefs.Inode
-	readOnly
-	srv       *Server
-	g         *grant
-	t         *tree
-	idx       int32
-	forgotten atomic.Bool // nothing below is held by the kernel any more
-}
-
-var (
-	_ = (fusefs.NodeOnForgetter)((*dirNode)(nil))
-	_ = (fusefs.NodeLookuper)((*dirNode)(nil))
-	_ = (fusefs.NodeGetattrer)((*dirNode)(nil))
-	_ = (fusefs.NodeOpendirHandler)((*dirNode)(nil))
-)
-
-func (n *dirNode) OnForget() { n.forgotten.Store(true) }
-
-func (n *dirNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.srv.entryAttr(&out.Attr, n.g, n.t, n.idx)
-	return 0
-}
-
-func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if n.g.revoked() {
-		return nil, syscall.ENOENT
-	}
-	ci, ok := n.t.child(n.idx, name)
-	if !ok {
-		return nil, syscall.ENOENT
-	}
-	n.srv.entryAttr(&out.Attr, n.g, n.t, ci)
-	if ch := n.GetChild(name); ch != nil {
-		return ch, 0
-	}
-	if n.t.entries[ci].dir {
-		ch := &dirNode{srv: n.srv, g: n.g, t: n.t, idx: ci}
-		return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: n.g.ino(ci)}), 0
-	}
-	ch := &fileNode{srv: n.srv, g: n.g, t: n.t, idx: ci}
-	return n.NewInode(ctx, ch, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: n.g.ino(ci)}), 0
-}
-
-// OpendirHandle lists a version directory; it never changes, so the kernel
-// may cache the listing.
-func (n *dirNode) OpendirHandle(context.Context, uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if n.g.revoked() {
-		return nil, 0, syscall.EACCES
+		return fuse.OK
 	}
 	kids := n.t.entries[n.idx].children
-	list := make([]fuse.DirEntry, 0, len(kids))
-	for _, ci := range kids {
+	for i := int(in.Offset); i < len(kids); i++ {
+		ci := kids[i]
 		e := &n.t.entries[ci]
-		mode := uint32(syscall.S_IFREG)
+		de := fuse.DirEntry{Name: e.name, Mode: syscall.S_IFREG, Ino: n.g.ino(ci), Off: uint64(i + 1)}
 		if e.dir {
-			mode = syscall.S_IFDIR
+			de.Mode = syscall.S_IFDIR
 		}
-		list = append(list, fuse.DirEntry{Name: e.name, Mode: mode, Ino: n.g.ino(ci)})
+		if !plus {
+			if !out.AddDirEntry(de) {
+				break
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(de)
+		if eo == nil {
+			break
+		}
+		s.handEntry(n.g, n.t, ci, eo) // refused: node id 0, the kernel looks the name up
 	}
-	return fusefs.NewListDirStream(list), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	return fuse.OK
 }
 
-// fileNode is a regular file of a version tree, as seen by one grant.
-type fileNode struct {
-	fusefs.Inode
-	readOnly
-	srv   *Server
-	g     *grant
-	t     *tree
-	idx   int32
-	audit readCounter // with Options.AuditReads
-}
+func (f *nodeFS) ReleaseDir(*fuse.ReleaseIn) {}
 
-var (
-	_ = (fusefs.NodeGetattrer)((*fileNode)(nil))
-	_ = (fusefs.NodeOpener)((*fileNode)(nil))
-	_ = (fusefs.NodeReader)((*fileNode)(nil))
-	_ = (fusefs.NodeFlusher)((*fileNode)(nil))
-)
-
-func (n *fileNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.srv.entryAttr(&out.Attr, n.g, n.t, n.idx)
-	return 0
-}
+func (f *nodeFS) FsyncDir(<-chan struct{}, *fuse.FsyncIn) fuse.Status { return fuse.OK }
 
 // writeFlags are the open flags that could change a file.
 const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall.O_CREAT | syscall.O_APPEND
+
+// handle numbers given to the kernel with an open.
+const (
+	plainHandle       = 0 // reads go through Read
+	passthroughHandle = 1 // holds a reference on the node's backing file (passthrough.go)
+)
 
 // Open answers ENOSYS unless Options.Opens: the kernel then opens every
 // file of the mount without asking, keeping its cached pages across opens
 // (see Options.Opens); the read-only mount refuses writing opens itself,
 // and Read records activations.
 //
-// With Opens it keeps nothing open: reads share one descriptor per
-// backing file (see fdCache), so the handles the kernel holds cost the
-// daemon no descriptor. Opening the top-level SKILL.md reports an
-// activation to the sink before the open returns; if the sink fails, so
-// does the open. The backing file is acquired through the cache and
-// validated first: a SKILL.md that cannot be read fails its open with the
-// errno its reads would get, and activates nothing.
-func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if !n.srv.opts.Opens {
-		return nil, 0, syscall.ENOSYS
+// With Opens it keeps nothing open: reads share one descriptor per backing
+// file (see fdCache), so the handles the kernel holds cost the daemon no
+// descriptor. Opening the top-level SKILL.md reports an activation to the
+// sink before the open returns; if the sink fails, so does the open. The
+// backing file is acquired through the cache and validated first: a
+// SKILL.md that cannot be read fails its open with the errno its reads
+// would get, and activates nothing.
+func (f *nodeFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	s := f.s
+	if !s.opts.Opens {
+		return fuse.ENOSYS
 	}
-	if flags&writeFlags != 0 {
-		return nil, 0, syscall.EROFS
+	n := s.resolve(in.NodeId)
+	switch {
+	case n.kind == staleNode:
+		return fuse.Status(syscall.ESTALE)
+	case n.isDir():
+		return fuse.Status(syscall.EISDIR)
+	case in.Flags&writeFlags != 0:
+		return fuse.Status(syscall.EROFS)
+	case n.g.revoked():
+		return fuse.Status(syscall.EACCES)
 	}
-	if n.g.revoked() {
-		return nil, 0, syscall.EACCES
-	}
-	if n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
-		if err := n.checkBacking(); err != nil {
-			n.srv.log.Error("open backing file: no activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
-			return nil, 0, ToErrno(err)
+	g := n.g
+	if n.t.entries[n.idx].manifest && s.opts.Sink != nil {
+		if err := s.checkBacking(n); err != nil {
+			s.log.Error("open backing file: no activation", "session", g.session, "slug", g.skill.Slug, "err", err)
+			return errStatus(ToErrno(err))
 		}
-		if err := n.srv.activate(ctx, n.g.session, n.g.skill.Slug); err != nil {
-			n.srv.log.Warn("record activation", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
-			return nil, 0, syscall.EIO
+		if err := s.activate(reqContext(&in.InHeader, cancel), g.session, g.skill.Slug); err != nil {
+			s.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
+			return fuse.EIO
 		}
-		n.srv.log.Debug("activation", "session", n.g.session, "slug", n.g.skill.Slug)
+		s.log.Debug("activation", "session", g.session, "slug", g.skill.Slug)
 	}
 	// Immutable content: keep the page cache across opens, and skip the
 	// FLUSH round trip on every close (nothing is ever written).
-	const openFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
-	if n.srv.opts.Passthrough {
-		h := &passthroughHandle{fileHandle: fileHandle{n}}
-		h.fd.Store(-1)
-		return h, openFlags, 0
+	out.OpenFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
+	out.Fh = plainHandle
+	if s.opts.Passthrough {
+		s.openPassthrough(n, out)
 	}
-	return &fileHandle{n}, openFlags, 0
+	return fuse.OK
+}
+
+// Release ends an open; only a passthrough open holds anything.
+func (f *nodeFS) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
+	if in.Fh != passthroughHandle {
+		return
+	}
+	if n := f.s.resolve(in.NodeId); n.kind == entryNode {
+		f.s.releasePassthrough(n)
+	}
 }
 
 // Flush answers ENOSYS, so the kernel stops sending FLUSH on close: there
 // is never anything to flush. (With Opens, FOPEN_NOFLUSH says so already.)
-func (n *fileNode) Flush(context.Context, fusefs.FileHandle) syscall.Errno { return syscall.ENOSYS }
+func (f *nodeFS) Flush(<-chan struct{}, *fuse.FlushIn) fuse.Status { return fuse.ENOSYS }
+
+// Fsync has nothing to flush; it succeeds, as on any read-only filesystem.
+func (f *nodeFS) Fsync(<-chan struct{}, *fuse.FsyncIn) fuse.Status { return fuse.OK }
+
+// Lseek answers ENOSYS: the kernel then seeks by itself, as in any file of
+// fixed size.
+func (f *nodeFS) Lseek(<-chan struct{}, *fuse.LseekIn, *fuse.LseekOut) fuse.Status {
+	return fuse.ENOSYS
+}
 
 // Read reads into the request's buffer through the descriptor shared by
 // every read of the file. The data is copied rather than spliced
@@ -382,54 +425,59 @@ func (n *fileNode) Flush(context.Context, fusefs.FileHandle) syscall.Errno { ret
 // file's start (the kernel fetching it again) are counted. A SKILL.md whose
 // backing file cannot be read activates nothing.
 //
-// With Options.AuditReads every read served is counted for the read audit
-// (an atomic add; the first read of a batch also takes the clock).
-func (n *fileNode) Read(ctx context.Context, _ fusefs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if n.g.revoked() {
-		return nil, syscall.EACCES
+// With Options.AuditReads every read served is counted for the read audit.
+func (f *nodeFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, dest []byte) (fuse.ReadResult, fuse.Status) {
+	s := f.s
+	n := s.resolve(in.NodeId)
+	switch {
+	case n.kind == staleNode:
+		return nil, fuse.Status(syscall.ESTALE)
+	case n.isDir():
+		return nil, fuse.Status(syscall.EISDIR)
+	case n.g.revoked():
+		return nil, fuse.Status(syscall.EACCES)
 	}
-	b, err := n.srv.fds.acquire(n.t, n.idx)
+	g, e := n.g, &n.t.entries[n.idx]
+	b, err := s.fds.acquire(n.t, n.idx)
 	if err != nil {
-		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
-		return nil, ToErrno(err)
+		s.log.Error("open backing file", "session", g.session, "slug", g.skill.Slug, "err", err)
+		return nil, errStatus(ToErrno(err))
 	}
-	defer n.srv.fds.release(b)
-	if !n.srv.opts.Opens && n.t.entries[n.idx].manifest && n.srv.opts.Sink != nil {
-		if errno := n.recordRead(ctx, off); errno != 0 {
-			return nil, errno
+	defer s.fds.release(b)
+	off := int64(in.Offset)
+	if !s.opts.Opens && e.manifest && s.opts.Sink != nil {
+		if errno := s.recordRead(reqContext(&in.InHeader, cancel), g, off); errno != 0 {
+			return nil, errStatus(errno)
 		}
 	}
 	// Serve no more than the size the kernel was told.
-	size := n.t.entries[n.idx].size
-	if off >= size {
-		return fuse.ReadResultData(nil), 0
+	if off >= e.size {
+		return fuse.ReadResultData(nil), fuse.OK
 	}
-	if rest := size - off; int64(len(dest)) > rest {
+	if rest := e.size - off; int64(len(dest)) > rest {
 		dest = dest[:rest]
 	}
 	got, err := preadFull(b.fd, dest, off)
 	if err != nil {
-		n.srv.log.Error("read backing file", "session", n.g.session, "slug", n.g.skill.Slug,
-			"path", n.t.entries[n.idx].rel, "err", err)
-		return nil, ToErrno(err)
+		s.log.Error("read backing file", "session", g.session, "slug", g.skill.Slug, "path", e.rel, "err", err)
+		return nil, errStatus(ToErrno(err))
 	}
-	if n.srv.opts.AuditReads {
-		n.srv.audit.countRead(n)
+	if s.opts.AuditReads {
+		s.audit.countRead(g, n.idx)
 	}
-	return fuse.ReadResultData(dest[:got]), 0
+	return fuse.ReadResultData(dest[:got]), fuse.OK
 }
 
 // recordRead records a read of the session's SKILL.md (no-open mode): the
 // first durably, with concurrent first readers waiting for it; later ones
 // that start at the file's beginning as a count.
-func (n *fileNode) recordRead(ctx context.Context, off int64) syscall.Errno {
-	g := n.g
+func (s *Server) recordRead(ctx context.Context, g *grant, off int64) syscall.Errno {
 	if g.activated.Load() {
 		if off != 0 {
 			return 0
 		}
-		if err := n.srv.opts.Sink.Opened(g.session, g.skill.Slug); err != nil {
-			n.srv.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
+		if err := s.opts.Sink.Opened(g.session, g.skill.Slug); err != nil {
+			s.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
 			return syscall.EIO
 		}
 		return 0
@@ -439,75 +487,41 @@ func (n *fileNode) recordRead(ctx context.Context, off int64) syscall.Errno {
 	if g.activated.Load() {
 		return 0
 	}
-	if err := n.srv.activate(ctx, g.session, g.skill.Slug); err != nil {
-		n.srv.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
+	if err := s.activate(ctx, g.session, g.skill.Slug); err != nil {
+		s.log.Warn("record activation", "session", g.session, "slug", g.skill.Slug, "err", err)
 		return syscall.EIO
 	}
 	g.activated.Store(true)
-	n.srv.log.Debug("activation", "session", g.session, "slug", g.skill.Slug)
+	s.log.Debug("activation", "session", g.session, "slug", g.skill.Slug)
 	return 0
 }
 
 // checkBacking opens and validates the backing file (tree.open) as a read
 // would, through the descriptor cache, where the descriptor then stays for
-// the reads that follow. With passthrough the kernel reads on a descriptor
-// of its own (PassthroughFd), so one opened here is closed at once rather
-// than left idle in the cache.
-func (n *fileNode) checkBacking() error {
-	if n.srv.opts.Passthrough {
+// the reads that follow. With passthrough the kernel reads on a reference
+// of its own, so a descriptor opened here is closed at once rather than
+// left idle in the cache.
+func (s *Server) checkBacking(n node) error {
+	if s.opts.Passthrough {
 		fd, err := n.t.open(n.idx)
 		if err != nil {
 			return err
 		}
 		return unix.Close(fd)
 	}
-	b, err := n.srv.fds.acquire(n.t, n.idx)
+	b, err := s.fds.acquire(n.t, n.idx)
 	if err != nil {
 		return err
 	}
-	n.srv.fds.release(b)
+	s.fds.release(b)
 	return nil
 }
 
-// fileHandle is a file opened with Options.Opens; fileNode.Read serves
-// its reads.
-type fileHandle struct{ n *fileNode }
-
-var (
-	_ = (fusefs.FilePassthroughFder)((*passthroughHandle)(nil))
-	_ = (fusefs.FileReleaser)((*passthroughHandle)(nil))
-)
-
-// passthroughHandle lets the kernel read the backing file directly. The
-// kernel registers one backing file per inode and keeps its own reference
-// to it, so go-fuse asks for a descriptor only on an open of an inode that
-// has no registration; that handle then holds the descriptor until it is
-// released. Passthrough thus costs up to one descriptor per file with
-// handles open, held until the kernel's RELEASE of the handle that
-// registered it.
-type passthroughHandle struct {
-	fileHandle
-	fd atomic.Int64 // -1 until PassthroughFd opened it
-}
-
-// PassthroughFd opens the backing file for the kernel to register. If it
-// cannot, the handle reads through the daemon.
-func (h *passthroughHandle) PassthroughFd() (int, bool) {
-	n := h.n
-	fd, err := n.t.open(n.idx)
-	if err != nil {
-		n.srv.log.Error("open backing file", "session", n.g.session, "slug", n.g.skill.Slug, "err", err)
-		return -1, false
-	}
-	if old := h.fd.Swap(int64(fd)); old >= 0 {
-		unix.Close(int(old))
-	}
-	return fd, true
-}
-
-func (h *passthroughHandle) Release(context.Context) syscall.Errno {
-	if fd := h.fd.Swap(-1); fd >= 0 {
-		return ToErrno(unix.Close(int(fd)))
-	}
-	return 0
+// Ioctl answers ENOTTY at once, without looking at the node: nothing here
+// is a terminal or takes any ioctl. The kernel sends every ioctl of a
+// file of the mount (isatty's TCGETS, which Python's open() makes, above
+// all) and remembers no answer, so each costs a round trip whatever the
+// answer (ENOSYS too: the kernel turns it into ENOTTY and asks again).
+func (f *nodeFS) Ioctl(<-chan struct{}, *fuse.IoctlIn, []byte, *fuse.IoctlOut, []byte) fuse.Status {
+	return fuse.Status(syscall.ENOTTY)
 }

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,16 +126,21 @@ func TestReadOnly(t *testing.T) {
 }
 
 // TestReadOnlyUnreachable covers the calls the kernel never forwards on a
-// file that can only be opened for reading (write, fallocate): the daemon
-// would refuse them as well.
+// file that can only be opened for reading (write, fallocate, copy): the
+// daemon would refuse them as well.
 func TestReadOnlyUnreachable(t *testing.T) {
-	ctx := context.Background()
-	var n readOnlyNode = &fileNode{}
-	if _, errno := n.Write(ctx, nil, []byte("x"), 0); errno != syscall.EROFS {
-		t.Errorf("write: %v, want EROFS", errno)
+	f := &nodeFS{s: &Server{}}
+	if _, st := f.Write(nil, &fuse.WriteIn{}, []byte("x")); st != erofs {
+		t.Errorf("write: %v, want EROFS", st)
 	}
-	if errno := n.Allocate(ctx, nil, 0, 4096, 0); errno != syscall.EROFS {
-		t.Errorf("fallocate: %v, want EROFS", errno)
+	if _, st := f.Writev(nil, &fuse.WriteIn{}, [][]byte{[]byte("x")}); st != erofs {
+		t.Errorf("writev: %v, want EROFS", st)
+	}
+	if st := f.Fallocate(nil, &fuse.FallocateIn{Length: 4096}); st != erofs {
+		t.Errorf("fallocate: %v, want EROFS", st)
+	}
+	if _, st := f.CopyFileRange(nil, &fuse.CopyFileRangeIn{Len: 4096}); st != erofs {
+		t.Errorf("copy_file_range: %v, want EROFS", st)
 	}
 }
 

@@ -8,25 +8,54 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The requests the kernel sends that Server.Requests counts, by name.
+// The requests Server.Requests counts, by the kernel's name of the
+// operation: every request the FUSE server hands to the filesystem. The
+// server answers a few itself, uncounted: INIT (once per mount), INTERRUPT
+// (the kernel giving up on a request of a process that got a signal),
+// NOTIFY_REPLY (answers to notifications the daemon never sends), POLL
+// (ENOSYS, and the kernel stops asking) and operations it does not know
+// (ENOSYS). FORGET counts the nodes forgotten, one by one, also those of a
+// BATCH_FORGET; RENAME counts RENAME2 too.
 const (
-	ReqLookup      = "LOOKUP"
-	ReqForget      = "FORGET"
-	ReqGetattr     = "GETATTR"
-	ReqStatx       = "STATX"
-	ReqAccess      = "ACCESS"
-	ReqReadlink    = "READLINK"
-	ReqOpen        = "OPEN"
-	ReqRead        = "READ"
-	ReqLseek       = "LSEEK"
-	ReqFlush       = "FLUSH"
-	ReqRelease     = "RELEASE"
-	ReqOpendir     = "OPENDIR"
-	ReqReaddir     = "READDIR"
-	ReqReaddirplus = "READDIRPLUS"
-	ReqReleasedir  = "RELEASEDIR"
-	ReqStatfs      = "STATFS"
-	ReqXattr       = "XATTR" // GETXATTR, LISTXATTR, SETXATTR and REMOVEXATTR
+	ReqLookup        = "LOOKUP"
+	ReqForget        = "FORGET"
+	ReqGetattr       = "GETATTR"
+	ReqSetattr       = "SETATTR"
+	ReqStatx         = "STATX"
+	ReqAccess        = "ACCESS"
+	ReqReadlink      = "READLINK"
+	ReqMknod         = "MKNOD"
+	ReqMkdir         = "MKDIR"
+	ReqUnlink        = "UNLINK"
+	ReqRmdir         = "RMDIR"
+	ReqRename        = "RENAME"
+	ReqLink          = "LINK"
+	ReqSymlink       = "SYMLINK"
+	ReqCreate        = "CREATE"
+	ReqTmpfile       = "TMPFILE"
+	ReqOpen          = "OPEN"
+	ReqRead          = "READ"
+	ReqWrite         = "WRITE"
+	ReqCopyFileRange = "COPY_FILE_RANGE"
+	ReqLseek         = "LSEEK"
+	ReqIoctl         = "IOCTL"
+	ReqFlush         = "FLUSH"
+	ReqFsync         = "FSYNC"
+	ReqFallocate     = "FALLOCATE"
+	ReqGetlk         = "GETLK"
+	ReqSetlk         = "SETLK"
+	ReqSetlkw        = "SETLKW"
+	ReqRelease       = "RELEASE"
+	ReqOpendir       = "OPENDIR"
+	ReqReaddir       = "READDIR"
+	ReqReaddirplus   = "READDIRPLUS"
+	ReqReleasedir    = "RELEASEDIR"
+	ReqFsyncdir      = "FSYNCDIR"
+	ReqStatfs        = "STATFS"
+	ReqGetxattr      = "GETXATTR"
+	ReqListxattr     = "LISTXATTR"
+	ReqSetxattr      = "SETXATTR"
+	ReqRemovexattr   = "REMOVEXATTR"
 )
 
 // Indexes of the counts, in the order of requestNames.
@@ -34,24 +63,53 @@ const (
 	nLookup = iota
 	nForget
 	nGetattr
+	nSetattr
 	nStatx
 	nAccess
 	nReadlink
+	nMknod
+	nMkdir
+	nUnlink
+	nRmdir
+	nRename
+	nLink
+	nSymlink
+	nCreate
+	nTmpfile
 	nOpen
 	nRead
+	nWrite
+	nCopyFileRange
 	nLseek
+	nIoctl
 	nFlush
+	nFsync
+	nFallocate
+	nGetlk
+	nSetlk
+	nSetlkw
 	nRelease
 	nOpendir
 	nReaddir
 	nReaddirplus
 	nReleasedir
+	nFsyncdir
 	nStatfs
-	nXattr
+	nGetxattr
+	nListxattr
+	nSetxattr
+	nRemovexattr
 	nKinds
 )
 
-var requestNames = [nKinds]string{ReqLookup, ReqForget, ReqGetattr, ReqStatx, ReqAccess, ReqReadlink, ReqOpen, ReqRead, ReqLseek, ReqFlush, ReqRelease, ReqOpendir, ReqReaddir, ReqReaddirplus, ReqReleasedir, ReqStatfs, ReqXattr}
+var requestNames = [nKinds]string{
+	ReqLookup, ReqForget, ReqGetattr, ReqSetattr, ReqStatx, ReqAccess, ReqReadlink,
+	ReqMknod, ReqMkdir, ReqUnlink, ReqRmdir, ReqRename, ReqLink, ReqSymlink, ReqCreate, ReqTmpfile,
+	ReqOpen, ReqRead, ReqWrite, ReqCopyFileRange, ReqLseek, ReqIoctl, ReqFlush, ReqFsync, ReqFallocate,
+	ReqGetlk, ReqSetlk, ReqSetlkw, ReqRelease,
+	ReqOpendir, ReqReaddir, ReqReaddirplus, ReqReleasedir, ReqFsyncdir,
+	ReqStatfs, ReqGetxattr, ReqListxattr, ReqSetxattr, ReqRemovexattr,
+}
 
 // maxErrno bounds the errnos counted one by one; a failure with a larger
 // one (none on Linux) counts under 0, "other".
@@ -77,6 +135,12 @@ func (c *requestCounts) result(i int, st fuse.Status) fuse.Status {
 		c.failed[i][e].Add(1)
 	}
 	return st
+}
+
+// count counts a request of kind i and its answer.
+func (c *requestCounts) count(i int, st fuse.Status) fuse.Status {
+	c.add(i)
+	return c.result(i, st)
 }
 
 // snapshot returns the counts by request name.
@@ -116,114 +180,193 @@ func errnoName(e int) string {
 	return "other"
 }
 
-// counting counts the requests the kernel sends, on their way to the file
-// system that answers them. Every other request passes through uncounted;
-// most are refused (the mount is read-only) or never sent. It answers the
-// extended attribute requests itself, with ENOSYS: no view holds any, and
-// the kernel stops asking once told (ls -l asked twice for every entry).
+// counting counts every request the kernel sends on its way to the file
+// system that answers it. It embeds nothing: a request kind the FUSE server
+// adds must be counted here before it compiles.
 type counting struct {
-	fuse.RawFileSystem
-	n *requestCounts
+	fs fuse.RawFileSystem
+	n  *requestCounts
 }
 
+var _ fuse.RawFileSystem = (*counting)(nil)
+
+func (c *counting) String() string        { return c.fs.String() }
+func (c *counting) SetDebug(debug bool)   { c.fs.SetDebug(debug) }
+func (c *counting) Init(srv *fuse.Server) { c.fs.Init(srv) }
+func (c *counting) OnUnmount()            { c.fs.OnUnmount() }
+
 func (c *counting) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	c.n.add(nLookup)
-	return c.n.result(nLookup, c.RawFileSystem.Lookup(cancel, h, name, out))
+	return c.n.count(nLookup, c.fs.Lookup(cancel, h, name, out))
 }
 
 func (c *counting) Forget(nodeid, nlookup uint64) {
 	c.n.add(nForget)
-	c.RawFileSystem.Forget(nodeid, nlookup)
+	c.fs.Forget(nodeid, nlookup)
 }
 
 func (c *counting) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	c.n.add(nGetattr)
-	return c.n.result(nGetattr, c.RawFileSystem.GetAttr(cancel, in, out))
+	return c.n.count(nGetattr, c.fs.GetAttr(cancel, in, out))
+}
+
+func (c *counting) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	return c.n.count(nSetattr, c.fs.SetAttr(cancel, in, out))
 }
 
 func (c *counting) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	c.n.add(nStatx)
-	return c.n.result(nStatx, c.RawFileSystem.Statx(cancel, in, out))
+	return c.n.count(nStatx, c.fs.Statx(cancel, in, out))
 }
 
 func (c *counting) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	c.n.add(nAccess)
-	return c.n.result(nAccess, c.RawFileSystem.Access(cancel, in))
+	return c.n.count(nAccess, c.fs.Access(cancel, in))
 }
 
 func (c *counting) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	c.n.add(nReadlink)
-	b, st := c.RawFileSystem.Readlink(cancel, h)
-	return b, c.n.result(nReadlink, st)
+	b, st := c.fs.Readlink(cancel, h)
+	return b, c.n.count(nReadlink, st)
+}
+
+func (c *counting) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return c.n.count(nMknod, c.fs.Mknod(cancel, in, name, out))
+}
+
+func (c *counting) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return c.n.count(nMkdir, c.fs.Mkdir(cancel, in, name, out))
+}
+
+func (c *counting) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return c.n.count(nUnlink, c.fs.Unlink(cancel, h, name))
+}
+
+func (c *counting) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return c.n.count(nRmdir, c.fs.Rmdir(cancel, h, name))
+}
+
+func (c *counting) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	return c.n.count(nRename, c.fs.Rename(cancel, in, oldName, newName))
+}
+
+func (c *counting) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	return c.n.count(nLink, c.fs.Link(cancel, in, name, out))
+}
+
+func (c *counting) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return c.n.count(nSymlink, c.fs.Symlink(cancel, h, target, name, out))
+}
+
+func (c *counting) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return c.n.count(nCreate, c.fs.Create(cancel, in, name, out))
+}
+
+func (c *counting) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	return c.n.count(nTmpfile, c.fs.Tmpfile(cancel, in, out))
 }
 
 func (c *counting) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	c.n.add(nOpen)
-	return c.n.result(nOpen, c.RawFileSystem.Open(cancel, in, out))
+	return c.n.count(nOpen, c.fs.Open(cancel, in, out))
 }
 
 func (c *counting) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	c.n.add(nRead)
-	res, st := c.RawFileSystem.Read(cancel, in, buf)
-	return res, c.n.result(nRead, st)
+	res, st := c.fs.Read(cancel, in, buf)
+	return res, c.n.count(nRead, st)
+}
+
+// Writev is how the server hands a WRITE over; it calls Write only when
+// Writev answers ENOSYS, and then for the same request.
+func (c *counting) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	n, st := c.fs.Writev(cancel, in, data)
+	if st == fuse.ENOSYS {
+		c.n.add(nWrite)
+		return n, st
+	}
+	return n, c.n.count(nWrite, st)
+}
+
+func (c *counting) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	n, st := c.fs.Write(cancel, in, data)
+	return n, c.n.result(nWrite, st)
+}
+
+func (c *counting) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	n, st := c.fs.CopyFileRange(cancel, in)
+	return n, c.n.count(nCopyFileRange, st)
 }
 
 func (c *counting) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	c.n.add(nLseek)
-	return c.n.result(nLseek, c.RawFileSystem.Lseek(cancel, in, out))
+	return c.n.count(nLseek, c.fs.Lseek(cancel, in, out))
+}
+
+func (c *counting) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
+	return c.n.count(nIoctl, c.fs.Ioctl(cancel, in, inbuf, out, outbuf))
 }
 
 func (c *counting) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	c.n.add(nFlush)
-	return c.n.result(nFlush, c.RawFileSystem.Flush(cancel, in))
+	return c.n.count(nFlush, c.fs.Flush(cancel, in))
+}
+
+func (c *counting) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	return c.n.count(nFsync, c.fs.Fsync(cancel, in))
+}
+
+func (c *counting) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	return c.n.count(nFallocate, c.fs.Fallocate(cancel, in))
+}
+
+func (c *counting) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
+	return c.n.count(nGetlk, c.fs.GetLk(cancel, in, out))
+}
+
+func (c *counting) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	return c.n.count(nSetlk, c.fs.SetLk(cancel, in))
+}
+
+func (c *counting) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	return c.n.count(nSetlkw, c.fs.SetLkw(cancel, in))
 }
 
 func (c *counting) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	c.n.add(nRelease)
-	c.RawFileSystem.Release(cancel, in)
+	c.fs.Release(cancel, in)
 }
 
 func (c *counting) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	c.n.add(nOpendir)
-	return c.n.result(nOpendir, c.RawFileSystem.OpenDir(cancel, in, out))
+	return c.n.count(nOpendir, c.fs.OpenDir(cancel, in, out))
 }
 
 func (c *counting) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	c.n.add(nReaddir)
-	return c.n.result(nReaddir, c.RawFileSystem.ReadDir(cancel, in, out))
+	return c.n.count(nReaddir, c.fs.ReadDir(cancel, in, out))
 }
 
 func (c *counting) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	c.n.add(nReaddirplus)
-	return c.n.result(nReaddirplus, c.RawFileSystem.ReadDirPlus(cancel, in, out))
+	return c.n.count(nReaddirplus, c.fs.ReadDirPlus(cancel, in, out))
 }
 
 func (c *counting) ReleaseDir(in *fuse.ReleaseIn) {
 	c.n.add(nReleasedir)
-	c.RawFileSystem.ReleaseDir(in)
+	c.fs.ReleaseDir(in)
+}
+
+func (c *counting) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	return c.n.count(nFsyncdir, c.fs.FsyncDir(cancel, in))
 }
 
 func (c *counting) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	c.n.add(nStatfs)
-	return c.n.result(nStatfs, c.RawFileSystem.StatFs(cancel, h, out))
+	return c.n.count(nStatfs, c.fs.StatFs(cancel, h, out))
 }
 
-func (c *counting) GetXAttr(<-chan struct{}, *fuse.InHeader, string, []byte) (uint32, fuse.Status) {
-	c.n.add(nXattr)
-	return 0, c.n.result(nXattr, fuse.ENOSYS)
+func (c *counting) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	n, st := c.fs.GetXAttr(cancel, h, attr, dest)
+	return n, c.n.count(nGetxattr, st)
 }
 
-func (c *counting) ListXAttr(<-chan struct{}, *fuse.InHeader, []byte) (uint32, fuse.Status) {
-	c.n.add(nXattr)
-	return 0, c.n.result(nXattr, fuse.ENOSYS)
+func (c *counting) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	n, st := c.fs.ListXAttr(cancel, h, dest)
+	return n, c.n.count(nListxattr, st)
 }
 
-func (c *counting) SetXAttr(<-chan struct{}, *fuse.SetXAttrIn, string, []byte) fuse.Status {
-	c.n.add(nXattr)
-	return c.n.result(nXattr, fuse.ENOSYS)
+func (c *counting) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	return c.n.count(nSetxattr, c.fs.SetXAttr(cancel, in, attr, data))
 }
 
-func (c *counting) RemoveXAttr(<-chan struct{}, *fuse.InHeader, string) fuse.Status {
-	c.n.add(nXattr)
-	return c.n.result(nXattr, fuse.ENOSYS)
+func (c *counting) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return c.n.count(nRemovexattr, c.fs.RemoveXAttr(cancel, h, attr))
 }

@@ -1,11 +1,13 @@
 package fs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,6 +23,11 @@ func requestsDuring(srv *Server, op func()) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// xattrRequests adds up the extended attribute requests of a count.
+func xattrRequests(m map[string]uint64) uint64 {
+	return m[ReqGetxattr] + m[ReqListxattr] + m[ReqSetxattr] + m[ReqRemovexattr]
 }
 
 // lsLong does what `ls -l` does to a directory: list it, stat every entry
@@ -90,7 +97,7 @@ func TestRequestsPerOperation(t *testing.T) {
 			t.Errorf("%s 20 times sent %v, want no request", name, got)
 		}
 	}
-	if n := srv.Requests()[ReqXattr]; n > 2 {
+	if n := xattrRequests(srv.Requests()); n > 2 {
 		t.Errorf("%d extended attribute requests, want at most one of each kind the kernel asks", n)
 	}
 	if sink.count("sess", "alpha") != 1 {
@@ -165,5 +172,84 @@ func TestRequestErrorsByErrno(t *testing.T) {
 	})
 	if sent[ReqLookup] == 0 || sent[ReqRead] == 0 || len(got) != 0 {
 		t.Errorf("first read of SKILL.md sent %v and counted errors %v, want a LOOKUP and a READ, no error", sent, got)
+	}
+}
+
+// TestIoctlCounted: every ioctl on a file of the mount reaches the daemon
+// (isatty's TCGETS, which Python's open() makes, above all): each is
+// counted, as IOCTL, and answered ENOTTY; the kernel remembers no answer,
+// so it asks again every time.
+func TestIoctlCounted(t *testing.T) {
+	st := newStore(t)
+	srv := mountTest(t, Options{Sink: &fakeSink{}})
+	dir := setSession(t, srv, "sess", View{st.alpha1})
+	f, err := os.Open(filepath.Join(dir, "alpha", "references", "guide.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var sent map[string]uint64
+	failed := errorsDuring(srv, func() {
+		sent = requestsDuring(srv, func() {
+			for range 20 {
+				if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); !errors.Is(err, unix.ENOTTY) {
+					t.Errorf("TCGETS on a file of the mount: %v, want ENOTTY", err)
+				}
+			}
+		})
+	})
+	if want := map[string]uint64{ReqIoctl: 20}; !reflect.DeepEqual(sent, want) {
+		t.Errorf("20 TCGETS sent %v, want %v", sent, want)
+	}
+	if want := map[string]map[string]uint64{ReqIoctl: {"ENOTTY": 20}}; !reflect.DeepEqual(failed, want) {
+		t.Errorf("20 TCGETS counted errors %v, want %v", failed, want)
+	}
+}
+
+// TestEveryRequestCounted calls every method of fuse.RawFileSystem that
+// carries a request through the counter: each counts one request of its
+// own kind, and every kind is some method's. (Write is the fallback of a
+// WRITE that Writev answered ENOSYS: that request is counted by Writev.)
+func TestEveryRequestCounted(t *testing.T) {
+	var n requestCounts
+	c := &counting{fuse.NewDefaultRawFileSystem(), &n}
+	notRequests := map[string]bool{"String": true, "SetDebug": true, "Init": true, "OnUnmount": true, "Write": true}
+	api := reflect.TypeFor[fuse.RawFileSystem]()
+	kindOf := map[string]string{}
+	for i := range api.NumMethod() {
+		m := api.Method(i)
+		if notRequests[m.Name] {
+			continue
+		}
+		args := make([]reflect.Value, m.Type.NumIn())
+		for j := range args {
+			in := m.Type.In(j)
+			if in.Kind() == reflect.Pointer {
+				args[j] = reflect.New(in.Elem())
+			} else {
+				args[j] = reflect.Zero(in)
+			}
+		}
+		before := n.snapshot()
+		reflect.ValueOf(c).MethodByName(m.Name).Call(args)
+		var counted []string
+		for k, v := range n.snapshot() {
+			if v != before[k] {
+				counted = append(counted, k)
+			}
+		}
+		if len(counted) != 1 {
+			t.Errorf("%s counted %q, want one kind", m.Name, counted)
+			continue
+		}
+		if other, dup := kindOf[counted[0]]; dup {
+			t.Errorf("%s and %s both count %s", m.Name, other, counted[0])
+		}
+		kindOf[counted[0]] = m.Name
+	}
+	for _, kind := range requestNames {
+		if _, ok := kindOf[kind]; !ok {
+			t.Errorf("kind %s counts no method", kind)
+		}
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
@@ -87,10 +86,9 @@ type Options struct {
 	// Passthrough lets the kernel read backing files directly where it
 	// supports FUSE passthrough. Reads then bypass the daemon, so a handle
 	// opened before a revocation keeps reading until it is closed. It costs
-	// a descriptor per file with handles open (the kernel registers one
-	// backing file per inode), held until the kernel releases the handle
-	// that registered it; without it, reads share at most one descriptor
-	// per file being read.
+	// the daemon no descriptor: the kernel keeps its own reference to the
+	// backing file of each file with opens (see passthrough.go); without
+	// it, reads share at most one descriptor per file being read.
 	Passthrough bool
 	// RequestTimeout, if positive, asks the kernel (Linux 6.14 or later) to
 	// abort the connection when a request stays unanswered this long, so
@@ -123,6 +121,10 @@ type Options struct {
 	// kernelWritable leaves the mount writable at the VFS level so tests can
 	// prove the daemon itself refuses every mutation.
 	kernelWritable bool
+	// kernelExport leaves the kernel's decoding of file handles in place,
+	// as kernels before 6.10 do, so tests can check that the generations
+	// alone keep handles of other sessions unguessable.
+	kernelExport bool
 }
 
 // Server is a mounted skill filesystem.
@@ -131,7 +133,7 @@ type Server struct {
 	log   *slog.Logger
 	mnt   string
 	fuse  *fuse.Server
-	root  *rootNode
+	ids   nodeTable // the owners of node ids: sessions and grants
 	trees treeCache
 	// present holds the version directories seen to exist (VersionDir).
 	present sync.Map
@@ -144,6 +146,9 @@ type Server struct {
 	audit readAudit
 	// timeout is the request timeout the kernel applies; 0 for none.
 	timeout time.Duration
+	// backingRefused is set once the kernel refused to register a backing
+	// file (Passthrough): it will not change its mind.
+	backingRefused atomic.Bool
 	// done is closed when the filesystem is no longer served.
 	done chan struct{}
 
@@ -163,23 +168,25 @@ type Server struct {
 type session struct {
 	srv     *Server
 	id      string
-	dirIno  uint64
+	ino     uint64 // its directory's node id and inode number
+	gen     uint32 // the generation of its directory (random)
 	created time.Time
 	gone    atomic.Bool
+	kernel  kernelRefs // lookups of its directory the kernel holds
 
-	mu     sync.RWMutex
-	view   map[string]Skill  // every readable skill, by slug
-	slugs  []string          // the view's slugs, sorted
-	grants map[string]*grant // by slug: the skills of view reached so far
-	gen    uint64            // counts the changes of view
-	listed []fuse.DirEntry   // the listing of view once made; nil before
+	mu      sync.RWMutex
+	view    map[string]Skill  // every readable skill, by slug
+	slugs   []string          // the view's slugs, sorted
+	grants  map[string]*grant // by slug: the skills of view reached so far
+	changes uint64            // counts the changes of view
+	listed  []fuse.DirEntry   // the listing of view once made; nil before
 }
 
 // entries returns the session's listing, made once per view: a large
 // directory is read in many requests, each listing it again.
 func (ss *session) entries() []fuse.DirEntry {
 	ss.mu.RLock()
-	list, slugs, gen := ss.listed, ss.slugs, ss.gen
+	list, slugs, gen := ss.listed, ss.slugs, ss.changes
 	ss.mu.RUnlock()
 	if list != nil {
 		return list
@@ -191,7 +198,7 @@ func (ss *session) entries() []fuse.DirEntry {
 		}
 	}
 	ss.mu.Lock()
-	if ss.gen == gen {
+	if ss.changes == gen {
 		ss.listed = list
 	}
 	ss.mu.Unlock()
@@ -229,10 +236,12 @@ func (ss *session) listing() []string {
 	return ss.slugs
 }
 
-// grant is one skill of one session at one version. Its id makes the inode
-// numbers of everything below it unique to that session.
+// grant is one skill of one session at one version. Its id makes the node
+// ids (and inode numbers) of everything below it unique to that session;
+// the tree it shares with every other grant of the version has the rest.
 type grant struct {
 	id      uint64
+	gen     uint32 // the generation of its nodes (random)
 	session string
 	skill   Skill
 	ref     *treeRef
@@ -242,6 +251,8 @@ type grant struct {
 	// readers wait for that one record.
 	activated atomic.Bool
 	actMu     sync.Mutex
+	kernel    kernelRefs // the nodes of it the kernel holds
+	backings  backings   // with Passthrough: registrations of its files with opens
 }
 
 // revoked reports whether the session lost the skill.
@@ -252,10 +263,10 @@ func (g *grant) revoked() bool { return g.lease.revoked.Load() }
 // skill itself is revoked.
 type lease struct {
 	revoked atomic.Bool
-	// retired holds the skill directories of earlier versions that the
-	// kernel may still hold, to drop their cached pages on revocation.
-	// Guarded by Server.update.
-	retired []*fusefs.Inode
+	// retired holds the grants of earlier versions that the kernel may
+	// still hold nodes of, to drop their names and cached pages on
+	// revocation. Guarded by Server.update.
+	retired []*grant
 }
 
 func (g *grant) ino(idx int32) uint64 { return g.id<<inoShift | uint64(idx+1) }
@@ -299,7 +310,6 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		done:     make(chan struct{}),
 	}
 	s.trees.content = opts.Content
-	s.root = &rootNode{srv: s}
 
 	mountOpts := []string{"default_permissions"}
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
@@ -308,59 +318,51 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		mountOpts = append(mountOpts, "ro")
 		flags |= unix.MS_RDONLY
 	}
-	entry, attr := opts.EntryTimeout, opts.AttrTimeout
-	fo := &fusefs.Options{
-		MountOptions: fuse.MountOptions{
-			FsName:           opts.FsName,
-			Name:             "skillfs",
-			Options:          mountOpts,
-			AllowOther:       !opts.OwnerOnly,
-			DirectMount:      true,
-			DirectMountFlags: flags,
-			// Have O_TRUNC reach Open, so a truncating open is refused
-			// before it could count as an activation.
-			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
-			// Requests of up to 1 MiB: fewer round trips for a cold read,
-			// and larger pages in the kernel's cache for warm ones.
-			MaxWrite: maxRequest,
-			Debug:    opts.Debug,
-			Logger:   slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-			PanicHandler: func(v any) fuse.Status {
-				logger.Error("skill filesystem request panicked", "panic", v)
-				return fuse.EIO
-			},
+	// Have O_TRUNC reach Open, so a truncating open is refused before it
+	// could count as an activation; and refuse the kernel's decoding of
+	// file handles (open_by_handle_at), where it lets a filesystem say so.
+	caps := uint64(fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_NO_EXPORT_SUPPORT)
+	if opts.kernelExport {
+		caps &^= fuse.CAP_NO_EXPORT_SUPPORT
+	}
+	mo := &fuse.MountOptions{
+		FsName:            opts.FsName,
+		Name:              "skillfs",
+		Options:           mountOpts,
+		AllowOther:        !opts.OwnerOnly,
+		DirectMount:       true,
+		DirectMountFlags:  flags,
+		ExtraCapabilities: caps,
+		// Requests of up to 1 MiB: fewer round trips for a cold read,
+		// and larger pages in the kernel's cache for warm ones.
+		MaxWrite: maxRequest,
+		Debug:    opts.Debug,
+		Logger:   slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		PanicHandler: func(v any) fuse.Status {
+			logger.Error("skill filesystem request panicked", "panic", v)
+			return fuse.EIO
 		},
-		EntryTimeout:   &entry,
-		AttrTimeout:    &attr,
-		UID:            opts.UID,
-		GID:            opts.GID,
-		RootStableAttr: &fusefs.StableAttr{Ino: fuse.FUSE_ROOT_ID},
-		Logger:         slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	var srv *fuse.Server
 	s.timeout, err = withRequestTimeout(opts.RequestTimeout, opts.RequestTimeoutRecord, logger, func() error {
-		var raw fuse.RawFileSystem = fusefs.NewNodeFS(s.root, fo)
-		if !opts.Opens {
-			raw = &noOpendir{raw}
-		}
-		raw = &counting{raw, &s.requests}
-		srv, err = fuse.NewServer(raw, abs, &fo.MountOptions)
+		srv, err = fuse.NewServer(&counting{&nodeFS{s}, &s.requests}, abs, mo)
 		if err != nil {
 			return err
 		}
+		s.fuse = srv
 		go srv.Serve()
 		return srv.WaitMount()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
 	}
-	s.fuse = srv
 	go func() {
 		srv.Wait()
 		s.fds.close()
 		close(s.done)
 	}()
-	logger.Info("skill filesystem mounted", "mountpoint", abs, "fsname", opts.FsName)
+	logger.Info("skill filesystem mounted", "mountpoint", abs, "fsname", opts.FsName,
+		"file_handles", map[bool]string{true: "refused", false: "by generation"}[s.HandlesRefused()])
 	return s, nil
 }
 
@@ -492,13 +494,24 @@ func (s *Server) newGrant(session string, sk Skill, l *lease) *grant {
 	if l == nil {
 		l = &lease{}
 	}
-	return &grant{
+	g := &grant{
 		id:      s.nextID.Add(1),
+		gen:     randomGeneration(),
 		session: session,
 		skill:   sk,
 		ref:     s.trees.acquire(sk.Dir),
 		lease:   l,
 	}
+	s.ids.add(g.id, owner{g: g})
+	return g
+}
+
+// dropGrant ends the service of a grant (revoked, or its session moved to
+// another version): its tree is no longer the view's, and its node ids stay
+// known only while the kernel holds some.
+func (s *Server) dropGrant(g *grant) {
+	s.trees.release(g.ref)
+	s.ids.drop(g.id, &g.kernel)
 }
 
 // SetSession creates or replaces the view of session id. On replacement,
@@ -526,8 +539,9 @@ func (s *Server) SetSession(id string, v View) error {
 
 	ss := s.session(id)
 	if ss == nil {
-		ss = &session{srv: s, id: id, dirIno: s.nextID.Add(1) << inoShift, created: time.Now(),
+		ss = &session{srv: s, id: id, ino: s.nextID.Add(1) << inoShift, gen: randomGeneration(), created: time.Now(),
 			view: view, slugs: slugs, grants: make(map[string]*grant)}
+		s.ids.add(ss.ino>>inoShift, owner{ss: ss})
 		s.mu.Lock()
 		s.sessions[id] = ss
 		s.mu.Unlock()
@@ -538,7 +552,7 @@ func (s *Server) SetSession(id string, v View) error {
 	// One pass under the session's lock, so no grant made meanwhile by a
 	// lookup escapes the comparison.
 	var added []string
-	var revoked, dropped, swapped []*grant // swapped: the new grants
+	var revoked, swapped, retiring []*grant // swapped: the new grants; retiring: the grants they replace
 	listingChanged := false
 	ss.mu.Lock()
 	next := make(map[string]*grant, len(ss.grants))
@@ -558,53 +572,53 @@ func (s *Server) SetSession(id string, v View) error {
 		case !ok:
 			old.lease.revoked.Store(true)
 			revoked = append(revoked, old)
-			dropped = append(dropped, old)
 		case old.skill.Dir == sk.Dir && old.skill.Version == sk.Version:
 			next[slug] = old
 		default:
 			g := s.newGrant(id, sk, old.lease)
 			next[slug] = g
 			swapped = append(swapped, g)
-			dropped = append(dropped, old)
+			retiring = append(retiring, old)
 		}
 	}
 	ss.view, ss.slugs, ss.grants = view, slugs, next
-	ss.gen++
+	ss.changes++
 	ss.listed = nil
 	ss.mu.Unlock()
-	for _, g := range dropped {
-		s.trees.release(g.ref)
-	}
 
 	// The view has changed; now make the kernel forget what it cached.
-	dir := s.sessionInode(ss)
+	// Nothing below a session's directory is held unless it is.
+	dirHeld := ss.kernel.held()
 	for _, g := range revoked {
-		if dir != nil {
-			if ch := s.forget(dir, g.skill.Slug, true); ch != nil {
-				s.invalidateBelow(ch)
-			}
+		if dirHeld {
+			s.notifyEntry(ss.ino, g.skill.Slug)
 		}
-		s.purge(g.lease.retired...)
-		s.invalidateBelow(g.lease.retired...)
+		s.unserve(g)
+		s.unserve(g.lease.retired...)
 		g.lease.retired = nil
 	}
-	if dir != nil {
-		for _, g := range swapped {
-			l := g.lease
-			if old := s.forget(dir, g.skill.Slug, false); old != nil {
-				l.retired = append(l.retired, old)
-			}
-			// Versions nobody holds any more need no purge later.
-			l.retired = slices.DeleteFunc(l.retired, forgotten)
+	for i, g := range swapped {
+		if dirHeld {
+			s.notifyEntry(ss.ino, g.skill.Slug)
 		}
+		// The kernel may go on reading the old version through what it
+		// holds (handles, working directories): keep it for a revocation.
+		g.lease.retired = append(g.lease.retired, retiring[i])
+	}
+	for _, g := range slices.Concat(revoked, retiring) {
+		s.dropGrant(g)
+	}
+	for _, g := range swapped {
+		// Versions nobody holds any more need no purge later.
+		g.lease.retired = slices.DeleteFunc(g.lease.retired, func(r *grant) bool { return !r.kernel.held() })
+	}
+	if dirHeld {
 		for _, slug := range added {
-			dir.NotifyEntry(slug)
+			s.notifyEntry(ss.ino, slug)
 		}
 		if listingChanged || len(added)+len(swapped)+len(revoked) > 0 {
-			// The kernel may cache the session's listing (see noOpendir).
-			if errno := dir.NotifyContent(0, 0); errno != 0 && errno != syscall.ENOENT {
-				s.log.Debug("invalidate session listing", "session", id, "errno", errno)
-			}
+			// The kernel may cache the session's listing (see OpenDir).
+			s.notifyContent(ss.ino)
 		}
 	}
 	s.log.Info("session updated", "session", id, "skills", len(v),
@@ -628,108 +642,75 @@ func (s *Server) RemoveSession(id string) {
 	ss.mu.Lock()
 	grants := ss.grants
 	ss.view, ss.slugs, ss.grants = nil, nil, nil
-	ss.gen++
+	ss.changes++
 	ss.listed = nil
 	ss.mu.Unlock()
 	for _, g := range grants {
 		g.lease.revoked.Store(true)
-		s.trees.release(g.ref)
 	}
-	if ch := s.forget(s.root.EmbeddedInode(), id, true); ch != nil {
-		s.invalidateBelow(ch)
+	if ss.kernel.held() {
+		s.notifyEntry(fuse.FUSE_ROOT_ID, id)
+		for slug := range grants {
+			s.notifyEntry(ss.ino, slug)
+		}
 	}
 	for _, g := range grants {
-		s.purge(g.lease.retired...)
-		s.invalidateBelow(g.lease.retired...)
+		s.unserve(g)
+		s.unserve(g.lease.retired...)
 		g.lease.retired = nil
+		s.dropGrant(g)
 	}
+	s.ids.drop(ss.ino>>inoShift, &ss.kernel)
 	s.log.Info("session removed", "session", id)
 }
 
-// sessionInode returns the inode the kernel knows for a session, if any.
-func (s *Server) sessionInode(ss *session) *fusefs.Inode {
-	ch := s.root.GetChild(ss.id)
-	if ch == nil {
-		return nil
-	}
-	if d, ok := ch.Operations().(*sessionDir); !ok || d.sess != ss {
-		return nil
-	}
-	return ch
-}
-
-// forget drops name from directory dir, in our tree and in the kernel's
-// dentry cache, and returns the inode it detached, if any. With purge set
-// the pages cached for every file below are dropped too, so reads of revoked
-// content reach the daemon and fail. Neither may run with locks a FUSE
-// request needs: the kernel makes a notification wait for requests in
-// flight on the same inodes.
-func (s *Server) forget(dir *fusefs.Inode, name string, purge bool) *fusefs.Inode {
-	ch := dir.GetChild(name)
-	if ch == nil {
-		// Nothing known to us; still clear a dentry the kernel may hold.
-		dir.NotifyEntry(name)
-		return nil
-	}
-	dir.RmChild(name)
-	if errno := dir.NotifyDelete(name, ch); errno != 0 && errno != syscall.ENOENT && errno != syscall.ENOTEMPTY {
-		s.log.Debug("invalidate entry", "name", name, "errno", errno)
-	}
-	if purge {
-		s.purge(ch)
-	}
-	return ch
-}
-
-// invalidateBelow makes the kernel drop the names it caches below the given
-// directories, so that a name reached through a directory still held (a
-// working directory, an open descriptor) is looked up again, and the lookup
-// of a revoked skill fails: without OPEN requests a cached name would
-// otherwise open without the daemon being asked. Same locking rule as
-// forget.
-func (s *Server) invalidateBelow(dirs ...*fusefs.Inode) {
-	for _, d := range dirs {
-		if !d.IsDir() {
+// unserve makes the kernel drop what it holds of revoked grants: the cached
+// pages of their files, so that reads of revoked content reach the daemon
+// and fail, and the names below their directories, so that a name reached
+// through a directory still held (a working directory, an open descriptor)
+// is looked up again, and the lookup fails: without OPEN requests a cached
+// name would otherwise open without the daemon being asked.
+//
+// Notifications must never be sent with locks a FUSE request needs: the
+// kernel makes a notification wait for requests in flight on the same
+// inodes.
+func (s *Server) unserve(grants ...*grant) {
+	for _, g := range grants {
+		if !g.kernel.held() {
 			continue
 		}
-		for name, ch := range d.Children() {
-			if errno := d.NotifyEntry(name); errno != 0 && errno != syscall.ENOENT {
-				s.log.Debug("invalidate entry", "name", name, "errno", errno)
+		t, _, err := g.ref.get()
+		if err != nil {
+			continue // never walked, so never given to the kernel
+		}
+		handed := g.kernel.handed()
+		for _, idx := range handed {
+			if !t.entries[idx].dir {
+				s.notifyContent(g.ino(idx))
 			}
-			s.invalidateBelow(ch)
+		}
+		for _, idx := range handed {
+			if idx != 0 {
+				s.notifyEntry(g.ino(t.entries[idx].parent), t.entries[idx].name)
+			}
 		}
 	}
 }
 
-// purge drops the kernel's cached pages of every file below the given
-// inodes.
-func (s *Server) purge(roots ...*fusefs.Inode) {
-	var files []*fusefs.Inode
-	for _, r := range roots {
-		files = regularFiles(r, files)
-	}
-	for _, f := range files {
-		if errno := f.NotifyContent(0, 0); errno != 0 && errno != syscall.ENOENT {
-			s.log.Debug("invalidate file content", "errno", errno)
-		}
+// notifyEntry makes the kernel drop its cached name of an entry of
+// directory parent (a node id); a name it does not hold is no error.
+func (s *Server) notifyEntry(parent uint64, name string) {
+	if st := s.fuse.EntryNotify(parent, name); st != fuse.OK && st != fuse.ENOENT {
+		s.log.Debug("invalidate entry", "name", name, "status", st)
 	}
 }
 
-// forgotten reports whether the kernel dropped a skill directory for good.
-func forgotten(n *fusefs.Inode) bool {
-	d, ok := n.Operations().(*dirNode)
-	return ok && d.forgotten.Load()
-}
-
-// regularFiles collects the file inodes known below n.
-func regularFiles(n *fusefs.Inode, acc []*fusefs.Inode) []*fusefs.Inode {
-	if !n.IsDir() {
-		return append(acc, n)
+// notifyContent makes the kernel drop the cached pages (or listing) of a
+// node.
+func (s *Server) notifyContent(nodeid uint64) {
+	if st := s.fuse.InodeNotify(nodeid, 0, 0); st != fuse.OK && st != fuse.ENOENT {
+		s.log.Debug("invalidate content", "node", nodeid, "status", st)
 	}
-	for _, ch := range n.Children() {
-		acc = regularFiles(ch, acc)
-	}
-	return acc
 }
 
 // Unmount unmounts the filesystem. If files are still open it detaches the
@@ -811,10 +792,19 @@ func (s *Server) Requests() map[string]uint64 { return s.requests.snapshot() }
 // RequestErrors returns how many requests of each kind (Req*) were answered
 // with an error, by errno name ("ENOENT"; "other" for an errno without a
 // name), leaving out kinds and errnos never answered. Some are expected
-// answers: ENOENT to the LOOKUP of a missing name, ENOSYS to the first
-// OPEN, FLUSH and OPENDIR of a mount that does not count opens and to every
-// XATTR request.
+// answers: ENOENT to the LOOKUP of a missing name; ENOSYS to the first
+// OPEN, FLUSH and OPENDIR of a mount that does not count opens, to the first
+// STATX and to the first request of each extended attribute kind (the
+// kernel then stops asking); ENOTTY to every IOCTL.
 func (s *Server) RequestErrors() map[string]map[string]uint64 { return s.requests.errors() }
+
+// HandlesRefused reports whether the kernel refuses to decode file handles
+// of the mount (open_by_handle_at), as Linux 6.10 and later do when asked.
+// Where it does not, a handle opens only a node the kernel holds, and only
+// with that node's generation: random, 32 bits.
+func (s *Server) HandlesRefused() bool {
+	return !s.opts.kernelExport && s.fuse.KernelSettings().Flags64()&fuse.CAP_NO_EXPORT_SUPPORT != 0
+}
 
 // PassthroughSupported reports whether the kernel offered FUSE passthrough
 // when the mount was set up (Options.Passthrough only helps where it did).

@@ -17,21 +17,14 @@ import (
 // version directory. Entries whose name starts with it are never served.
 const HiddenPrefix = ".skillfs"
 
-// inoShift splits an inode number into the grant that owns it (high bits)
-// and the index of the entry in the version tree (low bits), so numbers are
-// unique per session without any table.
-const inoShift = 24
-
-// maxTreeEntries is the largest version tree that fits the inode encoding.
-const maxTreeEntries = 1<<inoShift - 2
-
 // entry is one file or directory of a version tree.
 type entry struct {
 	name     string
 	rel      string // slash-separated path below the version directory; "" for its root
 	dir      bool
 	exec     bool
-	manifest bool // the top-level SKILL.md: opening it activates the skill
+	manifest bool  // the top-level SKILL.md: opening it activates the skill
+	parent   int32 // index of the directory holding it; 0 for the root (and the root itself)
 	size     int64
 	mtime    time.Time
 	children []int32 // directories: indices of the children, sorted by name
@@ -92,7 +85,7 @@ func buildTree(dir string) (*tree, []string, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("stat %q in version directory %q: %w", crel, dir, err)
 			}
-			e := entry{name: name, rel: crel, mtime: info.ModTime()}
+			e := entry{name: name, rel: crel, parent: int32(i), mtime: info.ModTime()}
 			switch {
 			case info.Mode().IsDir():
 				e.dir = true

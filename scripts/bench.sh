@@ -41,6 +41,8 @@ BEGIN {
 	label["ls-l-34"] = "ls -l of a 34-entry folder"
 	label["64MiB"] = "read 64 MiB"
 	label["16MiB"] = "read 16 MiB"
+	label["py-open-4KiB"] = "Python `open(p).read()` of 4 KiB (`isatty` asks: one `IOCTL`)"
+	label["py-open-4KiB-unbuffered"] = "Python `open(p, \"rb\", buffering=0).read()` of 4 KiB"
 	label["4KiB-cold"] = "open+read+close 4 KiB, cold"
 	label["16MiB-cold"] = "read 16 MiB, cold"
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,11 @@ type benchCase struct {
 	readers int    // goroutines running the operation at once; 0 is one
 	cold    string // the file whose cached pages are dropped before each operation
 	op      func(dir string) (func() error, error)
+	// python, instead of op: a Python statement run on the file of that
+	// name (p) in a loop of its own (startup left out), each run timed
+	// by Python.
+	python string
+	file   string
 }
 
 var cases = []benchCase{
@@ -134,6 +140,8 @@ var cases = []benchCase{
 	{name: "ls-l-34", op: lsLong},
 	{name: "64MiB", bytes: 64 << 20, op: readFile(big64)},
 	{name: "16MiB", bytes: 16 << 20, op: readFile(big16)},
+	{name: "py-open-4KiB", file: file4K, python: "with open(p) as f: f.read()"},
+	{name: "py-open-4KiB-unbuffered", file: file4K, python: "with open(p, 'rb', buffering=0) as f: f.read()"},
 	{name: "4KiB-cold", bytes: 4096, cold: file4K, op: readFile(file4K)},
 	{name: "16MiB-cold", bytes: 16 << 20, cold: big16, op: readFile(big16)},
 }
@@ -149,6 +157,10 @@ func Run(b *testing.B, sides ...Side) {
 }
 
 func run(b *testing.B, c benchCase, s Side) {
+	if c.python != "" {
+		runPython(b, c, s)
+		return
+	}
 	op, err := c.op(s.Dir)
 	if err == nil {
 		err = op()
@@ -189,14 +201,73 @@ func run(b *testing.B, c benchCase, s Side) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	reportRequests(b, s, b.N, total, xattr)
+}
+
+// reportRequests reports the requests per operation of ops operations sent
+// since the counts were total and xattr, and fails if any asked for
+// extended attributes.
+func reportRequests(b *testing.B, s Side, ops int, total, xattr uint64) {
 	if s.Requests == nil {
 		return
 	}
 	total2, xattr2 := s.Requests()
-	b.ReportMetric(float64(total2-total)/float64(b.N), "req/op")
+	b.ReportMetric(float64(total2-total)/float64(ops), "req/op")
 	if xattr2 > xattr {
-		b.Errorf("%d extended attribute requests in %d operations, want none", xattr2-xattr, b.N)
+		b.Errorf("%d extended attribute requests in %d operations, want none", xattr2-xattr, ops)
 	}
+}
+
+// pythonLoop runs a statement on file p for the seconds given (at least
+// 100 times), and prints how many times it ran and the nanoseconds each
+// took, on average.
+const pythonLoop = `import sys, time
+p, secs = sys.argv[1], float(sys.argv[2])
+n, t = 0, time.perf_counter_ns()
+end = t + int(secs * 1e9)
+while n < 100 or time.perf_counter_ns() < end:
+    %s
+    n += 1
+print(n, (time.perf_counter_ns() - t) / n)
+`
+
+// pythonSeconds is how long a Python case runs its statement, warmed by a
+// run of 100 first: Python's startup alone may take longer than a
+// benchmark's time, so the loop is Python's and not b.N.
+const pythonSeconds = 0.5
+
+// runPython times a Python case in one process, timed by Python itself
+// (its startup left out), and reports it as ns/op.
+func runPython(b *testing.B, c benchCase, s Side) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skipf("no python3: %v", err)
+	}
+	p := filepath.Join(s.Dir, filepath.FromSlash(c.file))
+	script := fmt.Sprintf(pythonLoop, c.python)
+	loop := func(secs float64) (n int, ns float64, err error) {
+		out, err := exec.Command(py, "-c", script, p, strconv.FormatFloat(secs, 'f', -1, 64)).CombinedOutput()
+		if err == nil {
+			_, err = fmt.Sscan(string(out), &n, &ns)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("python3 %q on %s: %v\n%s", c.python, p, err, out)
+		}
+		return n, ns, nil
+	}
+	if _, _, err := loop(0); err != nil {
+		b.Fatal(err)
+	}
+	var total, xattr uint64
+	if s.Requests != nil {
+		total, xattr = s.Requests()
+	}
+	n, ns, err := loop(pythonSeconds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(ns, "ns/op")
+	reportRequests(b, s, n, total, xattr)
 }
 
 // parallel runs b.N operations from n goroutines at once.

@@ -1,6 +1,6 @@
 // Package fusetest holds what tests that mount FUSE filesystems share
-// (tests only): whether this machine can mount, and whether the tests left
-// a mount behind.
+// (tests only): whether this machine can mount, whether the tests left a
+// mount behind, and the file handles of a FUSE mount (open_by_handle_at).
 package fusetest
 
 import (
