@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,12 @@ type metrics struct {
 
 	opens       *prometheus.CounterVec // by skill
 	activations *prometheus.CounterVec // by skill
+	// skills are the slugs that have opens and activations series. An
+	// open counts under the read lock and forgetGone removes under the
+	// write lock, so no series is counted into once found gone (which
+	// would leave it behind, unknown here).
+	skillsMu sync.RWMutex
+	skills   map[string]struct{}
 
 	api *prometheus.HistogramVec // by route and status
 
@@ -44,7 +51,8 @@ var (
 
 func newMetrics(d *Daemon) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:    prometheus.NewRegistry(),
+		skills: map[string]struct{}{},
 		opens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_skill_opens_total",
 			Help: "Opens of a skill's SKILL.md the daemon saw and recorded (every open with --count-opens; else the reads the kernel's cache did not serve, the first in each session among them)."},
 			[]string{"skill"}),
@@ -106,10 +114,46 @@ func (m *metrics) opened(slug string, first bool) {
 	if m == nil {
 		return
 	}
-	m.opens.WithLabelValues(slug).Inc()
-	if first {
-		m.activations.WithLabelValues(slug).Inc()
+	count := func() {
+		m.opens.WithLabelValues(slug).Inc()
+		if first {
+			m.activations.WithLabelValues(slug).Inc()
+		}
 	}
+	m.skillsMu.RLock()
+	if _, ok := m.skills[slug]; ok {
+		count()
+		m.skillsMu.RUnlock()
+		return
+	}
+	m.skillsMu.RUnlock()
+	m.skillsMu.Lock()
+	defer m.skillsMu.Unlock()
+	m.skills[slug] = struct{}{}
+	count()
+}
+
+// forgetGone removes the series of every skill that exists no more (a
+// delete, here or on another host of the fleet), so that the skill label
+// stays bounded by the catalog, and returns how many skills it forgot. A
+// nil m forgets nothing.
+func (m *metrics) forgetGone(exists func(slug string) bool) int {
+	if m == nil {
+		return 0
+	}
+	m.skillsMu.Lock()
+	defer m.skillsMu.Unlock()
+	n := 0
+	for slug := range m.skills {
+		if exists(slug) {
+			continue
+		}
+		m.opens.DeleteLabelValues(slug)
+		m.activations.DeleteLabelValues(slug)
+		delete(m.skills, slug)
+		n++
+	}
+	return n
 }
 
 // flushed observes one batch written to the index (or refused).
