@@ -44,6 +44,7 @@ func (c *cli) serveCmd() *cobra.Command {
 	eventRetainCount := fs.Int64("event-retain-count", daemon.DefaultEventRetainCount, "and at most this many of the newest")
 	hostName := fs.String("host-name", "", "the `NAME` this host registers under among the hosts of its catalog (default the machine's host name)")
 	reconcileEvery := fs.Duration("reconcile-every", daemon.DefaultReconcileEvery, "look this often for catalog changes made elsewhere (another host, a command that did not tell the daemon) and apply them to the views served here")
+	limits := addAPILimits(fs)
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := loadConfig(cmd, *config); err != nil {
@@ -54,6 +55,9 @@ func (c *cli) serveCmd() *cobra.Command {
 		}
 		if *reconcileEvery <= 0 {
 			return fmt.Errorf("--reconcile-every must be positive: %w", errUsage)
+		}
+		if err := limits.check(); err != nil {
+			return err
 		}
 		if err := preflight(); err != nil {
 			return err
@@ -131,14 +135,16 @@ func (c *cli) serveCmd() *cobra.Command {
 			fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
 			os.Exit(exitError)
 		}()
-		return daemon.Run(ctx, cat, daemon.Options{
+		opts := daemon.Options{
 			MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
 			Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
 			Setup:          setup,
 			RequestTimeout: *reqTimeout,
 			EventRetention: *eventRetention, EventRetainCount: *eventRetainCount,
 			HostName: *hostName, ReconcileEvery: *reconcileEvery,
-		})
+		}
+		limits.apply(&opts)
+		return daemon.Run(ctx, cat, opts)
 	}
 	return cmd
 }

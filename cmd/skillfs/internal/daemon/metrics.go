@@ -36,7 +36,14 @@ type metrics struct {
 
 	flushSeconds  prometheus.Histogram
 	flushFailures prometheus.Counter
+
+	busy *prometheus.CounterVec // by limit
 }
+
+// The limits a request may be refused at (busy's label).
+const (
+	limitStreams = "event_streams"
+)
 
 // scrapeTimeout bounds the index query of one scrape.
 const scrapeTimeout = 5 * time.Second
@@ -71,6 +78,12 @@ func newMetrics(d *Daemon) *metrics {
 			Help: "How long writing a batch of opens to the index took (successful or not).", Buckets: flushBuckets}),
 		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "skillfs_activation_flush_failures_total",
 			Help: "Batches of opens the index refused or could not be reached for; their opens stay in memory and are retried, or go to the activation journal while it cannot be reached."}),
+		busy: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_api_busy_total",
+			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams)."},
+			[]string{"limit"}),
+	}
+	for _, l := range []string{limitStreams} {
+		m.busy.WithLabelValues(l)
 	}
 	// The import series exist from the start, at 0: a rate over them
 	// needs no first import to be defined.
@@ -88,7 +101,7 @@ func newMetrics(d *Daemon) *metrics {
 			}
 			return float64(d.rec.journal.pending())
 		})
-	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures, journaled,
+	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures, journaled, m.busy,
 		stateCollector{d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -154,6 +167,14 @@ func (m *metrics) forgetGone(exists func(slug string) bool) int {
 		n++
 	}
 	return n
+}
+
+// refused counts a request answered busy at limit.
+func (m *metrics) refused(limit string) {
+	if m == nil {
+		return
+	}
+	m.busy.WithLabelValues(limit).Inc()
 }
 
 // flushed observes one batch written to the index (or refused).
@@ -288,11 +309,17 @@ var (
 		"Fetches from the shared index that failed: the index unreachable, the content not stored or damaged.", nil, nil)
 	descDamaged = prometheus.NewDesc("skillfs_content_damaged_total",
 		"Copies of versions found not to hash to their name: this host's (never served again) or the shared index's (never published).", nil, nil)
+	descConns = prometheus.NewDesc("skillfs_api_connections",
+		"API connections open, by listener (socket, tcp).", []string{"listener"}, nil)
+	descIdleClosed = prometheus.NewDesc("skillfs_api_idle_connections_closed_total",
+		"Connections waiting for a request that were closed to make room for a new client at the listener's cap.", []string{"listener"}, nil)
+	descStreams = prometheus.NewDesc("skillfs_event_streams",
+		"Event streams open, by listener.", []string{"listener"}, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descBinds, descSkills, descVersions, descBytes, descFuseReqs, descFuseErrs,
-		descFetches, descFetchedBytes, descFetchFails, descDamaged} {
+		descFetches, descFetchedBytes, descFetchFails, descDamaged, descConns, descIdleClosed, descStreams} {
 		ch <- d
 	}
 }
@@ -311,6 +338,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	c.collectLimits(ch)
 	if c.d.cat == nil {
 		return
 	}
@@ -331,5 +359,17 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]float64{descBinds: float64(t.Binds), descSkills: float64(t.Skills),
 		descVersions: float64(t.Versions), descBytes: float64(t.Bytes)} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+}
+
+// collectLimits reads what the API's limits hold: each listener's
+// connections and event streams.
+func (c stateCollector) collectLimits(ch chan<- prometheus.Metric) {
+	if ls := c.d.listeners.Load(); ls != nil {
+		for _, l := range *ls {
+			ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(l.conns.Open()), l.name)
+			ch <- prometheus.MustNewConstMetric(descIdleClosed, prometheus.CounterValue, float64(l.conns.evicted.Load()), l.name)
+			ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(l.streams.open.Load()), l.name)
+		}
 	}
 }
