@@ -134,25 +134,30 @@ func (s DiffStat) String() string {
 // Stat sums up changes.
 func Stat(changes []FileChange) DiffStat {
 	var s DiffStat
-	for _, c := range changes {
-		switch c.Status {
-		case FileAdded:
-			s.FilesAdded++
-		case FileRemoved:
-			s.FilesRemoved++
-		case FileChanged:
-			s.FilesChanged++
-		}
-		if c.LinesUnknown {
-			s.LinesUnknown++
-		}
-		if c.NotCompared {
-			s.NotCompared++
-		}
-		s.Insertions += c.Added
-		s.Deletions += c.Removed
+	for i := range changes {
+		s.Add(&changes[i])
 	}
 	return s
+}
+
+// Add counts one change into s.
+func (s *DiffStat) Add(c *FileChange) {
+	switch c.Status {
+	case FileAdded:
+		s.FilesAdded++
+	case FileRemoved:
+		s.FilesRemoved++
+	case FileChanged:
+		s.FilesChanged++
+	}
+	if c.LinesUnknown {
+		s.LinesUnknown++
+	}
+	if c.NotCompared {
+		s.NotCompared++
+	}
+	s.Insertions += c.Added
+	s.Deletions += c.Removed
 }
 
 // treeFile is a regular file of a tree.

@@ -3,6 +3,8 @@ package skills
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -446,5 +448,55 @@ func TestFileDiffOverItsLimit(t *testing.T) {
 	}
 	if changes[1].Diff == "" {
 		t.Errorf("the file after it: %+v", changes[1])
+	}
+}
+
+// BenchmarkDiffLargeTree compares two trees of 60 files of 1 MiB (some
+// 175,000 lines each) with 64 lines changed in each, within one default
+// budget, as a listing does (counts) and a diff does (text): B/op is what
+// one comparison allocates in all, mem-bound-MiB what TreeDiff.Memory
+// grants it.
+func BenchmarkDiffLargeTree(b *testing.B) {
+	old, cur := spreadEdits(64)
+	ta, tb := map[string]string{}, map[string]string{}
+	for i := range 60 {
+		name := fmt.Sprintf("f%02d.txt", i)
+		ta[name], tb[name] = old, cur
+	}
+	a, c := b.TempDir(), b.TempDir()
+	for _, side := range []struct {
+		root  string
+		files map[string]string
+	}{{a, ta}, {c, tb}} {
+		for p, body := range side.files {
+			if err := os.WriteFile(filepath.Join(side.root, p), []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, text := range []bool{false, true} {
+		b.Run(map[bool]string{false: "counts", true: "text"}[text], func(b *testing.B) {
+			b.ReportAllocs()
+			var compared int
+			var bound int64
+			for b.Loop() {
+				td, err := OpenTreeDiff(a, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bound = td.Memory(text)
+				compared = 0
+				if err := td.Each(text, 0, NewDiffBudget(0, 0), func(fc *FileChange) error {
+					if !fc.NotCompared {
+						compared++
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(compared), "files-compared")
+			b.ReportMetric(float64(bound)/(1<<20), "mem-bound-MiB")
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 type apiLimits struct {
 	conns, tcpConns, streams, fdReserve int
 	idle                                time.Duration
+	diffMiB                             int
 }
 
 // countRange is a count setting's documented range.
@@ -40,6 +41,8 @@ func addAPILimits(fs *pflag.FlagSet) *apiLimits {
 		"at most this many event streams open on each listener, and at most half its connections (1 to 1048576); one more is answered 503 busy")
 	fs.IntVar(&l.fdReserve, "fd-reserve", daemon.DefaultFDReserve,
 		"descriptors of the open file limit kept for the mount, the store and the index: the connection caps are lowered to leave them (64 to 1048576)")
+	fs.IntVar(&l.diffMiB, "diff-memory", daemon.DefaultDiffMemory>>20,
+		"MiB the comparisons of versions (diffs, the diffstats of listings and updates) may hold together (16 to 65536); one that cannot be granted within 3 s is answered 503 busy")
 	fs.DurationVar(&l.idle, "idle-timeout", daemon.DefaultIdleTimeout, "close an API connection kept alive this long without a request (1s to 1h)")
 	return l
 }
@@ -50,6 +53,7 @@ func (l *apiLimits) counts() []countRange {
 		{"max-tcp-conns", &l.tcpConns, 16, 1 << 20},
 		{"max-streams", &l.streams, 1, 1 << 20},
 		{"fd-reserve", &l.fdReserve, 64, 1 << 20},
+		{"diff-memory", &l.diffMiB, 16, 1 << 16},
 	}
 }
 
@@ -76,4 +80,5 @@ func (l *apiLimits) check() error {
 func (l *apiLimits) apply(o *daemon.Options) {
 	o.MaxSocketConns, o.MaxConns, o.MaxStreams, o.FDReserve = l.conns, l.tcpConns, l.streams, l.fdReserve
 	o.IdleTimeout = l.idle
+	o.DiffMemory = int64(l.diffMiB) << 20
 }

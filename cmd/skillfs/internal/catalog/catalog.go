@@ -59,6 +59,9 @@ type Catalog struct {
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
+	// gate bounds what comparisons hold together (LimitDiffs); nil: no
+	// bound but each request's own.
+	gate DiffGate
 }
 
 // diffBudget is a fresh comparison budget for one request.

@@ -80,6 +80,11 @@ type Options struct {
 	MaxSocketConns int
 	MaxStreams     int
 	FDReserve      int
+	// DiffMemory bounds the bytes the comparisons of versions (diffs,
+	// the diffstats of listings and updates) hold together (zero or less:
+	// DefaultDiffMemory); one that cannot be granted soon is answered 503
+	// busy (diffGate).
+	DiffMemory int64
 
 	// HostName is the human name this host registers under (default the
 	// machine's host name); the host's id is its data directory's
@@ -109,6 +114,7 @@ type Daemon struct {
 	audit     *readAudit
 	events    *hub
 	metrics   *metrics
+	diffs     *diffGate // what comparisons of versions hold together
 	log       *slog.Logger
 	mountRoot string
 	listeners atomic.Pointer[[]*listenerLimits] // the API's, for the metrics
@@ -186,6 +192,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr,
 		host: cat.HostID(), hostName: opts.HostName, started: time.Now().UTC(), hostGrace: opts.HostGrace}
 	d.metrics = newMetrics(d)
+	d.diffs = newDiffGate(opts.DiffMemory, func() { d.metrics.refused(limitDiffs) })
+	cat.LimitDiffs(d.diffs)
 	closeJournal, err := d.startRecorder(ctx)
 	if err != nil {
 		return err
@@ -318,6 +326,9 @@ func (opts *Options) defaults(home string) {
 	}
 	if opts.ReconcileEvery <= 0 {
 		opts.ReconcileEvery = DefaultReconcileEvery
+	}
+	if opts.DiffMemory <= 0 {
+		opts.DiffMemory = DefaultDiffMemory
 	}
 	opts.netDefaults()
 }
@@ -463,7 +474,7 @@ func (a *apiServers) serve(s *http.Server, l net.Listener) {
 // ready logs that the daemon serves and prints the readiness line.
 func (a *apiServers) ready(opts Options, sessions int) {
 	attrs := []any{"mount", opts.MountRoot, "socket", a.sock, "sessions", sessions,
-		"socket_conns", a.caps.socket, "socket_streams", streamsFor(a.caps.socket, opts.MaxStreams)}
+		"socket_conns", a.caps.socket, "socket_streams", streamsFor(a.caps.socket, opts.MaxStreams), "diff_memory_mib", opts.DiffMemory >> 20}
 	line := fmt.Sprintf("skillfs ready: mount %s socket %s", opts.MountRoot, a.sock)
 	if a.tcpAddr != "" {
 		attrs = append(attrs, "listen", a.tcpAddr, "max_conns", a.caps.tcp, "tcp_streams", streamsFor(a.caps.tcp, opts.MaxStreams))

@@ -43,6 +43,7 @@ type metrics struct {
 // The limits a request may be refused at (busy's label).
 const (
 	limitStreams = "event_streams"
+	limitDiffs   = "diff_memory"
 )
 
 // scrapeTimeout bounds the index query of one scrape.
@@ -79,10 +80,10 @@ func newMetrics(d *Daemon) *metrics {
 		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "skillfs_activation_flush_failures_total",
 			Help: "Batches of opens the index refused or could not be reached for; their opens stay in memory and are retried, or go to the activation journal while it cannot be reached."}),
 		busy: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_api_busy_total",
-			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams)."},
+			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams) or diff_memory (--diff-memory, comparing versions)."},
 			[]string{"limit"}),
 	}
-	for _, l := range []string{limitStreams} {
+	for _, l := range []string{limitStreams, limitDiffs} {
 		m.busy.WithLabelValues(l)
 	}
 	// The import series exist from the start, at 0: a rate over them
@@ -237,15 +238,19 @@ func (m *metrics) instrument(mux *http.ServeMux, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		// Counted even when the handler cuts its answer short (a panic of
+		// http.ErrAbortHandler).
+		defer func() {
+			route := r.Pattern // set by mux on this request
+			if route == "" {
+				_, route = mux.Handler(r)
+			}
+			if route == "" || route == "/" {
+				route = "unrouted"
+			}
+			m.api.WithLabelValues(route, sw.statusText()).Observe(time.Since(start).Seconds())
+		}()
 		h.ServeHTTP(sw, r)
-		route := r.Pattern // set by mux on this request
-		if route == "" {
-			_, route = mux.Handler(r)
-		}
-		if route == "" || route == "/" {
-			route = "unrouted"
-		}
-		m.api.WithLabelValues(route, sw.statusText()).Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -315,11 +320,13 @@ var (
 		"Connections waiting for a request that were closed to make room for a new client at the listener's cap.", []string{"listener"}, nil)
 	descStreams = prometheus.NewDesc("skillfs_event_streams",
 		"Event streams open, by listener.", []string{"listener"}, nil)
+	descDiffBytes = prometheus.NewDesc("skillfs_diff_memory_bytes",
+		"Bytes the comparisons of versions running now were granted (what their files' sizes say they hold at most), at most --diff-memory.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descBinds, descSkills, descVersions, descBytes, descFuseReqs, descFuseErrs,
-		descFetches, descFetchedBytes, descFetchFails, descDamaged, descConns, descIdleClosed, descStreams} {
+		descFetches, descFetchedBytes, descFetchFails, descDamaged, descConns, descIdleClosed, descStreams, descDiffBytes} {
 		ch <- d
 	}
 }
@@ -363,7 +370,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectLimits reads what the API's limits hold: each listener's
-// connections and event streams.
+// connections and event streams, and the memory granted to comparisons.
 func (c stateCollector) collectLimits(ch chan<- prometheus.Metric) {
 	if ls := c.d.listeners.Load(); ls != nil {
 		for _, l := range *ls {
@@ -371,5 +378,8 @@ func (c stateCollector) collectLimits(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descIdleClosed, prometheus.CounterValue, float64(l.conns.evicted.Load()), l.name)
 			ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(l.streams.open.Load()), l.name)
 		}
+	}
+	if g := c.d.diffs; g != nil {
+		ch <- prometheus.MustNewConstMetric(descDiffBytes, prometheus.GaugeValue, float64(g.held.Load()))
 	}
 }
