@@ -211,9 +211,24 @@ type daemon struct {
 // with SIGTERM at the end of the test if still running.
 func (e *env) serve(extra ...string) *daemon {
 	e.t.Helper()
+	return e.serveUnder(nil, extra...)
+}
+
+// serveWithFileLimit is serve with the daemon's open file limit (soft and
+// hard) set to n before it starts, as a service manager's LimitNOFILE=.
+func (e *env) serveWithFileLimit(n int, extra ...string) *daemon {
+	e.t.Helper()
+	return e.serveUnder([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, n)}, extra...)
+}
+
+// serveUnder is serve run by the command wrap, which is given the binary
+// and its arguments to exec (nil: run the binary itself).
+func (e *env) serveUnder(wrap []string, extra ...string) *daemon {
+	e.t.Helper()
 	fusetest.Require(e.t)
-	args := append([]string{"--home", e.home, "serve"}, extra...)
-	cmd := exec.Command(binary, args...)
+	args := append([]string{binary, "--home", e.home, "serve"}, extra...)
+	args = append(wrap, args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = e.environ(nil)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()

@@ -88,7 +88,8 @@ func within(t testing.TB, limit time.Duration, what string, fn func() error) {
 // TestTCPFloodLeavesSocketAndMountServing: thousands of clients without the
 // token cannot take the daemon's descriptors: each unauthorised request is
 // answered and its connection closed, idle connections beyond the cap wait
-// in the kernel, and meanwhile the Unix socket and the mount serve as usual.
+// in the kernel (or, idle for a second, make room for them), and meanwhile
+// the Unix socket and the mount serve as usual.
 func TestTCPFloodLeavesSocketAndMountServing(t *testing.T) {
 	e := newEnv(t)
 	d := e.serve("--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, "s3cret", 0o600))

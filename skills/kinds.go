@@ -40,12 +40,14 @@ var (
 		"conflict: already exists, the source holds several skills and none was chosen, a version prefix matches several versions, or the session is served by another host"}
 	ClassUnavailable = ExitClass{"unavailable", 9, http.StatusServiceUnavailable,
 		"the shared index (PostgreSQL) cannot be reached: nothing was changed; sessions already served keep serving, try again when it is back"}
+	ClassBusy = ExitClass{"busy", 10, http.StatusServiceUnavailable,
+		"the daemon is at one of its limits (event streams, memory for comparing versions): nothing was done; try again in a moment (the API says when in Retry-After)"}
 	ClassDamaged = ExitClass{"damaged", 8, http.StatusServiceUnavailable,
 		"the data directory is damaged or inconsistent (index missing, empty, unreadable or from another data directory beside published content): nothing was changed; see `skillfs check`, repair with `skillfs check --repair`"}
 )
 
 // Classes lists the classes in exit-code order.
-var Classes = []ExitClass{ClassInternal, ClassNotFound, ClassPermission, ClassInvalid, ClassConflict, ClassDamaged, ClassUnavailable}
+var Classes = []ExitClass{ClassInternal, ClassNotFound, ClassPermission, ClassInvalid, ClassConflict, ClassDamaged, ClassUnavailable, ClassBusy}
 
 // ErrorKind is one row of the table: a sentinel error, its class and the
 // errno it becomes (an errno is finer than a class).
@@ -62,6 +64,7 @@ type ErrorKind struct {
 var Kinds = []ErrorKind{
 	{ErrDamaged, ClassDamaged, syscall.EIO},
 	{ErrUnavailable, ClassUnavailable, syscall.EAGAIN},
+	{ErrBusy, ClassBusy, syscall.EBUSY},
 	{ErrNotFound, ClassNotFound, syscall.ENOENT},
 	{ErrPermission, ClassPermission, syscall.EACCES},
 	{ErrExists, ClassConflict, syscall.EEXIST},

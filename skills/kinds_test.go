@@ -60,7 +60,7 @@ func TestKindsCoverEverySentinel(t *testing.T) {
 		"ErrUnsafePath": ErrUnsafePath, "ErrSpecialFile": ErrSpecialFile, "ErrLimit": ErrLimit,
 		"ErrNoManifest": ErrNoManifest, "ErrAmbiguous": ErrAmbiguous, "ErrAmbiguousVersion": ErrAmbiguousVersion, "ErrPermission": ErrPermission,
 		"ErrInvalid": ErrInvalid, "ErrDependency": ErrDependency, "ErrDamaged": ErrDamaged, "ErrUnavailable": ErrUnavailable,
-		"ErrElsewhere": ErrElsewhere,
+		"ErrElsewhere": ErrElsewhere, "ErrBusy": ErrBusy,
 	}
 	names := sentinelNames(t)
 	for _, n := range names {

@@ -3,6 +3,8 @@ package skills
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -347,5 +349,154 @@ func TestFileOverTheBudgetLeavesTheOthers(t *testing.T) {
 	}
 	if st := Stat(changes); st.FilesChanged != 1 || st.NotCompared != 2 || budget.Bytes != 150<<10-8 {
 		t.Errorf("stat %+v, %d bytes left", st, budget.Bytes)
+	}
+}
+
+// TestDiffMemoryIsBounded: what comparing two trees allocates, in all, is
+// within what TreeDiff.Memory said before reading a byte, diff text or
+// not, for the worst shapes of files: lines of one byte, wholly
+// different, lines all alike, one line of a mebibyte, control characters
+// (whose JSON is six times as long: the diff text is cut at
+// MaxDiffFileOutput, never built past it), files added and removed, and
+// many files of one size (the scratch reused, not made again per file).
+func TestDiffMemoryIsBounded(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	random := func(n int, alphabet string) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	spreadOld, spreadNew := spreadEdits(64)
+	manyOld, manyNew := map[string]string{}, map[string]string{}
+	for i := range 20 {
+		name := fmt.Sprintf("f%02d.txt", i)
+		manyOld[name], manyNew[name] = random(64<<10, "ab\n"), random(64<<10, "ab\n")
+	}
+	longLines := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString(random(299, "abcdefgh") + "\n")
+		}
+		return b.String()
+	}
+	const mib = MaxDiffFileBytes
+	for _, tc := range []struct {
+		name     string
+		old, cur map[string]string
+	}{
+		{"one-byte lines, wholly different", map[string]string{"f": strings.Repeat("a\n", mib/2)}, map[string]string{"f": strings.Repeat("b\n", mib/2)}},
+		{"short random lines", map[string]string{"f": random(mib, "ab\n")}, map[string]string{"f": random(mib, "ab\n")}},
+		{"lines all alike but one", map[string]string{"f": strings.Repeat("\n", mib-2) + "a\n"}, map[string]string{"f": strings.Repeat("\n", mib-2) + "b\n"}},
+		{"spread edits", map[string]string{"f": spreadOld}, map[string]string{"f": spreadNew}},
+		{"one long line", map[string]string{"f": random(mib, "xyz")}, map[string]string{"f": random(mib, "xyz")}},
+		{"control characters", map[string]string{"f": random(mib/2, "\x01\x02\n")}, map[string]string{"f": random(mib/2, "\x03\x04\n")}},
+		{"added and removed", map[string]string{"gone": random(mib, "ab\n")}, map[string]string{"new": random(mib, "cd\n")}},
+		{"many files of one size", manyOld, manyNew},
+		{"a large diff shown", map[string]string{"f": longLines(1600)}, map[string]string{"f": longLines(1600)}},
+		{"a diff over the file's limit", map[string]string{"f": longLines(1900)}, map[string]string{"f": longLines(1900)}},
+	} {
+		a, b := diffTree(t, tc.old), diffTree(t, tc.cur)
+		for _, text := range []bool{false, true} {
+			td, err := OpenTreeDiff(a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound := td.Memory(text)
+			var changes, shown int
+			n := allocated(func() {
+				err = td.Each(text, 0, NewDiffBudget(0, 0), func(c *FileChange) error {
+					changes++
+					shown += len(c.Diff)
+					return nil
+				})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The changes themselves and their notes: a few hundred
+			// bytes each, handed on and let go.
+			allowance := uint64(td.Files()) * 1024
+			t.Logf("%s (text %v): %d changes, %d bytes of diff; %.1f MiB allocated, bound %.1f MiB",
+				tc.name, text, changes, shown, float64(n)/(1<<20), float64(bound)/(1<<20))
+			if changes == 0 {
+				t.Errorf("%s: no change found", tc.name)
+			}
+			if n > uint64(bound)+allowance {
+				t.Errorf("%s (text %v): %d bytes allocated, over the bound of %d", tc.name, text, n, bound)
+			}
+		}
+	}
+}
+
+// TestFileDiffOverItsLimit: a file whose diff would pass MaxDiffFileOutput
+// is named with its counts and a note, its diff left out; the files after
+// it still get theirs.
+func TestFileDiffOverItsLimit(t *testing.T) {
+	long := func(c string, n int) string { return strings.Repeat(strings.Repeat(c, 299)+"\n", n) }
+	lines := MaxDiffFileOutput/300/2 + 100 // removed and added: past the limit
+	a := diffTree(t, map[string]string{"big.txt": long("a", lines), "z.txt": "one\n"})
+	b := diffTree(t, map[string]string{"big.txt": long("b", lines), "z.txt": "two\n"})
+	changes, err := DiffTrees(a, b, true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 2 || changes[0].Diff != "" || changes[0].Added != lines || changes[0].Removed != lines ||
+		!strings.Contains(changes[0].Note, fmt.Sprintf("diff not shown: over %d bytes", MaxDiffFileOutput)) {
+		t.Fatalf("a diff over the limit: %+v", changes[0])
+	}
+	if changes[1].Diff == "" {
+		t.Errorf("the file after it: %+v", changes[1])
+	}
+}
+
+// BenchmarkDiffLargeTree compares two trees of 60 files of 1 MiB (some
+// 175,000 lines each) with 64 lines changed in each, within one default
+// budget, as a listing does (counts) and a diff does (text): B/op is what
+// one comparison allocates in all, mem-bound-MiB what TreeDiff.Memory
+// grants it.
+func BenchmarkDiffLargeTree(b *testing.B) {
+	old, cur := spreadEdits(64)
+	ta, tb := map[string]string{}, map[string]string{}
+	for i := range 60 {
+		name := fmt.Sprintf("f%02d.txt", i)
+		ta[name], tb[name] = old, cur
+	}
+	a, c := b.TempDir(), b.TempDir()
+	for _, side := range []struct {
+		root  string
+		files map[string]string
+	}{{a, ta}, {c, tb}} {
+		for p, body := range side.files {
+			if err := os.WriteFile(filepath.Join(side.root, p), []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, text := range []bool{false, true} {
+		b.Run(map[bool]string{false: "counts", true: "text"}[text], func(b *testing.B) {
+			b.ReportAllocs()
+			var compared int
+			var bound int64
+			for b.Loop() {
+				td, err := OpenTreeDiff(a, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bound = td.Memory(text)
+				compared = 0
+				if err := td.Each(text, 0, NewDiffBudget(0, 0), func(fc *FileChange) error {
+					if !fc.NotCompared {
+						compared++
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(compared), "files-compared")
+			b.ReportMetric(float64(bound)/(1<<20), "mem-bound-MiB")
+		})
 	}
 }

@@ -58,6 +58,10 @@ var (
 	// (PostgreSQL) while it cannot be reached: nothing was changed; try again
 	// when it is back. Views already served keep serving.
 	ErrUnavailable = errors.New("index unavailable")
+	// ErrBusy marks a request the daemon refused because one of its
+	// limits is reached (event streams, memory for comparing versions):
+	// nothing was done, and the same request may succeed in a moment.
+	ErrBusy = errors.New("busy")
 	// ErrElsewhere marks a change to a session that another host serves:
 	// only the host serving a session's view may change it (or a host
 	// that takes it over once that one is gone).

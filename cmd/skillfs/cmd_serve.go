@@ -49,6 +49,7 @@ func (c *cli) serveCmd() *cobra.Command {
 	var importRoots pathsFlag
 	fs.Var(&importRoots, "import-root", "a `DIR` whose files sources named through the API may be, for admins (repeatable; also $"+importRootsEnv+", folders separated by ':'); "+
 		"none by default: through the API only remote repositories and uploads are read; never in /proc, /sys or /dev")
+	limits := addAPILimits(fs)
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Every setting is checked before anything is touched: a start
@@ -140,14 +141,16 @@ func (c *cli) serveCmd() *cobra.Command {
 			fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
 			os.Exit(exitError)
 		}()
-		return daemon.Run(ctx, cat, daemon.Options{
+		opts := daemon.Options{
 			MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
 			Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
 			Setup:          setup,
 			RequestTimeout: *reqTimeout,
 			EventRetention: *eventRetention, EventRetainCount: *eventRetainCount,
 			HostName: *hostName, ReconcileEvery: *reconcileEvery,
-		})
+		}
+		limits.apply(&opts)
+		return daemon.Run(ctx, cat, opts)
 	}
 	return cmd
 }

@@ -83,18 +83,24 @@ func (c *cli) skillDiff() *cobra.Command {
 			return err
 		}
 		defer cat.Close()
-		d, err := cat.Diff(c.ctx, c.as, pos[0], a, b)
+		if c.json {
+			return c.diffJSON(cat, pos[0], a, b, !*stat)
+		}
+		// The summary comes first: the changes are kept (their diffs
+		// together at most skills.DefaultDiffOutput), one pair of files
+		// compared at a time.
+		var d *catalog.Diff
+		st, err := cat.DiffEach(c.ctx, c.as, pos[0], a, b, !*stat, func(head *catalog.Diff) error {
+			d = head
+			return nil
+		}, func(fc *skills.FileChange) error {
+			d.Files = append(d.Files, *fc)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if *stat {
-			for i := range d.Files {
-				d.Files[i].Diff = ""
-			}
-		}
-		if c.json {
-			return c.printJSON(d)
-		}
+		d.DiffStat = st
 		w := bufio.NewWriter(c.stdout)
 		defer w.Flush()
 		from := short(d.From)
@@ -118,6 +124,20 @@ func (c *cli) skillDiff() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// diffJSON prints the diff of two versions of slug as JSON while it is
+// made, a file at a time (catalog.DiffJSON).
+func (c *cli) diffJSON(cat *catalog.Catalog, slug, a, b string, text bool) error {
+	var j *catalog.DiffJSON
+	st, err := cat.DiffEach(c.ctx, c.as, slug, a, b, text, func(head *catalog.Diff) error {
+		j = catalog.NewDiffJSON(c.stdout)
+		return j.Start(head)
+	}, func(fc *skills.FileChange) error { return j.File(fc) })
+	if err != nil {
+		return err
+	}
+	return j.End(st)
 }
 
 func (c *cli) skillRollback() *cobra.Command {

@@ -59,6 +59,12 @@ var settingRules = []settingRule{
 	countRule("event-retain-count", 1, 1_000_000_000, ""),
 	{key: "host-name", def: "the machine's host name", rng: "up to 253 bytes, no control characters", check: hostNameProblem},
 	durationRule("reconcile-every", 100*time.Millisecond, time.Hour, ""),
+	countRule("max-conns", 16, 1<<20, ""),
+	countRule("max-tcp-conns", 16, 1<<20, ""),
+	countRule("max-streams", 1, 1<<20, ""),
+	countRule("fd-reserve", 64, 1<<20, ""),
+	durationRule("idle-timeout", time.Second, time.Hour, ""),
+	countRule("diff-memory", 16, 1<<16, ""),
 	{key: "import-root", env: importRootsEnv, def: "none", rng: "an existing directory, not in /proc, /sys or /dev; repeatable (a list in the file; folders separated by `:` in the environment)"},
 
 	// Other commands'.

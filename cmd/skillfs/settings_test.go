@@ -90,6 +90,12 @@ func TestSettingRanges(t *testing.T) {
 		{"host-name", []string{"a\nb", strings.Repeat("h", 254)}, []string{"alpha", "", strings.Repeat("h", 253)}},
 		{"agent-path", []string{"skills", "./x", "/a\x00b"}, []string{"/home/gem/skills", "/opt/x"}},
 		{"mount-root", []string{"/mnt/a\nb"}, []string{"", "/srv/mnt", "rel/mnt"}},
+		{"max-conns", []string{"0", "15", "1048577", "-1"}, []string{"16", "1024", "1048576"}},
+		{"max-tcp-conns", []string{"0", "15", "1048577"}, []string{"16", "256"}},
+		{"max-streams", []string{"0", "-1", "1048577"}, []string{"1", "512"}},
+		{"fd-reserve", []string{"0", "63", "1048577"}, []string{"64", "1024"}},
+		{"idle-timeout", []string{"0", "999ms", "2h"}, []string{"1s", "60s", "1h"}},
+		{"diff-memory", []string{"0", "15", "65537"}, []string{"16", "256", "65536"}},
 	}
 	for _, tc := range cases {
 		for _, v := range tc.bad {
@@ -248,6 +254,8 @@ func TestServeSettingsBeforeAnything(t *testing.T) {
 		{"--reconcile-every", "1ns"},
 		{"--fuse-request-timeout", "-5s"},
 		{"--owner", "nobody"},
+		{"--max-conns", "5"},
+		{"--diff-memory", "0"},
 	} {
 		out, errs, code := runCLI(t, append([]string{"serve", "--home", home}, args...)...)
 		if code != exitUsage || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, args[0]) {

@@ -64,6 +64,9 @@ type Catalog struct {
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
 	roots     *ImportRoots // Options.ImportRoots
+	// gate bounds what comparisons hold together (LimitDiffs); nil: no
+	// bound but each request's own.
+	gate DiffGate
 }
 
 // diffBudget is a fresh comparison budget for one request.

@@ -351,11 +351,14 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	changes, err := skills.DiffTrees(current, staging, false, 0, budget)
+	var stat skills.DiffStat
+	err = c.compare(ctx, current, staging, false, budget, nil, func(fc *skills.FileChange) error {
+		stat.Add(fc)
+		return nil
+	})
 	if err != nil {
 		return fail(err)
 	}
-	stat := skills.Stat(changes)
 	u.DiffStat = &stat
 	if held {
 		u.Status = UpdateHeld

@@ -96,7 +96,14 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 		}
 		dirs[i] = dir
 	}
-	changes, err := skills.DiffTrees(dirs[0], dirs[1], false, 0, budget)
+	var stat skills.DiffStat
+	err := c.compare(ctx, dirs[0], dirs[1], false, budget, nil, func(fc *skills.FileChange) error {
+		stat.Add(fc)
+		return nil
+	})
+	if errors.Is(err, skills.ErrBusy) {
+		return skills.DiffStat{}, err
+	}
 	if err != nil {
 		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -104,7 +111,7 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 		}
 		return skills.DiffStat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
 	}
-	return skills.Stat(changes), nil
+	return stat, nil
 }
 
 // keepStat stores a diffstat so it is not computed again. A failure only
@@ -137,52 +144,91 @@ type Diff struct {
 // Diff compares two versions of a skill the actor may see: a (default: the
 // version b replaced, or the empty tree for the first) with b (default: the
 // current version). Each of a and b is a unique prefix of a version's hash.
+// It keeps every change; DiffEach hands them on one at a time.
 func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error) {
-	d, err := c.Show(ctx, as, slug)
+	var d *Diff
+	st, err := c.DiffEach(ctx, as, slug, a, b, true, func(head *Diff) error {
+		d = head
+		d.Files = []skills.FileChange{}
+		return nil
+	}, func(fc *skills.FileChange) error {
+		d.Files = append(d.Files, *fc)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	to := d.Version
-	if b != "" {
-		v, err := c.resolveVersion(ctx, slug, b)
-		if err != nil {
-			return nil, err
-		}
-		to = v.Hash
-	}
-	from := ""
-	if a != "" {
-		v, err := c.resolveVersion(ctx, slug, a)
-		if err != nil {
-			return nil, err
-		}
-		from = v.Hash
-	} else {
-		for i, v := range d.Versions {
-			if v.Hash != to {
-				continue
-			}
-			from = v.Previous
-			if from == "" && i+1 < len(d.Versions) {
-				from = d.Versions[i+1].Hash
-			}
-		}
+	d.DiffStat = st
+	return d, nil
+}
+
+// DiffEach compares two versions as Diff does, with text diffs or (text
+// false) only their counts. Once the versions are resolved and what the
+// comparison holds is granted (see DiffGate), it calls start with the
+// Diff's slug and versions, then each with every file that changed, as it
+// is made: none is kept. An error of start or each stops it. It returns
+// the diffstat of the changes.
+func (c *Catalog) DiffEach(ctx context.Context, as, slug, a, b string, text bool,
+	start func(*Diff) error, each func(*skills.FileChange) error) (skills.DiffStat, error) {
+	var st skills.DiffStat
+	from, to, err := c.diffVersions(ctx, as, slug, a, b)
+	if err != nil {
+		return st, err
 	}
 	fromDir := ""
 	if from != "" {
 		if fromDir, err = c.versionDir(ctx, slug, from); err != nil {
-			return nil, err
+			return st, err
 		}
 	}
 	toDir, err := c.versionDir(ctx, slug, to)
 	if err != nil {
-		return nil, err
+		return st, err
 	}
-	changes, err := skills.DiffTrees(fromDir, toDir, true, 0, c.diffBudget())
+	err = c.compare(ctx, fromDir, toDir, text, c.diffBudget(), func() error {
+		return start(&Diff{Slug: slug, From: from, To: to})
+	}, func(fc *skills.FileChange) error {
+		st.Add(fc)
+		return each(fc)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
+		return st, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
 	}
-	return &Diff{Slug: slug, From: from, To: to, DiffStat: skills.Stat(changes), Files: changes}, nil
+	return st, nil
+}
+
+// diffVersions resolves the versions Diff compares: from ("" for the
+// empty tree) and to.
+func (c *Catalog) diffVersions(ctx context.Context, as, slug, a, b string) (from, to string, err error) {
+	d, err := c.Show(ctx, as, slug)
+	if err != nil {
+		return "", "", err
+	}
+	to = d.Version
+	if b != "" {
+		v, err := c.resolveVersion(ctx, slug, b)
+		if err != nil {
+			return "", "", err
+		}
+		to = v.Hash
+	}
+	if a != "" {
+		v, err := c.resolveVersion(ctx, slug, a)
+		if err != nil {
+			return "", "", err
+		}
+		return v.Hash, to, nil
+	}
+	for i, v := range d.Versions {
+		if v.Hash != to {
+			continue
+		}
+		from = v.Previous
+		if from == "" && i+1 < len(d.Versions) {
+			from = d.Versions[i+1].Hash
+		}
+	}
+	return from, to, nil
 }
 
 // ExportVersion writes one version of a skill (a unique hash prefix; ""

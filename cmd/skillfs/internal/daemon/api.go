@@ -318,6 +318,7 @@ func unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 }
 
 func writeErr(w http.ResponseWriter, err error) {
+	retryAfter(w, err)
 	code, status := ErrorCode(err)
 	writeJSON(w, status, apiError{Error: skills.Message(err), Code: code})
 }

@@ -54,11 +54,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		vs, err := d.cat.Versions(r.Context(), actingAs(r), r.PathValue("slug"))
 		reply(w, vs, err)
 	})
-	mux.HandleFunc("GET /v1/skills/{slug}/diff", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		df, err := d.cat.Diff(r.Context(), actingAs(r), r.PathValue("slug"), q.Get("a"), q.Get("b"))
-		reply(w, df, err)
-	})
+	mux.HandleFunc("GET /v1/skills/{slug}/diff", d.diff)
 	mux.HandleFunc("POST /v1/skills/{slug}/rollback", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Version string `json:"version"`
@@ -232,6 +228,38 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 		err := d.cat.Discard(r.Context(), actingAs(r), r.PathValue("id"))
 		reply(w, map[string]string{"discarded": r.PathValue("id")}, err)
 	})
+}
+
+// diff answers the diff of two versions as the files are compared: the
+// answer holds one file's change at a time, never the whole (see
+// catalog.DiffJSON). A comparison the daemon cannot grant its memory soon
+// is answered 503 busy with Retry-After (diffGate). A failure once the
+// answer has begun (a file of the store gone, the client gone) cuts it
+// short: the client gets no JSON that looks whole.
+func (d *Daemon) diff(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var j *catalog.DiffJSON
+	st, err := d.cat.DiffEach(r.Context(), actingAs(r), r.PathValue("slug"), q.Get("a"), q.Get("b"), true,
+		func(head *catalog.Diff) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			j = catalog.NewDiffJSON(w)
+			return j.Start(head)
+		},
+		func(fc *skills.FileChange) error { return j.File(fc) })
+	if err == nil {
+		err = j.End(st)
+	}
+	switch {
+	case err == nil:
+	case j == nil:
+		writeErr(w, err)
+	default:
+		if r.Context().Err() == nil {
+			d.log.Warn("diff cut short", "slug", r.PathValue("slug"), "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // changed runs a catalog change and applies it to every session before

@@ -70,10 +70,21 @@ type Options struct {
 	EventRetention   time.Duration
 	EventRetainCount int64
 
-	// MaxConns caps the open TCP connections; further clients wait in the
-	// kernel's accept queue. The Unix socket is not capped: only root can
-	// reach it.
-	MaxConns int
+	// MaxConns and MaxSocketConns cap the open connections of the TCP
+	// listener and of the Unix socket (see capListener), MaxStreams the
+	// event streams of each (at most half its connections; one over is
+	// answered 503 busy); zero or less picks the Default… constant. Both
+	// caps are lowered to leave FDReserve descriptors of the open file
+	// limit to the mount, the store and the index (fitConns).
+	MaxConns       int
+	MaxSocketConns int
+	MaxStreams     int
+	FDReserve      int
+	// DiffMemory bounds the bytes the comparisons of versions (diffs,
+	// the diffstats of listings and updates) hold together (zero or less:
+	// DefaultDiffMemory); one that cannot be granted soon is answered 503
+	// busy (diffGate).
+	DiffMemory int64
 
 	// HostName is the human name this host registers under (default the
 	// machine's host name); the host's id is its data directory's
@@ -103,11 +114,13 @@ type Daemon struct {
 	audit     *readAudit
 	events    *hub
 	metrics   *metrics
+	diffs     *diffGate // what comparisons of versions hold together
 	log       *slog.Logger
 	mountRoot string
-	readyBusy [3]atomic.Bool // readiness checks under way: mount, index, store
-	watchBusy atomic.Bool    // the watchdog's mount check under way (its own, so a probe never fails a ping)
-	watchIdx  atomic.Bool    // the watchdog's check of the index's files under way
+	listeners atomic.Pointer[[]*listenerLimits] // the API's, for the metrics
+	readyBusy [3]atomic.Bool                    // readiness checks under way: mount, index, store
+	watchBusy atomic.Bool                       // the watchdog's mount check under way (its own, so a probe never fails a ping)
+	watchIdx  atomic.Bool                       // the watchdog's check of the index's files under way
 	lastErr   *atomic.Pointer[LoggedError]
 	agentPath string
 
@@ -180,12 +193,15 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr,
 		host: cat.HostID(), hostName: opts.HostName, started: time.Now().UTC(), hostGrace: opts.HostGrace}
 	d.metrics = newMetrics(d)
+	d.diffs = newDiffGate(opts.DiffMemory, func() { d.metrics.refused(limitDiffs) })
+	cat.LimitDiffs(d.diffs)
 	closeJournal, err := d.startRecorder(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeJournal()
-	if soft, hard, err := skfs.RaiseFileLimit(); err != nil {
+	soft, hard, err := skfs.RaiseFileLimit()
+	if err != nil {
 		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
 	} else {
 		log.Info("open file limit", "soft", soft, "hard", hard)
@@ -210,7 +226,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		log.Warn("remove the binds of sessions no longer served here", "err", err)
 	}
 	d.rebind(ctx)
-	api, err := d.listen(opts)
+	api, err := d.listen(opts, soft)
 	if err != nil {
 		return err
 	}
@@ -312,6 +328,9 @@ func (opts *Options) defaults(home string) {
 	if opts.ReconcileEvery <= 0 {
 		opts.ReconcileEvery = DefaultReconcileEvery
 	}
+	if opts.DiffMemory <= 0 {
+		opts.DiffMemory = DefaultDiffMemory
+	}
 	opts.netDefaults()
 }
 
@@ -380,15 +399,27 @@ type apiServers struct {
 	log     *slog.Logger
 	sock    string
 	tcpAddr string
+	caps    connCaps
 	unix    *http.Server
 	tcp     *http.Server
 	wg      sync.WaitGroup
 }
 
 // listen serves the API on the socket (created 0600) and, when asked, on
-// loopback TCP behind the token with a connection cap.
-func (d *Daemon) listen(opts Options) (*apiServers, error) {
+// loopback TCP behind the token, each with its caps of connections and
+// event streams, fitted into the open file limit soft.
+func (d *Daemon) listen(opts Options, soft uint64) (*apiServers, error) {
 	a := &apiServers{log: d.log, sock: filepath.Join(d.cat.Home(), SocketName)}
+	tcpConns := 0
+	if opts.TCPAddr != "" {
+		tcpConns = opts.MaxConns
+	}
+	a.caps = fitConns(soft, opts.FDReserve, opts.MaxSocketConns, tcpConns)
+	if a.caps.lowered {
+		d.log.Warn("the open file limit leaves the API fewer connections than asked for: raise the limit (LimitNOFILE=) or lower --fd-reserve",
+			"open_file_limit", soft, "fd_reserve", opts.FDReserve, "socket_conns", a.caps.socket, "tcp_conns", a.caps.tcp,
+			"asked_socket", opts.MaxSocketConns, "asked_tcp", tcpConns)
+	}
 	os.Remove(a.sock)
 	old := unix.Umask(0o177) // the socket is created 0600, never wider even for a moment
 	ln, err := net.Listen("unix", a.sock)
@@ -397,7 +428,7 @@ func (d *Daemon) listen(opts Options) (*apiServers, error) {
 		return nil, fmt.Errorf("listen on %q: %w", a.sock, err)
 	}
 	a.unix = apiServer(d.routes(""), opts)
-	a.serve(a.unix, ln)
+	a.serve(a.unix, d.capped(a.unix, ln, "socket", a.caps.socket, opts.MaxStreams))
 	if opts.TCPAddr == "" {
 		return a, nil
 	}
@@ -414,8 +445,21 @@ func (d *Daemon) listen(opts Options) (*apiServers, error) {
 	}
 	a.tcpAddr = tl.Addr().String() // the port chosen when asked for port 0
 	a.tcp = apiServer(d.routes(opts.Token), opts)
-	a.serve(a.tcp, limitListener(tl, opts.MaxConns))
+	a.serve(a.tcp, d.capped(a.tcp, tl, "tcp", a.caps.tcp, opts.MaxStreams))
 	return a, nil
+}
+
+// capped puts listener l of s behind its caps and keeps its limits for the
+// metrics.
+func (d *Daemon) capped(s *http.Server, l net.Listener, name string, conns, streams int) net.Listener {
+	lim, capped := serveCapped(s, l, name, conns, streamsFor(conns, streams))
+	var all []*listenerLimits
+	if old := d.listeners.Load(); old != nil {
+		all = append(all, *old...)
+	}
+	all = append(all, lim)
+	d.listeners.Store(&all)
+	return capped
 }
 
 func (a *apiServers) serve(s *http.Server, l net.Listener) {
@@ -430,10 +474,11 @@ func (a *apiServers) serve(s *http.Server, l net.Listener) {
 
 // ready logs that the daemon serves and prints the readiness line.
 func (a *apiServers) ready(opts Options, sessions int) {
-	attrs := []any{"mount", opts.MountRoot, "socket", a.sock, "sessions", sessions}
+	attrs := []any{"mount", opts.MountRoot, "socket", a.sock, "sessions", sessions,
+		"socket_conns", a.caps.socket, "socket_streams", streamsFor(a.caps.socket, opts.MaxStreams), "diff_memory_mib", opts.DiffMemory >> 20}
 	line := fmt.Sprintf("skillfs ready: mount %s socket %s", opts.MountRoot, a.sock)
 	if a.tcpAddr != "" {
-		attrs = append(attrs, "listen", a.tcpAddr, "max_conns", opts.MaxConns)
+		attrs = append(attrs, "listen", a.tcpAddr, "max_conns", a.caps.tcp, "tcp_streams", streamsFor(a.caps.tcp, opts.MaxStreams))
 		line += " listen " + a.tcpAddr
 	}
 	a.log.Info("serving", attrs...)

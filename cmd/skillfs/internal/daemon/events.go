@@ -87,7 +87,7 @@ const subscriberBuffer = 256
 
 // hub fans events out to subscribers. Every event is in the index before it
 // is published, and events are published in the order of their ids, so a
-// subscriber that misses some (its buffer was full) finds them in the log.
+// subscriber that misses some (its queue was full) finds them in the log.
 type hub struct {
 	db  *index.DB
 	seq sync.Mutex // held from an event's write to its publication
@@ -96,17 +96,24 @@ type hub struct {
 	subs map[*subscriber]struct{}
 }
 
-// subscriber is one event stream's queue.
+// subscriber is one event stream's queue. It holds no buffer while the
+// stream keeps up: its queue grows as events wait to be taken, up to
+// subscriberBuffer, and is let go of each time they are taken, so an idle
+// stream costs a few words.
 type subscriber struct {
-	session string     // "" for every session
-	ch      chan Event // closed by unsubscribe and closeAll
-	lagged  chan struct{}
+	session string        // "" for every session
+	ready   chan struct{} // something to take: events, a lag, or the end
+
+	mu     sync.Mutex
+	queue  []Event // published and not yet taken, oldest first
+	lagged bool    // events were dropped: catch up from the log
+	closed bool    // unsubscribed, or the daemon stops
 }
 
 func newHub(db *index.DB) *hub { return &hub{db: db, subs: map[*subscriber]struct{}{}} }
 
 func (h *hub) subscribe(session string) *subscriber {
-	s := &subscriber{session: session, ch: make(chan Event, subscriberBuffer), lagged: make(chan struct{}, 1)}
+	s := &subscriber{session: session, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
@@ -118,8 +125,58 @@ func (h *hub) unsubscribe(s *subscriber) {
 	defer h.mu.Unlock()
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
-		close(s.ch)
+		s.end()
 	}
+}
+
+// offer queues e without ever blocking: with subscriberBuffer events
+// waiting, the queue is dropped and the stream told that it lagged (it
+// catches up from the log, where those events are).
+func (s *subscriber) offer(e Event) {
+	s.mu.Lock()
+	switch {
+	case s.closed || s.lagged:
+	case len(s.queue) >= subscriberBuffer:
+		s.queue, s.lagged = nil, true
+	default:
+		s.queue = append(s.queue, e)
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// lag tells the stream to catch up from the log.
+func (s *subscriber) lag() {
+	s.mu.Lock()
+	s.queue, s.lagged = nil, true
+	s.mu.Unlock()
+	s.wake()
+}
+
+// end tells the stream that nothing more comes.
+func (s *subscriber) end() {
+	s.mu.Lock()
+	s.queue, s.closed = nil, true
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *subscriber) wake() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what waits for the stream: the events queued (unless it
+// lagged, when it is to catch up from the log instead), and whether
+// nothing more comes.
+func (s *subscriber) take() (evs []Event, lagged, closed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	evs, lagged, closed = s.queue, s.lagged, s.closed
+	s.queue, s.lagged = nil, false
+	return evs, lagged, closed
 }
 
 // record has store write evs to the index together with the change they
@@ -154,14 +211,7 @@ func (h *hub) publish(e Event) {
 		if s.session != "" && s.session != e.Session {
 			continue
 		}
-		select {
-		case s.ch <- e:
-		default:
-			select {
-			case s.lagged <- struct{}{}:
-			default:
-			}
-		}
+		s.offer(e)
 	}
 }
 
@@ -171,10 +221,7 @@ func (h *hub) nudge() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		select {
-		case s.lagged <- struct{}{}:
-		default:
-		}
+		s.lag()
 	}
 }
 
@@ -184,7 +231,7 @@ func (h *hub) closeAll() {
 	defer h.mu.Unlock()
 	for s := range h.subs {
 		delete(h.subs, s)
-		close(s.ch)
+		s.end()
 	}
 }
 
@@ -353,6 +400,14 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 		writeErr(w, err)
 		return
 	}
+	if lim := limitsOf(r); lim != nil {
+		if !lim.streams.enter() {
+			d.metrics.refused(limitStreams)
+			writeErr(w, lim.streams.full(lim.name))
+			return
+		}
+		defer lim.streams.leave()
+	}
 	sub := d.events.subscribe(session)
 	defer d.events.unsubscribe(sub)
 	s := &eventStream{w: w, fl: fl, log: d.events.db, session: session, last: after, fromLog: d.cat != nil && d.cat.Shared()}
@@ -393,26 +448,33 @@ func (d *Daemon) stream(w http.ResponseWriter, r *http.Request, session string, 
 				return // the client is gone, or stopped reading past the write deadline
 			}
 			fl.Flush()
-		case <-sub.lagged:
-			if s.catchUp(r.Context(), false) {
-				return
-			}
-		case e, ok := <-sub.ch:
-			if !ok {
-				return
-			}
-			if e.ID <= s.last {
-				continue // sent from the log already
-			}
-			if s.fromLog {
-				if s.catchUp(r.Context(), false) {
-					return
-				}
-				continue
-			}
-			if s.send(e) {
+		case <-sub.ready:
+			if s.deliver(r.Context(), sub) {
 				return
 			}
 		}
 	}
+}
+
+// deliver sends what waits in sub: from the log when it lagged (or every
+// event comes from the log, fromLog), else the events queued that were not
+// sent from the log already. It reports done as send does, or when sub
+// ended.
+func (s *eventStream) deliver(ctx context.Context, sub *subscriber) (done bool) {
+	evs, lagged, closed := sub.take()
+	if closed {
+		return true
+	}
+	if lagged || (s.fromLog && len(evs) > 0) {
+		return s.catchUp(ctx, false)
+	}
+	for _, e := range evs {
+		if e.ID <= s.last {
+			continue // sent from the log already
+		}
+		if s.send(e) {
+			return true
+		}
+	}
+	return false
 }

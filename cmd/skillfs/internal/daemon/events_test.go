@@ -11,12 +11,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
@@ -453,5 +455,29 @@ func TestStreamSeesACloseWhileItStarts(t *testing.T) {
 	got := w.events(t)
 	if len(got) != 1 || got[0].data.Type != "closed" {
 		t.Fatalf("events %+v, want the closed event", got)
+	}
+}
+
+// TestIdleStreamHoldsNoBuffer: subscribing allocates a few words, not a
+// buffer of subscriberBuffer events: thousands of idle streams cost next to
+// nothing until events wait for them.
+func TestIdleStreamHoldsNoBuffer(t *testing.T) {
+	h := newHub(nil)
+	const n = 1000
+	subs := make([]*subscriber, 0, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		subs = append(subs, h.subscribe(""))
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / n
+	t.Logf("%d bytes allocated per subscriber (a buffer of %d events would be %d)", per, subscriberBuffer, subscriberBuffer*unsafe.Sizeof(Event{}))
+	if per > 1024 {
+		t.Fatalf("a subscriber allocates %d bytes before any event", per)
+	}
+	for _, s := range subs {
+		h.unsubscribe(s)
 	}
 }

@@ -74,7 +74,7 @@ func TestTCPListenerIsLoopbackOnly(t *testing.T) {
 	opts.netDefaults()
 	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
 		opts.TCPAddr = addr
-		a, err := d.listen(opts)
+		a, err := d.listen(opts, 1<<20)
 		if err == nil {
 			a.shutdown()
 			t.Errorf("listen on %s: accepted", addr)
@@ -88,7 +88,7 @@ func TestTCPListenerIsLoopbackOnly(t *testing.T) {
 		}
 	}
 	opts.TCPAddr = "127.0.0.1:0"
-	a, err := d.listen(opts)
+	a, err := d.listen(opts, 1<<20)
 	if err != nil {
 		t.Fatalf("listen on loopback: %v", err)
 	}

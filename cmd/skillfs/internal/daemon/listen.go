@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"container/list"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +17,10 @@ const (
 	DefaultReadTimeout   = 60 * time.Second
 	DefaultWriteTimeout  = 60 * time.Second
 	DefaultIdleTimeout   = 60 * time.Second
-	DefaultMaxConns      = 256
+	DefaultMaxConns      = 256  // TCP
+	DefaultSocketConns   = 1024 // the Unix socket
+	DefaultMaxStreams    = 512  // event streams on each listener
+	DefaultFDReserve     = 1024 // descriptors the API's connections never take
 )
 
 // netDefaults fills the connection limits left zero.
@@ -34,6 +40,15 @@ func (o *Options) netDefaults() {
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
 	}
+	if o.MaxSocketConns <= 0 {
+		o.MaxSocketConns = DefaultSocketConns
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.FDReserve <= 0 {
+		o.FDReserve = DefaultFDReserve
+	}
 }
 
 // apiServer is the HTTP server of one API listener.
@@ -45,12 +60,46 @@ func (o *Options) netDefaults() {
 // catalog calls that legitimately run long (a git clone for POST
 // /v1/drafts). withDeadlines bounds the reading of a request's body and
 // each write of its response instead.
+//
+// Served on a capListener (serveCapped), it tells the listener which of its
+// connections wait for a request, so that at the cap an idle one makes room
+// for a new client; and its handlers find the listener's limits (its event
+// streams) in their requests' context.
 func apiServer(h http.Handler, opts Options) *http.Server {
 	return &http.Server{
 		Handler:           withDeadlines(h, opts.ReadTimeout, opts.WriteTimeout),
 		ReadHeaderTimeout: opts.HeaderTimeout,
 		IdleTimeout:       opts.IdleTimeout,
 	}
+}
+
+// listenerLimits are the limits of one API listener and what they hold.
+type listenerLimits struct {
+	name    string // "socket" or "tcp", the metrics' listener label
+	conns   *capListener
+	streams *streamGate
+}
+
+// serveCapped has s serve l behind its limits: at most conns connections
+// (see capListener) and streams event streams.
+func serveCapped(s *http.Server, l net.Listener, name string, conns, streams int) (*listenerLimits, net.Listener) {
+	capped := limitListener(l, conns)
+	lim := &listenerLimits{name: name, conns: capped, streams: newStreamGate(streams)}
+	s.ConnState = capped.track
+	s.BaseContext = func(net.Listener) context.Context {
+		return context.WithValue(context.Background(), limitsKey{}, lim)
+	}
+	return lim, capped
+}
+
+// limitsKey carries a request's listenerLimits in its context.
+type limitsKey struct{}
+
+// limitsOf are the limits of the listener r came in on; nil for a handler
+// served otherwise (tests), which no limit binds.
+func limitsOf(r *http.Request) *listenerLimits {
+	lim, _ := r.Context().Value(limitsKey{}).(*listenerLimits)
+	return lim
 }
 
 // withDeadlines gives a request's body read timeout to be read to its end,
@@ -126,38 +175,154 @@ func (w *deadlineWriter) Flush() {
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // capListener keeps at most a fixed number of accepted connections open.
-// At the cap it stops accepting: further clients wait in the kernel's
-// accept queue (the listen backlog; beyond it the kernel drops their
-// handshakes and they retry) until a connection closes, so they cost the
-// daemon no descriptor and no goroutine. Waiting rather than closing them
-// at once lets a burst of legitimate clients through as soon as the idle
-// ones time out (after the header timeout at most, as none can pass the
-// token check without the token).
+// At the cap it closes the connection that has waited longest for a
+// request (a new one that sent none, or one kept alive after its answer),
+// once it has waited minIdle, to make room for the next client: idle
+// clients, however many, then cannot keep a new client out, whose request
+// is read at once. When every connection is busy (a request being
+// answered, an event stream), it stops accepting: further clients wait in
+// the kernel's accept queue (the listen backlog; beyond it the kernel drops
+// their handshakes and they retry) until a connection closes or goes idle,
+// costing the daemon no descriptor and no goroutine. Which connections
+// wait for a request, the HTTP server says (track, its ConnState hook).
 type capListener struct {
 	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	max     int
+	minIdle time.Duration // see minIdle
+	mu      sync.Mutex
+	open    int           // slots taken: the connections, and one Accept may be waiting with
+	waiting bool          // an Accept waits for a connection with a slot
+	idle    list.List     // of *capConn waiting for a request, longest first
+	changed chan struct{} // a slot freed or a connection went idle
+	done    chan struct{}
+	once    sync.Once
+	evicted atomic.Int64 // idle connections closed to make room
 }
+
+// minIdle is how long a connection must have waited for a request before
+// it may be closed to make room: a client whose request is on its way is
+// read well within it, even on a loaded machine.
+const minIdle = time.Second
 
 // limitListener caps the connections l hands out at n.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &capListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
+func limitListener(l net.Listener, n int) *capListener {
+	return &capListener{Listener: l, max: n, minIdle: minIdle, changed: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// Accept waits for a free slot, then for a connection.
+// Accept takes a slot (making one from an idle connection if need be),
+// then waits for a connection.
 func (l *capListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
+	if err := l.takeSlot(); err != nil {
 		return nil, err
 	}
-	return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+	c, err := l.Listener.Accept()
+	l.mu.Lock()
+	l.waiting = false
+	l.mu.Unlock()
+	if err != nil {
+		l.release()
+		return nil, err
+	}
+	return &capConn{Conn: c, l: l}, nil
+}
+
+// takeSlot waits until a connection may be accepted: a slot is free, or
+// the connection idle the longest has been idle for l.minIdle and is closed.
+func (l *capListener) takeSlot() error {
+	for {
+		l.mu.Lock()
+		if l.open < l.max {
+			l.open++
+			l.waiting = true
+			l.mu.Unlock()
+			return nil
+		}
+		var victim *capConn
+		wait := time.Duration(-1) // nothing idle: wait for a change
+		if front := l.idle.Front(); front != nil {
+			c := front.Value.(*capConn)
+			if wait = time.Until(c.idleSince.Add(l.minIdle)); wait <= 0 {
+				l.idle.Remove(front)
+				c.elem, victim = nil, c
+			}
+		}
+		l.mu.Unlock()
+		if victim != nil {
+			victim.Close() // gives its slot back
+			l.evicted.Add(1)
+			continue
+		}
+		if err := l.waitChange(wait); err != nil {
+			return err
+		}
+	}
+}
+
+// waitChange waits for a slot to free or a connection to go idle, at most
+// wait (less than 0: as long as it takes), or for the listener to close.
+func (l *capListener) waitChange(wait time.Duration) error {
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-l.changed:
+	case <-timer:
+	case <-l.done:
+		return net.ErrClosed
+	}
+	return nil
+}
+
+// release gives a slot back.
+func (l *capListener) release() {
+	l.mu.Lock()
+	l.open--
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *capListener) signal() {
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// track is the server's ConnState hook: a new connection, or one kept alive
+// after its answer, waits for a request; any other state does not.
+func (l *capListener) track(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*capConn)
+	if !ok || c.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch st {
+	case http.StateNew, http.StateIdle:
+		if c.elem == nil && !c.closed {
+			c.idleSince = time.Now()
+			c.elem = l.idle.PushBack(c)
+			l.signal()
+		}
+	default:
+		if c.elem != nil {
+			l.idle.Remove(c.elem)
+			c.elem = nil
+		}
+	}
+}
+
+// Open is how many connections are open now.
+func (l *capListener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting {
+		return l.open - 1
+	}
+	return l.open
 }
 
 // Close also ends an Accept waiting for a slot.
@@ -169,13 +334,27 @@ func (l *capListener) Close() error {
 // capConn gives its slot back when closed, once however often it is closed.
 type capConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l    *capListener
+	once sync.Once
+	// Guarded by l.mu: its place among the idle connections (nil when
+	// not idle), since when it is idle, and whether it is closed.
+	elem      *list.Element
+	idleSince time.Time
+	closed    bool
 }
 
 func (c *capConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		if c.elem != nil {
+			c.l.idle.Remove(c.elem)
+			c.elem = nil
+		}
+		c.closed = true
+		c.l.mu.Unlock()
+		c.l.release()
+	})
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -279,5 +280,184 @@ func TestCapListener(t *testing.T) {
 		}
 	case <-time.After(hang):
 		t.Fatal("Close did not end an Accept waiting for a slot")
+	}
+}
+
+// serveUnixCapped serves h on a new Unix socket the way Run serves its
+// listeners, behind caps of conns connections and streams event streams,
+// and returns the socket's path and the listener's limits.
+func serveUnixCapped(t *testing.T, h http.Handler, opts Options, conns, streams int) (string, *listenerLimits) {
+	t.Helper()
+	opts.netDefaults()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := apiServer(h, opts)
+	lim, capped := serveCapped(srv, l, "socket", conns, streams)
+	done := make(chan struct{})
+	go func() { srv.Serve(capped); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return sock, lim
+}
+
+// get sends one request on c and reads its answer.
+func get(t *testing.T, c net.Conn, path string) *http.Response {
+	t.Helper()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+// TestIdleConnectionsMakeRoom: at the cap, a new client is served: the
+// connection that waited longest for a request (one that never sent any,
+// or one kept alive after its answer) is closed to make room, and the
+// listener never holds more than its cap.
+func TestIdleConnectionsMakeRoom(t *testing.T) {
+	d := &Daemon{events: newHub(openDB(t))}
+	const cap = 4
+	sock, lim := serveUnixCapped(t, d.routes(""), Options{}, cap, 2)
+	lim.conns.mu.Lock()
+	lim.conns.minIdle = 50 * time.Millisecond // for the test to wait out
+	lim.conns.mu.Unlock()
+	kept := dialUnix(t, sock)
+	resp := get(t, kept, "/v1/openapi.json")
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %d, %v", resp.StatusCode, err)
+	}
+	var idle []net.Conn
+	for range cap - 1 {
+		idle = append(idle, dialUnix(t, sock))
+	}
+	waitUntil(t, "every connection accepted", func() bool { return lim.conns.Open() == cap })
+	for range 3 * cap {
+		c := dialUnix(t, sock)
+		resp := get(t, c, "/v1/openapi.json")
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a new client at the cap: %d", resp.StatusCode)
+		}
+		if n := lim.conns.Open(); n > cap {
+			t.Fatalf("%d connections open, over the cap of %d", n, cap)
+		}
+	}
+	// The oldest went first: the kept-alive one and the silent ones are
+	// closed (EOF), the daemon counts what it closed.
+	for i, c := range append([]net.Conn{kept}, idle...) {
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("idle connection %d: read %d bytes, %v; want EOF", i, n, err)
+		}
+	}
+	if n := lim.conns.evicted.Load(); n < cap {
+		t.Errorf("%d idle connections closed to make room, want at least %d", n, cap)
+	}
+}
+
+// TestBusyConnectionsAreKept: connections busy with an answer (event
+// streams here) are never closed to make room: at the cap a new client
+// waits in the kernel until one of them closes.
+func TestBusyConnectionsAreKept(t *testing.T) {
+	d := &Daemon{events: newHub(openDB(t))}
+	const cap = 3
+	sock, _ := serveUnixCapped(t, d.routes(""), Options{}, cap, cap)
+	var streams []net.Conn
+	for range cap {
+		c := dialUnix(t, sock)
+		if resp := get(t, c, "/v1/events"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("open a stream: %d", resp.StatusCode)
+		}
+		streams = append(streams, c)
+	}
+	late := dialUnix(t, sock)
+	fmt.Fprint(late, "GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")
+	answered := make(chan error, 1)
+	go func() {
+		_, err := http.ReadResponse(bufio.NewReader(late), nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("a client over the cap was served while every connection streams (%v)", err)
+	case <-time.After(2 * minIdle):
+	}
+	streams[0].Close()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("the waiting client once a stream closed: %v", err)
+		}
+	case <-time.After(hang):
+		t.Fatal("a closed stream did not let the waiting client in")
+	}
+	for _, c := range streams[1:] {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+			t.Error("a busy stream was closed to make room")
+		}
+	}
+}
+
+// TestStreamsOverTheCapAreBusy: a listener serves at most its cap of event
+// streams; one more is answered 503, code busy, with Retry-After, while
+// other requests are served; once a stream ends, a new one is let in.
+func TestStreamsOverTheCapAreBusy(t *testing.T) {
+	d := &Daemon{events: newHub(openDB(t)), log: slog.New(slog.DiscardHandler)}
+	d.metrics = newMetrics(d)
+	sock, lim := serveUnixCapped(t, d.routes(""), Options{}, 16, 2)
+	var streams []net.Conn
+	for range 2 {
+		c := dialUnix(t, sock)
+		if resp := get(t, c, "/v1/events"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("open a stream: %d", resp.StatusCode)
+		}
+		streams = append(streams, c)
+	}
+	over := get(t, dialUnix(t, sock), "/v1/sessions/x/events")
+	body, _ := io.ReadAll(over.Body)
+	if over.StatusCode != http.StatusServiceUnavailable || over.Header.Get("Retry-After") != "5" || !strings.Contains(string(body), `"code": "busy"`) {
+		t.Fatalf("a stream over the cap: %d, Retry-After %q, %s; want 503 busy with Retry-After 5", over.StatusCode, over.Header.Get("Retry-After"), body)
+	}
+	if resp := get(t, dialUnix(t, sock), "/v1/openapi.json"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another request at the stream cap: %d", resp.StatusCode)
+	}
+	if got := series(t, d.metrics)["skillfs_api_busy_total{limit=event_streams}"]; got != 1 {
+		t.Errorf("busy answers counted: %v, want 1", got)
+	}
+	streams[0].Close()
+	waitUntil(t, "the closed stream gone", func() bool { return lim.streams.open.Load() == 1 })
+	if resp := get(t, dialUnix(t, sock), "/v1/events"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a stream once one ended: %d", resp.StatusCode)
+	}
+}
+
+// TestIdleSocketConnectionsTimeOut: on the Unix socket too, a connection
+// kept alive after its answer is closed after the idle timeout, and one
+// that never sends a request after the header timeout.
+func TestIdleSocketConnectionsTimeOut(t *testing.T) {
+	d := &Daemon{events: newHub(openDB(t))}
+	sock, lim := serveUnixCapped(t, d.routes(""), short, 16, 8)
+	kept := dialUnix(t, sock)
+	resp := get(t, kept, "/v1/openapi.json")
+	io.Copy(io.Discard, resp.Body)
+	silent := dialUnix(t, sock)
+	for name, c := range map[string]net.Conn{"kept alive": kept, "silent": silent} {
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("%s connection: read %d bytes, %v; want EOF once it timed out", name, n, err)
+		}
+	}
+	waitUntil(t, "the timed-out connections' slots given back", func() bool { return lim.conns.Open() == 0 })
+}
+
+// waitUntil waits for cond, failing t when it has not held after hang.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(hang); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, hang)
+		}
 	}
 }

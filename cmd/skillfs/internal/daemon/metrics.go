@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,12 @@ type metrics struct {
 
 	opens       *prometheus.CounterVec // by skill
 	activations *prometheus.CounterVec // by skill
+	// skills are the slugs that have opens and activations series. An
+	// open counts under the read lock and forgetGone removes under the
+	// write lock, so no series is counted into once found gone (which
+	// would leave it behind, unknown here).
+	skillsMu sync.RWMutex
+	skills   map[string]struct{}
 
 	api *prometheus.HistogramVec // by route and status
 
@@ -29,7 +36,15 @@ type metrics struct {
 
 	flushSeconds  prometheus.Histogram
 	flushFailures prometheus.Counter
+
+	busy *prometheus.CounterVec // by limit
 }
+
+// The limits a request may be refused at (busy's label).
+const (
+	limitStreams = "event_streams"
+	limitDiffs   = "diff_memory"
+)
 
 // scrapeTimeout bounds the index query of one scrape.
 const scrapeTimeout = 5 * time.Second
@@ -44,7 +59,8 @@ var (
 
 func newMetrics(d *Daemon) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:    prometheus.NewRegistry(),
+		skills: map[string]struct{}{},
 		opens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_skill_opens_total",
 			Help: "Opens of a skill's SKILL.md the daemon saw and recorded (every open with --count-opens; else the reads the kernel's cache did not serve, the first in each session among them)."},
 			[]string{"skill"}),
@@ -63,6 +79,12 @@ func newMetrics(d *Daemon) *metrics {
 			Help: "How long writing a batch of opens to the index took (successful or not).", Buckets: flushBuckets}),
 		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "skillfs_activation_flush_failures_total",
 			Help: "Batches of opens the index refused or could not be reached for; their opens stay in memory and are retried, or go to the activation journal while it cannot be reached."}),
+		busy: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_api_busy_total",
+			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams) or diff_memory (--diff-memory, comparing versions)."},
+			[]string{"limit"}),
+	}
+	for _, l := range []string{limitStreams, limitDiffs} {
+		m.busy.WithLabelValues(l)
 	}
 	// The import series exist from the start, at 0: a rate over them
 	// needs no first import to be defined.
@@ -80,7 +102,7 @@ func newMetrics(d *Daemon) *metrics {
 			}
 			return float64(d.rec.journal.pending())
 		})
-	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures, journaled,
+	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures, journaled, m.busy,
 		stateCollector{d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -106,10 +128,54 @@ func (m *metrics) opened(slug string, first bool) {
 	if m == nil {
 		return
 	}
-	m.opens.WithLabelValues(slug).Inc()
-	if first {
-		m.activations.WithLabelValues(slug).Inc()
+	count := func() {
+		m.opens.WithLabelValues(slug).Inc()
+		if first {
+			m.activations.WithLabelValues(slug).Inc()
+		}
 	}
+	m.skillsMu.RLock()
+	if _, ok := m.skills[slug]; ok {
+		count()
+		m.skillsMu.RUnlock()
+		return
+	}
+	m.skillsMu.RUnlock()
+	m.skillsMu.Lock()
+	defer m.skillsMu.Unlock()
+	m.skills[slug] = struct{}{}
+	count()
+}
+
+// forgetGone removes the series of every skill that exists no more (a
+// delete, here or on another host of the fleet), so that the skill label
+// stays bounded by the catalog, and returns how many skills it forgot. A
+// nil m forgets nothing.
+func (m *metrics) forgetGone(exists func(slug string) bool) int {
+	if m == nil {
+		return 0
+	}
+	m.skillsMu.Lock()
+	defer m.skillsMu.Unlock()
+	n := 0
+	for slug := range m.skills {
+		if exists(slug) {
+			continue
+		}
+		m.opens.DeleteLabelValues(slug)
+		m.activations.DeleteLabelValues(slug)
+		delete(m.skills, slug)
+		n++
+	}
+	return n
+}
+
+// refused counts a request answered busy at limit.
+func (m *metrics) refused(limit string) {
+	if m == nil {
+		return
+	}
+	m.busy.WithLabelValues(limit).Inc()
 }
 
 // flushed observes one batch written to the index (or refused).
@@ -172,15 +238,19 @@ func (m *metrics) instrument(mux *http.ServeMux, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		// Counted even when the handler cuts its answer short (a panic of
+		// http.ErrAbortHandler).
+		defer func() {
+			route := r.Pattern // set by mux on this request
+			if route == "" {
+				_, route = mux.Handler(r)
+			}
+			if route == "" || route == "/" {
+				route = "unrouted"
+			}
+			m.api.WithLabelValues(route, sw.statusText()).Observe(time.Since(start).Seconds())
+		}()
 		h.ServeHTTP(sw, r)
-		route := r.Pattern // set by mux on this request
-		if route == "" {
-			_, route = mux.Handler(r)
-		}
-		if route == "" || route == "/" {
-			route = "unrouted"
-		}
-		m.api.WithLabelValues(route, sw.statusText()).Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -244,11 +314,19 @@ var (
 		"Fetches from the shared index that failed: the index unreachable, the content not stored or damaged.", nil, nil)
 	descDamaged = prometheus.NewDesc("skillfs_content_damaged_total",
 		"Copies of versions found not to hash to their name: this host's (never served again) or the shared index's (never published).", nil, nil)
+	descConns = prometheus.NewDesc("skillfs_api_connections",
+		"API connections open, by listener (socket, tcp).", []string{"listener"}, nil)
+	descIdleClosed = prometheus.NewDesc("skillfs_api_idle_connections_closed_total",
+		"Connections waiting for a request that were closed to make room for a new client at the listener's cap.", []string{"listener"}, nil)
+	descStreams = prometheus.NewDesc("skillfs_event_streams",
+		"Event streams open, by listener.", []string{"listener"}, nil)
+	descDiffBytes = prometheus.NewDesc("skillfs_diff_memory_bytes",
+		"Bytes the comparisons of versions running now were granted (what their files' sizes say they hold at most), at most --diff-memory.", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descBinds, descSkills, descVersions, descBytes, descFuseReqs, descFuseErrs,
-		descFetches, descFetchedBytes, descFetchFails, descDamaged} {
+		descFetches, descFetchedBytes, descFetchFails, descDamaged, descConns, descIdleClosed, descStreams, descDiffBytes} {
 		ch <- d
 	}
 }
@@ -267,6 +345,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	c.collectLimits(ch)
 	if c.d.cat == nil {
 		return
 	}
@@ -287,5 +366,20 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]float64{descBinds: float64(t.Binds), descSkills: float64(t.Skills),
 		descVersions: float64(t.Versions), descBytes: float64(t.Bytes)} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+}
+
+// collectLimits reads what the API's limits hold: each listener's
+// connections and event streams, and the memory granted to comparisons.
+func (c stateCollector) collectLimits(ch chan<- prometheus.Metric) {
+	if ls := c.d.listeners.Load(); ls != nil {
+		for _, l := range *ls {
+			ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(l.conns.Open()), l.name)
+			ch <- prometheus.MustNewConstMetric(descIdleClosed, prometheus.CounterValue, float64(l.conns.evicted.Load()), l.name)
+			ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(l.streams.open.Load()), l.name)
+		}
+	}
+	if g := c.d.diffs; g != nil {
+		ch <- prometheus.MustNewConstMetric(descDiffBytes, prometheus.GaugeValue, float64(g.held.Load()))
 	}
 }

@@ -312,3 +312,94 @@ func BenchmarkMetricsScrape(b *testing.B) {
 	}
 	b.Run("all-activated", scrape)
 }
+
+// skillSeries counts the series of the skill label (skillfs_skill_*).
+func skillSeries(t testing.TB, m *metrics) int {
+	t.Helper()
+	n := 0
+	for k := range series(t, m) {
+		if strings.HasPrefix(k, "skillfs_skill_") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDeletedSkillsLeaveNoSeries: rounds of install, read, delete through
+// the API leave the skill series as they were before the first round; the
+// series of a skill that stays are kept, with their counts.
+func TestDeletedSkillsLeaveNoSeries(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	install(t, d, "name: keep\ndescription: stays", skills.ScopeGlobal)
+	keep, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"keep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSKILL(t, d, keep.ID, "keep")
+	baseline := skillSeries(t, d.metrics)
+	if baseline != 2 {
+		t.Fatalf("%d skill series after reading one skill, want its opens and activations", baseline)
+	}
+	h := d.routes("")
+	const rounds = 20
+	for i := range rounds {
+		slug := fmt.Sprintf("gone%02d", i)
+		install(t, d, "name: "+slug+"\ndescription: deleted again", skills.ScopeGlobal)
+		s, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{slug}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readSKILL(t, d, s.ID, slug)
+		if n := skillSeries(t, d.metrics); n != baseline+2 {
+			t.Fatalf("round %d: %d skill series with %s read, want %d", i, n, slug, baseline+2)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/skills/"+slug, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("delete %s: %d %s", slug, rec.Code, rec.Body)
+		}
+		if n := skillSeries(t, d.metrics); n != baseline {
+			t.Fatalf("round %d: %d skill series after deleting %s, want %d as before", i, n, slug, baseline)
+		}
+	}
+	wantSeries(t, series(t, d.metrics), map[string]float64{
+		"skillfs_skill_opens_total{skill=keep}":       1,
+		"skillfs_skill_activations_total{skill=keep}": 1,
+	})
+}
+
+// TestFleetDeleteLeavesNoSeries: a skill deleted on one host of a fleet
+// loses its series on another host once that host follows the change.
+func TestFleetDeleteLeavesNoSeries(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFleet(t)
+	install(t, a, "name: x\ndescription: for everyone", skills.ScopeGlobal)
+	share(t, a, b)
+	if err := b.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSKILL(t, b, info.ID, "x")
+	if n := skillSeries(t, b.metrics); n != 2 {
+		t.Fatalf("b has %d skill series after a read of x, want 2", n)
+	}
+	if err := a.cat.Delete(ctx, "", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reevaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := skillSeries(t, b.metrics); n != 2 {
+		t.Fatalf("b dropped its series before looking: %d", n)
+	}
+	if err := b.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := skillSeries(t, b.metrics); n != 0 {
+		t.Fatalf("b has %d skill series after following the delete of x, want none", n)
+	}
+}

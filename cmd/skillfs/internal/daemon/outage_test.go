@@ -156,15 +156,8 @@ func TestOutageFirstActivationsAreJournaled(t *testing.T) {
 		t.Fatalf("%d records in the journal, want the first activation of b and one batch", n)
 	}
 	published := func() []Event {
-		var out []Event
-		for {
-			select {
-			case e := <-sub.ch:
-				out = append(out, e)
-			default:
-				return out
-			}
-		}
+		evs, _, _ := sub.take()
+		return evs
 	}
 	if evs := published(); len(evs) != 1 || evs[0].Slug != "a" {
 		t.Fatalf("published before the index is back: %+v; want a's activation only", evs)

@@ -59,7 +59,6 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 	h := newHub(db)
 	sub := h.subscribe("s1")
 	defer h.unsubscribe(sub)
-	events := sub.ch
 	r := newRecorder(db, h, slog.New(slog.DiscardHandler))
 
 	if err := r.Opened("s1", "pdf"); err != nil {
@@ -70,13 +69,8 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 	if len(stored) != 1 || stored[0].Opens != 1 {
 		t.Fatalf("after the first open the index holds %+v", stored)
 	}
-	select {
-	case e := <-events:
-		if e.Type != "activated" || e.Slug != "pdf" || e.ID != 1 {
-			t.Fatalf("event %+v", e)
-		}
-	default:
-		t.Fatal("no activation event")
+	if evs, _, _ := sub.take(); len(evs) != 1 || evs[0].Type != "activated" || evs[0].Slug != "pdf" || evs[0].ID != 1 {
+		t.Fatalf("events %+v, want pdf's activation", evs)
 	}
 
 	var wg sync.WaitGroup
@@ -93,10 +87,8 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 	if got := opens(t, db, r); got["pdf"] != 201 {
 		t.Fatalf("opens with pending = %v, want 201", got)
 	}
-	select {
-	case e := <-events:
-		t.Fatalf("a later open published %+v", e)
-	default:
+	if evs, _, _ := sub.take(); len(evs) > 0 {
+		t.Fatalf("a later open published %+v", evs)
 	}
 	if err := r.close(); err != nil {
 		t.Fatal(err)
@@ -164,35 +156,48 @@ func TestHubFiltersAndNeverBlocks(t *testing.T) {
 	defer h.unsubscribe(mine)
 	all := h.subscribe("")
 	defer h.unsubscribe(all)
-	for i := range 1000 { // far more than a subscriber buffers: must not block
+	idle := h.subscribe("s3")
+	defer h.unsubscribe(idle)
+	for i := range subscriberBuffer {
 		h.publish(Event{ID: int64(i + 1), Type: "activated", Session: []string{"s1", "s2"}[i%2]})
 	}
-	if len(mine.ch) != subscriberBuffer || len(all.ch) != subscriberBuffer {
-		t.Fatalf("subscribers hold %d and %d events, want full buffers", len(mine.ch), len(all.ch))
+	// What waits is queued, filtered by session; a stream nothing was
+	// published to holds no buffer.
+	evs, lagged, _ := mine.take()
+	if len(evs) != subscriberBuffer/2 || lagged {
+		t.Fatalf("s1's stream holds %d events (lagged %v), want %d", len(evs), lagged, subscriberBuffer/2)
 	}
-	// A subscriber that missed events is told so, to catch up from the log.
-	for _, s := range []*subscriber{mine, all} {
-		select {
-		case <-s.lagged:
-		default:
-			t.Fatal("a full subscriber was not told that it lagged")
-		}
-	}
-	for len(mine.ch) > 0 {
-		if e := <-mine.ch; e.Session != "s1" {
+	for _, e := range evs {
+		if e.Session != "s1" {
 			t.Fatalf("session filter let through %+v", e)
 		}
 	}
-	h.closeAll()
-	done := make(chan struct{})
-	go func() {
-		for range all.ch { // ends only when closeAll closed the stream
+	if cap(idle.queue) != 0 {
+		t.Fatalf("a stream nothing was published to holds a buffer of %d events", cap(idle.queue))
+	}
+	if cap(mine.queue) != 0 {
+		t.Fatalf("a stream whose events were taken still holds a buffer of %d", cap(mine.queue))
+	}
+	for i := range 1000 { // far more than a subscriber buffers: must not block
+		h.publish(Event{ID: int64(subscriberBuffer + i + 1), Type: "activated", Session: []string{"s1", "s2"}[i%2]})
+	}
+	// A subscriber that missed events is told so, to catch up from the log,
+	// and holds none of them meanwhile.
+	for _, s := range []*subscriber{mine, all} {
+		if len(s.queue) > subscriberBuffer {
+			t.Fatalf("a subscriber holds %d events, more than its %d", len(s.queue), subscriberBuffer)
 		}
-		close(done)
-	}()
+		if _, lagged, _ := s.take(); !lagged {
+			t.Fatal("a full subscriber was not told that it lagged")
+		}
+	}
+	h.closeAll()
 	select {
-	case <-done:
+	case <-all.ready:
 	case <-time.After(5 * time.Second):
+		t.Fatal("closeAll did not wake a stream")
+	}
+	if _, _, closed := all.take(); !closed {
 		t.Fatal("closeAll left a stream open")
 	}
 }

@@ -666,9 +666,18 @@ func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
 			if len(errs) == 0 {
 				d.followed = r
 			}
+			d.forgetGoneSkills(r.set)
 			return n, errors.Join(errs...)
 		}
 		after = page[len(page)-1].ID
+	}
+}
+
+// forgetGoneSkills removes the metric series of the skills set no longer
+// holds: their views are revoked by now, so no open counts into them again.
+func (d *Daemon) forgetGoneSkills(set *index.SkillSet) {
+	if n := d.metrics.forgetGone(func(slug string) bool { return set.Get(slug) != nil }); n > 0 {
+		d.log.Debug("metric series of deleted skills removed", "skills", n)
 	}
 }
 
