@@ -90,22 +90,7 @@ func TestConcurrentDiffsAreBounded(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []string
 	var failures []string
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if n := vmKB(pid, "VmRSS"); n > peak.Load() {
-				peak.Store(n)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := sampleRSS(pid, 20*time.Millisecond)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range clients {
@@ -138,11 +123,10 @@ func TestConcurrentDiffsAreBounded(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	close(stop)
-	<-sampled
+	peak := stopSampling()
 	hwm := vmKB(pid, "VmHWM")
 	t.Logf("%d concurrent diffs of %d files of 1 MiB in %v: %d answered, %d busy (503 with Retry-After); daemon RSS %d MiB before, sampled peak %d MiB, VmHWM %d MiB (%d before)",
-		clients, files, took.Round(time.Millisecond), ok.Load(), busy.Load(), baseRSS>>10, peak.Load()>>10, hwm>>10, baseHWM>>10)
+		clients, files, took.Round(time.Millisecond), ok.Load(), busy.Load(), baseRSS>>10, peak>>10, hwm>>10, baseHWM>>10)
 	if len(failures) > 0 {
 		t.Fatalf("%d diffs failed otherwise: %q", len(failures), failures[0])
 	}
