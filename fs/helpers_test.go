@@ -11,8 +11,9 @@ import (
 	"skillfs/internal/fusetest"
 )
 
-// testFsName marks the mounts tests make, so TestMain can find leftovers.
-const testFsName = "skillfs-test"
+// testFsName marks the mounts this process's tests make, so TestMain can
+// find leftovers.
+var testFsName = fusetest.FsName("skillfs-test")
 
 func TestMain(m *testing.M) {
 	fusetest.Main(m, func() ([]string, error) { return MountsOf(testFsName) })

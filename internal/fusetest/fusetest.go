@@ -28,6 +28,12 @@ func Require(tb testing.TB) {
 	tb.Skip(reason)
 }
 
+// FsName is the source name the mounts of this test process carry: prefix
+// and the process id, so that Main finds the mounts this process left
+// behind and never those of tests running beside it (another package,
+// another checkout).
+func FsName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, os.Getpid()) }
+
 // Main runs the tests of m and fails them when mounted (fs.MountsOf of the
 // FsName the tests mount with, which every bind of their mounts shows too)
 // lists mounts left behind: a bind whose cleanup did not run, a mount a

@@ -8,9 +8,9 @@ import (
 )
 
 // testFsName is the source of the mounts the tests make, and of every bind
-// of them, so TestMain can find what a test left mounted; its own, not
-// package fs's, since packages' tests run at the same time.
-const testFsName = "skillfs-daemon-test"
+// of them, so TestMain can find what a test left mounted; this process's
+// own, since packages' tests (and other runs) go on at the same time.
+var testFsName = fusetest.FsName("skillfs-daemon-test")
 
 func TestMain(m *testing.M) {
 	fusetest.Main(m, func() ([]string, error) { return skfs.MountsOf(testFsName) })
