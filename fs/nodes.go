@@ -162,6 +162,12 @@ func (s *Server) lookupSession(id string, out *fuse.EntryOut) fuse.Status {
 	if ss == nil || !ss.kernel.hand(-1, 0) {
 		return fuse.ENOENT
 	}
+	if ss.gone.Load() {
+		// Removed between finding it and handing it: RemoveSession may
+		// have looked at what the kernel holds before this lookup counted.
+		s.ids.forget(ss.ino, 1)
+		return fuse.ENOENT
+	}
 	s.dirAttr(&out.Attr, ss.ino, ss.created, 0o555)
 	s.entryOut(out, ss.ino, ss.gen)
 	return fuse.OK
@@ -171,10 +177,19 @@ func (s *Server) lookupSkill(ss *session, slug string, out *fuse.EntryOut) fuse.
 	if ss.gone.Load() {
 		return fuse.ENOENT
 	}
-	g := ss.grant(slug)
-	if g == nil {
-		return fuse.ENOENT
+	st := fuse.ENOENT
+	for range 2 { // once more when a version swap dropped the grant found
+		if g := ss.grant(slug); g != nil {
+			if st = s.lookupGrant(g, out); st != fuse.ENOENT {
+				return st
+			}
+		}
 	}
+	return st
+}
+
+// lookupGrant answers the lookup of the directory of skill grant g.
+func (s *Server) lookupGrant(g *grant, out *fuse.EntryOut) fuse.Status {
 	t, skipped, err := g.ref.get()
 	if err != nil {
 		s.log.Error("read version tree", "session", g.session, "slug", g.skill.Slug, "dir", g.skill.Dir, "err", err)
@@ -192,6 +207,13 @@ func (s *Server) lookupSkill(ss *session, slug string, out *fuse.EntryOut) fuse.
 func (s *Server) handEntry(g *grant, t *tree, idx int32, out *fuse.EntryOut) fuse.Status {
 	if !g.kernel.hand(idx, len(t.entries)) {
 		return fuse.ENOENT // the grant left the table meanwhile
+	}
+	if g.revoked() {
+		// Revoked between the caller's check and the hand: the revocation
+		// may have listed what the kernel holds before this entry counted,
+		// so the kernel must not be given it.
+		s.ids.forget(g.ino(idx), 1)
+		return fuse.ENOENT
 	}
 	s.entryAttr(&out.Attr, g, t, idx)
 	s.entryOut(out, g.ino(idx), g.gen)
@@ -386,6 +408,14 @@ func (f *nodeFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	out.Fh = plainHandle
 	if s.opts.Passthrough {
 		s.openPassthrough(n, out)
+		if g.revoked() {
+			// Revoked while the open was under way (the activation takes
+			// time): a passthrough handle would read on without asking.
+			if out.Fh == passthroughHandle {
+				s.releasePassthrough(n)
+			}
+			return fuse.Status(syscall.EACCES)
+		}
 	}
 	return fuse.OK
 }

@@ -545,6 +545,10 @@ func (s *Server) SetSession(id string, v View) error {
 		s.mu.Lock()
 		s.sessions[id] = ss
 		s.mu.Unlock()
+		// A session served again under the id of one removed (moved back
+		// to this host) must not be found as the dead one the kernel may
+		// still hold by name.
+		s.notifyEntry(fuse.FUSE_ROOT_ID, id)
 		s.log.Debug("session added", "session", id, "skills", len(v))
 		return nil
 	}
@@ -649,6 +653,9 @@ func (s *Server) RemoveSession(id string) {
 		g.lease.revoked.Store(true)
 	}
 	if ss.kernel.held() {
+		// Its listing too: a process holding the session's directory (a
+		// working directory, a bind of it) must not list it from the cache.
+		s.notifyContent(ss.ino)
 		s.notifyEntry(fuse.FUSE_ROOT_ID, id)
 		for slug := range grants {
 			s.notifyEntry(ss.ino, slug)
@@ -685,9 +692,7 @@ func (s *Server) unserve(grants ...*grant) {
 		}
 		handed := g.kernel.handed()
 		for _, idx := range handed {
-			if !t.entries[idx].dir {
-				s.notifyContent(g.ino(idx))
-			}
+			s.notifyContent(g.ino(idx)) // a directory's cached listing as well as a file's pages
 		}
 		for _, idx := range handed {
 			if idx != 0 {

@@ -505,3 +505,42 @@ func listNames(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestHeldDirectoryListingsGo: a process holding a directory (a working
+// directory, an open descriptor, a bind of it) lists it again from the
+// daemon, not from the kernel's cache, once its skill is revoked or its
+// session removed: it lists none of the names it could list before.
+func TestHeldDirectoryListingsGo(t *testing.T) {
+	st := newStore(t)
+	srv := mountTest(t, Options{EntryTimeout: time.Hour, AttrTimeout: time.Hour})
+	dir := setSession(t, srv, "sess", View{st.alpha1, st.beta1})
+	relist := func(f *os.File) ([]string, error) {
+		t.Helper()
+		if _, err := f.Seek(0, 0); err != nil {
+			return nil, err
+		}
+		return f.Readdirnames(-1)
+	}
+	held := func(p string) *os.File {
+		t.Helper()
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		if names, err := f.Readdirnames(-1); err != nil || len(names) == 0 {
+			t.Fatalf("list %s: %q, %v", p, names, err)
+		}
+		return f
+	}
+	refs := held(dir + "/alpha/references")
+	setSession(t, srv, "sess", View{st.beta1})
+	if names, err := relist(refs); err == nil || len(names) > 0 {
+		t.Errorf("a held folder of a revoked skill lists %q, %v; want an error and no names", names, err)
+	}
+	sess := held(dir)
+	srv.RemoveSession("sess")
+	if names, err := relist(sess); err == nil || len(names) > 0 {
+		t.Errorf("a held removed session lists %q, %v; want an error and no names", names, err)
+	}
+}
