@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // TestFileHandlesUnguessable: a process holding CAP_DAC_READ_SEARCH (the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // testFsName marks the mounts this process's tests make, so TestMain can

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // requireRequestTimeout skips a test that needs the kernel's FUSE request

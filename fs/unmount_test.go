@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 	"skillfs/skills"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/pgtest"
+	"skillfs/index/pgtest"
 	"skillfs/skills"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/pgtest"
+	"skillfs/index/pgtest"
 	"skillfs/skills"
 )
 

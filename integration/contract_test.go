@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/internal/apicontract"
+	"skillfs/cmd/skillfs/apicontract"
 )
 
 // checkCLI puts a checking proxy between the CLI and the daemon: the

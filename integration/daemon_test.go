@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/apicontract"
+	"skillfs/cmd/skillfs/apicontract"
 )
 
 // sessionInfo is the JSON of `session create|show|refresh --json`.

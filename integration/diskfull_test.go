@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // tmpfsHome puts the env's data directory on a small tmpfs of its own, so

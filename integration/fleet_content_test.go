@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/internal/fusetest"
-	"skillfs/internal/pgtest"
+	"skillfs/fs/fusetest"
+	"skillfs/index/pgtest"
 )
 
 // fleetHost is one host of a fleet: a data directory whose daemon serves

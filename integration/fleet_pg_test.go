@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/fusetest"
-	"skillfs/internal/pgtest"
+	"skillfs/fs/fusetest"
+	"skillfs/index/pgtest"
 )
 
 // fleetOfThree is three hosts of one catalog on one PostgreSQL database:

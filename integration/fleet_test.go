@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/pgtest"
+	"skillfs/index/pgtest"
 )
 
 // hostJSON is one element of `skillfs hosts --json`.

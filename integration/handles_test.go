@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // TestFileHandlesOfOtherSessions: from a bind of one session's view, as a

@@ -22,9 +22,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/internal/apicontract"
-	"skillfs/internal/fusetest"
-	"skillfs/internal/pgtest"
+	"skillfs/cmd/skillfs/apicontract"
+	"skillfs/fs/fusetest"
+	"skillfs/index/pgtest"
 )
 
 // binary is the skillfs built once for the whole package.

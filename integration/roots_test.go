@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/gittest"
+	"skillfs/skills/gittest"
 )
 
 // leaks fails the test when an answer holds any of the secrets, or a line

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // SIGHUP (a closed terminal, a log rotation) leaves the daemon serving: the

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // runAt runs the CLI on e's data directory in the working directory dir,

@@ -15,7 +15,7 @@ command -v unzip >/dev/null || need+=(unzip)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 # The index tests run on PostgreSQL too: a throwaway server of the newest
-# version installed (internal/pgtest), which under CI=true they require.
+# version installed (index/pgtest), which under CI=true they require.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || command -v postgres >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	skfs "skillfs/fs"
+	"skillfs/fs/fusetest"
 	"skillfs/fs/readbench"
-	"skillfs/internal/fusetest"
-	"skillfs/internal/pgtest"
+	"skillfs/index/pgtest"
 	"skillfs/skills"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/internal/gittest"
 	"skillfs/skills"
+	"skillfs/skills/gittest"
 )
 
 // rootsOf opens dirs as the import roots.

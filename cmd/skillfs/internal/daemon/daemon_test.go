@@ -18,8 +18,8 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
+	"skillfs/fs/fusetest"
 	"skillfs/index"
-	"skillfs/internal/fusetest"
 	"skillfs/skills"
 )
 

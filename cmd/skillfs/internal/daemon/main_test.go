@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	skfs "skillfs/fs"
-	"skillfs/internal/fusetest"
+	"skillfs/fs/fusetest"
 )
 
 // testFsName is the source of the mounts the tests make, and of every bind

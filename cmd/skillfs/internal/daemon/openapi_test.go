@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"skillfs/internal/apicontract"
+	"skillfs/cmd/skillfs/apicontract"
 )
 
 var (
