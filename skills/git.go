@@ -655,7 +655,7 @@ func gitLocalPath(u string) (string, bool) {
 func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
 	var start int
 	switch i := strings.Index(raw, "://"); {
-	case i >= 0:
+	case i >= 0 && isScheme(raw[:i]):
 		start = i + 3
 	case strings.HasPrefix(raw, "//"): // scheme-relative: URL parsers find user information in it too
 		start = 2
@@ -671,6 +671,19 @@ func splitUserinfo(raw string) (head, userinfo, rest string, ok bool) {
 		return "", "", "", false
 	}
 	return raw[:start], raw[start : start+at], raw[start+at+1:], true
+}
+
+// isScheme reports whether s is a URI scheme (RFC 3986: a letter, then
+// letters, digits, '+', '-' or '.'): only after one does "://" start an
+// authority ("#://x@y" is a ref and a folder, not user information).
+func isScheme(s string) bool {
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // userinfoEnd is where the user information of s, a URL (or a git source
