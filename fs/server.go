@@ -539,35 +539,56 @@ func (s *Server) SetSession(id string, v View) error {
 
 	ss := s.session(id)
 	if ss == nil {
-		ss = &session{srv: s, id: id, ino: s.nextID.Add(1) << inoShift, gen: randomGeneration(), created: time.Now(),
-			view: view, slugs: slugs, grants: make(map[string]*grant)}
-		s.ids.add(ss.ino>>inoShift, owner{ss: ss})
-		s.mu.Lock()
-		s.sessions[id] = ss
-		s.mu.Unlock()
-		// A session served again under the id of one removed (moved back
-		// to this host) must not be found as the dead one the kernel may
-		// still hold by name.
-		s.notifyEntry(fuse.FUSE_ROOT_ID, id)
-		s.log.Debug("session added", "session", id, "skills", len(v))
+		s.addSession(id, view, slugs)
 		return nil
 	}
+	c := s.replaceView(ss, view, slugs)
+	s.forgetReplaced(ss, c)
+	s.log.Info("session updated", "session", id, "skills", len(v),
+		"added", len(c.added), "swapped", len(c.swapped), "revoked", len(c.revoked))
+	return nil
+}
 
-	// One pass under the session's lock, so no grant made meanwhile by a
-	// lookup escapes the comparison.
-	var added []string
-	var revoked, swapped, retiring []*grant // swapped: the new grants; retiring: the grants they replace
-	listingChanged := false
+// addSession serves a session not served yet. Called under s.update.
+func (s *Server) addSession(id string, view map[string]Skill, slugs []string) {
+	ss := &session{srv: s, id: id, ino: s.nextID.Add(1) << inoShift, gen: randomGeneration(), created: time.Now(),
+		view: view, slugs: slugs, grants: make(map[string]*grant)}
+	s.ids.add(ss.ino>>inoShift, owner{ss: ss})
+	s.mu.Lock()
+	s.sessions[id] = ss
+	s.mu.Unlock()
+	// A session served again under the id of one removed (moved back
+	// to this host) must not be found as the dead one the kernel may
+	// still hold by name.
+	s.notifyEntry(fuse.FUSE_ROOT_ID, id)
+	s.log.Debug("session added", "session", id, "skills", len(view))
+}
+
+// viewChange is what replacing a session's view changed.
+type viewChange struct {
+	added          []string // slugs new to the view
+	revoked        []*grant // grants of skills gone from the view
+	swapped        []*grant // the new grants of skills whose version changed
+	retiring       []*grant // the grants swapped ones replace, index for index
+	listingChanged bool     // a slug left the listing
+}
+
+// replaceView puts view in place of the session's, in one pass under the
+// session's lock, so no grant made meanwhile by a lookup escapes the
+// comparison. Called under s.update.
+func (s *Server) replaceView(ss *session, view map[string]Skill, slugs []string) viewChange {
+	var c viewChange
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	next := make(map[string]*grant, len(ss.grants))
 	for _, slug := range slugs {
 		if _, ok := ss.view[slug]; !ok {
-			added = append(added, slug)
+			c.added = append(c.added, slug)
 		}
 	}
 	for _, slug := range ss.slugs {
 		if _, ok := view[slug]; !ok {
-			listingChanged = true
+			c.listingChanged = true
 		}
 	}
 	for slug, old := range ss.grants {
@@ -575,25 +596,28 @@ func (s *Server) SetSession(id string, v View) error {
 		switch {
 		case !ok:
 			old.lease.revoked.Store(true)
-			revoked = append(revoked, old)
+			c.revoked = append(c.revoked, old)
 		case old.skill.Dir == sk.Dir && old.skill.Version == sk.Version:
 			next[slug] = old
 		default:
-			g := s.newGrant(id, sk, old.lease)
+			g := s.newGrant(ss.id, sk, old.lease)
 			next[slug] = g
-			swapped = append(swapped, g)
-			retiring = append(retiring, old)
+			c.swapped = append(c.swapped, g)
+			c.retiring = append(c.retiring, old)
 		}
 	}
 	ss.view, ss.slugs, ss.grants = view, slugs, next
 	ss.changes++
 	ss.listed = nil
-	ss.mu.Unlock()
+	return c
+}
 
-	// The view has changed; now make the kernel forget what it cached.
-	// Nothing below a session's directory is held unless it is.
+// forgetReplaced makes the kernel forget what it cached of a view that
+// changed. Nothing below a session's directory is held unless it is.
+// Called under s.update.
+func (s *Server) forgetReplaced(ss *session, c viewChange) {
 	dirHeld := ss.kernel.held()
-	for _, g := range revoked {
+	for _, g := range c.revoked {
 		if dirHeld {
 			s.notifyEntry(ss.ino, g.skill.Slug)
 		}
@@ -601,33 +625,31 @@ func (s *Server) SetSession(id string, v View) error {
 		s.unserve(g.lease.retired...)
 		g.lease.retired = nil
 	}
-	for i, g := range swapped {
+	for i, g := range c.swapped {
 		if dirHeld {
 			s.notifyEntry(ss.ino, g.skill.Slug)
 		}
 		// The kernel may go on reading the old version through what it
 		// holds (handles, working directories): keep it for a revocation.
-		g.lease.retired = append(g.lease.retired, retiring[i])
+		g.lease.retired = append(g.lease.retired, c.retiring[i])
 	}
-	for _, g := range slices.Concat(revoked, retiring) {
+	for _, g := range slices.Concat(c.revoked, c.retiring) {
 		s.dropGrant(g)
 	}
-	for _, g := range swapped {
+	for _, g := range c.swapped {
 		// Versions nobody holds any more need no purge later.
 		g.lease.retired = slices.DeleteFunc(g.lease.retired, func(r *grant) bool { return !r.kernel.held() })
 	}
-	if dirHeld {
-		for _, slug := range added {
-			s.notifyEntry(ss.ino, slug)
-		}
-		if listingChanged || len(added)+len(swapped)+len(revoked) > 0 {
-			// The kernel may cache the session's listing (see OpenDir).
-			s.notifyContent(ss.ino)
-		}
+	if !dirHeld {
+		return
 	}
-	s.log.Info("session updated", "session", id, "skills", len(v),
-		"added", len(added), "swapped", len(swapped), "revoked", len(revoked))
-	return nil
+	for _, slug := range c.added {
+		s.notifyEntry(ss.ino, slug)
+	}
+	if c.listingChanged || len(c.added)+len(c.swapped)+len(c.revoked) > 0 {
+		// The kernel may cache the session's listing (see OpenDir).
+		s.notifyContent(ss.ino)
+	}
 }
 
 // RemoveSession removes a session at once: its directory vanishes and
