@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]*)\)`)
 	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 	fence     = regexp.MustCompile("(?ms)^```.*?^```$")
 	codeSpan  = regexp.MustCompile("`[^`\n]*`")
@@ -95,6 +95,10 @@ func TestMarkdownLinks(t *testing.T) {
 		text, _ := read(page)
 		for _, m := range mdLink.FindAllStringSubmatch(prose(text), -1) {
 			target := m[1]
+			if target == "" {
+				t.Errorf("%s: a link to nothing: %s", page, m[0])
+				continue
+			}
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
