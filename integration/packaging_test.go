@@ -18,7 +18,7 @@ import (
 // follows the daemon across a crash and restart, when the volume is a
 // directory of the host's and the session is bound inside it (DIR/skills):
 // the dead bind's removal and the new bind propagate into the container.
-// This is the recipe the README gives for containers that mount a volume
+// This is the recipe cmd/skillfs/SESSIONS.md gives for containers that mount a volume
 // instead of being bound with --pid.
 func TestContainerVolumeFollowsRestart(t *testing.T) {
 	unshare := requireCommand(t, "unshare")
