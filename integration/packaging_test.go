@@ -18,7 +18,7 @@ import (
 // follows the daemon across a crash and restart, when the volume is a
 // directory of the host's and the session is bound inside it (DIR/skills):
 // the dead bind's removal and the new bind propagate into the container.
-// This is the recipe the README gives for containers that mount a volume
+// This is the recipe cmd/skillfs/SESSIONS.md gives for containers that mount a volume
 // instead of being bound with --pid.
 func TestContainerVolumeFollowsRestart(t *testing.T) {
 	unshare := requireCommand(t, "unshare")
@@ -116,11 +116,12 @@ func TestContainerVolumeFollowsRestart(t *testing.T) {
 	waitSkills("after a clean restart")
 }
 
-// The README's bwrap recipe, run as written (the data directory it names
-// replaced by the test's): the sandbox lists the session's skills.
-func TestReadmeBwrapRecipe(t *testing.T) {
+// The bwrap recipe of cmd/skillfs/SESSIONS.md, run as written (the data
+// directory it names replaced by the test's): the sandbox lists the
+// session's skills.
+func TestBwrapRecipe(t *testing.T) {
 	requireCommand(t, "bwrap")
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "cmd", "skillfs", "SESSIONS.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestReadmeBwrapRecipe(t *testing.T) {
 		}
 	}
 	if len(recipe) == 0 {
-		t.Fatal("no bwrap recipe in the README")
+		t.Fatal("no bwrap recipe in SESSIONS.md")
 	}
 	e := newEnv(t)
 	e.serve()
@@ -144,7 +145,7 @@ func TestReadmeBwrapRecipe(t *testing.T) {
 	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "release-notes")
 	script := strings.ReplaceAll(strings.Join(recipe, " "), "/var/lib/skillfs", e.home)
 	if !strings.Contains(script, e.home) {
-		t.Fatalf("the README's recipe does not bind the session from the data directory: %s", script)
+		t.Fatalf("SESSIONS.md's recipe does not bind the session from the data directory: %s", script)
 	}
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "id="+s.ID)

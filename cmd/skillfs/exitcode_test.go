@@ -12,8 +12,9 @@ import (
 	"skillfs/skills"
 )
 
-// update rewrites the golden files and the README's generated tables.
-var update = flag.Bool("update", false, "rewrite golden files and the README's generated tables")
+// update rewrites the golden files and the generated tables of the README
+// and the reference pages.
+var update = flag.Bool("update", false, "rewrite golden files and the generated tables of the README and the reference pages")
 
 // exitTable renders every exit code, the command line's own and the error
 // classes', as the README's table.
@@ -37,9 +38,9 @@ func TestREADMEExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	sec := strings.Index(readme, "### Exit codes\n")
+	sec := strings.Index(readme, "## Exit codes\n")
 	if sec < 0 {
-		t.Fatal("README has no \"### Exit codes\" section")
+		t.Fatal("README has no \"## Exit codes\" section")
 	}
 	start := sec + strings.Index(readme[sec:], "| code | meaning |")
 	end := start + strings.Index(readme[start:], "\n\n") + 1

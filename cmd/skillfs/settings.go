@@ -21,13 +21,13 @@ import (
 // environment — before a command touches anything (see checkSettings).
 // Every setting of serve and every duration and count flag of every
 // command has one (TestEverySettingHasARule); a new setting joins by
-// adding its row to settingRules. The README's table of serve's settings
-// is made from these rows (TestREADMESettings).
+// adding its row to settingRules. SERVE.md's table of serve's settings is
+// made from these rows (TestSettingsTable).
 type settingRule struct {
 	key    string              // the flag's name, and the configuration file's key
 	env    string              // the environment variable that sets it when neither does, if any
-	def    string              // the default as the README says it (Markdown), when the flag's own says too little
-	rng    string              // what a value must be, as errors and the README say it
+	def    string              // the default as SERVE.md says it (Markdown), when the flag's own says too little
+	rng    string              // what a value must be, as errors and SERVE.md say it
 	secret bool                // never repeat the value in a message (it may hold a password)
 	inHelp bool                // the range ends the flag's help
 	check  func(string) string // why the value (as its flag prints it) is not in range; "" when it is; nil: its flag's type checks it

@@ -267,7 +267,7 @@ func TestServeSettingsBeforeAnything(t *testing.T) {
 	}
 }
 
-// settingsTable renders serve's settings as the README's table, from
+// settingsTable renders serve's settings as SERVE.md's table, from
 // settingRules and serve's flags.
 func settingsTable(t testing.TB) string {
 	serve := serveCommand(t)
@@ -299,23 +299,23 @@ func settingsTable(t testing.TB) string {
 	return b.String()
 }
 
-// TestREADMESettings: the README's table of serve's settings is the one
+// TestSettingsTable: SERVE.md's table of serve's settings is the one
 // settingRules and serve's flags make (-update rewrites it).
-func TestREADMESettings(t *testing.T) {
-	const path = "../../README.md"
+func TestSettingsTable(t *testing.T) {
+	const path = "SERVE.md"
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	sec := strings.Index(readme, "### Configuration file\n")
+	sec := strings.Index(readme, "## Configuration file\n")
 	if sec < 0 {
-		t.Fatal("README has no \"### Configuration file\" section")
+		t.Fatal("SERVE.md has no \"## Configuration file\" section")
 	}
 	start := sec + strings.Index(readme[sec:], "| flag | configuration key |")
 	end := start + strings.Index(readme[start:], "\n\n") + 1
 	if start < sec || end <= start {
-		t.Fatal("README's configuration section has no table of settings")
+		t.Fatal("SERVE.md's configuration section has no table of settings")
 	}
 	want := settingsTable(t)
 	if got := readme[start:end]; got != want {
@@ -325,6 +325,6 @@ func TestREADMESettings(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README's table of settings differs from settingRules (go test -run TestREADMESettings -update rewrites it):\n got:\n%s\nwant:\n%s", got, want)
+		t.Errorf("SERVE.md's table of settings differs from settingRules (go test -run TestSettingsTable -update rewrites it):\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
