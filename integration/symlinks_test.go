@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // outsideSecret is the content of files outside an imported source: it must
@@ -21,7 +23,7 @@ const outsideSecret = "OUTSIDE THE REPOSITORY: NEVER IMPORTED\n"
 func symlinkRepo(t testing.TB, base string) (*gitRepo, string) {
 	t.Helper()
 	outside := filepath.Join(base, "outside.md")
-	writeFile(t, outside, []byte(outsideSecret), 0o644)
+	skilltest.WriteFile(t, outside, []byte(outsideSecret), 0o644)
 	g := newGitRepo(t, filepath.Join(base, "repo"))
 	root := g.dir
 	link := func(target, p string) {
@@ -34,10 +36,10 @@ func symlinkRepo(t testing.TB, base string) (*gitRepo, string) {
 			t.Fatal(err)
 		}
 	}
-	writeFile(t, filepath.Join(root, "shared", "style.md"), []byte("# House style\n\nShort sentences.\n"), 0o644)
-	writeFile(t, filepath.Join(root, "shared", "templates", "report.md"), []byte("# Report\n\n{{body}}\n"), 0o644)
-	writeFile(t, filepath.Join(root, "shared", "templates", "bin", "render.sh"), []byte("#!/bin/sh\necho render\n"), 0o755)
-	writeFile(t, filepath.Join(root, "manifests", "linked.md"), goodManifest("linked-manifest"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "shared", "style.md"), []byte("# House style\n\nShort sentences.\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "shared", "templates", "report.md"), []byte("# Report\n\n{{body}}\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "shared", "templates", "bin", "render.sh"), []byte("#!/bin/sh\necho render\n"), 0o755)
+	skilltest.WriteFile(t, filepath.Join(root, "manifests", "linked.md"), goodManifest("linked-manifest"), 0o644)
 
 	writeSkill(t, filepath.Join(root, "skills", "writer"), "name: writer\ndescription: Writes reports in the house style.", map[string]string{
 		"references/guide.md": "# Guide\n",
@@ -167,13 +169,13 @@ func TestImportSymlinksFromGitRepository(t *testing.T) {
 func TestImportSymlinksFromZip(t *testing.T) {
 	e := newCatalogEnv(t)
 	p := filepath.Join(t.TempDir(), "skills.zip")
-	writeZip(t, p, zipWith(
-		zipEntry{name: "shared/style.md", data: []byte("# House style\n")},
-		zipEntry{name: "skill/style.md", mode: os.ModeSymlink | 0o777, data: []byte("../shared/style.md")},
-		zipEntry{name: "skill/shared", mode: os.ModeSymlink | 0o777, data: []byte("../shared")},
-		zipEntry{name: "skill/up", mode: os.ModeSymlink | 0o777, data: []byte("../../../etc")},
-		zipEntry{name: "skill/passwd", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")},
-	))
+	skilltest.WriteFile(t, p, zipBytes(t, zipWith(
+		skilltest.ZipEntry{Name: "shared/style.md", Data: []byte("# House style\n")},
+		skilltest.ZipEntry{Name: "skill/style.md", Mode: os.ModeSymlink | 0o777, Data: []byte("../shared/style.md")},
+		skilltest.ZipEntry{Name: "skill/shared", Mode: os.ModeSymlink | 0o777, Data: []byte("../shared")},
+		skilltest.ZipEntry{Name: "skill/up", Mode: os.ModeSymlink | 0o777, Data: []byte("../../../etc")},
+		skilltest.ZipEntry{Name: "skill/passwd", Mode: os.ModeSymlink | 0o777, Data: []byte("/etc/passwd")},
+	)), 0o644)
 	out := e.mustImport(p)
 	if len(out.Installed) != 1 {
 		t.Fatalf("installed %+v", out.Installed)
@@ -207,9 +209,9 @@ func TestImportSymlinksFromZip(t *testing.T) {
 func TestImportSymlinksFromLocalFolder(t *testing.T) {
 	e := newCatalogEnv(t)
 	base := t.TempDir()
-	writeFile(t, filepath.Join(base, "outside.md"), []byte(outsideSecret), 0o644)
+	skilltest.WriteFile(t, filepath.Join(base, "outside.md"), []byte(outsideSecret), 0o644)
 	src := filepath.Join(base, "src")
-	writeFile(t, filepath.Join(src, "common", "notes.md"), []byte("common notes\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(src, "common", "notes.md"), []byte("common notes\n"), 0o644)
 	writeSkill(t, filepath.Join(src, "skills", "notes"), "name: notes\ndescription: Takes notes.", nil)
 	for target, name := range map[string]string{"../../common/notes.md": "notes.md", "../../../outside.md": "outside.md"} {
 		if err := os.Symlink(target, filepath.Join(src, "skills", "notes", name)); err != nil {
