@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills/skilltest"
 )
@@ -26,16 +27,6 @@ func symlinkRepo(t testing.TB, base string) (*gitRepo, string) {
 	skilltest.WriteFile(t, outside, []byte(outsideSecret), 0o644)
 	g := newGitRepo(t, filepath.Join(base, "repo"))
 	root := g.dir
-	link := func(target, p string) {
-		t.Helper()
-		p = filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
 	skilltest.WriteFile(t, filepath.Join(root, "shared", "style.md"), []byte("# House style\n\nShort sentences.\n"), 0o644)
 	skilltest.WriteFile(t, filepath.Join(root, "shared", "templates", "report.md"), []byte("# Report\n\n{{body}}\n"), 0o644)
 	skilltest.WriteFile(t, filepath.Join(root, "shared", "templates", "bin", "render.sh"), []byte("#!/bin/sh\necho render\n"), 0o755)
@@ -44,19 +35,18 @@ func symlinkRepo(t testing.TB, base string) (*gitRepo, string) {
 	writeSkill(t, filepath.Join(root, "skills", "writer"), "name: writer\ndescription: Writes reports in the house style.", map[string]string{
 		"references/guide.md": "# Guide\n",
 	})
-	link("../../../shared/style.md", "skills/writer/references/style.md") // a file elsewhere in the repository
-	link("guide.md", "skills/writer/references/guide-again.md")           // a file in the skill
-	link("../../shared/templates", "skills/writer/templates")             // a folder elsewhere in the repository
-	link("../../../../outside.md", "skills/writer/references/outside.md") // leaves the repository
-	link("/etc/passwd", "skills/writer/passwd")                           // absolute
-	link("nowhere.md", "skills/writer/dangling.md")                       // dangles
-	link("..", "skills/writer/parent")                                    // its own ancestor
-	// SKILL.md itself is a link.
-	if err := os.MkdirAll(filepath.Join(root, "skills", "linked-manifest"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	link("../../manifests/linked.md", "skills/linked-manifest/SKILL.md")
-	link("../../shared/style.md", "skills/linked-manifest/style.md")
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		"skills/writer/references/style.md":       skilltest.Symlink("../../../shared/style.md"), // a file elsewhere in the repository
+		"skills/writer/references/guide-again.md": skilltest.Symlink("guide.md"),                 // a file in the skill
+		"skills/writer/templates":                 skilltest.Symlink("../../shared/templates"),   // a folder elsewhere in the repository
+		"skills/writer/references/outside.md":     skilltest.Symlink("../../../../outside.md"),   // leaves the repository
+		"skills/writer/passwd":                    skilltest.Symlink("/etc/passwd"),              // absolute
+		"skills/writer/dangling.md":               skilltest.Symlink("nowhere.md"),               // dangles
+		"skills/writer/parent":                    skilltest.Symlink(".."),                       // its own ancestor
+		// SKILL.md itself is a link.
+		"skills/linked-manifest/SKILL.md": skilltest.Symlink("../../manifests/linked.md"),
+		"skills/linked-manifest/style.md": skilltest.Symlink("../../shared/style.md"),
+	})
 	g.commit("skills that share files by links")
 	return g, outside
 }
