@@ -10,9 +10,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/skills/skilltest"
 )
 
 // backingFds counts the descriptors of this process open on files below
@@ -43,11 +46,11 @@ func backingFds(tb testing.TB, dir string) int {
 // loadStore is a version with a few files to read over and over.
 func loadStore(tb testing.TB) (Skill, []string) {
 	tb.Helper()
-	files := map[string]file{"SKILL.md": {data: manifest("load", "read me often")}}
+	files := fstest.MapFS{"SKILL.md": skilltest.File(manifest("load", "read me often"))}
 	names := []string{"SKILL.md"}
 	for i := range 3 {
 		name := fmt.Sprintf("references/doc-%d.md", i)
-		files[name] = file{data: strings.Repeat(fmt.Sprintf("line %d\n", i), 2000)}
+		files[name] = skilltest.File(strings.Repeat(fmt.Sprintf("line %d\n", i), 2000))
 		names = append(names, name)
 	}
 	dir := writeVersion(tb, filepath.Join(tb.TempDir(), "store", "load", "v1"), files)
@@ -232,9 +235,9 @@ func TestBackingFileFIFO(t *testing.T) {
 // cacheTree builds the tree of a version holding n small files.
 func cacheTree(tb testing.TB, n int) (*tree, []int32) {
 	tb.Helper()
-	files := make(map[string]file, n)
+	files := make(fstest.MapFS, n)
 	for i := range n {
-		files[fmt.Sprintf("f%03d", i)] = file{data: fmt.Sprintf("file %d\n", i)}
+		files[fmt.Sprintf("f%03d", i)] = skilltest.File(fmt.Sprintf("file %d\n", i))
 	}
 	t, _, err := buildTree(writeVersion(tb, filepath.Join(tb.TempDir(), "v"), files))
 	if err != nil {

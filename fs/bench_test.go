@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/fs/readbench"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,11 +29,7 @@ func benchSession(b *testing.B, opts Options) (srv *Server, session string, stor
 	store = map[string]string{}
 	var view View
 	for slug, files := range readbench.Fixture() {
-		fixture := make(map[string]file, len(files))
-		for name, data := range files {
-			fixture[name] = file{data: string(data)}
-		}
-		store[slug] = writeVersion(b, filepath.Join(root, slug, "v1"), fixture)
+		store[slug] = writeVersion(b, filepath.Join(root, slug, "v1"), files)
 		view = append(view, Skill{Slug: slug, Version: "v1", Dir: store[slug]})
 	}
 	srv = mountTest(b, opts)
@@ -332,9 +330,9 @@ func envCount(tb testing.TB, name string, def int) int {
 func largeSkill(tb testing.TB, n int) Skill {
 	tb.Helper()
 	dir := filepath.Join(tb.TempDir(), "large", "v1")
-	files := map[string]file{"SKILL.md": {data: manifest("large", "a skill of many files")}}
+	files := fstest.MapFS{"SKILL.md": skilltest.File(manifest("large", "a skill of many files"))}
 	for i := range n - 1 {
-		files[fmt.Sprintf("references/d%03d/f%05d.md", i/150, i)] = file{data: "reference text\n"}
+		files[fmt.Sprintf("references/d%03d/f%05d.md", i/150, i)] = skilltest.File("reference text\n")
 	}
 	return Skill{Slug: "large", Version: "v1", Dir: writeVersion(tb, dir, files)}
 }

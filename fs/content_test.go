@@ -8,10 +8,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/fs/readbench"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // hashVerifier is a Content that checks a version directory the way the
@@ -73,11 +75,11 @@ func dropIdle(srv *Server) {
 // the same place, reads succeed with the right bytes. Files that did not
 // change are served without hashing again.
 func TestChangedBackingFileRefused(t *testing.T) {
-	files := map[string]file{
-		"SKILL.md":  {data: manifest("ct", "ctime")},
-		"a.txt":     {data: "first file\n"},
-		"b.txt":     {data: "second file\n"},
-		"sub/c.txt": {data: "third file\n"},
+	files := fstest.MapFS{
+		"SKILL.md":  skilltest.File(manifest("ct", "ctime")),
+		"a.txt":     skilltest.File("first file\n"),
+		"b.txt":     skilltest.File("second file\n"),
+		"sub/c.txt": skilltest.File("third file\n"),
 	}
 	root := t.TempDir()
 	dir := writeVersion(t, filepath.Join(root, "ct", "v1"), files)
@@ -108,7 +110,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 	read("a.txt", "first file\n")
 	wantCounts("first open of the version", 1, 0)
 	nextTick()
-	read("SKILL.md", files["SKILL.md"].data)
+	read("SKILL.md", string(files["SKILL.md"].Data))
 	dropIdle(srv)
 	read("a.txt", "first file\n")
 	wantCounts("opens of files unchanged since", 1, 0)
@@ -123,7 +125,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 
 	// b's bytes change in place, its size kept; SKILL.md's descriptor is
 	// in the cache.
-	read("SKILL.md", files["SKILL.md"].data)
+	read("SKILL.md", string(files["SKILL.md"].Data))
 	bp := filepath.Join(dir, "b.txt")
 	if err := os.Chmod(bp, 0o644); err != nil {
 		t.Fatal(err)
@@ -149,7 +151,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 	}
 	writeVersion(t, dir, files)
 	read("b.txt", "second file\n")
-	read("SKILL.md", files["SKILL.md"].data)
+	read("SKILL.md", string(files["SKILL.md"].Data))
 	read("sub/c.txt", "third file\n")
 }
 
@@ -165,9 +167,9 @@ func nextTick() {
 // Without a Content, files are served as the store holds them: a changed
 // file of the same size is read as it now is.
 func TestUncheckedBackingFileServed(t *testing.T) {
-	dir := writeVersion(t, filepath.Join(t.TempDir(), "u", "v1"), map[string]file{
-		"SKILL.md": {data: manifest("u", "unchecked")},
-		"a.txt":    {data: "old\n"},
+	dir := writeVersion(t, filepath.Join(t.TempDir(), "u", "v1"), fstest.MapFS{
+		"SKILL.md": skilltest.File(manifest("u", "unchecked")),
+		"a.txt":    skilltest.File("old\n"),
 	})
 	srv := mountTest(t, Options{})
 	mnt := setSession(t, srv, "sess", View{{Slug: "u", Version: "v1", Dir: dir}})

@@ -1,14 +1,15 @@
 package fs
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/fs/fusetest"
+	"skillfs/skills/skilltest"
 )
 
 // testFsName marks the mounts this process's tests make, so TestMain can
@@ -52,37 +53,25 @@ func setSession(tb testing.TB, srv *Server, id string, v View) string {
 	return filepath.Join(srv.Mountpoint(), id)
 }
 
-// file is one file of a fixture version.
-type file struct {
-	data string
-	mode os.FileMode
-}
-
 // writeVersion writes a version directory the way the store keeps one:
-// files read-only, execute bits kept.
-func writeVersion(tb testing.TB, dir string, files map[string]file) string {
+// files read-only (0444 where the tree gives no mode), execute bits kept.
+func writeVersion(tb testing.TB, dir string, files fstest.MapFS) string {
 	tb.Helper()
+	tree := make(fstest.MapFS, len(files))
 	for name, f := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
+		if f.Mode.IsRegular() && f.Mode.Perm() == 0 {
+			ro := *f
+			ro.Mode |= 0o444
+			f = &ro
 		}
-		mode := f.mode
-		if mode == 0 {
-			mode = 0o444
-		}
-		if err := os.WriteFile(p, []byte(f.data), 0o600); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			tb.Fatal(err)
-		}
+		tree[name] = f
 	}
-	return dir
+	return skilltest.WriteDir(tb, dir, tree)
 }
 
+// manifest is a SKILL.md naming slug, with body.
 func manifest(slug, body string) string {
-	return fmt.Sprintf("---\nname: %s\ndescription: %s skill\n---\n%s\n", slug, slug, body)
+	return skilltest.Manifest("name: "+slug+"\ndescription: "+slug+" skill", body+"\n")
 }
 
 // store is a content store with a few versions.
@@ -95,31 +84,31 @@ func newStore(tb testing.TB) *store {
 	tb.Helper()
 	root := tb.TempDir()
 	s := &store{root: root}
-	s.alpha1 = Skill{Slug: "alpha", Version: "a1", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a1"), map[string]file{
-		"SKILL.md":                    {data: manifest("alpha", "alpha version one")},
-		"scripts/run.sh":              {data: "#!/bin/sh\necho alpha-ran \"$1\"\n", mode: 0o555},
-		"scripts/helper":              {data: "#!/bin/sh\nexit 0\n", mode: 0o744},
-		"references/guide.md":         {data: "# Guide\nRead me.\n"},
-		"references/nested/SKILL.md":  {data: manifest("nested", "not a skill of its own")},
-		"assets/empty.txt":            {data: ""},
-		".skillfs-meta.json":          {data: `{"hash":"a1"}`},
-		"references/.skillfs-partial": {data: "hidden"},
+	s.alpha1 = Skill{Slug: "alpha", Version: "a1", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a1"), fstest.MapFS{
+		"SKILL.md":                    skilltest.File(manifest("alpha", "alpha version one")),
+		"scripts/run.sh":              {Data: []byte("#!/bin/sh\necho alpha-ran \"$1\"\n"), Mode: 0o555},
+		"scripts/helper":              {Data: []byte("#!/bin/sh\nexit 0\n"), Mode: 0o744},
+		"references/guide.md":         skilltest.File("# Guide\nRead me.\n"),
+		"references/nested/SKILL.md":  skilltest.File(manifest("nested", "not a skill of its own")),
+		"assets/empty.txt":            skilltest.File(""),
+		".skillfs-meta.json":          skilltest.File(`{"hash":"a1"}`),
+		"references/.skillfs-partial": skilltest.File("hidden"),
 	})}
-	s.alpha2 = Skill{Slug: "alpha", Version: "a2", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a2"), map[string]file{
-		"SKILL.md":            {data: manifest("alpha", "alpha version two")},
-		"references/guide.md": {data: "# Guide\nSecond edition.\n"},
+	s.alpha2 = Skill{Slug: "alpha", Version: "a2", Dir: writeVersion(tb, filepath.Join(root, "alpha", "a2"), fstest.MapFS{
+		"SKILL.md":            skilltest.File(manifest("alpha", "alpha version two")),
+		"references/guide.md": skilltest.File("# Guide\nSecond edition.\n"),
 	})}
-	s.beta1 = Skill{Slug: "beta", Version: "b1", Dir: writeVersion(tb, filepath.Join(root, "beta", "b1"), map[string]file{
-		"SKILL.md":  {data: manifest("beta", "beta")},
-		"notes.txt": {data: "beta notes\n"},
+	s.beta1 = Skill{Slug: "beta", Version: "b1", Dir: writeVersion(tb, filepath.Join(root, "beta", "b1"), fstest.MapFS{
+		"SKILL.md":  skilltest.File(manifest("beta", "beta")),
+		"notes.txt": skilltest.File("beta notes\n"),
 	})}
-	s.gamma1 = Skill{Slug: "gamma", Version: "g1", Dir: writeVersion(tb, filepath.Join(root, "gamma", "g1"), map[string]file{
-		"SKILL.md": {data: manifest("gamma", "gamma")},
+	s.gamma1 = Skill{Slug: "gamma", Version: "g1", Dir: writeVersion(tb, filepath.Join(root, "gamma", "g1"), fstest.MapFS{
+		"SKILL.md": skilltest.File(manifest("gamma", "gamma")),
 	})}
-	s.delta = Skill{Slug: "delta", Version: "d1", Dir: writeVersion(tb, filepath.Join(root, "delta", "d1"), map[string]file{
-		"SKILL.md":    {data: manifest("delta", "delta")},
-		"secret.txt":  {data: "only for sessions granted delta\n"},
-		".skillfs-db": {data: "hidden"},
+	s.delta = Skill{Slug: "delta", Version: "d1", Dir: writeVersion(tb, filepath.Join(root, "delta", "d1"), fstest.MapFS{
+		"SKILL.md":    skilltest.File(manifest("delta", "delta")),
+		"secret.txt":  skilltest.File("only for sessions granted delta\n"),
+		".skillfs-db": skilltest.File("hidden"),
 	})}
 	return s
 }

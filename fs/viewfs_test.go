@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 func TestViewFSConfinement(t *testing.T) {
@@ -82,12 +84,12 @@ func TestViewFSNames(t *testing.T) {
 // lead a reader outside the version.
 func TestStoreTampering(t *testing.T) {
 	st := newStore(t)
-	dir := writeVersion(t, filepath.Join(st.root, "omega", "o1"), map[string]file{
-		"SKILL.md":            {data: manifest("omega", "omega")},
-		"references/guide.md": {data: "omega guide\n"},
+	dir := writeVersion(t, filepath.Join(st.root, "omega", "o1"), fstest.MapFS{
+		"SKILL.md":            skilltest.File(manifest("omega", "omega")),
+		"references/guide.md": skilltest.File("omega guide\n"),
 	})
-	outside := writeVersion(t, filepath.Join(st.root, "outside"), map[string]file{
-		"guide.md": {data: "must not be served\n"},
+	outside := writeVersion(t, filepath.Join(st.root, "outside"), fstest.MapFS{
+		"guide.md": skilltest.File("must not be served\n"),
 	})
 	for name, target := range map[string]string{"link": "/etc/passwd", "up": "..", "ref": "references"} {
 		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {

@@ -11,11 +11,13 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 func ino(tb testing.TB, p string) uint64 {
@@ -177,10 +179,10 @@ func TestRevokeAfterRefresh(t *testing.T) {
 func TestRevocation(t *testing.T) {
 	st := newStore(t)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
-	alpha := Skill{Slug: "alpha", Version: "big", Dir: writeVersion(t, filepath.Join(st.root, "alpha", "big"), map[string]file{
-		"SKILL.md":                   {data: manifest("alpha", "big")},
-		"assets/big.bin":             {data: string(big)},
-		"references/never-opened.md": {data: "x"},
+	alpha := Skill{Slug: "alpha", Version: "big", Dir: writeVersion(t, filepath.Join(st.root, "alpha", "big"), fstest.MapFS{
+		"SKILL.md":                   skilltest.File(manifest("alpha", "big")),
+		"assets/big.bin":             skilltest.File(string(big)),
+		"references/never-opened.md": skilltest.File("x"),
 	})}
 	sink := &fakeSink{}
 	srv := mountTest(t, Options{Sink: sink, EntryTimeout: time.Hour, AttrTimeout: time.Hour})

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // contentTree writes a version's tree: a SKILL.md, a file of big bytes
@@ -20,28 +20,13 @@ func contentTree(t *testing.T, big int, tag string) (string, string) {
 	dir := t.TempDir()
 	data := make([]byte, big)
 	rand.NewChaCha8([32]byte{}).Read(data) // no two chunks alike, the same in every tree
-	files := map[string][]byte{
-		"SKILL.md":       []byte("---\nname: c\n---\n" + tag),
-		"assets/big.bin": data,
-		"run.sh":         []byte("#!/bin/sh\n"),
-		"empty":          nil,
-	}
-	for name, b := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if name == "run.sh" {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, b, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "nothing"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteDir(t, dir, fstest.MapFS{
+		"SKILL.md":       skilltest.File("---\nname: c\n---\n" + tag),
+		"assets/big.bin": {Data: data},
+		"run.sh":         skilltest.Executable("#!/bin/sh\n"),
+		"empty":          skilltest.File(""),
+		"nothing":        skilltest.Dir(),
+	})
 	hash, _, _, err := skills.TreeHash(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"io"
-	iofs "io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // do sends a request acting as user and decodes the answer into out.
@@ -79,7 +79,7 @@ func TestCatalogAPI(t *testing.T) {
 	if code := api.do(t, "POST", "/v1/drafts", "alice", map[string]any{"source": src}, &draft); code != 403 {
 		t.Fatalf("a user prepares a local path: %d, want 403", code)
 	}
-	if code := api.doType(t, "POST", "/v1/drafts?name=notes.zip", "alice", "application/zip", zipDir(t, src, "notes/"), &draft); code != 200 || len(draft.Skills) != 1 {
+	if code := api.doType(t, "POST", "/v1/drafts?name=notes.zip", "alice", "application/zip", skilltest.ZipFS(t, os.DirFS(src), "notes/"), &draft); code != 200 || len(draft.Skills) != 1 {
 		t.Fatalf("prepare an upload: %d %+v", code, draft)
 	}
 	var lone struct {
@@ -142,36 +142,6 @@ func TestCatalogAPI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Path, "notes")); !os.IsNotExist(err) {
 		t.Fatalf("disabled over the API, still in the session: %v", err)
 	}
-}
-
-// zipDir archives the files below dir under prefix.
-func zipDir(t testing.TB, dir, prefix string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		w, err := zw.Create(prefix + filepath.ToSlash(rel))
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	})
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // TestSessionListPages: the API lists sessions a page at a time, oldest

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/skills/skilltest"
 )
 
 // snapshot is what a failed import must leave exactly as it was: the
@@ -82,58 +84,15 @@ func checkNoLeftovers(t testing.TB, e *env) {
 	}
 }
 
-// zipEntry is one entry of a hand-built archive. With raw set, the entry
-// is written as is: its header claims what the test wants.
-type zipEntry struct {
-	name   string
-	mode   os.FileMode // 0 means a regular 0644 file
-	data   []byte
-	stored bool // no compression
-	raw    *zip.FileHeader
-}
+// zipTime is the modification time of the entries of the archives built
+// here.
+var zipTime = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
-// writeZip builds an archive whose names and modes are not checked.
-func writeZip(t testing.TB, p string, entries []zipEntry) {
+// zipBytes is the archive of entries, in order, names and modes unchecked;
+// an entry without a time of its own gets zipTime.
+func zipBytes(t testing.TB, entries []skilltest.ZipEntry) []byte {
 	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := zip.NewWriter(f)
-	for _, en := range entries {
-		if en.raw != nil {
-			w, err := zw.CreateRaw(en.raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write(en.data); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		h := &zip.FileHeader{Name: en.name, Method: zip.Deflate, Modified: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
-		mode := en.mode
-		if mode == 0 {
-			mode = 0o644
-		}
-		h.SetMode(mode)
-		if mode.IsDir() || en.stored {
-			h.Method = zip.Store
-		}
-		w, err := zw.CreateHeader(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(en.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	return skilltest.Zip(t, skilltest.Stamp(zipTime, entries)...)
 }
 
 // goodManifest is a valid SKILL.md for the archives.
@@ -142,10 +101,10 @@ func goodManifest(slug string) []byte {
 }
 
 // zipWith is a valid skill "skill/" plus extra entries.
-func zipWith(extra ...zipEntry) []zipEntry {
-	return append([]zipEntry{
-		{name: "skill/", mode: os.ModeDir | 0o755},
-		{name: "skill/SKILL.md", data: goodManifest("hostile")},
+func zipWith(extra ...skilltest.ZipEntry) []skilltest.ZipEntry {
+	return append([]skilltest.ZipEntry{
+		{Name: "skill/", Mode: os.ModeDir | 0o755},
+		{Name: "skill/SKILL.md", Data: goodManifest("hostile")},
 	}, extra...)
 }
 
@@ -166,15 +125,12 @@ var zeros60 = sync.OnceValues(func() ([]byte, uint32) {
 
 // bombEntry is one 60 MiB entry of zeros, with a header that tells the
 // truth about its size or claims declared bytes.
-func bombEntry(name string, declared uint64) zipEntry {
+func bombEntry(name string, declared uint64) skilltest.ZipEntry {
 	data, crc := zeros60()
 	if declared == 0 {
 		declared = 60 << 20
 	}
-	h := &zip.FileHeader{Name: name, Method: zip.Deflate, CRC32: crc,
-		CompressedSize64: uint64(len(data)), UncompressedSize64: declared}
-	h.SetMode(0o644)
-	return zipEntry{raw: h, data: data}
+	return skilltest.RawEntry(name, zip.Deflate, data, crc, uint64(len(data)), declared)
 }
 
 // deepPath is a relative path n directories deep ending in a file.
@@ -193,10 +149,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 	richSkill(t, good, "kept", 3)
 	e.mustImport(good)
 
-	zipCase := func(entries ...zipEntry) func(t *testing.T, dir string) string {
+	zipCase := func(entries ...skilltest.ZipEntry) func(t *testing.T, dir string) string {
 		return func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "skill.zip")
-			writeZip(t, p, entries)
+			skilltest.WriteFile(t, p, zipBytes(t, entries), 0o644)
 			return p
 		}
 	}
@@ -210,9 +166,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	manyZip := zipWith()
 	for i := 0; i <= 20000; i++ {
-		manyZip = append(manyZip, zipEntry{name: fmt.Sprintf("skill/many/%05d", i)})
+		manyZip = append(manyZip, skilltest.ZipEntry{Name: fmt.Sprintf("skill/many/%05d", i)})
 	}
-	var bombs []zipEntry
+	var bombs []skilltest.ZipEntry
 	for i := 0; i < 5; i++ {
 		bombs = append(bombs, bombEntry(fmt.Sprintf("skill/assets/zeros%d.bin", i), 0))
 	}
@@ -224,27 +180,27 @@ func TestBadInputChangesNothing(t *testing.T) {
 		wantCode int
 		wantMsg  []string // each must appear in what the command prints
 	}{
-		{"zip entry with ../", false, zipCase(zipWith(zipEntry{name: "skill/../../evil.txt", data: []byte("x")})...), 5, []string{"evil.txt"}},
-		{"zip entry with an absolute path", false, zipCase(zipWith(zipEntry{name: "/etc/evil.txt", data: []byte("x")})...), 5, []string{"/etc/evil.txt"}},
-		{"zip entry with %2e%2e", false, zipCase(zipWith(zipEntry{name: "skill/%2e%2e/%2e%2e/evil.txt", data: []byte("x")})...), 5, []string{"%2e%2e"}},
-		{"zip entry with backslashes", false, zipCase(zipWith(zipEntry{name: `skill\..\..\evil.txt`, data: []byte("x")})...), 5, []string{"evil.txt", "backslash"}},
-		{"zip duplicate entries", false, zipCase(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("one")}, zipEntry{name: "skill/notes.txt", data: []byte("two")})...), 5, []string{"skill/notes.txt", "duplicate"}},
-		{"zip duplicate SKILL.md", false, zipCase(zipWith(zipEntry{name: "skill/SKILL.md", data: goodManifest("other")})...), 5, []string{"skill/SKILL.md", "duplicate"}},
+		{"zip entry with ../", false, zipCase(zipWith(skilltest.ZipEntry{Name: "skill/../../evil.txt", Data: []byte("x")})...), 5, []string{"evil.txt"}},
+		{"zip entry with an absolute path", false, zipCase(zipWith(skilltest.ZipEntry{Name: "/etc/evil.txt", Data: []byte("x")})...), 5, []string{"/etc/evil.txt"}},
+		{"zip entry with %2e%2e", false, zipCase(zipWith(skilltest.ZipEntry{Name: "skill/%2e%2e/%2e%2e/evil.txt", Data: []byte("x")})...), 5, []string{"%2e%2e"}},
+		{"zip entry with backslashes", false, zipCase(zipWith(skilltest.ZipEntry{Name: `skill\..\..\evil.txt`, Data: []byte("x")})...), 5, []string{"evil.txt", "backslash"}},
+		{"zip duplicate entries", false, zipCase(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("one")}, skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("two")})...), 5, []string{"skill/notes.txt", "duplicate"}},
+		{"zip duplicate SKILL.md", false, zipCase(zipWith(skilltest.ZipEntry{Name: "skill/SKILL.md", Data: goodManifest("other")})...), 5, []string{"skill/SKILL.md", "duplicate"}},
 		{"zip bomb", false, zipCase(zipWith(bombs...)...), 5, []string{"compression-ratio", "zeros0.bin"}},
 		{"zip bomb with lying sizes", false, zipCase(zipWith(bombEntry("skill/assets/liar.bin", 1000))...), 5, []string{"liar.bin"}},
 		{"zip with too many files", false, zipCase(manyZip...), 5, []string{"files limit", "20000"}},
-		{"zip nested too deep", false, zipCase(zipWith(zipEntry{name: "skill/" + deepPath(40), data: []byte("x")})...), 5, []string{"depth limit"}},
-		{"zip name not valid UTF-8", false, zipCase(zipWith(zipEntry{name: "skill/bad\xff\xfe.txt", data: []byte("x")})...), 5, []string{"UTF-8"}},
-		{"zip without SKILL.md", false, zipCase(zipEntry{name: "skill/README.md", data: []byte("# no manifest\n")}), 5, []string{"SKILL.md"}},
+		{"zip nested too deep", false, zipCase(zipWith(skilltest.ZipEntry{Name: "skill/" + deepPath(40), Data: []byte("x")})...), 5, []string{"depth limit"}},
+		{"zip name not valid UTF-8", false, zipCase(zipWith(skilltest.ZipEntry{Name: "skill/bad\xff\xfe.txt", Data: []byte("x")})...), 5, []string{"UTF-8"}},
+		{"zip without SKILL.md", false, zipCase(skilltest.ZipEntry{Name: "skill/README.md", Data: []byte("# no manifest\n")}), 5, []string{"SKILL.md"}},
 		{"truncated archive", false, func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "full.zip")
-			writeZip(t, p, zipWith(zipEntry{name: "skill/references/a.md", data: bytes.Repeat([]byte("reference text\n"), 4000)}))
+			skilltest.WriteFile(t, p, zipBytes(t, zipWith(skilltest.ZipEntry{Name: "skill/references/a.md", Data: bytes.Repeat([]byte("reference text\n"), 4000)})), 0o644)
 			data, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cut := filepath.Join(dir, "truncated.zip")
-			writeFile(t, cut, data[:len(data)/2], 0o644)
+			skilltest.WriteFile(t, cut, data[:len(data)/2], 0o644)
 			return cut
 		}, 5, []string{"truncated.zip"}},
 		{"corrupt archive", false, func(t *testing.T, dir string) string {
@@ -254,7 +210,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 				data[i] = byte(r.Uint32())
 			}
 			p := filepath.Join(dir, "corrupt.zip")
-			writeFile(t, p, data, 0o644)
+			skilltest.WriteFile(t, p, data, 0o644)
 			return p
 		}, 5, []string{"corrupt.zip"}},
 		{"fifo in a directory", false, dirCase(func(t *testing.T, skill string) {
@@ -274,7 +230,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 			// Hard links of one empty file: 20001 names, one inode.
 			first := filepath.Join(many, "00000")
-			writeFile(t, first, nil, 0o644)
+			skilltest.WriteFile(t, first, nil, 0o644)
 			for i := 1; i <= 20000; i++ {
 				if err := os.Link(first, filepath.Join(many, fmt.Sprintf("%05d", i))); err != nil {
 					t.Fatal(err)
@@ -282,7 +238,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		}), 5, []string{"files limit", "20000"}},
 		{"directory nested too deep", false, dirCase(func(t *testing.T, skill string) {
-			writeFile(t, filepath.Join(skill, filepath.FromSlash(deepPath(40))), []byte("x"), 0o644)
+			skilltest.WriteFile(t, filepath.Join(skill, filepath.FromSlash(deepPath(40))), []byte("x"), 0o644)
 		}), 5, []string{"depth limit"}},
 		{"file over the size limit", false, dirCase(func(t *testing.T, skill string) {
 			f, err := os.Create(filepath.Join(skill, "huge.bin"))
@@ -295,11 +251,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		}), 5, []string{"file-bytes limit", "huge.bin"}},
 		{"file name not valid UTF-8", false, dirCase(func(t *testing.T, skill string) {
-			writeFile(t, filepath.Join(skill, "bad\xff\xfe.txt"), []byte("x"), 0o644)
+			skilltest.WriteFile(t, filepath.Join(skill, "bad\xff\xfe.txt"), []byte("x"), 0o644)
 		}), 5, []string{"UTF-8"}},
 		{"directory without SKILL.md", false, func(t *testing.T, dir string) string {
 			d := filepath.Join(dir, "skill")
-			writeFile(t, filepath.Join(d, "README.md"), []byte("# nothing\n"), 0o644)
+			skilltest.WriteFile(t, filepath.Join(d, "README.md"), []byte("# nothing\n"), 0o644)
 			return d
 		}, 5, []string{"SKILL.md"}},
 		{"frontmatter that does not parse", false, func(t *testing.T, dir string) string {
@@ -309,7 +265,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}, 5, []string{"SKILL.md", "invalid YAML", "line 3"}},
 		{"single SKILL.md whose frontmatter is never closed", false, func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "SKILL.md")
-			writeFile(t, p, []byte("---\nname: x\ndescription: d\n"), 0o644)
+			skilltest.WriteFile(t, p, []byte("---\nname: x\ndescription: d\n"), 0o644)
 			return p
 		}, 5, []string{"SKILL.md", "not closed"}},
 	}
@@ -370,7 +326,7 @@ func TestImportKilledHalfway(t *testing.T) {
 			d := filepath.Join(dir, "big")
 			writeSkill(t, d, "name: big\ndescription: A large skill.", nil)
 			for i := 0; i < files; i++ {
-				writeFile(t, filepath.Join(d, "assets", fmt.Sprintf("part%03d.bin", i)), content(i), 0o644)
+				skilltest.WriteFile(t, filepath.Join(d, "assets", fmt.Sprintf("part%03d.bin", i)), content(i), 0o644)
 			}
 			return d
 		}, filepath.Join("store", ".staging")},
@@ -378,9 +334,9 @@ func TestImportKilledHalfway(t *testing.T) {
 			p := filepath.Join(dir, "big.zip")
 			entries := zipWith()
 			for i := 0; i < files/2; i++ {
-				entries = append(entries, zipEntry{name: fmt.Sprintf("skill/assets/part%03d.bin", i), data: content(i), stored: true})
+				entries = append(entries, skilltest.ZipEntry{Name: fmt.Sprintf("skill/assets/part%03d.bin", i), Data: content(i), Store: true})
 			}
-			writeZip(t, p, entries)
+			skilltest.WriteFile(t, p, zipBytes(t, entries), 0o644)
 			return p
 		}, "tmp"},
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"skillfs/fs/readbench"
+	"skillfs/skills/skilltest"
 )
 
 // BenchmarkRead runs the read cases (package readbench) on a session's
@@ -17,7 +18,7 @@ func BenchmarkRead(b *testing.B) {
 	src := filepath.Join(b.TempDir(), "src")
 	var slugs []string
 	for slug, files := range readbench.Fixture() {
-		readbench.Write(b, filepath.Join(src, "skills", slug), files)
+		skilltest.WriteDir(b, filepath.Join(src, "skills", slug), files)
 		slugs = append(slugs, slug)
 	}
 	e.ok("skill", "import", src, "--all", "--share", "global")

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // importOut is `skill import --json`.
@@ -255,20 +256,6 @@ func diffTrees(src, stored map[string]treeEntry, skip ...string) []string {
 	return diffs
 }
 
-// writeFile writes a file, creating its parent directories.
-func writeFile(t testing.TB, p string, data []byte, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil { // the umask may have narrowed it
-		t.Fatal(err)
-	}
-}
-
 // checkStored asserts that slug's current version in the store is what the
 // index says: the directory exists, hashes to the version, and its SKILL.md
 // declares the slug.
@@ -439,7 +426,7 @@ func richSkill(t testing.TB, dir, slug string, seed byte) {
 	for i := range blob {
 		blob[i] = byte(i*7) ^ seed
 	}
-	writeFile(t, filepath.Join(dir, "assets", "blob.bin"), blob, 0o644)
+	skilltest.WriteFile(t, filepath.Join(dir, "assets", "blob.bin"), blob, 0o644)
 }
 
 func TestExportRoundTrip(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // TestSourceCredentials: credentials in a source's URL are never shown or
@@ -25,7 +27,7 @@ func TestSourceCredentials(t *testing.T) {
 	mirror := filepath.Join(t.TempDir(), "mirror")
 	repo.git("clone", "-q", "--bare", repo.dir, filepath.Join(mirror, "acme", "skills.git"))
 	config := filepath.Join(t.TempDir(), "gitconfig")
-	writeFile(t, config, []byte("[url \"file://"+mirror+"/\"]\n\tinsteadOf = "+withToken+"\n"), 0o644)
+	skilltest.WriteFile(t, config, []byte("[url \"file://"+mirror+"/\"]\n\tinsteadOf = "+withToken+"\n"), 0o644)
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 

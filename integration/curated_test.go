@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // curatedOut is one element of `skill list --curated --json` and of
@@ -44,7 +46,7 @@ func githubMirror(t *testing.T, work *gitRepo, ownerRepo string) {
 	}
 	work.git("clone", "-q", "--bare", work.dir, bare)
 	config := filepath.Join(t.TempDir(), "gitconfig")
-	writeFile(t, config, []byte("[url \"file://"+mirror+"/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
+	skilltest.WriteFile(t, config, []byte("[url \"file://"+mirror+"/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"skillfs/skills/skilltest"
 )
 
 // published lists every path of the content store's published versions
@@ -76,7 +78,7 @@ func populated(t *testing.T) (*env, string) {
 	writeSkill(t, src, "name: notes\ndescription: notes for tests", map[string]string{"tips.md": "one\n"})
 	d := e.serve()
 	e.ok("skill", "import", src, "--share", "global")
-	writeFile(t, filepath.Join(src, "tips.md"), []byte("two\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(src, "tips.md"), []byte("two\n"), 0o644)
 	e.ok("skill", "import", src)
 	s := e.newSession("operator", "--all")
 	if b, err := os.ReadFile(filepath.Join(s.Path, "notes", "tips.md")); err != nil || string(b) != "two\n" {

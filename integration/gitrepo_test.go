@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"skillfs/skills/skilltest"
 )
 
 // gitRepo is a working tree built with the git binary.
@@ -134,27 +136,27 @@ func writeSkillsOf(t testing.TB, root string, repoSkills []repoSkill, assetBytes
 			fmt.Fprintf(&fm, "skill_dependencies: [%s]\n", strings.Join(s.deps, ", "))
 		}
 		fmt.Fprintf(&fm, "license: Apache-2.0\nmetadata:\n  version: \"1.%d\"\n", i)
-		writeFile(t, filepath.Join(dir, "SKILL.md"), []byte("---\n"+fm.String()+"---\n\n# "+s.slug+"\n\nRun `scripts/run.sh`.\n"), 0o644)
-		writeFile(t, filepath.Join(dir, "scripts", "run.sh"), []byte("#!/bin/sh\nset -eu\necho "+s.slug+"\n"), 0o755)
+		skilltest.WriteFile(t, filepath.Join(dir, "SKILL.md"), []byte("---\n"+fm.String()+"---\n\n# "+s.slug+"\n\nRun `scripts/run.sh`.\n"), 0o644)
+		skilltest.WriteFile(t, filepath.Join(dir, "scripts", "run.sh"), []byte("#!/bin/sh\nset -eu\necho "+s.slug+"\n"), 0o755)
 		if i%2 == 0 {
-			writeFile(t, filepath.Join(dir, "scripts", "helper.py"), []byte("#!/usr/bin/env python3\nprint('"+s.slug+"')\n"), 0o755)
-			writeFile(t, filepath.Join(dir, "scripts", "lib", "common.py"), []byte("X = 1\n"), 0o644)
+			skilltest.WriteFile(t, filepath.Join(dir, "scripts", "helper.py"), []byte("#!/usr/bin/env python3\nprint('"+s.slug+"')\n"), 0o755)
+			skilltest.WriteFile(t, filepath.Join(dir, "scripts", "lib", "common.py"), []byte("X = 1\n"), 0o644)
 		}
-		writeFile(t, filepath.Join(dir, "references", "guide.md"), []byte("# Guide for "+s.slug+"\n"), 0o644)
+		skilltest.WriteFile(t, filepath.Join(dir, "references", "guide.md"), []byte("# Guide for "+s.slug+"\n"), 0o644)
 		if i%3 == 0 {
-			writeFile(t, filepath.Join(dir, "references", "api", "v1", "schemas", "request.json"), []byte(`{"type":"object"}`+"\n"), 0o644)
-			writeFile(t, filepath.Join(dir, "references", "api", "v1", "schemas", "build.sh"), []byte("#!/bin/sh\n"), 0o755)
+			skilltest.WriteFile(t, filepath.Join(dir, "references", "api", "v1", "schemas", "request.json"), []byte(`{"type":"object"}`+"\n"), 0o644)
+			skilltest.WriteFile(t, filepath.Join(dir, "references", "api", "v1", "schemas", "build.sh"), []byte("#!/bin/sh\n"), 0o755)
 		}
 		if i%4 == 1 {
-			writeFile(t, filepath.Join(dir, "assets", "empty.txt"), nil, 0o644)
+			skilltest.WriteFile(t, filepath.Join(dir, "assets", "empty.txt"), nil, 0o644)
 		}
-		writeFile(t, filepath.Join(dir, "assets", "data.bin"), random(per/2+rng.IntN(per+1)), 0o644)
+		skilltest.WriteFile(t, filepath.Join(dir, "assets", "data.bin"), random(per/2+rng.IntN(per+1)), 0o644)
 		if s.slug == "font-kit" {
-			writeFile(t, filepath.Join(dir, "assets", "fonts", "SkillSans-Regular.ttf"), random(1<<20), 0o644)
+			skilltest.WriteFile(t, filepath.Join(dir, "assets", "fonts", "SkillSans-Regular.ttf"), random(1<<20), 0o644)
 		}
 	}
-	writeFile(t, filepath.Join(root, "README.md"), []byte("# Skills\n"), 0o644)
-	writeFile(t, filepath.Join(root, "docs", "CONTRIBUTING.md"), []byte("Be nice.\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "README.md"), []byte("# Skills\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "docs", "CONTRIBUTING.md"), []byte("Be nice.\n"), 0o644)
 }
 
 // sourceOf finds the repository folder an installed skill came from: the
@@ -319,8 +321,8 @@ func TestImportGitRepository(t *testing.T) {
 	}
 
 	// A commit changes one skill: it alone gets a new version.
-	writeFile(t, filepath.Join(repo.dir, "skills", "csv-tools", "references", "guide.md"), []byte("# Guide, second edition\n"), 0o644)
-	writeFile(t, filepath.Join(repo.dir, "skills", "csv-tools", "scripts", "new.sh"), []byte("#!/bin/sh\necho new\n"), 0o755)
+	skilltest.WriteFile(t, filepath.Join(repo.dir, "skills", "csv-tools", "references", "guide.md"), []byte("# Guide, second edition\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(repo.dir, "skills", "csv-tools", "scripts", "new.sh"), []byte("#!/bin/sh\necho new\n"), 0o755)
 	commit2 := repo.commit("csv-tools: second edition")
 	again := e.mustImport(src, "--all")
 	if len(again.Failed) != 0 || len(again.Installed) != len(repoSkills) {
@@ -371,11 +373,11 @@ func TestImportGitRefs(t *testing.T) {
 	repo.git("tag", "v1")
 	alphaDir := filepath.Join(repo.dir, "skills", "alpha")
 	hash1 := hashDir(t, alphaDir)
-	writeFile(t, filepath.Join(alphaDir, "references", "more.md"), []byte("more\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(alphaDir, "references", "more.md"), []byte("more\n"), 0o644)
 	commit2 := repo.commit("second")
 	hash2 := hashDir(t, alphaDir)
 	// The working tree moves on without a commit: a git import must not see it.
-	writeFile(t, filepath.Join(alphaDir, "references", "uncommitted.md"), []byte("draft\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(alphaDir, "references", "uncommitted.md"), []byte("draft\n"), 0o644)
 
 	cases := []struct {
 		name       string

@@ -25,6 +25,7 @@ import (
 	"skillfs/cmd/skillfs/apicontract"
 	"skillfs/fs/fusetest"
 	"skillfs/index/pgtest"
+	"skillfs/skills/skilltest"
 )
 
 // binary is the skillfs built once for the whole package.
@@ -321,29 +322,12 @@ func mountedUnder(t testing.TB, dir string) []string {
 	return out
 }
 
-// writeSkill writes a skill folder with a SKILL.md and extra files (name →
-// content; a name ending in ".sh" is made executable).
+// writeSkill writes a skill folder: a SKILL.md of the frontmatter and an
+// "# Instructions" heading, and extra files (name → content; a name ending
+// in ".sh" is made executable).
 func writeSkill(t testing.TB, dir, frontmatter string, files map[string]string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+frontmatter+"\n---\n\n# Instructions\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	skilltest.WriteDir(t, dir, skilltest.Skill(frontmatter, "\n# Instructions\n", files))
 }
 
 // ctxT is a context bounded by the test's deadline.

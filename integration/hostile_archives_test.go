@@ -3,7 +3,6 @@ package integration
 import (
 	"archive/zip"
 	"bytes"
-	"compress/flate"
 	endian "encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -14,120 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"skillfs/skills/skilltest"
 )
-
-// zipBytes builds an archive in memory from entries (see writeZip).
-func zipBytes(t testing.TB, entries []zipEntry) []byte {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "a.zip")
-	writeZip(t, p, entries)
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// zipDirectory locates the central directory of an archive without a
-// comment: its offset, size and entry count.
-func zipDirectory(t testing.TB, data []byte) (off, size, count int) {
-	t.Helper()
-	end := len(data) - 22
-	if end < 0 || endian.LittleEndian.Uint32(data[end:]) != 0x06054b50 {
-		t.Fatal("no end of central directory record where expected")
-	}
-	return int(endian.LittleEndian.Uint32(data[end+16:])), int(endian.LittleEndian.Uint32(data[end+12:])),
-		int(endian.LittleEndian.Uint16(data[end+10:]))
-}
-
-// centralHeaders returns the central directory headers of an archive by
-// entry name: each slice starts at the header's signature and ends after its
-// name, extra field and comment.
-func centralHeaders(t testing.TB, data []byte) (names []string, headers map[string][]byte) {
-	t.Helper()
-	off, _, count := zipDirectory(t, data)
-	headers = map[string][]byte{}
-	for i := 0; i < count; i++ {
-		if endian.LittleEndian.Uint32(data[off:]) != 0x02014b50 {
-			t.Fatalf("no central header at %d", off)
-		}
-		n := int(endian.LittleEndian.Uint16(data[off+28:]))
-		m := int(endian.LittleEndian.Uint16(data[off+30:]))
-		k := int(endian.LittleEndian.Uint16(data[off+32:]))
-		name := string(data[off+46 : off+46+n])
-		names = append(names, name)
-		headers[name] = data[off : off+46+n+m+k]
-		off += 46 + n + m + k
-	}
-	return names, headers
-}
-
-// patchEntry lets fn change the central header of the entry called name and
-// its local header, in place (same lengths). It returns data.
-func patchEntry(t testing.TB, data []byte, name string, fn func(central, local []byte)) []byte {
-	t.Helper()
-	_, headers := centralHeaders(t, data)
-	c, ok := headers[name]
-	if !ok {
-		t.Fatalf("no entry %q", name)
-	}
-	lo := int(endian.LittleEndian.Uint32(c[42:]))
-	fn(c, data[lo:])
-	return data
-}
-
-// entryData returns the stored (compressed) bytes of an entry, in place.
-func entryData(t testing.TB, data []byte, name string) []byte {
-	t.Helper()
-	_, headers := centralHeaders(t, data)
-	c := headers[name]
-	lo := int(endian.LittleEndian.Uint32(c[42:]))
-	n := int(endian.LittleEndian.Uint16(data[lo+26:]))
-	m := int(endian.LittleEndian.Uint16(data[lo+28:]))
-	size := int(endian.LittleEndian.Uint32(c[20:]))
-	return data[lo+30+n+m : lo+30+n+m+size]
-}
-
-// rebuildDirectory replaces the central directory of data with headers,
-// renamed as given, and a new end record. Each header keeps pointing where
-// it pointed: several names can share one local header and its data.
-func rebuildDirectory(t testing.TB, data []byte, headers [][]byte, names []string) []byte {
-	t.Helper()
-	off, _, _ := zipDirectory(t, data)
-	out := append([]byte(nil), data[:off]...)
-	for i, h := range headers {
-		n := int(endian.LittleEndian.Uint16(h[28:]))
-		nh := append([]byte(nil), h[:46]...)
-		endian.LittleEndian.PutUint16(nh[28:], uint16(len(names[i])))
-		nh = append(nh, names[i]...)
-		nh = append(nh, h[46+n:]...)
-		out = append(out, nh...)
-	}
-	size := len(out) - off
-	end := make([]byte, 22)
-	endian.LittleEndian.PutUint32(end[0:], 0x06054b50)
-	endian.LittleEndian.PutUint16(end[8:], uint16(len(headers)))
-	endian.LittleEndian.PutUint16(end[10:], uint16(len(headers)))
-	endian.LittleEndian.PutUint32(end[12:], uint32(size))
-	endian.LittleEndian.PutUint32(end[16:], uint32(off))
-	return append(out, end...)
-}
-
-// deflated compresses data once.
-func deflated(data []byte) []byte {
-	var buf bytes.Buffer
-	fw, _ := flate.NewWriter(&buf, flate.BestCompression)
-	fw.Write(data)
-	fw.Close()
-	return buf.Bytes()
-}
-
-// rawEntry is an entry written verbatim with a header that claims sizes.
-func rawEntry(name string, method uint16, data []byte, crc uint32, csize, usize uint64) zipEntry {
-	h := &zip.FileHeader{Name: name, Method: method, CRC32: crc, CompressedSize64: csize, UncompressedSize64: usize}
-	h.SetMode(0o644)
-	return zipEntry{raw: h, data: data}
-}
 
 // noise is n pseudo-random bytes: incompressible.
 func noise(n int, seed byte) []byte {
@@ -140,8 +28,8 @@ func noise(n int, seed byte) []byte {
 }
 
 // manifestZip is a skill "skill/" whose SKILL.md is m.
-func manifestZip(m string) []zipEntry {
-	return []zipEntry{{name: "skill/", mode: os.ModeDir | 0o755}, {name: "skill/SKILL.md", data: []byte(m)}}
+func manifestZip(m string) []skilltest.ZipEntry {
+	return []skilltest.ZipEntry{{Name: "skill/", Mode: os.ModeDir | 0o755}, {Name: "skill/SKILL.md", Data: []byte(m)}}
 }
 
 // hostileArchive is one hostile ZIP: how to build it, the exit code that
@@ -155,12 +43,12 @@ type hostileArchive struct {
 }
 
 func hostileArchives() []hostileArchive {
-	plain := func(entries ...zipEntry) func(t *testing.T) []byte {
+	plain := func(entries ...skilltest.ZipEntry) func(t *testing.T) []byte {
 		return func(t *testing.T) []byte { return zipBytes(t, entries) }
 	}
-	with := func(extra ...zipEntry) func(t *testing.T) []byte { return plain(zipWith(extra...)...) }
+	with := func(extra ...skilltest.ZipEntry) func(t *testing.T) []byte { return plain(zipWith(extra...)...) }
 	x := []byte("x")
-	patched := func(entries []zipEntry, fn func(t *testing.T, data []byte) []byte) func(t *testing.T) []byte {
+	patched := func(entries []skilltest.ZipEntry, fn func(t *testing.T, data []byte) []byte) func(t *testing.T) []byte {
 		return func(t *testing.T) []byte { return fn(t, zipBytes(t, entries)) }
 	}
 	mb := []byte(hex.EncodeToString(noise(1<<20, 7))) // 2 MiB of text that deflates 2:1
@@ -194,64 +82,64 @@ func hostileArchives() []hostileArchive {
 
 	return []hostileArchive{
 		// Paths.
-		{name: "zip-slip ../x", build: with(zipEntry{name: "../evil.txt", data: x}), want: []string{`"../evil.txt"`, "parent directory"}},
-		{name: "zip-slip skill/../../x", build: with(zipEntry{name: "skill/../../evil.txt", data: x}), want: []string{`"skill/../../evil.txt"`, "parent directory"}},
-		{name: "zip-slip a/../../x", build: with(zipEntry{name: "a/../../evil.txt", data: x}), want: []string{`"a/../../evil.txt"`}},
-		{name: "zip-slip at the end skill/x/..", build: with(zipEntry{name: "skill/x/..", data: x}), want: []string{`"skill/x/.."`}},
-		{name: "absolute /etc/x", build: with(zipEntry{name: "/etc/evil.txt", data: x}), want: []string{`"/etc/evil.txt"`, "absolute"}},
-		{name: "drive letter C:/x", build: with(zipEntry{name: "C:/evil.txt", data: x}), want: []string{`"C:/evil.txt"`, "drive letter"}},
-		{name: `drive letter C:\x`, build: with(zipEntry{name: `C:\evil.txt`, data: x}), want: []string{"evil.txt", "backslash"}},
-		{name: `backslash skill\x`, build: with(zipEntry{name: `skill\notes.txt`, data: x}), want: []string{"notes.txt", "backslash"}},
-		{name: `backslash slip skill\..\..\x`, build: with(zipEntry{name: `skill\..\..\evil.txt`, data: x}), want: []string{"evil.txt", "backslash"}},
-		{name: "UNC //server/share/x", build: with(zipEntry{name: "//server/share/evil.txt", data: x}), want: []string{"//server/share/evil.txt", "absolute"}},
-		{name: "percent-encoded %2e%2e/", build: with(zipEntry{name: "skill/%2e%2e/%2e%2e/evil.txt", data: x}), want: []string{"%2e%2e", "percent-encoded"}},
-		{name: "percent-encoded %2E%2E%2F", build: with(zipEntry{name: "skill/%2E%2E%2F%2E%2E%2Fevil.txt", data: x}), want: []string{"%2E%2E%2F", "percent-encoded"}},
-		{name: "double-encoded %252e%252e", build: with(zipEntry{name: "skill/%252e%252e/%252e%252e/evil.txt", data: x}), want: []string{"%252e%252e", "percent-encoded"}},
-		{name: "overlong UTF-8 %c0%ae", build: with(zipEntry{name: "skill/%c0%ae%c0%ae/evil.txt", data: x}), want: []string{"%c0%ae", "invalid UTF-8"}},
-		{name: "overlong UTF-8 bytes", build: with(zipEntry{name: "skill/\xc0\xae\xc0\xae/evil.txt", data: x}), want: []string{"evil.txt", "UTF-8"}},
-		{name: "invalid UTF-8 name", build: with(zipEntry{name: "skill/bad\xff\xfe.txt", data: x}), want: []string{"UTF-8"}},
-		{name: "NUL in a name", build: with(zipEntry{name: "skill/a\x00b.txt", data: x}), want: []string{`a\x00b.txt`, "NUL"}},
-		{name: "control character in a name", build: with(zipEntry{name: "skill/bell\a.txt", data: x}), want: []string{`bell\a.txt`, "control character"}},
-		{name: "newline in a name", build: with(zipEntry{name: "skill/two\nlines.txt", data: x}), want: []string{`two\nlines.txt`, "control character"}},
-		{name: "DEL in a name", build: with(zipEntry{name: "skill/del\x7f.txt", data: x}), want: []string{`del\x7f.txt`, "control character"}},
-		{name: "empty name", build: with(zipEntry{name: "", data: x}), want: []string{`""`, "empty"}},
-		{name: "300-byte name", build: with(zipEntry{name: "skill/" + long, data: x}), want: []string{long, "255 bytes"}},
-		{name: "path longer than PATH_MAX", build: with(zipEntry{name: longPath.String(), data: x}), want: []string{"deep.txt"}},
-		{name: "reserved .skillfs name", build: with(zipEntry{name: "skill/.skillfs-x", data: x}), want: []string{".skillfs-x", "reserved"}},
-		{name: "reserved .skillfs directory", build: with(zipEntry{name: "skill/.skillfs/state.json", data: x}), want: []string{".skillfs", "reserved"}},
+		{name: "zip-slip ../x", build: with(skilltest.ZipEntry{Name: "../evil.txt", Data: x}), want: []string{`"../evil.txt"`, "parent directory"}},
+		{name: "zip-slip skill/../../x", build: with(skilltest.ZipEntry{Name: "skill/../../evil.txt", Data: x}), want: []string{`"skill/../../evil.txt"`, "parent directory"}},
+		{name: "zip-slip a/../../x", build: with(skilltest.ZipEntry{Name: "a/../../evil.txt", Data: x}), want: []string{`"a/../../evil.txt"`}},
+		{name: "zip-slip at the end skill/x/..", build: with(skilltest.ZipEntry{Name: "skill/x/..", Data: x}), want: []string{`"skill/x/.."`}},
+		{name: "absolute /etc/x", build: with(skilltest.ZipEntry{Name: "/etc/evil.txt", Data: x}), want: []string{`"/etc/evil.txt"`, "absolute"}},
+		{name: "drive letter C:/x", build: with(skilltest.ZipEntry{Name: "C:/evil.txt", Data: x}), want: []string{`"C:/evil.txt"`, "drive letter"}},
+		{name: `drive letter C:\x`, build: with(skilltest.ZipEntry{Name: `C:\evil.txt`, Data: x}), want: []string{"evil.txt", "backslash"}},
+		{name: `backslash skill\x`, build: with(skilltest.ZipEntry{Name: `skill\notes.txt`, Data: x}), want: []string{"notes.txt", "backslash"}},
+		{name: `backslash slip skill\..\..\x`, build: with(skilltest.ZipEntry{Name: `skill\..\..\evil.txt`, Data: x}), want: []string{"evil.txt", "backslash"}},
+		{name: "UNC //server/share/x", build: with(skilltest.ZipEntry{Name: "//server/share/evil.txt", Data: x}), want: []string{"//server/share/evil.txt", "absolute"}},
+		{name: "percent-encoded %2e%2e/", build: with(skilltest.ZipEntry{Name: "skill/%2e%2e/%2e%2e/evil.txt", Data: x}), want: []string{"%2e%2e", "percent-encoded"}},
+		{name: "percent-encoded %2E%2E%2F", build: with(skilltest.ZipEntry{Name: "skill/%2E%2E%2F%2E%2E%2Fevil.txt", Data: x}), want: []string{"%2E%2E%2F", "percent-encoded"}},
+		{name: "double-encoded %252e%252e", build: with(skilltest.ZipEntry{Name: "skill/%252e%252e/%252e%252e/evil.txt", Data: x}), want: []string{"%252e%252e", "percent-encoded"}},
+		{name: "overlong UTF-8 %c0%ae", build: with(skilltest.ZipEntry{Name: "skill/%c0%ae%c0%ae/evil.txt", Data: x}), want: []string{"%c0%ae", "invalid UTF-8"}},
+		{name: "overlong UTF-8 bytes", build: with(skilltest.ZipEntry{Name: "skill/\xc0\xae\xc0\xae/evil.txt", Data: x}), want: []string{"evil.txt", "UTF-8"}},
+		{name: "invalid UTF-8 name", build: with(skilltest.ZipEntry{Name: "skill/bad\xff\xfe.txt", Data: x}), want: []string{"UTF-8"}},
+		{name: "NUL in a name", build: with(skilltest.ZipEntry{Name: "skill/a\x00b.txt", Data: x}), want: []string{`a\x00b.txt`, "NUL"}},
+		{name: "control character in a name", build: with(skilltest.ZipEntry{Name: "skill/bell\a.txt", Data: x}), want: []string{`bell\a.txt`, "control character"}},
+		{name: "newline in a name", build: with(skilltest.ZipEntry{Name: "skill/two\nlines.txt", Data: x}), want: []string{`two\nlines.txt`, "control character"}},
+		{name: "DEL in a name", build: with(skilltest.ZipEntry{Name: "skill/del\x7f.txt", Data: x}), want: []string{`del\x7f.txt`, "control character"}},
+		{name: "empty name", build: with(skilltest.ZipEntry{Name: "", Data: x}), want: []string{`""`, "empty"}},
+		{name: "300-byte name", build: with(skilltest.ZipEntry{Name: "skill/" + long, Data: x}), want: []string{long, "255 bytes"}},
+		{name: "path longer than PATH_MAX", build: with(skilltest.ZipEntry{Name: longPath.String(), Data: x}), want: []string{"deep.txt"}},
+		{name: "reserved .skillfs name", build: with(skilltest.ZipEntry{Name: "skill/.skillfs-x", Data: x}), want: []string{".skillfs-x", "reserved"}},
+		{name: "reserved .skillfs directory", build: with(skilltest.ZipEntry{Name: "skill/.skillfs/state.json", Data: x}), want: []string{".skillfs", "reserved"}},
 		// Duplicates and type clashes.
-		{name: "duplicate entries", build: with(zipEntry{name: "skill/notes.txt", data: x}, zipEntry{name: "skill/notes.txt", data: x}), want: []string{"skill/notes.txt", "duplicate"}},
-		{name: "duplicate after cleaning ./", build: with(zipEntry{name: "skill/notes.txt", data: x}, zipEntry{name: "skill/./notes.txt", data: x}), want: []string{"skill/./notes.txt", "duplicate"}},
-		{name: "duplicate after cleaning //", build: with(zipEntry{name: "skill/notes.txt", data: x}, zipEntry{name: "skill//notes.txt", data: x}), want: []string{"skill//notes.txt", "duplicate"}},
-		{name: "duplicate SKILL.md", build: with(zipEntry{name: "skill/SKILL.md", data: goodManifest("other")}), want: []string{"skill/SKILL.md", "duplicate"}},
-		{name: "file, then a directory of the same name", build: with(zipEntry{name: "skill/x", data: x}, zipEntry{name: "skill/x/y.txt", data: x}), want: []string{"skill/x", "both a file and a directory"}},
-		{name: "directory, then a file of the same name", build: with(zipEntry{name: "skill/x/y.txt", data: x}, zipEntry{name: "skill/x", data: x}), want: []string{"skill/x", "duplicate"}},
-		{name: "directory entry, then a file of the same name", build: with(zipEntry{name: "skill/x/", mode: os.ModeDir | 0o755}, zipEntry{name: "skill/x", data: x}), want: []string{"skill/x", "duplicate"}},
+		{name: "duplicate entries", build: with(skilltest.ZipEntry{Name: "skill/notes.txt", Data: x}, skilltest.ZipEntry{Name: "skill/notes.txt", Data: x}), want: []string{"skill/notes.txt", "duplicate"}},
+		{name: "duplicate after cleaning ./", build: with(skilltest.ZipEntry{Name: "skill/notes.txt", Data: x}, skilltest.ZipEntry{Name: "skill/./notes.txt", Data: x}), want: []string{"skill/./notes.txt", "duplicate"}},
+		{name: "duplicate after cleaning //", build: with(skilltest.ZipEntry{Name: "skill/notes.txt", Data: x}, skilltest.ZipEntry{Name: "skill//notes.txt", Data: x}), want: []string{"skill//notes.txt", "duplicate"}},
+		{name: "duplicate SKILL.md", build: with(skilltest.ZipEntry{Name: "skill/SKILL.md", Data: goodManifest("other")}), want: []string{"skill/SKILL.md", "duplicate"}},
+		{name: "file, then a directory of the same name", build: with(skilltest.ZipEntry{Name: "skill/x", Data: x}, skilltest.ZipEntry{Name: "skill/x/y.txt", Data: x}), want: []string{"skill/x", "both a file and a directory"}},
+		{name: "directory, then a file of the same name", build: with(skilltest.ZipEntry{Name: "skill/x/y.txt", Data: x}, skilltest.ZipEntry{Name: "skill/x", Data: x}), want: []string{"skill/x", "duplicate"}},
+		{name: "directory entry, then a file of the same name", build: with(skilltest.ZipEntry{Name: "skill/x/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "skill/x", Data: x}), want: []string{"skill/x", "duplicate"}},
 		// Entry types.
 		// Symlink entries inside the archive are unpacked (TestImportSymlinksFromZip);
 		// one that leaves it is skipped, and a SKILL.md skipped is none.
-		{name: "SKILL.md is a symlink out of the archive", build: plain(zipEntry{name: "skill/", mode: os.ModeDir | 0o755}, zipEntry{name: "skill/SKILL.md", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")}), want: []string{"skill/SKILL.md", "symlink", "no SKILL.md"}},
-		{name: "character device", build: with(zipEntry{name: "skill/null", mode: os.ModeDevice | os.ModeCharDevice | 0o666}), want: []string{"skill/null", "character device"}},
-		{name: "block device", build: with(zipEntry{name: "skill/sda", mode: os.ModeDevice | 0o660}), want: []string{"skill/sda", "block device"}},
-		{name: "fifo", build: with(zipEntry{name: "skill/pipe", mode: os.ModeNamedPipe | 0o644}), want: []string{"skill/pipe", "fifo"}},
-		{name: "socket", build: with(zipEntry{name: "skill/sock", mode: os.ModeSocket | 0o644}), want: []string{"skill/sock", "socket"}},
-		{name: "directory entry with data", build: patched(zipWith(zipEntry{name: "skill/dirx", data: x, stored: true}), func(t *testing.T, data []byte) []byte {
+		{name: "SKILL.md is a symlink out of the archive", build: plain(skilltest.ZipEntry{Name: "skill/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "skill/SKILL.md", Mode: os.ModeSymlink | 0o777, Data: []byte("/etc/passwd")}), want: []string{"skill/SKILL.md", "symlink", "no SKILL.md"}},
+		{name: "character device", build: with(skilltest.ZipEntry{Name: "skill/null", Mode: os.ModeDevice | os.ModeCharDevice | 0o666}), want: []string{"skill/null", "character device"}},
+		{name: "block device", build: with(skilltest.ZipEntry{Name: "skill/sda", Mode: os.ModeDevice | 0o660}), want: []string{"skill/sda", "block device"}},
+		{name: "fifo", build: with(skilltest.ZipEntry{Name: "skill/pipe", Mode: os.ModeNamedPipe | 0o644}), want: []string{"skill/pipe", "fifo"}},
+		{name: "socket", build: with(skilltest.ZipEntry{Name: "skill/sock", Mode: os.ModeSocket | 0o644}), want: []string{"skill/sock", "socket"}},
+		{name: "directory entry with data", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/dirx", Data: x, Store: true}), func(t *testing.T, data []byte) []byte {
 			// archive/zip writes no data for a name ending in "/": rename
 			// a file entry in the central directory instead.
-			return patchEntry(t, data, "skill/dirx", func(c, l []byte) { c[46+len("skill/dirx")-1] = '/' })
+			return skilltest.PatchEntry(t, data, "skill/dirx", func(c, l []byte) { c[46+len("skill/dirx")-1] = '/' })
 		}), want: []string{"skill/dir/", "directory with data"}},
 		// Bombs.
 		{name: "deflate bomb: one entry at 1000:1", build: with(bombEntry("skill/assets/zeros.bin", 0)), want: []string{"skill/assets/zeros.bin", "compression-ratio limit"}},
 		{name: "deflate bomb: whole archive, entries under the floor", build: func(t *testing.T) []byte {
-			var es []zipEntry
+			var es []skilltest.ZipEntry
 			for i := 0; i < 100; i++ {
-				es = append(es, zipEntry{name: fmt.Sprintf("skill/assets/z%03d.bin", i), data: zeros1M})
+				es = append(es, skilltest.ZipEntry{Name: fmt.Sprintf("skill/assets/z%03d.bin", i), Data: zeros1M})
 			}
 			return zipBytes(t, zipWith(es...))
 		}, want: []string{"compression-ratio limit"}},
 		{name: "overlapping entries: 150 names for one deflate stream", build: func(t *testing.T) []byte {
-			data := zipBytes(t, zipWith(zipEntry{name: "skill/assets/z.bin", data: zeros1M}))
-			order, headers := centralHeaders(t, data)
+			data := zipBytes(t, zipWith(skilltest.ZipEntry{Name: "skill/assets/z.bin", Data: zeros1M}))
+			order, headers := skilltest.CentralHeaders(t, data)
 			var hs [][]byte
 			var names []string
 			for _, n := range order {
@@ -262,11 +150,11 @@ func hostileArchives() []hostileArchive {
 			for i := 0; i < 150; i++ {
 				hs, names = append(hs, headers["skill/assets/z.bin"]), append(names, fmt.Sprintf("skill/assets/z%03d.bin", i))
 			}
-			return rebuildDirectory(t, data, hs, names)
+			return skilltest.RebuildDirectory(t, data, hs, names)
 		}, want: []string{"compression-ratio limit"}},
 		{name: "overlapping entries: 100 names for one stored MiB", build: func(t *testing.T) []byte {
-			data := zipBytes(t, zipWith(zipEntry{name: "skill/assets/r.bin", data: noise(1<<20, 3), stored: true}))
-			order, headers := centralHeaders(t, data)
+			data := zipBytes(t, zipWith(skilltest.ZipEntry{Name: "skill/assets/r.bin", Data: noise(1<<20, 3), Store: true}))
+			order, headers := skilltest.CentralHeaders(t, data)
 			var hs [][]byte
 			var names []string
 			for _, n := range order {
@@ -277,41 +165,41 @@ func hostileArchives() []hostileArchive {
 			for i := 0; i < 100; i++ {
 				hs, names = append(hs, headers["skill/assets/r.bin"]), append(names, fmt.Sprintf("skill/assets/r%03d.bin", i))
 			}
-			return rebuildDirectory(t, data, hs, names)
+			return skilltest.RebuildDirectory(t, data, hs, names)
 		}, want: []string{"skill/assets/r0", "overlap"}},
 		// Headers that lie.
 		{name: "declared small, real 60 MiB", build: with(bombEntry("skill/assets/liar.bin", 1000)), want: []string{"skill/assets/liar.bin"}},
-		{name: "declared 10 bytes, stored 2 MB", build: patched(zipWith(zipEntry{name: "skill/assets/big.txt", data: mb, stored: true}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/assets/big.txt", func(c, l []byte) { endian.LittleEndian.PutUint32(c[24:], 10) })
+		{name: "declared 10 bytes, stored 2 MB", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/assets/big.txt", Data: mb, Store: true}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/assets/big.txt", func(c, l []byte) { endian.LittleEndian.PutUint32(c[24:], 10) })
 		}), want: []string{"skill/assets/big.txt", "corrupt"}},
-		{name: "declared larger than the data", build: patched(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("short\n")}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/notes.txt", func(c, l []byte) { endian.LittleEndian.PutUint32(c[24:], 5000) })
+		{name: "declared larger than the data", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("short\n")}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/notes.txt", func(c, l []byte) { endian.LittleEndian.PutUint32(c[24:], 5000) })
 		}), want: []string{"skill/notes.txt", "corrupt"}},
-		{name: "compressed size cut short", build: patched(zipWith(zipEntry{name: "skill/assets/big.txt", data: mb}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/assets/big.txt", func(c, l []byte) {
+		{name: "compressed size cut short", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/assets/big.txt", Data: mb}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/assets/big.txt", func(c, l []byte) {
 				endian.LittleEndian.PutUint32(c[20:], endian.LittleEndian.Uint32(c[20:])/2)
 			})
 		}), want: []string{"skill/assets/big.txt", "corrupt"}},
-		{name: "compressed size past the end of the archive", build: patched(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("short\n")}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/notes.txt", func(c, l []byte) { endian.LittleEndian.PutUint32(c[20:], 1<<30) })
+		{name: "compressed size past the end of the archive", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("short\n")}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/notes.txt", func(c, l []byte) { endian.LittleEndian.PutUint32(c[20:], 1<<30) })
 		}), want: []string{"skill/notes.txt", "past the end of the archive"}},
-		{name: "local header offset into another entry's data", build: patched(zipWith(zipEntry{name: "skill/notes.txt", data: mb[:4096], stored: true}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/notes.txt", func(c, l []byte) {
+		{name: "local header offset into another entry's data", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: mb[:4096], Store: true}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/notes.txt", func(c, l []byte) {
 				endian.LittleEndian.PutUint32(c[42:], endian.LittleEndian.Uint32(c[42:])+100)
 			})
 		}), want: []string{"skill/notes.txt", "local header"}},
-		{name: "declared 1 TiB", build: with(rawEntry("skill/assets/tera.bin", zip.Deflate, deflated(x), crc32.ChecksumIEEE(x), uint64(len(deflated(x))), 1<<40)), want: []string{"skill/assets/tera.bin", "file-bytes limit"}},
-		{name: "ZIP64 size of 2^63", build: with(rawEntry("skill/assets/zip64.bin", zip.Store, x, crc32.ChecksumIEEE(x), 1<<63-1, 1<<63-1)), want: []string{"skill/assets/zip64.bin", "limit"}},
+		{name: "declared 1 TiB", build: with(skilltest.RawEntry("skill/assets/tera.bin", zip.Deflate, skilltest.Deflate(x), crc32.ChecksumIEEE(x), uint64(len(skilltest.Deflate(x))), 1<<40)), want: []string{"skill/assets/tera.bin", "file-bytes limit"}},
+		{name: "ZIP64 size of 2^63", build: with(skilltest.RawEntry("skill/assets/zip64.bin", zip.Store, x, crc32.ChecksumIEEE(x), 1<<63-1, 1<<63-1)), want: []string{"skill/assets/zip64.bin", "limit"}},
 		{name: "total over the limit by declared sizes", build: func(t *testing.T) []byte {
-			var es []zipEntry
+			var es []skilltest.ZipEntry
 			for i := 0; i < 5; i++ {
-				es = append(es, rawEntry(fmt.Sprintf("skill/assets/big%d.bin", i), zip.Store, x, crc32.ChecksumIEEE(x), 60<<20, 60<<20))
+				es = append(es, skilltest.RawEntry(fmt.Sprintf("skill/assets/big%d.bin", i), zip.Store, x, crc32.ChecksumIEEE(x), 60<<20, 60<<20))
 			}
 			return zipBytes(t, zipWith(es...))
 		}, want: []string{"skill/assets/big4.bin", "total-bytes limit"}},
 		{name: "ZIP64 end record claiming 10^12 entries", build: func(t *testing.T) []byte {
 			data := zipBytes(t, zipWith())
-			off, size, _ := zipDirectory(t, data)
+			off, size, _ := skilltest.ZipDirectory(t, data)
 			out := append([]byte(nil), data[:len(data)-22]...)
 			z64 := len(out)
 			rec := make([]byte, 56)
@@ -341,70 +229,70 @@ func hostileArchives() []hostileArchive {
 		}, want: []string{"skill/SKILL.md", "outside the archive", "corrupt"}},
 		// Damaged data.
 		{name: "truncated archive", build: func(t *testing.T) []byte {
-			data := zipBytes(t, zipWith(zipEntry{name: "skill/references/a.md", data: mb}))
+			data := zipBytes(t, zipWith(skilltest.ZipEntry{Name: "skill/references/a.md", Data: mb}))
 			return data[:len(data)/2]
 		}, want: []string{"corrupt"}},
 		{name: "truncated inside the central directory", build: func(t *testing.T) []byte {
-			data := zipBytes(t, zipWith(zipEntry{name: "skill/references/a.md", data: mb}))
+			data := zipBytes(t, zipWith(skilltest.ZipEntry{Name: "skill/references/a.md", Data: mb}))
 			return data[:len(data)-30]
 		}, want: []string{"corrupt"}},
-		{name: "corrupt deflate stream", build: patched(zipWith(zipEntry{name: "skill/references/a.md", data: mb}), func(t *testing.T, data []byte) []byte {
-			d := entryData(t, data, "skill/references/a.md")
+		{name: "corrupt deflate stream", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/references/a.md", Data: mb}), func(t *testing.T, data []byte) []byte {
+			d := skilltest.EntryData(t, data, "skill/references/a.md")
 			for i := range d[:64] {
 				d[i] = 0xff
 			}
 			return data
 		}), want: []string{"skill/references/a.md", "corrupt"}},
-		{name: "bad CRC", build: patched(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("checked\n")}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/notes.txt", func(c, l []byte) { c[16] ^= 0xff; l[14] ^= 0xff })
+		{name: "bad CRC", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("checked\n")}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/notes.txt", func(c, l []byte) { c[16] ^= 0xff; l[14] ^= 0xff })
 		}), want: []string{"skill/notes.txt", "checksum"}},
-		{name: "unsupported compression method", build: patched(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("bzip2?\n")}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/notes.txt", func(c, l []byte) {
+		{name: "unsupported compression method", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("bzip2?\n")}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/notes.txt", func(c, l []byte) {
 				endian.LittleEndian.PutUint16(c[10:], 12)
 				endian.LittleEndian.PutUint16(l[8:], 12)
 			})
 		}), want: []string{"skill/notes.txt", "algorithm"}},
-		{name: "encrypted flag set", build: patched(zipWith(zipEntry{name: "skill/notes.txt", data: []byte("secret?\n")}), func(t *testing.T, data []byte) []byte {
-			return patchEntry(t, data, "skill/notes.txt", func(c, l []byte) { c[8] |= 1; l[6] |= 1 })
+		{name: "encrypted flag set", build: patched(zipWith(skilltest.ZipEntry{Name: "skill/notes.txt", Data: []byte("secret?\n")}), func(t *testing.T, data []byte) []byte {
+			return skilltest.PatchEntry(t, data, "skill/notes.txt", func(c, l []byte) { c[8] |= 1; l[6] |= 1 })
 		}), want: []string{"skill/notes.txt", "encrypted"}},
 		{name: "random bytes", build: func(t *testing.T) []byte { return noise(64<<10, 9) }, want: []string{"corrupt"}},
 		{name: "zero bytes named .zip", file: ".zip", build: func(t *testing.T) []byte { return nil }, want: []string{"corrupt"}},
 		{name: "prepended stub with a zip-slip", file: "setup.zip", build: func(t *testing.T) []byte {
 			stub := append([]byte("MZ\x90\x00"), noise(4096, 4)...)
-			return append(stub, zipBytes(t, zipWith(zipEntry{name: "skill/../../evil.txt", data: x}))...)
+			return append(stub, zipBytes(t, zipWith(skilltest.ZipEntry{Name: "skill/../../evil.txt", Data: x}))...)
 		}, want: []string{"skill/../../evil.txt"}},
 		// Counts.
 		{name: "too many entries", build: func(t *testing.T) []byte {
 			es := zipWith()
 			for i := 0; i <= 40000; i++ {
-				es = append(es, zipEntry{name: fmt.Sprintf("skill/d%05d/", i), mode: os.ModeDir | 0o755})
+				es = append(es, skilltest.ZipEntry{Name: fmt.Sprintf("skill/d%05d/", i), Mode: os.ModeDir | 0o755})
 			}
 			return zipBytes(t, es)
 		}, want: []string{"entries limit", "40000"}},
 		{name: "too many files", build: func(t *testing.T) []byte {
 			es := zipWith()
 			for i := 0; i < 20000; i++ {
-				es = append(es, zipEntry{name: fmt.Sprintf("skill/f/%05d", i)})
+				es = append(es, skilltest.ZipEntry{Name: fmt.Sprintf("skill/f/%05d", i)})
 			}
 			return zipBytes(t, es)
 		}, want: []string{"files limit", "20000"}},
-		{name: "depth 33", build: with(zipEntry{name: "skill/" + deepPath(31), data: x}), want: []string{"depth limit", "33 > 32"}},
+		{name: "depth 33", build: with(skilltest.ZipEntry{Name: "skill/" + deepPath(31), Data: x}), want: []string{"depth limit", "33 > 32"}},
 		// What the archive holds.
-		{name: "no SKILL.md", build: plain(zipEntry{name: "skill/README.md", data: []byte("# no manifest\n")}), want: []string{"no SKILL.md"}},
-		{name: "SKILL.md is a directory", build: plain(zipEntry{name: "skill/SKILL.md/", mode: os.ModeDir | 0o755}, zipEntry{name: "skill/SKILL.md/x.md", data: x}), want: []string{"no SKILL.md"}},
+		{name: "no SKILL.md", build: plain(skilltest.ZipEntry{Name: "skill/README.md", Data: []byte("# no manifest\n")}), want: []string{"no SKILL.md"}},
+		{name: "SKILL.md is a directory", build: plain(skilltest.ZipEntry{Name: "skill/SKILL.md/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "skill/SKILL.md/x.md", Data: x}), want: []string{"no SKILL.md"}},
 		{name: "empty archive", build: plain(), want: []string{"no SKILL.md"}},
-		{name: "__MACOSX junk only", build: plain(zipEntry{name: "__MACOSX/skill/._SKILL.md", data: []byte("\x00\x05\x16\x07junk")}, zipEntry{name: "__MACOSX/skill/SKILL.md", data: goodManifest("hidden")}), want: []string{"no SKILL.md"}},
+		{name: "__MACOSX junk only", build: plain(skilltest.ZipEntry{Name: "__MACOSX/skill/._SKILL.md", Data: []byte("\x00\x05\x16\x07junk")}, skilltest.ZipEntry{Name: "__MACOSX/skill/SKILL.md", Data: goodManifest("hidden")}), want: []string{"no SKILL.md"}},
 		{name: "a ZIP inside a ZIP only", build: func(t *testing.T) []byte {
-			return zipBytes(t, []zipEntry{{name: "inner.zip", data: zipBytes(t, zipWith()), stored: true}})
+			return zipBytes(t, []skilltest.ZipEntry{{Name: "inner.zip", Data: zipBytes(t, zipWith()), Store: true}})
 		}, want: []string{"no SKILL.md"}},
 		{name: "two skills without --all", code: 6, build: plain(append(manifestZip(string(goodManifest("one"))),
-			zipEntry{name: "other/SKILL.md", data: goodManifest("two")})...), want: []string{"--all", "one", "two"}},
+			skilltest.ZipEntry{Name: "other/SKILL.md", Data: goodManifest("two")})...), want: []string{"--all", "one", "two"}},
 		{name: "unparseable YAML", build: plain(manifestZip("---\nname: x\n  description: [unclosed\n---\n")...), want: []string{"SKILL.md", "invalid YAML"}},
 		{name: "frontmatter never closed", build: plain(manifestZip("---\nname: open\ndescription: d\n")...), want: []string{"SKILL.md", "not closed"}},
 		{name: "frontmatter that is a list", build: plain(manifestZip("---\n- name: x\n- description: d\n---\n")...), want: []string{"SKILL.md", "not a list"}},
 		{name: "YAML alias bomb", build: plain(manifestZip(laughs)...), want: []string{"SKILL.md", "alias bomb"}},
-		{name: "SKILL.md over the file limit", build: plain(zipEntry{name: "skill/", mode: os.ModeDir | 0o755},
-			rawEntry("skill/SKILL.md", zip.Deflate, deflated(x), crc32.ChecksumIEEE(x), uint64(len(deflated(x))), 65<<20)), want: []string{"skill/SKILL.md", "file-bytes limit"}},
+		{name: "SKILL.md over the file limit", build: plain(skilltest.ZipEntry{Name: "skill/", Mode: os.ModeDir | 0o755},
+			skilltest.RawEntry("skill/SKILL.md", zip.Deflate, skilltest.Deflate(x), crc32.ChecksumIEEE(x), uint64(len(skilltest.Deflate(x))), 65<<20)), want: []string{"skill/SKILL.md", "file-bytes limit"}},
 		{name: "frontmatter of 2 MiB", build: plain(manifestZip(bigFM.String())...), want: []string{"frontmatter", "limit"}},
 		{name: "SKILL.md of 5 MiB", build: plain(manifestZip("---\nname: huge\ndescription: a long body\n---\n" + noiseText(5<<20))...), want: []string{"SKILL.md", "manifest-bytes limit"}},
 	}
@@ -441,7 +329,7 @@ func TestHostileArchives(t *testing.T) {
 				file = fmt.Sprintf("hostile%02d.zip", i)
 			}
 			p := filepath.Join(t.TempDir(), file)
-			writeFile(t, p, data, 0o644)
+			skilltest.WriteFile(t, p, data, 0o644)
 
 			before := hostileState(t, e)
 			r, took := e.runBounded(hostileTimeout, nil, "skill", "import", p)
@@ -499,7 +387,7 @@ func TestZipWithStub(t *testing.T) {
 	e := newCatalogEnv(t)
 	stub := append([]byte("MZ\x90\x00"), noise(4096, 5)...)
 	p := filepath.Join(t.TempDir(), "setup.zip")
-	writeFile(t, p, append(stub, zipBytes(t, zipWith())...), 0o644)
+	skilltest.WriteFile(t, p, append(stub, zipBytes(t, zipWith())...), 0o644)
 	before := hostileState(t, e)
 	r, took := e.runBounded(hostileTimeout, nil, "skill", "import", p)
 	switch r.code {

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"skillfs/skills/skilltest"
 )
 
 // hostileTimeout bounds one hostile case: a refusal must come long before.
@@ -376,12 +378,12 @@ func makeHostileSources(t *testing.T, dir string) []hostileSource {
 	}
 	t.Cleanup(func() { ln.Close() })
 	fifoSkill := filepath.Join(dir, "fifo-skill")
-	writeFile(t, filepath.Join(fifoSkill, "scripts", "run.sh"), []byte("#!/bin/sh\n"), 0o755)
+	skilltest.WriteFile(t, filepath.Join(fifoSkill, "scripts", "run.sh"), []byte("#!/bin/sh\n"), 0o755)
 	if err := unix.Mkfifo(filepath.Join(fifoSkill, "SKILL.md"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dirSkill := filepath.Join(dir, "dir-skill")
-	writeFile(t, filepath.Join(dirSkill, "SKILL.md", "inner.md"), goodManifest("inner"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(dirSkill, "SKILL.md", "inner.md"), goodManifest("inner"), 0o644)
 	// A lone SKILL.md one byte over the single-file limit: sparse (zeros),
 	// and text, which `skill edit` would otherwise take.
 	sparse := filepath.Join(dir, "huge.md")
@@ -718,7 +720,7 @@ func TestHostileRequests(t *testing.T) {
 	src := t.TempDir()
 	notes := filepath.Join(src, "notes")
 	writeSkill(t, notes, "name: notes\ndescription: alice's notes", map[string]string{"tips.md": "one\n"})
-	writeFile(t, filepath.Join(notes, "assets", "logo.png"), []byte("\x89PNG\r\n\x1a\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(notes, "assets", "logo.png"), []byte("\x89PNG\r\n\x1a\n"), 0o644)
 	e.ok("skill", "import", notes, "--as", "alice")
 	notes2 := filepath.Join(src, "notes2")
 	writeSkill(t, notes2, "name: notes2\ndescription: builds on notes\nskill_dependencies: [notes]", nil)
@@ -740,7 +742,7 @@ func TestHostileRequests(t *testing.T) {
 		user string
 		out  any
 	}{{"alice", &aliceDraft}, {"bob", &bobDraft}} {
-		a := api.send(t, "POST", "/v1/drafts?name=drafted.zip", d.user, "application/zip", nil, bytes.NewReader(zipDir(t, draftSrc, "drafted/")))
+		a := api.send(t, "POST", "/v1/drafts?name=drafted.zip", d.user, "application/zip", nil, bytes.NewReader(skilltest.ZipFS(t, os.DirFS(draftSrc), "drafted/")))
 		if a.status != 200 || json.Unmarshal(a.body, d.out) != nil {
 			t.Fatalf("%s prepares a draft: %s", d.user, a)
 		}
@@ -774,7 +776,7 @@ func TestHostileRequests(t *testing.T) {
 		// user "", who does not exist.
 		{name: "JSON null", method: "POST", path: "/v1/sessions", body: `null`, status: 404, want: []string{`session user ""`}},
 		{name: "empty body", method: "POST", path: "/v1/sessions", body: ``, status: 400, want: []string{"request body"}},
-		{name: "a ZIP sent as JSON", method: "POST", path: "/v1/drafts", user: "alice", body: string(zipDir(t, draftSrc, "drafted/")), status: 400, want: []string{"request body"}},
+		{name: "a ZIP sent as JSON", method: "POST", path: "/v1/drafts", user: "alice", body: string(skilltest.ZipFS(t, os.DirFS(draftSrc), "drafted/")), status: 400, want: []string{"request body"}},
 		{name: "2 MiB of JSON", method: "POST", path: "/v1/sessions/{alice}/mentions", body: big, status: 400, want: []string{"too large"}},
 		// Who acts.
 		{name: "acting as a user that does not exist", method: "POST", path: "/v1/skills/notes/disable", user: "mallory", status: 404, want: []string{"mallory", "not registered"}},
@@ -816,7 +818,7 @@ func TestHostileRequests(t *testing.T) {
 		{name: "a missing local path by an ordinary user", method: "POST", path: "/v1/drafts", user: "alice", body: `{"source":"/no/such/skill"}`, status: 403, want: []string{"admins only"}},
 		{name: "a file:// draft by an ordinary user", method: "POST", path: "/v1/drafts", user: "alice", body: `{"source":"file:///etc#main"}`, status: 403, want: []string{"admins only"}},
 		{name: "a FIFO path as an admin", method: "POST", path: "/v1/drafts", user: "carol", body: `{"source":"{fifo}"}`, status: 400, want: []string{"{fifo}", "fifo"}},
-		{name: "an upload named ../../x.zip", method: "POST", path: "/v1/drafts?name=..%2f..%2fx.zip", user: "alice", ctype: "application/zip", body: string(zipDir(t, draftSrc, "drafted/")), status: 400, want: []string{"plain file name"}},
+		{name: "an upload named ../../x.zip", method: "POST", path: "/v1/drafts?name=..%2f..%2fx.zip", user: "alice", ctype: "application/zip", body: string(skilltest.ZipFS(t, os.DirFS(draftSrc), "drafted/")), status: 400, want: []string{"plain file name"}},
 		// Catalog.
 		{name: "an invalid share scope", method: "PUT", path: "/v1/skills/notes/share", user: "alice", body: `{"read":"department:"}`, status: 400},
 		{name: "an unknown share kind", method: "PUT", path: "/v1/skills/notes/share", user: "alice", body: `{"read":"planet:earth"}`, status: 400, want: []string{"planet"}},

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // TestUserProbesTellNothing: an ordinary user probing other users — an
@@ -107,7 +109,7 @@ func TestReplaceOntoAHiddenSlug(t *testing.T) {
 	// The API: a draft of an upload, with and without replace.
 	draftSlug := func(replace string) (string, []string) {
 		t.Helper()
-		a := api.send(t, "POST", "/v1/drafts?name=pdf.zip&replace="+replace, "alice", "application/zip", nil, bytes.NewReader(zipDir(t, alices, "pdf/")))
+		a := api.send(t, "POST", "/v1/drafts?name=pdf.zip&replace="+replace, "alice", "application/zip", nil, bytes.NewReader(skilltest.ZipFS(t, os.DirFS(alices), "pdf/")))
 		var d struct {
 			ID     string `json:"draft"`
 			Skills []struct {

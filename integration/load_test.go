@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"skillfs/skills/skilltest"
 )
 
 // procStats is what the daemon holds at one moment.
@@ -156,7 +158,7 @@ func TestLoad(t *testing.T) {
 			var err error
 			switch i % 5 {
 			case 0:
-				writeFile(t, filepath.Join(churnSrc, "v.txt"), []byte(strconv.Itoa(i)), 0o644)
+				skilltest.WriteFile(t, filepath.Join(churnSrc, "v.txt"), []byte(strconv.Itoa(i)), 0o644)
 				if r := e.run("skill", "import", churnSrc); r.code != 0 {
 					err = fmt.Errorf("reinstall: %s", r.stderr)
 				}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // TestRewriteEscape: with git configured to read https://github.com/ from
@@ -82,7 +84,7 @@ func TestAPISourcesHaveNoWorkingDirectory(t *testing.T) {
 	cwd := t.TempDir()
 	writeSkill(t, filepath.Join(cwd, "home", "alice"), "name: local\ndescription: LOCAL-FOLDER", nil)
 	config := filepath.Join(t.TempDir(), "gitconfig")
-	writeFile(t, config, []byte("[url \"https://127.0.0.1:1/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
+	skilltest.WriteFile(t, config, []byte("[url \"https://127.0.0.1:1/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Chdir(cwd) // the daemon runs here

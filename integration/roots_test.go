@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
 
 // leaks fails the test when an answer holds any of the secrets, or a line
@@ -130,7 +131,7 @@ func TestImportRootRefusedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "file")
-	writeFile(t, file, []byte("x"), 0o644)
+	skilltest.WriteFile(t, file, []byte("x"), 0o644)
 	// A token file that does not exist: should a root pass, serve stops
 	// right after with another message (exit 3), instead of serving.
 	noToken := filepath.Join(dir, "no-token")
@@ -145,7 +146,7 @@ func TestImportRootRefusedAtStart(t *testing.T) {
 		starts = append(starts, start{"--import-root " + bad, []string{"--import-root", dir, "--import-root", bad}, nil, bad})
 	}
 	config := filepath.Join(dir, "skillfs.yaml")
-	writeFile(t, config, []byte("import-root:\n  - "+dir+"\n  - /proc\n"), 0o644)
+	skilltest.WriteFile(t, config, []byte("import-root:\n  - "+dir+"\n  - /proc\n"), 0o644)
 	starts = append(starts,
 		start{"import-root in the file", []string{"--config", config}, nil, "/proc"},
 		start{"$SKILLFS_IMPORT_ROOTS", nil, []string{"SKILLFS_IMPORT_ROOTS=" + dir + ":/proc/1"}, "/proc/1"})
@@ -187,7 +188,7 @@ func TestUpdateChecksTheSourceAsADraft(t *testing.T) {
 	work.git("push", "-q", filepath.Join(local, "team", "skills.git"), "secretbranch")
 	config := filepath.Join(t.TempDir(), "gitconfig")
 	rewrite := func(base string) {
-		writeFile(t, config, []byte("[url \""+base+"\"]\n\tinsteadOf = https://gitlab.com/\n"), 0o644)
+		skilltest.WriteFile(t, config, []byte("[url \""+base+"\"]\n\tinsteadOf = https://gitlab.com/\n"), 0o644)
 	}
 	rewrite(gittest.Serve(t, remote))
 	t.Setenv("GIT_CONFIG_GLOBAL", config)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // fixtureSession serves the fixture skills and opens a session of alice's
@@ -45,7 +47,7 @@ func TestSessionSetOnLiveMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, alphaManifest, []byte("---\nname: alpha\ndescription: Alpha, version two.\n---\n\nTwo.\n"), 0o644)
+	skilltest.WriteFile(t, alphaManifest, []byte("---\nname: alpha\ndescription: Alpha, version two.\n---\n\nTwo.\n"), 0o644)
 	var re importOut
 	e.okJSON(&re, "skill", "import", src, "--skill", "alpha")
 	if got := re.installedSlugs(); !slices.Equal(got, []string{"alpha"}) {

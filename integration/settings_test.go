@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"skillfs/fs/fusetest"
+	"skillfs/skills/skilltest"
 )
 
 // runAt runs the CLI on e's data directory in the working directory dir,
@@ -59,7 +60,7 @@ func TestServeRefusesSettingsOutOfRange(t *testing.T) {
 	token := writeTokenFile(t, "s3cret", 0o600)
 	config := func(text string) string {
 		p := filepath.Join(t.TempDir(), "skillfs.yaml")
-		writeFile(t, p, []byte("# settings\n"+text), 0o644)
+		skilltest.WriteFile(t, p, []byte("# settings\n"+text), 0o644)
 		return p
 	}
 	cases := []struct {

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
+
+	"skillfs/skills/skilltest"
 )
 
 // outsideSecret is the content of files outside an imported source: it must
@@ -21,40 +24,29 @@ const outsideSecret = "OUTSIDE THE REPOSITORY: NEVER IMPORTED\n"
 func symlinkRepo(t testing.TB, base string) (*gitRepo, string) {
 	t.Helper()
 	outside := filepath.Join(base, "outside.md")
-	writeFile(t, outside, []byte(outsideSecret), 0o644)
+	skilltest.WriteFile(t, outside, []byte(outsideSecret), 0o644)
 	g := newGitRepo(t, filepath.Join(base, "repo"))
 	root := g.dir
-	link := func(target, p string) {
-		t.Helper()
-		p = filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile(t, filepath.Join(root, "shared", "style.md"), []byte("# House style\n\nShort sentences.\n"), 0o644)
-	writeFile(t, filepath.Join(root, "shared", "templates", "report.md"), []byte("# Report\n\n{{body}}\n"), 0o644)
-	writeFile(t, filepath.Join(root, "shared", "templates", "bin", "render.sh"), []byte("#!/bin/sh\necho render\n"), 0o755)
-	writeFile(t, filepath.Join(root, "manifests", "linked.md"), goodManifest("linked-manifest"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "shared", "style.md"), []byte("# House style\n\nShort sentences.\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "shared", "templates", "report.md"), []byte("# Report\n\n{{body}}\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "shared", "templates", "bin", "render.sh"), []byte("#!/bin/sh\necho render\n"), 0o755)
+	skilltest.WriteFile(t, filepath.Join(root, "manifests", "linked.md"), goodManifest("linked-manifest"), 0o644)
 
 	writeSkill(t, filepath.Join(root, "skills", "writer"), "name: writer\ndescription: Writes reports in the house style.", map[string]string{
 		"references/guide.md": "# Guide\n",
 	})
-	link("../../../shared/style.md", "skills/writer/references/style.md") // a file elsewhere in the repository
-	link("guide.md", "skills/writer/references/guide-again.md")           // a file in the skill
-	link("../../shared/templates", "skills/writer/templates")             // a folder elsewhere in the repository
-	link("../../../../outside.md", "skills/writer/references/outside.md") // leaves the repository
-	link("/etc/passwd", "skills/writer/passwd")                           // absolute
-	link("nowhere.md", "skills/writer/dangling.md")                       // dangles
-	link("..", "skills/writer/parent")                                    // its own ancestor
-	// SKILL.md itself is a link.
-	if err := os.MkdirAll(filepath.Join(root, "skills", "linked-manifest"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	link("../../manifests/linked.md", "skills/linked-manifest/SKILL.md")
-	link("../../shared/style.md", "skills/linked-manifest/style.md")
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		"skills/writer/references/style.md":       skilltest.Symlink("../../../shared/style.md"), // a file elsewhere in the repository
+		"skills/writer/references/guide-again.md": skilltest.Symlink("guide.md"),                 // a file in the skill
+		"skills/writer/templates":                 skilltest.Symlink("../../shared/templates"),   // a folder elsewhere in the repository
+		"skills/writer/references/outside.md":     skilltest.Symlink("../../../../outside.md"),   // leaves the repository
+		"skills/writer/passwd":                    skilltest.Symlink("/etc/passwd"),              // absolute
+		"skills/writer/dangling.md":               skilltest.Symlink("nowhere.md"),               // dangles
+		"skills/writer/parent":                    skilltest.Symlink(".."),                       // its own ancestor
+		// SKILL.md itself is a link.
+		"skills/linked-manifest/SKILL.md": skilltest.Symlink("../../manifests/linked.md"),
+		"skills/linked-manifest/style.md": skilltest.Symlink("../../shared/style.md"),
+	})
 	g.commit("skills that share files by links")
 	return g, outside
 }
@@ -167,13 +159,13 @@ func TestImportSymlinksFromGitRepository(t *testing.T) {
 func TestImportSymlinksFromZip(t *testing.T) {
 	e := newCatalogEnv(t)
 	p := filepath.Join(t.TempDir(), "skills.zip")
-	writeZip(t, p, zipWith(
-		zipEntry{name: "shared/style.md", data: []byte("# House style\n")},
-		zipEntry{name: "skill/style.md", mode: os.ModeSymlink | 0o777, data: []byte("../shared/style.md")},
-		zipEntry{name: "skill/shared", mode: os.ModeSymlink | 0o777, data: []byte("../shared")},
-		zipEntry{name: "skill/up", mode: os.ModeSymlink | 0o777, data: []byte("../../../etc")},
-		zipEntry{name: "skill/passwd", mode: os.ModeSymlink | 0o777, data: []byte("/etc/passwd")},
-	))
+	skilltest.WriteFile(t, p, zipBytes(t, zipWith(
+		skilltest.ZipEntry{Name: "shared/style.md", Data: []byte("# House style\n")},
+		skilltest.ZipEntry{Name: "skill/style.md", Mode: os.ModeSymlink | 0o777, Data: []byte("../shared/style.md")},
+		skilltest.ZipEntry{Name: "skill/shared", Mode: os.ModeSymlink | 0o777, Data: []byte("../shared")},
+		skilltest.ZipEntry{Name: "skill/up", Mode: os.ModeSymlink | 0o777, Data: []byte("../../../etc")},
+		skilltest.ZipEntry{Name: "skill/passwd", Mode: os.ModeSymlink | 0o777, Data: []byte("/etc/passwd")},
+	)), 0o644)
 	out := e.mustImport(p)
 	if len(out.Installed) != 1 {
 		t.Fatalf("installed %+v", out.Installed)
@@ -207,9 +199,9 @@ func TestImportSymlinksFromZip(t *testing.T) {
 func TestImportSymlinksFromLocalFolder(t *testing.T) {
 	e := newCatalogEnv(t)
 	base := t.TempDir()
-	writeFile(t, filepath.Join(base, "outside.md"), []byte(outsideSecret), 0o644)
+	skilltest.WriteFile(t, filepath.Join(base, "outside.md"), []byte(outsideSecret), 0o644)
 	src := filepath.Join(base, "src")
-	writeFile(t, filepath.Join(src, "common", "notes.md"), []byte("common notes\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(src, "common", "notes.md"), []byte("common notes\n"), 0o644)
 	writeSkill(t, filepath.Join(src, "skills", "notes"), "name: notes\ndescription: Takes notes.", nil)
 	for target, name := range map[string]string{"../../common/notes.md": "notes.md", "../../../outside.md": "outside.md"} {
 		if err := os.Symlink(target, filepath.Join(src, "skills", "notes", name)); err != nil {

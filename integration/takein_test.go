@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // longDescription is over the 1024 characters the Agent Skills rules allow:
@@ -28,7 +30,7 @@ func marketplaceRepo(t testing.TB, base string) (*gitRepo, map[string]string) {
 	root := g.dir
 	put := func(rel, content string) {
 		t.Helper()
-		writeFile(t, filepath.Join(root, filepath.FromSlash(rel)), []byte(content), 0o644)
+		skilltest.WriteFile(t, filepath.Join(root, filepath.FromSlash(rel)), []byte(content), 0o644)
 	}
 	// Outside the repository, named by the marketplace: never read.
 	writeSkill(t, filepath.Join(base, "outside-plugin", "skills", "stolen"), "name: stolen\ndescription: "+outsideSecret, nil)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // updateJSON is the JSON of `skill update --json`.
@@ -50,7 +52,7 @@ func TestUpdateFromGitSource(t *testing.T) {
 		t.Fatalf("imported %v", got)
 	}
 	zp := filepath.Join(t.TempDir(), "gamma.zip")
-	writeZip(t, zp, []zipEntry{{name: "gamma/SKILL.md", data: []byte("---\nname: gamma\ndescription: Gamma.\n---\n")}})
+	skilltest.WriteFile(t, zp, zipBytes(t, []skilltest.ZipEntry{{Name: "gamma/SKILL.md", Data: []byte("---\nname: gamma\ndescription: Gamma.\n---\n")}}), 0o644)
 	e.mustImport(zp)
 
 	var u updateJSON

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // TestURLSecretsNeverShown: a password holding '#' (and '?', ':'), and a
@@ -40,7 +42,7 @@ func TestURLSecretsNeverShown(t *testing.T) {
 	repo.git("clone", "-q", "--bare", repo.dir, filepath.Join(mirror, "acme", "skills.git"))
 	const withPassword = "https://bot:m1rr0r-S5#x@github.com/"
 	config := filepath.Join(t.TempDir(), "gitconfig")
-	writeFile(t, config, []byte("[url \"file://"+mirror+"/\"]\n\tinsteadOf = \""+withPassword+"\"\n"), 0o644)
+	skilltest.WriteFile(t, config, []byte("[url \"file://"+mirror+"/\"]\n\tinsteadOf = \""+withPassword+"\"\n"), 0o644)
 	t.Setenv("GIT_CONFIG_GLOBAL", config)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 

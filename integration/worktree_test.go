@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"skillfs/skills/skilltest"
 )
 
 // A local folder is read as it is on disk, working-tree edits included,
@@ -25,7 +27,7 @@ func TestImportLocalWorkingTree(t *testing.T) {
 	}
 
 	// Edited, not committed: the edit is what gets imported.
-	writeFile(t, filepath.Join(skill, "tips.md"), []byte("edited, not committed\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(skill, "tips.md"), []byte("edited, not committed\n"), 0o644)
 	e.mustImport(repo.dir, "--all")
 	s = checkStored(t, e, "notes")
 	if v := s.Versions[0]; v.Commit != head || v.Worktree != "modified" {

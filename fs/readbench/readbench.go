@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,25 +40,25 @@ const (
 	big16     = Big + "/assets/16m.bin"
 )
 
-// Fixture returns the files of the benchmarked skills: slug → slash-separated
-// name in the skill → content.
-func Fixture() map[string]map[string][]byte {
-	tree := map[string][]byte{
-		"SKILL.md":          manifest(Tree, "A skill with many small files."),
-		"references/4k.txt": []byte(strings.Repeat("0123456789abcde\n", 256)),
+// Fixture returns the benchmarked skills: slug → its tree (write one with
+// skilltest.WriteDir).
+func Fixture() map[string]fstest.MapFS {
+	tree := fstest.MapFS{
+		"SKILL.md":          {Data: manifest(Tree, "A skill with many small files.")},
+		"references/4k.txt": {Data: []byte(strings.Repeat("0123456789abcde\n", 256))},
 	}
 	for i := range wideFiles {
-		tree[fmt.Sprintf("references/wide/w%02d.md", i)] = text(i, 600)
+		tree[fmt.Sprintf("references/wide/w%02d.md", i)] = &fstest.MapFile{Data: text(i, 600)}
 	}
 	for i := range treeFiles - wideFiles - 2 {
-		tree[fmt.Sprintf("references/d%d/e%d/f%03d.md", i%10, i%3, i)] = text(i, 1200)
+		tree[fmt.Sprintf("references/d%d/e%d/f%03d.md", i%10, i%3, i)] = &fstest.MapFile{Data: text(i, 1200)}
 	}
-	big := map[string][]byte{
-		"SKILL.md":       manifest(Big, "A skill with large assets."),
-		"assets/64m.bin": random(64 << 20),
-		"assets/16m.bin": random(16 << 20),
+	big := fstest.MapFS{
+		"SKILL.md":       {Data: manifest(Big, "A skill with large assets.")},
+		"assets/64m.bin": {Data: random(64 << 20)},
+		"assets/16m.bin": {Data: random(16 << 20)},
 	}
-	return map[string]map[string][]byte{Tree: tree, Big: big}
+	return map[string]fstest.MapFS{Tree: tree, Big: big}
 }
 
 func manifest(name, description string) []byte {
@@ -74,20 +75,6 @@ func random(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
 	return b
-}
-
-// Write writes the files of one skill of the fixture under dir.
-func Write(tb testing.TB, dir string, files map[string][]byte) {
-	tb.Helper()
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
 }
 
 // Project copies a session's folder the way an operator would project its
