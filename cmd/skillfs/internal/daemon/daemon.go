@@ -137,9 +137,9 @@ type Daemon struct {
 	// followed is what the views of this host's sessions were last
 	// reevaluated against (nil: nothing yet); guarded by mu.
 	followed *readers
-	// settled is when the mount was last made to serve exactly what the
-	// index says this host serves (see settle); guarded by mu.
-	settled time.Time
+	// sessionsMatched is when the mount was last made to serve exactly what
+	// the index says this host serves (see matchSessions); guarded by mu.
+	sessionsMatched time.Time
 }
 
 // reconcile checks the data directory before it is served: a damaged index

@@ -573,7 +573,7 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 		return err
 	}
 	if err := d.cat.DB().ForgetBinds(ctx, id, d.host); err != nil {
-		// Detached already: the records go with the next settle or start.
+		// Detached already: the records go with the next matchSessions or start.
 		d.log.Warn("forget the binds of a closed session", "session", id, "err", err)
 	}
 	d.log.Info("session closed", "session", id)
