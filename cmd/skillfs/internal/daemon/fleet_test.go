@@ -341,7 +341,7 @@ func TestFleetMove(t *testing.T) {
 	if n := activated(); n != 1 {
 		t.Fatalf("%d activated events after a re-open on b, want 1", n)
 	}
-	if err := b.rec.flush(ctx); err != nil {
+	if err := b.rec.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	acts, err = b.Activations(ctx, info.ID)

@@ -120,7 +120,7 @@ func (d *Daemon) matchSessions(ctx context.Context) error {
 	}
 	for id := range served {
 		d.fs.RemoveSession(id)
-		d.rec.forget(id)
+		d.rec.Forget(id)
 		d.log.Info("session closed or moved elsewhere: no longer served here", "session", id)
 	}
 	if len(served) > 0 {

@@ -566,7 +566,7 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 		}
 	}
 	d.fs.RemoveSession(id)
-	d.rec.forget(id)
+	d.rec.Forget(id)
 	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().CloseSession(ctx, id, evs...) },
 		Event{Type: "closed", Session: id, At: time.Now().UTC()})
 	if err != nil {
