@@ -126,7 +126,7 @@ func (d *Daemon) routes(token string) http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		b, err := d.Mount(r.Context(), r.PathValue("id"), req.Target, req.PID)
+		b, err := d.Bind(r.Context(), r.PathValue("id"), req.Target, req.PID)
 		reply(w, map[string]any{"session": r.PathValue("id"), "target": b.Target, "pid": b.PID}, err)
 	})
 	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", func(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +140,7 @@ func (d *Daemon) routes(token string) http.Handler {
 			}
 			pid = n
 		}
-		err := d.Unmount(r.Context(), r.PathValue("id"), target, pid)
+		err := d.Unbind(r.Context(), r.PathValue("id"), target, pid)
 		reply(w, map[string]any{"session": r.PathValue("id"), "target": target, "pid": pid}, err)
 	})
 	mux.HandleFunc("GET /v1/sessions/{id}/activations", func(w http.ResponseWriter, r *http.Request) {

@@ -1,172 +1,30 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
-	"log/slog"
-	"maps"
-	"slices"
-	"sync"
 	"time"
 
-	"skillfs/index"
 	"skillfs/skills"
 )
 
-// readAudit moves the filesystem's read counts (fs.Server.TakeReads) to the
-// index in batches, off the reads' path: every flush interval, when the
-// audit is asked for, and at shutdown.
-type readAudit struct {
-	db   *index.DB
-	take func() []skills.FileRead
-	log  *slog.Logger
-
-	mu      sync.Mutex
-	pending map[auditKey]skills.FileRead // taken, not yet stored
-	failing bool
-}
-
-type auditKey struct{ session, slug, path string }
-
-func newReadAudit(db *index.DB, take func() []skills.FileRead, log *slog.Logger) *readAudit {
-	return &readAudit{db: db, take: take, log: log, pending: map[auditKey]skills.FileRead{}}
-}
-
-// add merges reads into pending. The caller holds mu.
-func (a *readAudit) add(reads []skills.FileRead) {
-	for _, r := range reads {
-		k := auditKey{r.Session, r.Slug, r.Path}
-		if p, ok := a.pending[k]; ok {
-			addRead(&r, p)
-		}
-		a.pending[k] = r
-	}
-}
-
-// addRead adds the reads of r to dst, keeping the earlier first time.
-func addRead(dst *skills.FileRead, r skills.FileRead) {
-	dst.Reads += r.Reads
-	if r.FirstAt.Before(dst.FirstAt) {
-		dst.FirstAt = r.FirstAt
-	}
-}
-
-// flush stores what the filesystem counted since the last flush, and what
-// a failed flush kept, in one transaction; on failure it keeps it all.
-func (a *readAudit) flush(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.add(a.take())
-	if len(a.pending) == 0 {
-		return nil
-	}
-	batch := slices.Collect(maps.Values(a.pending))
-	// Bounded, so that an index that does not answer keeps the counts in
-	// memory, retried, rather than hang the flush and the queries behind it.
-	ctx, cancel := indexCtx(ctx)
-	defer cancel()
-	if err := a.db.AddReads(ctx, batch); err != nil {
-		if !a.failing {
-			a.log.Error("flush the read audit: the counts are kept in memory and retried", "files", len(batch), "err", err)
-		}
-		a.failing = true
-		return err
-	}
-	if a.failing {
-		a.log.Info("read audit flushed again", "files", len(batch))
-		a.failing = false
-	}
-	clear(a.pending)
-	return nil
-}
-
-// run flushes periodically until ctx ends; close does the last flush.
-func (a *readAudit) run(ctx context.Context, every time.Duration) {
-	periodically(ctx, every, func() { a.flush(ctx) })
-}
-
-// periodically calls fn every interval until ctx ends.
-func periodically(ctx context.Context, every time.Duration, fn func()) {
-	periodicallyOr(ctx, every, nil, fn)
-}
-
-// periodicallyOr calls fn every interval, and whenever wake fires, until
-// ctx ends. A nil wake never fires, and one that is closed no longer does.
-func periodicallyOr(ctx context.Context, every time.Duration, wake <-chan struct{}, fn func()) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		case _, ok := <-wake:
-			if !ok {
-				wake = nil
-				continue
-			}
-			fn()
-		}
-	}
-}
-
-// close stores the last counts once the filesystem no longer serves,
-// retrying for a few seconds; what the index cannot take then is lost, and
-// the error says how much.
-func (a *readAudit) close() error {
-	var err error
-	for _, wait := range closeRetries {
-		time.Sleep(wait)
-		if err = a.flush(context.Background()); err == nil {
-			return nil
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var reads int64
-	for _, r := range a.pending {
-		reads += r.Reads
-	}
-	a.log.Error("the read audit's last counts are lost", "files", len(a.pending), "reads", reads, "err", err)
-	return err
-}
-
-// audit returns the files a session read, ordered by slug and path, with
-// the counts not stored yet added in.
-func (a *readAudit) audit(ctx context.Context, session string) ([]skills.FileRead, error) {
-	if err := a.flush(ctx); err != nil {
-		a.log.Warn("read audit asked for while its flush fails: counts not stored yet are added from memory", "err", err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	stored, err := a.db.ReadAudit(ctx, session)
-	if err != nil {
-		return nil, err
-	}
-	byKey := make(map[auditKey]int, len(stored))
-	for i, r := range stored {
-		byKey[auditKey{session, r.Slug, r.Path}] = i
-	}
-	for k, p := range a.pending {
-		if k.session != session {
-			continue
-		}
-		if i, ok := byKey[k]; ok {
-			addRead(&stored[i], p)
-		} else {
-			stored = append(stored, p)
-		}
-	}
-	slices.SortFunc(stored, func(x, y skills.FileRead) int {
-		return cmp.Or(cmp.Compare(x.Slug, y.Slug), cmp.Compare(x.Path, y.Path))
-	})
-	return stored, nil
+// readAudit is what the daemon asks of its read audit
+// (activation.ReadAudit): it is flushed every flush interval and at
+// shutdown (Close), and answers what a session read.
+type readAudit interface {
+	Flush(ctx context.Context) error
+	Audit(ctx context.Context, session string) ([]skills.FileRead, error)
+	Close() error
 }
 
 // Audit returns the files of skills a session read, ordered by slug and
 // path: when it first read each and how many reads reached skillfs. A
 // closed session keeps its audit; an unknown one is skills.ErrNotFound.
 func (d *Daemon) Audit(ctx context.Context, id string) ([]skills.FileRead, error) {
-	return d.audit.audit(ctx, id)
+	return d.audit.Audit(ctx, id)
+}
+
+// flushReads flushes the read audit every interval until ctx ends; its
+// Close does the last flush.
+func (d *Daemon) flushReads(ctx context.Context, every time.Duration) {
+	periodically(ctx, every, func() { d.audit.Flush(ctx) })
 }

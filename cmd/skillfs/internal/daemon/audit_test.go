@@ -42,7 +42,7 @@ func TestAuditAPI(t *testing.T) {
 	before := time.Now()
 	readThrough(t, filepath.Join(d.mountRoot, one.ID, "b-skill", "SKILL.md"))
 	readThrough(t, filepath.Join(d.mountRoot, one.ID, "a-skill", "SKILL.md"))
-	if err := d.audit.flush(ctx); err != nil { // one batch stored, the next pending
+	if err := d.audit.Flush(ctx); err != nil { // one batch stored, the next pending
 		t.Fatal(err)
 	}
 	readThrough(t, filepath.Join(d.mountRoot, one.ID, "b-skill", "SKILL.md"))

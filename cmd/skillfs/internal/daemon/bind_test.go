@@ -1,204 +1,27 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/fs/bind"
 	"skillfs/skills"
 )
-
-// targetTree is a data directory and an outside directory, with symlinks
-// to both, below a fresh temporary directory.
-type targetTree struct {
-	root, home, outside string
-	fence               *fence
-	procFD              int
-}
-
-func newTargetTree(t *testing.T) *targetTree {
-	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tt := &targetTree{root: root, home: filepath.Join(root, "home"), outside: filepath.Join(root, "outside")}
-	for _, dir := range []string{filepath.Join(tt.home, "store"), tt.outside} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for link, to := range map[string]string{"to-home": tt.home, "to-outside": tt.outside, "dangling": filepath.Join(tt.home, "new")} {
-		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(tt.home, &st); err != nil {
-		t.Fatal(err)
-	}
-	tt.fence = &fence{home: idOf(&st), fuseDev: ^uint64(0), homePath: tt.home}
-	tt.procFD, err = unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(tt.procFD) })
-	return tt
-}
-
-// TestOpenTargetResolvesAndCreates: a target reached through a symlink is
-// resolved, its missing directories made, and the descriptor is the
-// directory named by the resolved path.
-func TestOpenTargetResolvesAndCreates(t *testing.T) {
-	tt := newTargetTree(t)
-	tg, err := openTarget(filepath.Join(tt.root, "to-outside", "box", "skills"), true, tt.fence, tt.procFD)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(tg.fd)
-	want := filepath.Join(tt.outside, "box", "skills")
-	if tg.path != want {
-		t.Fatalf("resolved %q, want %q", tg.path, want)
-	}
-	var a, b unix.Stat_t
-	if err := unix.Fstat(tg.fd, &a); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Stat(want, &b); err != nil || idOf(&a) != idOf(&b) {
-		t.Fatalf("the descriptor is not %s: %v", want, err)
-	}
-}
-
-// TestOpenTargetFence: targets in the data directory, however reached, and
-// in the daemon's mount are refused, and nothing is created for them.
-func TestOpenTargetFence(t *testing.T) {
-	tt := newTargetTree(t)
-	cases := []struct {
-		name, target string
-		want         error
-	}{
-		{"the data directory", tt.home, skills.ErrInvalid},
-		{"inside it", filepath.Join(tt.home, "store"), skills.ErrInvalid},
-		{"through a symlink", filepath.Join(tt.root, "to-home", "store"), skills.ErrInvalid},
-		{"to be created through a symlink", filepath.Join(tt.root, "to-home", "new", "dir"), skills.ErrInvalid},
-		{"through a dangling symlink", filepath.Join(tt.root, "dangling", "dir"), skills.ErrInvalid},
-		{"the root", "/", skills.ErrInvalid},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tg, err := openTarget(tc.target, true, tt.fence, tt.procFD)
-			if err == nil {
-				unix.Close(tg.fd)
-				t.Fatalf("%s opened as %q", tc.target, tg.path)
-			}
-			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.target) {
-				t.Fatalf("%v; want %v naming the target", err, tc.want)
-			}
-		})
-	}
-	if _, err := os.Lstat(filepath.Join(tt.home, "new")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a refused target left %s behind: %v", filepath.Join(tt.home, "new"), err)
-	}
-
-	// Everything on the mount's device is inside the mount.
-	var st unix.Stat_t
-	if err := unix.Stat(tt.outside, &st); err != nil {
-		t.Fatal(err)
-	}
-	inMount := &fence{home: tt.fence.home, fuseDev: uint64(st.Dev)}
-	_, err := openTarget(filepath.Join(tt.outside, "x"), true, inMount, tt.procFD)
-	if !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), "daemon's own mount") {
-		t.Fatalf("a target on the mount's device: %v", err)
-	}
-	if _, err := os.Lstat(filepath.Join(tt.outside, "x")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a refused target was created: %v", err)
-	}
-}
-
-// TestOpenTargetWithoutCreate: a missing target is not made.
-func TestOpenTargetWithoutCreate(t *testing.T) {
-	tt := newTargetTree(t)
-	_, err := openTarget(filepath.Join(tt.outside, "missing"), false, tt.fence, tt.procFD)
-	if !errors.Is(err, skills.ErrNotFound) {
-		t.Fatalf("missing target without create: %v, want ErrNotFound", err)
-	}
-	if _, err := os.Lstat(filepath.Join(tt.outside, "missing")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the target was created: %v", err)
-	}
-}
-
-// TestOpenTargetCoversDataDirectory: a target that holds the data directory
-// (one of its parents, however reached) is refused, since a bind there would
-// hide it; a directory merely below such a parent, a sibling, or another
-// bind of the parent is not. Where the data directory's path names another
-// directory (a sandbox's namespace), nothing is refused for it.
-func TestOpenTargetCoversDataDirectory(t *testing.T) {
-	tt := newTargetTree(t)
-	if err := os.Symlink(tt.root, filepath.Join(tt.outside, "up")); err != nil {
-		t.Fatal(err)
-	}
-	for name, target := range map[string]string{
-		"the parent":             tt.root,
-		"a grandparent":          filepath.Dir(tt.root),
-		"the parent via a link":  filepath.Join(tt.outside, "up"),
-		"the parent via dot-dot": filepath.Join(tt.outside, ".."),
-	} {
-		t.Run(name, func(t *testing.T) {
-			tg, err := openTarget(target, true, tt.fence, tt.procFD)
-			if err == nil {
-				unix.Close(tg.fd)
-				t.Fatalf("%s opened as %q", target, tg.path)
-			}
-			if !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), "contains the data directory") ||
-				!strings.Contains(err.Error(), target) {
-				t.Fatalf("%v; want ErrInvalid naming the target and saying it contains the data directory", err)
-			}
-		})
-	}
-
-	ok := func(t *testing.T, f *fence, target string) {
-		t.Helper()
-		tg, err := openTarget(target, true, f, tt.procFD)
-		if err != nil {
-			t.Fatalf("%s: %v", target, err)
-		}
-		unix.Close(tg.fd)
-	}
-	t.Run("a sibling", func(t *testing.T) { ok(t, tt.fence, tt.outside) })
-	t.Run("to be created below the parent", func(t *testing.T) { ok(t, tt.fence, filepath.Join(tt.root, "new", "dir")) })
-	t.Run("the data directory not at its path here", func(t *testing.T) {
-		elsewhere := *tt.fence
-		elsewhere.homePath = tt.outside // another directory by that name
-		ok(t, &elsewhere, tt.root)
-		elsewhere.homePath = filepath.Join(tt.root, "missing")
-		ok(t, &elsewhere, tt.root)
-	})
-	t.Run("another bind of the parent", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("bind mounts need root")
-		}
-		b := filepath.Join(tt.outside, "b")
-		if err := os.Mkdir(b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Mount(tt.root, b, "", unix.MS_BIND, ""); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Unmount(b, unix.MNT_DETACH) })
-		ok(t, tt.fence, b)
-		// What is below it is still the data directory.
-		if _, err := openTarget(filepath.Join(b, "home"), false, tt.fence, tt.procFD); !errors.Is(err, skills.ErrInvalid) {
-			t.Fatalf("the data directory through another bind of its parent: %v", err)
-		}
-	})
-}
 
 // TestSandboxLookupErrors: only a process that is gone (ENOENT, ESRCH) makes
 // rebind forget a sandbox's bind and detach treat it as gone; any other
@@ -212,13 +35,13 @@ func TestSandboxLookupErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := skills.Bind{Target: "/nonexistent/box/skills", PID: os.Getpid(), NS: "mnt:[1]"}
-	readLink, openFile := readNamespaceLink, openNamespaceFile
-	t.Cleanup(func() { readNamespaceLink, openNamespaceFile = readLink, openFile })
+	readLink, openFile := bind.ReadNamespaceLink, bind.OpenNamespaceFile
+	t.Cleanup(func() { bind.ReadNamespaceLink, bind.OpenNamespaceFile = readLink, openFile })
 	inject := func(errno unix.Errno) {
-		readNamespaceLink = func(p string) (string, error) {
+		bind.ReadNamespaceLink = func(p string) (string, error) {
 			return "", &os.PathError{Op: "readlink", Path: p, Err: errno}
 		}
-		openNamespaceFile = func(string) (int, error) { return -1, errno }
+		bind.OpenNamespaceFile = func(string) (int, error) { return -1, errno }
 	}
 	recorded := func() bool {
 		t.Helper()
@@ -235,7 +58,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			inject(errno)
-			if err := namespaceError(b.PID, errno); errors.Is(err, skills.ErrNotFound) || !errors.Is(err, errno) {
+			if _, err := bind.NamespaceOf(b.PID); errors.Is(err, skills.ErrNotFound) || !errors.Is(err, errno) {
 				t.Errorf("classified as %v", err)
 			}
 			d.rebind(ctx)
@@ -253,7 +76,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			inject(errno)
-			if err := namespaceError(b.PID, errno); !errors.Is(err, skills.ErrNotFound) {
+			if _, err := bind.NamespaceOf(b.PID); !errors.Is(err, skills.ErrNotFound) {
 				t.Errorf("classified as %v", err)
 			}
 			if err := d.detach(b); err != nil {
@@ -265,4 +88,261 @@ func TestSandboxLookupErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hungFS is a FUSE filesystem that stops answering: in its root, "hang" is
+// a directory whose lookup blocks until released, and "dir" one answered at
+// once whose entries' lookups block until released (holding dir's lock
+// meanwhile, as the kernel does for a lookup in progress).
+type hungFS struct {
+	mnt     string
+	entered chan struct{} // gets a value each time a lookup blocks
+	release func()
+}
+
+type hungNode struct {
+	fusefs.Inode
+	fs   *hungFS
+	gate chan struct{}
+	root bool
+}
+
+var _ = (fusefs.NodeLookuper)((*hungNode)(nil))
+var _ = (fusefs.NodeGetattrer)((*hungNode)(nil))
+
+func (n *hungNode) Getattr(_ context.Context, _ fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o755
+	return 0
+}
+
+func (n *hungNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	dir := func() (*fusefs.Inode, syscall.Errno) {
+		out.Mode = syscall.S_IFDIR | 0o755
+		return n.NewInode(ctx, &hungNode{fs: n.fs, gate: n.gate}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), 0
+	}
+	if n.root && name == "dir" {
+		return dir()
+	}
+	if n.root && name != "hang" {
+		return nil, syscall.ENOENT
+	}
+	select {
+	case n.fs.entered <- struct{}{}:
+	default:
+	}
+	<-n.gate
+	if n.root {
+		return dir() // released: "hang" is an ordinary directory
+	}
+	return nil, syscall.ENOENT
+}
+
+// mountHung mounts a fresh hungFS; it is released and unmounted when the
+// test ends.
+func mountHung(t *testing.T) *hungFS {
+	t.Helper()
+	gate := make(chan struct{})
+	var once sync.Once
+	h := &hungFS{mnt: filepath.Join(t.TempDir(), "hung"), entered: make(chan struct{}, 16)}
+	h.release = func() { once.Do(func() { close(gate) }) }
+	if err := os.Mkdir(h.mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.Hour
+	srv, err := fusefs.Mount(h.mnt, &hungNode{fs: h, gate: gate, root: true}, &fusefs.Options{
+		MountOptions: fuse.MountOptions{FsName: "skillfs-hung-test", DirectMount: true},
+		EntryTimeout: &timeout, AttrTimeout: &timeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.release()
+		if err := srv.Unmount(); err != nil {
+			unix.Unmount(h.mnt, unix.MNT_DETACH)
+		}
+	})
+	return h
+}
+
+// waitEntered waits until a lookup blocks in h.
+func (h *hungFS) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reached the hung filesystem")
+	}
+}
+
+// mountedAt tells whether something is mounted at path in this namespace.
+func mountedAt(t *testing.T, path string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBindOnHungFilesystem: a bind target on a filesystem that never
+// answers costs Bind, Unbind and Close an error within bind.Timeout, not
+// the daemon's lock: another session change waiting for the lock goes
+// through. Work that completes once the filesystem answers again leaves no
+// bind behind: a target opened late is not bound, and an attach that
+// completes late is undone.
+func TestBindOnHungFilesystem(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	var logs syncBuffer
+	d.log = slog.New(slog.NewTextHandler(&logs, nil))
+	prev := bind.Timeout
+	bind.Timeout = 500 * time.Millisecond
+	t.Cleanup(func() { bind.Timeout = prev })
+	// The sessions are made first: should an operation keep the lock, no
+	// later step may wait for it unbounded.
+	var ids []string
+	for range 4 {
+		info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	// bounded runs op, which must fail with the timeout; meanwhile another
+	// session change, queued behind it for the lock once op is blocked
+	// (reached returns), must complete too.
+	bounded := func(t *testing.T, h *hungFS, reached func(), op func() error) {
+		t.Helper()
+		start := time.Now()
+		res := make(chan error, 1)
+		go func() { res <- op() }()
+		reached()
+		other := make(chan error, 1)
+		go func() { _, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true}); other <- err }()
+		select {
+		case err := <-res:
+			if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), h.mnt) {
+				t.Errorf("err = %v, want a timeout naming the target", err)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %v with a timeout of %v", took, bind.Timeout)
+			}
+		case <-time.After(10 * time.Second):
+			h.release()
+			t.Fatal("still blocked 10s after the target stopped answering")
+		}
+		select {
+		case err := <-other:
+			if err != nil {
+				t.Errorf("the session change waiting for the lock: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a session change still waits for the lock 10s later")
+		}
+	}
+	// nothingLeft checks, once the filesystem answered again, that no bind
+	// was left at target or recorded for session id.
+	nothingLeft := func(t *testing.T, id, target string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for mountedAt(t, target) {
+			if time.Now().After(deadline) {
+				t.Fatalf("a bind nobody recorded is left at %s", target)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // let late work finish
+		if mountedAt(t, target) {
+			t.Fatalf("a bind nobody recorded appeared at %s", target)
+		}
+		binds, err := d.cat.DB().Binds(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(binds) != 0 {
+			t.Fatalf("binds recorded: %v", binds)
+		}
+	}
+
+	for i, pid := range []int{0, os.Getpid()} {
+		name := "daemon's namespace"
+		if pid != 0 {
+			name = "joined namespace"
+		}
+		t.Run("open blocks, "+name, func(t *testing.T) {
+			h := mountHung(t)
+			id := ids[i]
+			target := filepath.Join(h.mnt, "hang")
+			bounded(t, h, func() { h.waitEntered(t) }, func() error { _, err := d.Bind(ctx, id, target, pid); return err })
+			h.release()
+			nothingLeft(t, id, target)
+		})
+	}
+
+	t.Run("attach blocks, then completes", func(t *testing.T) {
+		h := mountHung(t)
+		id := ids[2]
+		target := filepath.Join(h.mnt, "dir")
+		// A lookup in dir that never ends holds dir's lock: move_mount
+		// onto dir waits for it.
+		stat := make(chan error, 1)
+		go func() { _, err := os.Stat(filepath.Join(target, "x")); stat <- err }()
+		h.waitEntered(t)
+		// move_mount waits in the kernel, where the filesystem sees nothing.
+		wait := func() { time.Sleep(bind.Timeout / 2) }
+		bounded(t, h, wait, func() error { _, err := d.Bind(ctx, id, target, 0); return err })
+		h.release()
+		<-stat
+		nothingLeft(t, id, target)
+		if !strings.Contains(logs.String(), "bind completed after its caller gave up") {
+			t.Errorf("the late attach was not what was undone:\n%s", logs.String())
+		}
+	})
+
+	t.Run("unmount and close", func(t *testing.T) {
+		h := mountHung(t)
+		id := ids[3]
+		target := filepath.Join(h.mnt, "hang")
+		if err := d.cat.DB().AddBind(ctx, id, d.host, skills.Bind{Target: target}); err != nil {
+			t.Fatal(err)
+		}
+		bounded(t, h, func() { h.waitEntered(t) }, func() error { return d.Unbind(ctx, id, target, 0) })
+		res := make(chan error, 1)
+		go func() { res <- d.Close(ctx, id) }()
+		select {
+		case err := <-res:
+			if err != nil {
+				t.Errorf("close: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("close still blocked 10s later")
+		}
+		if _, err := d.Session(ctx, id); err == nil {
+			t.Errorf("session still open after close")
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

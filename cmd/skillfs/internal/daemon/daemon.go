@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
 )
@@ -110,8 +111,8 @@ type Options struct {
 type Daemon struct {
 	cat       *catalog.Catalog
 	fs        *skfs.Server
-	rec       *recorder
-	audit     *readAudit
+	rec       activationRecorder
+	audit     readAudit
 	events    *hub
 	metrics   *metrics
 	diffs     *diffGate // what comparisons of versions hold together
@@ -137,9 +138,9 @@ type Daemon struct {
 	// followed is what the views of this host's sessions were last
 	// reevaluated against (nil: nothing yet); guarded by mu.
 	followed *readers
-	// settled is when the mount was last made to serve exactly what the
-	// index says this host serves (see settle); guarded by mu.
-	settled time.Time
+	// sessionsMatched is when the mount was last made to serve exactly what
+	// the index says this host serves (see matchSessions); guarded by mu.
+	sessionsMatched time.Time
 }
 
 // reconcile checks the data directory before it is served: a damaged index
@@ -240,9 +241,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 		"heartbeat_every", opts.HeartbeatEvery, "grace", opts.HostGrace, "reconcile_every", opts.ReconcileEvery)
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
-	go func() { defer close(flushed); d.rec.run(flushCtx, opts.FlushEvery) }()
+	go func() { defer close(flushed); d.flushActivations(flushCtx, opts.FlushEvery) }()
 	audited := make(chan struct{})
-	go func() { defer close(audited); d.audit.run(flushCtx, opts.FlushEvery) }()
+	go func() { defer close(audited); d.flushReads(flushCtx, opts.FlushEvery) }()
 	pruned := make(chan struct{})
 	go func() { defer close(pruned); d.pruneEvents(flushCtx, opts.EventRetention, opts.EventRetainCount) }()
 	api.ready(opts, d.fs.NumSessions())
@@ -289,8 +290,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	<-flushed
 	<-pruned
 	<-audited
-	d.audit.close() // a loss is logged; the activations below decide the exit
-	if err := d.rec.close(); err != nil {
+	d.audit.Close() // a loss is logged; the activations below decide the exit
+	if err := d.rec.Close(); err != nil {
 		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
 	return lost
@@ -334,33 +335,6 @@ func (opts *Options) defaults(home string) {
 	opts.netDefaults()
 }
 
-// startRecorder makes the activation recorder with its journal, which
-// keeps what the index could not take (also what a spill file of an earlier
-// version holds), and delivers what it holds.
-func (d *Daemon) startRecorder(ctx context.Context) (closeJournal func(), err error) {
-	d.rec = newRecorder(d.cat.DB(), d.events, d.log)
-	d.rec.metrics = d.metrics
-	j, entries, torn, reserveErr, err := openJournal(filepath.Join(d.cat.Home(), JournalName))
-	if err != nil {
-		return nil, err
-	}
-	if torn != nil {
-		d.log.Warn("the activation journal ended in a record torn by a crash: dropped, the records before it kept",
-			"records", len(entries), "torn", torn)
-	}
-	if reserveErr != nil {
-		d.log.Warn("activation journal not reserved: opens the index cannot take may be lost on a full disk", "err", reserveErr)
-	}
-	if n, err := importSpill(filepath.Join(d.cat.Home(), SpillName), j); err != nil {
-		j.close()
-		return nil, err
-	} else if n > 0 {
-		d.log.Info("the spill file of an earlier version moved into the activation journal", "batches", n)
-	}
-	d.rec.useJournal(ctx, j)
-	return func() { j.close() }, nil
-}
-
 // mount mounts the shared filesystem, clearing a dead mount a crash left,
 // and returns the function that unmounts it (once).
 func (d *Daemon) mount(opts Options) (unmount func(), err error) {
@@ -377,7 +351,7 @@ func (d *Daemon) mount(opts Options) (unmount func(), err error) {
 		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
-	d.audit = newReadAudit(d.cat.DB(), srv.TakeReads, d.log)
+	d.audit = activation.NewReadAudit(d.cat.DB(), srv.TakeReads, d.log)
 	d.log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
 		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
 	if opts.Passthrough && !srv.PassthroughSupported() {

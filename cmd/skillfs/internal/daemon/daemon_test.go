@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
 	"skillfs/fs/fusetest"
@@ -33,7 +34,7 @@ func newTestDaemon(t testing.TB) *Daemon {
 // wrap (nil: as it is); with opens, every open of a SKILL.md reaches the
 // recorder (fs.Options.Opens). Its recorder keeps what the index cannot
 // take in a journal in the data directory, as serve's does.
-func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens bool) *Daemon {
+func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activation.Index, opens bool) *Daemon {
 	t.Helper()
 	return newTestHostOn(t, "", wrap, opens, nil)
 }
@@ -58,7 +59,7 @@ func newTestHost(t testing.TB, shared string) *Daemon {
 
 // newTestHostOn is newTestDaemonOn on the shared index at shared, with
 // the import roots roots (nil: none).
-func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool, roots *catalog.ImportRoots) *Daemon {
+func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activation.Index, opens bool, roots *catalog.ImportRoots) *Daemon {
 	t.Helper()
 	fusetest.Require(t)
 	ctx := context.Background()
@@ -79,25 +80,23 @@ func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationI
 		t.Fatal(err)
 	}
 	d.metrics = newMetrics(d)
-	var db activationIndex = cat.DB()
+	var db activation.Index = cat.DB()
 	if wrap != nil {
 		db = wrap(cat.DB())
 	}
-	d.rec = newRecorder(db, d.events, log)
-	d.rec.metrics = d.metrics
-	j, _, _, _, err := openJournal(filepath.Join(home, JournalName))
-	if err != nil {
+	rec := newRecorder(db, d.events, log, d.metrics)
+	if err := rec.OpenJournal(ctx, home); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { j.close() })
-	d.rec.useJournal(ctx, j)
+	t.Cleanup(func() { rec.CloseJournal() })
+	d.rec = rec
 	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens, FsName: testFsName})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Unmount() })
 	d.fs = srv
-	d.audit = newReadAudit(cat.DB(), srv.TakeReads, log)
+	d.audit = activation.NewReadAudit(cat.DB(), srv.TakeReads, log)
 	return d
 }
 

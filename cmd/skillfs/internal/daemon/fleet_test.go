@@ -118,8 +118,8 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 		"close":   func() error { return b.Close(ctx, info.ID) },
 		"refresh": func() error { _, err := b.Refresh(ctx, info.ID); return err },
 		"set":     func() error { _, err := b.SetSkills(ctx, info.ID, SetRequest{Skills: []string{}}); return err },
-		"mount":   func() error { _, err := b.Mount(ctx, info.ID, target, 0); return err },
-		"unmount": func() error { return b.Unmount(ctx, info.ID, target, 0) },
+		"mount":   func() error { _, err := b.Bind(ctx, info.ID, target, 0); return err },
+		"unmount": func() error { return b.Unbind(ctx, info.ID, target, 0) },
 	}
 	for what, change := range changes {
 		err := change()
@@ -210,7 +210,7 @@ func TestFleetRevocationsReachEveryHost(t *testing.T) {
 	// alice is deleted through a, her session closed with her: b drops
 	// the view and the bind it made.
 	target := bindTarget(t)
-	if _, err := b.Mount(ctx, info.ID, target, 0); err != nil {
+	if _, err := b.Bind(ctx, info.ID, target, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.DeleteUser(ctx, "", "alice", "", false); !errors.Is(err, skills.ErrExists) {
@@ -269,7 +269,7 @@ func TestFleetMove(t *testing.T) {
 		t.Fatalf("activations on a: %+v (%v)", first, err)
 	}
 	target := bindTarget(t)
-	if _, err := a.Mount(ctx, info.ID, target, 0); err != nil {
+	if _, err := a.Bind(ctx, info.ID, target, 0); err != nil {
 		t.Fatal(err)
 	}
 	// x gets a new version meanwhile: the moved session keeps its pin.
@@ -341,7 +341,7 @@ func TestFleetMove(t *testing.T) {
 	if n := activated(); n != 1 {
 		t.Fatalf("%d activated events after a re-open on b, want 1", n)
 	}
-	if err := b.rec.flush(ctx); err != nil {
+	if err := b.rec.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	acts, err = b.Activations(ctx, info.ID)
@@ -466,7 +466,7 @@ func TestFollowWakesAndLooks(t *testing.T) {
 	}
 }
 
-// Every settleEvery a host compares the sessions it serves with those the
+// Every matchSessionsEvery a host compares the sessions it serves with those the
 // index says it serves, not just their counts: a session closed elsewhere
 // beside one the mount lacks (a close that failed half-way here) leave the
 // counts equal, and both are set right.
@@ -499,7 +499,7 @@ func TestSettleComparesSessions(t *testing.T) {
 	if err := a.cat.DB().CreateSession(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	a.settled = time.Now().Add(-2 * settleEvery)
+	a.sessionsMatched = time.Now().Add(-2 * matchSessionsEvery)
 	if err := a.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}

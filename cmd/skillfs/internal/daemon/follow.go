@@ -39,7 +39,7 @@ func (d *Daemon) follow(ctx context.Context, every time.Duration, wake <-chan st
 // skills (the in-memory catalog follows the index's change log) or users
 // (their change mark) mean a reevaluation of every session served here, as
 // after a local change; fewer sessions of this host in the index than the
-// mount serves mean some were closed or moved elsewhere (settle). Nothing
+// mount serves mean some were closed or moved elsewhere (matchSessions). Nothing
 // changed costs two small queries, made without holding up session changes.
 func (d *Daemon) catchUp(ctx context.Context) error {
 	m, err := d.cat.DB().Marks(ctx, d.host)
@@ -57,10 +57,10 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	switch {
-	case time.Since(d.settled) > settleEvery:
+	case time.Since(d.sessionsMatched) > matchSessionsEvery:
 		// Equal counts can hide a close elsewhere beside a session this
 		// mount lacks: now and then the sessions themselves are compared.
-		errs = append(errs, d.settle(ctx))
+		errs = append(errs, d.matchSessions(ctx))
 	case m.Served != d.fs.NumSessions():
 		// A session made or closed here since the look counts too: look
 		// again now that none can be.
@@ -68,7 +68,7 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 			return err
 		}
 		if m.Served != d.fs.NumSessions() {
-			errs = append(errs, d.settle(ctx))
+			errs = append(errs, d.matchSessions(ctx))
 		}
 	}
 	if f := d.followed; f == nil || f.set != set || f.mark != m.Users {
@@ -78,15 +78,16 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// settleEvery is how often catchUp compares the sessions this host serves
-// with the index's, whatever the counts say.
-const settleEvery = time.Minute
+// matchSessionsEvery is how often catchUp compares the sessions this host
+// serves with the index's, whatever the counts say.
+const matchSessionsEvery = time.Minute
 
-// settle makes the mount serve what the index says this host serves: the
-// view of a session closed or moved elsewhere goes, with the binds this host
-// made of it, and an open session of this host that the mount lacks (a
-// close that failed half-way) is served again. The caller holds d.mu.
-func (d *Daemon) settle(ctx context.Context) error {
+// matchSessions makes the mount serve the sessions the index says this host
+// serves: the view of a session closed or moved elsewhere goes, with the
+// binds this host made of it, and an open session of this host that the
+// mount lacks (a close that failed half-way) is served again. The caller
+// holds d.mu.
+func (d *Daemon) matchSessions(ctx context.Context) error {
 	r, err := d.lookAtReaders(ctx)
 	if err != nil {
 		return err
@@ -119,7 +120,7 @@ func (d *Daemon) settle(ctx context.Context) error {
 	}
 	for id := range served {
 		d.fs.RemoveSession(id)
-		d.rec.forget(id)
+		d.rec.Forget(id)
 		d.log.Info("session closed or moved elsewhere: no longer served here", "session", id)
 	}
 	if len(served) > 0 {
@@ -129,7 +130,7 @@ func (d *Daemon) settle(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	d.settled = time.Now()
+	d.sessionsMatched = time.Now()
 	return nil
 }
 

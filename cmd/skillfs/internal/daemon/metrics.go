@@ -97,10 +97,10 @@ func newMetrics(d *Daemon) *metrics {
 	journaled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skillfs_activation_journal_records",
 		Help: "Records of the activation journal not yet delivered to the index: first activations and batches of opens kept while it could not be reached, or refused at the last shutdown."},
 		func() float64 {
-			if d.rec == nil || d.rec.journal == nil {
+			if d.rec == nil {
 				return 0
 			}
-			return float64(d.rec.journal.pending())
+			return float64(d.rec.JournalRecords())
 		})
 	m.reg.MustRegister(m.opens, m.activations, m.api, m.imports, m.importSeconds, m.flushSeconds, m.flushFailures, journaled, m.busy,
 		stateCollector{d},

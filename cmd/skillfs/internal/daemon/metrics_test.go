@@ -82,8 +82,7 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics(&Daemon{})
-	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
-	r.metrics = m
+	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler), m)
 	for _, o := range []struct{ session, slug string }{
 		{"s1", "a"}, {"s1", "a"}, {"s1", "b"}, {"s1", "a"}, {"s2", "a"}, {"s2", "a"},
 	} {
@@ -103,7 +102,7 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 	recorded := func() map[string]float64 {
 		out := map[string]float64{}
 		for _, s := range []string{"s1", "s2"} {
-			acts, err := r.activations(ctx, s)
+			acts, err := r.Activations(ctx, s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,12 +116,12 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 	wantSeries(t, recorded(), want) // the workload is what the recorder holds
 	wantSeries(t, series(t, m), want)
 
-	if err := r.flush(ctx); err != nil {
+	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.Opened("s1", "b")
 	db.Close()
-	if err := r.flush(ctx); err == nil {
+	if err := r.Flush(ctx); err == nil {
 		t.Fatal("flush into a closed index succeeded")
 	}
 	want["skillfs_skill_opens_total{skill=b}"]++

@@ -35,7 +35,7 @@ type Moved struct {
 // session is still served by the host this read, so of two hosts taking the
 // same session over, one does and the other is refused; a moved event is
 // recorded with it. The old host's binds are dropped: it detaches them if
-// it runs (see settle).
+// it runs (see matchSessions).
 //
 // A move is allowed to whoever may close the session: the API trusts its
 // caller as it does for every session call.

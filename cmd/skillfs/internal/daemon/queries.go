@@ -37,7 +37,7 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	if err != nil {
 		return nil, err
 	}
-	stored, err := d.rec.activations(ctx, id)
+	stored, err := d.rec.Activations(ctx, id)
 	if err != nil {
 		return nil, err
 	}

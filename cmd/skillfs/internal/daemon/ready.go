@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/index"
 	"skillfs/skills"
 )
@@ -52,7 +53,7 @@ func (d *Daemon) Ready(ctx context.Context) Readiness {
 			err := d.cat.DB().CheckWritable(ctx)
 			if err != nil && d.cat.Shared() {
 				// A shared index that does not answer is unreachable.
-				err = errors.New(skills.Message(asUnavailable(err)))
+				err = errors.New(skills.Message(activation.AsUnavailable(err)))
 			}
 			return err
 		}),

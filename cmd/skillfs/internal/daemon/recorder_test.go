@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,112 +39,32 @@ func addUsers(t testing.TB, db *index.DB, uids ...string) {
 	}
 }
 
-func opens(t testing.TB, db *index.DB, r *recorder) map[string]int64 {
-	t.Helper()
-	acts, err := r.activations(context.Background(), "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, a := range acts {
-		out[a.Slug] = a.Opens
-	}
-	return out
-}
-
-func TestRecorderFirstDurableThenBatched(t *testing.T) {
+// TestRecorderPublishesThroughTheHub: a session's first open of a skill is
+// published on the hub as the activated event the log stores, with its id;
+// a later open publishes nothing.
+func TestRecorderPublishesThroughTheHub(t *testing.T) {
 	db := openDB(t)
 	h := newHub(db)
 	sub := h.subscribe("s1")
 	defer h.unsubscribe(sub)
-	r := newRecorder(db, h, slog.New(slog.DiscardHandler))
-
+	r := newRecorder(db, h, slog.New(slog.DiscardHandler), nil)
 	if err := r.Opened("s1", "pdf"); err != nil {
 		t.Fatal(err)
 	}
-	// Durable at once: the index has it without any flush.
-	stored, _ := db.Activations(context.Background(), "s1")
-	if len(stored) != 1 || stored[0].Opens != 1 {
-		t.Fatalf("after the first open the index holds %+v", stored)
-	}
-	if evs, _, _ := sub.take(); len(evs) != 1 || evs[0].Type != "activated" || evs[0].Slug != "pdf" || evs[0].ID != 1 {
+	evs, _, _ := sub.take()
+	if len(evs) != 1 || evs[0].Type != "activated" || evs[0].Slug != "pdf" || evs[0].ID != 1 ||
+		evs[0].Tools == nil || evs[0].MCPs == nil {
 		t.Fatalf("events %+v, want pdf's activation", evs)
 	}
-
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				r.Opened("s1", "pdf")
-			}
-		}()
+	page, err := db.Events(context.Background(), "", 0, 10)
+	if err != nil || len(page.Events) != 1 || string(page.Events[0].Payload) != `{"tools":[],"mcps":[]}` {
+		t.Fatalf("the log holds %+v, %v", page, err)
 	}
-	wg.Wait()
-	if got := opens(t, db, r); got["pdf"] != 201 {
-		t.Fatalf("opens with pending = %v, want 201", got)
+	if err := r.Opened("s1", "pdf"); err != nil {
+		t.Fatal(err)
 	}
 	if evs, _, _ := sub.take(); len(evs) > 0 {
 		t.Fatalf("a later open published %+v", evs)
-	}
-	if err := r.close(); err != nil {
-		t.Fatal(err)
-	}
-	stored, _ = db.Activations(context.Background(), "s1")
-	if stored[0].Opens != 201 {
-		t.Fatalf("after close the index holds %d opens, want 201", stored[0].Opens)
-	}
-	if err := r.Opened("s1", "pdf"); !errors.Is(err, errShuttingDown) {
-		t.Fatalf("open after close: %v, want errShuttingDown", err)
-	}
-}
-
-// TestActivationsNeverMissAFlushingBatch: a query during a flush sees every
-// open, never a batch that has left memory but is not stored yet.
-func TestActivationsNeverMissAFlushingBatch(t *testing.T) {
-	db := openDB(t)
-	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // flush as often as possible
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				r.flush(context.Background())
-			}
-		}
-	}()
-	var last int64
-	for i := range 2000 {
-		r.Opened("s1", "pdf")
-		got := opens(t, db, r)["pdf"]
-		if got != int64(i+1) {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("after %d opens the query saw %d (previous %d)", i+1, got, last)
-		}
-		last = got
-	}
-	close(stop)
-	wg.Wait()
-}
-
-func TestRecorderKeepsOpensWhenFlushFails(t *testing.T) {
-	db := openDB(t)
-	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler))
-	r.Opened("s1", "a")
-	r.Opened("s1", "a")
-	db.Close()
-	if err := r.flush(context.Background()); err == nil {
-		t.Fatal("flush into a closed index succeeded")
-	}
-	if p := r.pendingFor("s1"); p["a"].Opens != 1 {
-		t.Fatalf("pending after a failed flush = %+v, want the one later open kept", p)
 	}
 }
 

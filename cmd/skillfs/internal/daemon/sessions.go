@@ -566,14 +566,14 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 		}
 	}
 	d.fs.RemoveSession(id)
-	d.rec.forget(id)
+	d.rec.Forget(id)
 	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().CloseSession(ctx, id, evs...) },
 		Event{Type: "closed", Session: id, At: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
 	if err := d.cat.DB().ForgetBinds(ctx, id, d.host); err != nil {
-		// Detached already: the records go with the next settle or start.
+		// Detached already: the records go with the next matchSessions or start.
 		d.log.Warn("forget the binds of a closed session", "session", id, "err", err)
 	}
 	d.log.Info("session closed", "session", id)

@@ -1,4 +1,4 @@
-package daemon
+package activation
 
 import (
 	"bufio"
@@ -54,7 +54,7 @@ const (
 type journalEntry struct {
 	ID     string
 	Deltas []index.OpenDelta
-	First  *Event
+	First  *Activated
 }
 
 // journalRecord is the file's encoding of an entry: short keys, times in
@@ -63,7 +63,14 @@ type journalEntry struct {
 type journalRecord struct {
 	ID     string       `json:"id"`
 	Deltas []spillDelta `json:"d"`
-	First  *adds        `json:"f,omitempty"`
+	First  *journalAdds `json:"f,omitempty"`
+}
+
+// journalAdds is what a first activation's skill adds, encoded as the
+// event log stores an activated event's payload.
+type journalAdds struct {
+	Tools []string `json:"tools"`
+	MCPs  []string `json:"mcps"`
 }
 
 // encode is the record's body.
@@ -73,7 +80,8 @@ func (e journalEntry) encode() ([]byte, error) {
 		r.Deltas[i] = spillDelta{Session: d.Session, Slug: d.Slug, Opens: d.Opens, LastAt: d.LastAt.UnixNano()}
 	}
 	if e.First != nil {
-		r.First = &adds{Tools: nonNil(e.First.Tools), MCPs: nonNil(e.First.MCPs)}
+		// Empty lists encode as [], never null.
+		r.First = &journalAdds{Tools: append([]string{}, e.First.Tools...), MCPs: append([]string{}, e.First.MCPs...)}
 	}
 	return json.Marshal(r)
 }
@@ -101,8 +109,8 @@ func decodeJournalEntry(body []byte) (journalEntry, error) {
 			return journalEntry{}, fmt.Errorf("record %s: a first activation of %d counts", r.ID, len(e.Deltas))
 		}
 		d := e.Deltas[0]
-		e.First = &Event{Type: "activated", Session: d.Session, Slug: d.Slug, At: d.LastAt,
-			Tools: nonNil(r.First.Tools), MCPs: nonNil(r.First.MCPs)}
+		e.First = &Activated{Session: d.Session, Slug: d.Slug, At: d.LastAt,
+			Tools: append([]string{}, r.First.Tools...), MCPs: append([]string{}, r.First.MCPs...)}
 	}
 	return e, nil
 }
@@ -182,18 +190,28 @@ type journal struct {
 	open map[actKey]*skills.Activation
 }
 
+// openedJournal is a journal just opened, and what opening it found.
+type openedJournal struct {
+	journal *journal
+	records []journalEntry // the records it holds, none delivered yet
+	// torn says why reading stopped before a clean end: what followed the
+	// valid records was dropped from the file.
+	torn error
+	// unreserved says why the file's space is not reserved; it is used all
+	// the same.
+	unreserved error
+}
+
 // openJournal opens (creating and reserving) the journal at path and reads
-// it. A torn last record is dropped from the file; torn says what was
-// dropped. A file whose space cannot be reserved is still used; reserveErr
-// says why it is not reserved.
-func openJournal(path string) (j *journal, entries []journalEntry, torn, reserveErr, err error) {
+// it. A torn last record is dropped from the file.
+func openJournal(path string) (openedJournal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("open the activation journal: %w", err)
+		return openedJournal{}, fmt.Errorf("open the activation journal: %w", err)
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, nil, nil, fmt.Errorf("activation journal %s is not a regular file", path)
+		return openedJournal{}, fmt.Errorf("activation journal %s is not a regular file", path)
 	}
 	entries, size, torn := readJournal(io.NewSectionReader(f, 0, 1<<62))
 	if torn != nil {
@@ -201,14 +219,14 @@ func openJournal(path string) (j *journal, entries []journalEntry, torn, reserve
 		// written there is not followed by a piece of the torn one.
 		if err := f.Truncate(size); err != nil {
 			f.Close()
-			return nil, nil, nil, nil, fmt.Errorf("drop the torn end of the activation journal: %w", err)
+			return openedJournal{}, fmt.Errorf("drop the torn end of the activation journal: %w", err)
 		}
 	}
-	j = &journal{path: path, f: f, end: size, open: map[actKey]*skills.Activation{}}
+	j := &journal{path: path, f: f, end: size, open: map[actKey]*skills.Activation{}}
 	for _, e := range entries {
 		j.count(e)
 	}
-	return j, entries, torn, j.reserve(), nil
+	return openedJournal{journal: j, records: entries, torn: torn, unreserved: j.reserve()}, nil
 }
 
 // reserve allocates journalReserve bytes from the start of the file, read

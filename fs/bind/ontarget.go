@@ -1,4 +1,4 @@
-package daemon
+package bind
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// targetTimeout bounds each piece of work on a bind target (opening and
-// checking it, attaching, unmounting). A variable so tests can shorten it.
-var targetTimeout = 10 * time.Second
+// Timeout bounds each piece of work on a bind target (opening and checking
+// it, attaching, unmounting). A variable so tests can shorten it.
+var Timeout = 10 * time.Second
 
 // errGaveUp ends work on a target whose caller stopped waiting; nobody sees
 // it.
@@ -21,7 +21,7 @@ var errGaveUp = errors.New("the caller stopped waiting")
 
 // onTarget runs fn on a thread of its own, one that joined the mount
 // namespace open at nsfd (that of process pid, named in errors), or with
-// nsfd < 0 in the daemon's, and waits for it at most targetTimeout.
+// nsfd < 0 in the daemon's, and waits for it at most Timeout.
 //
 // A target on a hung filesystem (a FUSE server that never answers, an
 // unreachable NFS server) can block fn for ever, in calls no signal ends.
@@ -81,7 +81,7 @@ func onTarget(what string, nsfd, pid int, owned []int, fn func(gaveUp func() boo
 		done <- err
 	}()
 
-	timer := time.NewTimer(targetTimeout)
+	timer := time.NewTimer(Timeout)
 	defer timer.Stop()
 	select {
 	case err := <-done:
@@ -96,7 +96,7 @@ func onTarget(what string, nsfd, pid int, owned []int, fn func(gaveUp func() boo
 	default:
 	}
 	abandoned = true
-	return fmt.Errorf("%s: no answer within %v (a hung filesystem?): %w", what, targetTimeout, os.ErrDeadlineExceeded)
+	return fmt.Errorf("%s: no answer within %v (a hung filesystem?): %w", what, Timeout, os.ErrDeadlineExceeded)
 }
 
 // elsewhere runs fn on another goroutine and waits for it. From a thread

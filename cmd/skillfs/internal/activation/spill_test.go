@@ -1,4 +1,4 @@
-package daemon
+package activation
 
 import (
 	"bytes"
@@ -44,10 +44,11 @@ func TestSpillOfAnEarlierVersionIsDelivered(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(home, SpillName), raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		j, _, torn, _, err := openJournal(filepath.Join(home, JournalName))
-		if err != nil || torn != nil {
-			t.Fatalf("openJournal = %v, %v", torn, err)
+		o, err := openJournal(filepath.Join(home, JournalName))
+		if err != nil || o.torn != nil {
+			t.Fatalf("openJournal = %v, %v", o.torn, err)
 		}
+		j := o.journal
 		defer j.close()
 		if n, err := importSpill(filepath.Join(home, SpillName), j); err != nil || n != 1 {
 			t.Fatalf("importSpill = %d, %v; want 1 batch", n, err)
@@ -55,7 +56,7 @@ func TestSpillOfAnEarlierVersionIsDelivered(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(home, SpillName)); !os.IsNotExist(err) {
 			t.Fatalf("the spill file is still there: %v", err)
 		}
-		newRecorder(db, newHub(db), discard).useJournal(ctx, j)
+		NewRecorder(db, &eventLog{}, discard, nil).useJournal(ctx, j)
 		if n := j.pending(); n != 0 {
 			t.Fatalf("%d records left in the journal", n)
 		}

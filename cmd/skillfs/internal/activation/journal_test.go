@@ -1,11 +1,10 @@
-package daemon
+package activation
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,17 +13,15 @@ import (
 	"skillfs/index"
 )
 
-var discard = slog.New(slog.DiscardHandler)
-
 // newJournal opens a new journal in a temporary directory.
 func newJournal(t testing.TB) *journal {
 	t.Helper()
-	j, entries, torn, _, err := openJournal(filepath.Join(t.TempDir(), JournalName))
-	if err != nil || torn != nil || len(entries) != 0 {
-		t.Fatalf("openJournal of a new file = %d entries, %v, %v", len(entries), torn, err)
+	o, err := openJournal(filepath.Join(t.TempDir(), JournalName))
+	if err != nil || o.torn != nil || len(o.records) != 0 {
+		t.Fatalf("openJournal of a new file = %d entries, %v, %v", len(o.records), o.torn, err)
 	}
-	t.Cleanup(func() { j.close() })
-	return j
+	t.Cleanup(func() { o.journal.close() })
+	return o.journal
 }
 
 func delta(session, slug string, opens int64, at time.Time) index.OpenDelta {
@@ -36,7 +33,7 @@ func delta(session, slug string, opens int64, at time.Time) index.OpenDelta {
 func TestJournalRoundTrip(t *testing.T) {
 	j := newJournal(t)
 	t0 := time.Unix(1000, 5).UTC()
-	ev := &Event{Type: "activated", Session: "s1", Slug: "pdf", At: t0, Tools: []string{"ocr"}, MCPs: []string{}}
+	ev := &Activated{Session: "s1", Slug: "pdf", At: t0, Tools: []string{"ocr"}, MCPs: []string{}}
 	in := []journalEntry{
 		{ID: "a", First: ev, Deltas: []index.OpenDelta{delta("s1", "pdf", 1, t0)}},
 		{ID: "b", Deltas: []index.OpenDelta{delta("s1", "pdf", 4, t0.Add(time.Second)), delta("s2", "doc", 2, t0)}},
@@ -70,10 +67,11 @@ func TestJournalRoundTrip(t *testing.T) {
 // back.
 func TestJournalDropsATornLastRecord(t *testing.T) {
 	path := filepath.Join(t.TempDir(), JournalName)
-	j, _, _, _, err := openJournal(path)
+	o, err := openJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	j := o.journal
 	t0 := time.Unix(50, 0)
 	for i := range 3 {
 		if err := j.append(journalEntry{ID: fmt.Sprint(i), Deltas: []index.OpenDelta{delta("s", "x", int64(i+1), t0)}}); err != nil {
@@ -92,10 +90,11 @@ func TestJournalDropsATornLastRecord(t *testing.T) {
 	if err := os.WriteFile(path, cut, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j, entries, torn, _, err := openJournal(path)
+	o, err = openJournal(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	j, entries, torn := o.journal, o.records, o.torn
 	defer j.close()
 	if torn == nil || len(entries) != 2 || entries[1].ID != "1" {
 		t.Fatalf("after a torn write: %d records, torn %v; want 2 and a warning", len(entries), torn)
@@ -155,7 +154,7 @@ func FuzzReadJournal(f *testing.F) {
 	{
 		j := newJournal(f)
 		t0 := time.Unix(7, 0)
-		ev := &Event{Type: "activated", Session: "s", Slug: "x", At: t0}
+		ev := &Activated{Session: "s", Slug: "x", At: t0}
 		j.append(journalEntry{ID: "a", First: ev, Deltas: []index.OpenDelta{delta("s", "x", 1, t0)}})
 		j.append(journalEntry{ID: "b", Deltas: []index.OpenDelta{delta("s", "x", 3, t0)}})
 		io.Copy(&valid, io.NewSectionReader(j.f, 0, j.end))

@@ -1,4 +1,4 @@
-package daemon
+package activation
 
 import (
 	"encoding/binary"
