@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"skillfs/fs/readbench"
-	"skillfs/skills"
+	skillstore "skillfs/skills/store"
 
 	"golang.org/x/sys/unix"
 )
@@ -129,7 +129,7 @@ func BenchmarkReadVouched(b *testing.B) {
 		_, session, store := benchSession(b, opts)
 		nextTick()
 		for _, dir := range store {
-			hash, _, _, err := skills.TreeHash(dir)
+			hash, _, _, err := skillstore.TreeHash(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -160,7 +160,7 @@ func BenchmarkReadVouched(b *testing.B) {
 func BenchmarkVouch(b *testing.B) {
 	tr, kids := cacheTree(b, 1)
 	v := &hashVerifier{want: map[string]string{}, verified: map[string]time.Time{}}
-	hash, _, _, err := skills.TreeHash(tr.dir)
+	hash, _, _, err := skillstore.TreeHash(tr.dir)
 	if err != nil {
 		b.Fatal(err)
 	}
