@@ -59,7 +59,7 @@ func SafeJoin(root, name string) (string, error) {
 	return filepath.Join(root, filepath.FromSlash(clean)), nil
 }
 
-// checkRelPath returns an ErrUnsafePath-wrapping reason why name cannot be
+// CheckRelPath returns an ErrUnsafePath-wrapping reason why name cannot be
 // confined, or nil.
 func CheckRelPath(name string) error {
 	if name == "" {
@@ -128,7 +128,7 @@ func checkEscape(s string) error {
 
 func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
-// percentDecode replaces every valid %XX escape by its byte and leaves
+// PercentDecode replaces every valid %XX escape by its byte and leaves
 // anything else, including a stray '%', as it is.
 func PercentDecode(s string) string {
 	if strings.IndexByte(s, '%') < 0 {

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// reservedPrefix starts the names of skillfs's own bookkeeping files, which
+// ReservedPrefix starts the names of skillfs's own bookkeeping files, which
 // the filesystem hides; no skill may hold such a name.
 const ReservedPrefix = ".skillfs"
 
@@ -19,7 +19,7 @@ const ReservedPrefix = ".skillfs"
 // filesystem hides every name starting with ".skillfs").
 const MetaFileName = ".skillfs-version.json"
 
-// storedFileMode is the mode a stored file gets: only the owner execute bit
+// StoredFileMode is the mode a stored file gets: only the owner execute bit
 // of the original survives, so content identity does not depend on umasks.
 func StoredFileMode(m iofs.FileMode) iofs.FileMode {
 	if m&0o100 != 0 {
@@ -81,7 +81,7 @@ func (e *SpecialFilesError) Unwrap() []error {
 	return out
 }
 
-// kindOf names a non-regular file type for error messages.
+// FileKind names a non-regular file type for error messages.
 func FileKind(m iofs.FileMode) string {
 	switch {
 	case m&iofs.ModeSymlink != 0:
@@ -100,7 +100,7 @@ func FileKind(m iofs.FileMode) string {
 	return "special file"
 }
 
-// removeTree removes p and everything below it, making read-only directories
+// RemoveTree removes p and everything below it, making read-only directories
 // writable first. A missing p is not an error.
 func RemoveTree(p string) error {
 	if _, err := os.Lstat(p); errors.Is(err, iofs.ErrNotExist) {

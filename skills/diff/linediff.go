@@ -177,7 +177,7 @@ func (d *lineDiff) spend(n int64) bool {
 
 // count counts the lines added and removed without an edit script: one
 // search gives the length of the shortest one. ok is false when it is
-// longer than MaxDiffEdits; then the counts are those of the whole middle.
+// longer than MaxEdits; then the counts are those of the whole middle.
 func (d *lineDiff) count() bool {
 	n, m := len(d.ida), len(d.idb)
 	if n == 0 || m == 0 {

@@ -15,15 +15,15 @@ import (
 )
 
 // Bounds of a tree diff: a text diff is shown for files up to
-// MaxDiffFileBytes a side, up to MaxDiffEdits lines changed and up to
-// MaxDiffFileOutput bytes of diff; past those the change is named, its
-// diff left out. DefaultDiffOutput bounds the text of all diffs together.
+// MaxFileBytes a side, up to MaxEdits lines changed and up to
+// MaxFileOutput bytes of diff; past those the change is named, its
+// diff left out. DefaultOutput bounds the text of all diffs together.
 //
 // The line diff is Myers' algorithm in linear space (the "middle snake",
 // divide and conquer): besides the two files it holds 4 bytes per line of
 // each twice (where it ends, its number), a table of 8 to 16 bytes per line
 // of the part that differs to number them (no copy of a line), and
-// two vectors of O(MaxDiffEdits) words for the search, shared by every
+// two vectors of O(MaxEdits) words for the search, shared by every
 // level of it, never a trace of the search. A diffstat alone does not
 // build the edit script at all: one search from both ends gives the number
 // of lines changed. Files are compared one pair at a time, in memory reused
@@ -39,7 +39,7 @@ const (
 	diffContext   = 3
 )
 
-// The comparison budget of one request (see DiffBudget): bytes of files
+// The comparison budget of one request (see Budget): bytes of files
 // read to compare them, and steps of the line diff (a line compared with
 // another, a line numbered, or a diagonal of the edit graph visited or
 // made ready for the search). A pair of wholly
@@ -50,8 +50,8 @@ const (
 	DefaultBudgetSteps = 32 << 20
 )
 
-// DiffBudget is what one request may spend comparing trees, shared by
-// every DiffTrees call it makes. A file whose bytes do not fit what is
+// Budget is what one request may spend comparing trees, shared by
+// every Trees call it makes. A file whose bytes do not fit what is
 // left is reported not compared (FileChange.NotCompared) and the files
 // after it are still compared; once the steps run out, or no byte is
 // left, every file after is not compared. So the work and memory of a
@@ -60,7 +60,7 @@ type Budget struct {
 	Bytes, Steps int64 // what is left
 }
 
-// NewDiffBudget is a budget of bytes and steps (0: the defaults).
+// NewBudget is a budget of bytes and steps (0: the defaults).
 func NewBudget(bytes, steps int64) *Budget {
 	if bytes <= 0 {
 		bytes = DefaultBudgetBytes
@@ -102,7 +102,7 @@ type FileChange struct {
 	Added   int    `json:"added"`   // lines added (0 when LinesUnknown)
 	Removed int    `json:"removed"` // lines removed
 	// LinesUnknown: the lines were not counted (a binary file, one over
-	// MaxDiffFileBytes, or one not compared).
+	// MaxFileBytes, or one not compared).
 	LinesUnknown bool `json:"lines_unknown,omitempty"`
 	// NotCompared: the request's budget was spent before this file, or
 	// what was left of it was too little for it.
@@ -113,7 +113,7 @@ type FileChange struct {
 	Note string `json:"note,omitempty"`
 }
 
-// DiffStat sums up a tree diff. Insertions and deletions leave out the
+// Stat sums up a tree diff. Insertions and deletions leave out the
 // files counted in LinesUnknown; NotCompared counts the files the budget
 // left (those in both trees with the same size and mode may not differ at
 // all, and are in no other count).
@@ -200,12 +200,12 @@ func listTree(root string) (map[string]treeFile, error) {
 	return out, err
 }
 
-// DiffTrees compares the published trees a (old) and b (new), either ""
+// Trees compares the published trees a (old) and b (new), either ""
 // for an empty tree, file by file in path order. With text set, changed
 // text files get a unified diff, all of them together cut at maxOutput
-// bytes (0: DefaultDiffOutput); without, only the line counts, and no
+// bytes (0: DefaultOutput); without, only the line counts, and no
 // edit script is built. The work is taken from budget (nil: a budget of
-// its own, NewDiffBudget(0, 0)). It keeps every change; TreeDiff.Each
+// its own, NewBudget(0, 0)). It keeps every change; TreeDiff.Each
 // hands them on one at a time instead.
 func Trees(a, b string, text bool, maxOutput int, budget *Budget) ([]FileChange, error) {
 	td, err := Open(a, b)
@@ -231,7 +231,7 @@ type TreeDiff struct {
 	listed int64    // bytes the listing holds
 }
 
-// OpenTreeDiff lists the trees a (old) and b (new), either "" for an empty
+// Open lists the trees a (old) and b (new), either "" for an empty
 // tree, for comparing them.
 func Open(a, b string) (*TreeDiff, error) {
 	fa, err := listTree(a)
@@ -270,8 +270,8 @@ const diffBase = 16 << 10
 
 // Memory bounds the bytes Each holds at any one time, from the sizes the
 // listing gave: the listing, and the scratch its largest files need (see
-// pairMemory; a file past MaxDiffFileBytes is compared in blocks, never
-// read whole), with text one file's diff (MaxDiffFileOutput at most, and
+// pairMemory; a file past MaxFileBytes is compared in blocks, never
+// read whole), with text one file's diff (MaxFileOutput at most, and
 // the copy handed on). It counts every byte as live; the garbage of a
 // scratch that grew from one pair to a larger one is the collector's.
 func (td *TreeDiff) Memory(text bool) int64 {
@@ -321,7 +321,7 @@ func pairMemory(sa, sb int64, text bool, longest int) int64 {
 	return n
 }
 
-// Each compares the trees file by file in path order, as DiffTrees does,
+// Each compares the trees file by file in path order, as Trees does,
 // and hands fn each file that changed, as it is made; an error of fn stops
 // it. The change is fn's to keep; none is kept here.
 func (td *TreeDiff) Each(text bool, maxOutput int, budget *Budget, fn func(*FileChange) error) error {

@@ -221,7 +221,7 @@ func allocated(fn func()) uint64 {
 }
 
 // TestDiffOfWhollyDifferentFilesIsBounded: two wholly different 3,000-line
-// files (6,000 edits, past MaxDiffEdits) take under 1 MiB to compare, with
+// files (6,000 edits, past MaxEdits) take under 1 MiB to compare, with
 // a diff or without (a search that kept its trace took about 128 MB), and
 // count only the lines between the shared head and tail; many such files
 // in one request stop at the budget, the rest reported not compared.
@@ -359,7 +359,7 @@ func TestFileOverTheBudgetLeavesTheOthers(t *testing.T) {
 // not, for the worst shapes of files: lines of one byte, wholly
 // different, lines all alike, one line of a mebibyte, control characters
 // (whose JSON is six times as long: the diff text is cut at
-// MaxDiffFileOutput, never built past it), files added and removed, and
+// MaxFileOutput, never built past it), files added and removed, and
 // many files of one size (the scratch reused, not made again per file).
 func TestDiffMemoryIsBounded(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -432,7 +432,7 @@ func TestDiffMemoryIsBounded(t *testing.T) {
 	}
 }
 
-// TestFileDiffOverItsLimit: a file whose diff would pass MaxDiffFileOutput
+// TestFileDiffOverItsLimit: a file whose diff would pass MaxFileOutput
 // is named with its counts and a note, its diff left out; the files after
 // it still get theirs.
 func TestFileDiffOverItsLimit(t *testing.T) {

@@ -17,29 +17,29 @@ import (
 	"skillfs/skills"
 )
 
-// GitSource names a repository, an optional ref (branch, tag or commit) and
+// Source names a repository, an optional ref (branch, tag or commit) and
 // an optional sub-folder to import from.
 type Source struct {
 	URL string // what git clones: a URL, an scp-like address (user@host:path) or a local path
 	Ref string // branch, tag (short or refs/heads/, refs/tags/ name) or commit hash; "" for the default branch
 	// Path is the folder inside the repository to import from, a slash path
-	// relative to its root; "" for the whole repository. ParseGitSource
+	// relative to its root; "" for the whole repository. ParseSource
 	// keeps it cleaned when CleanRelPath accepts it and as written
 	// otherwise; SubRoot confines it (and refuses what CleanRelPath
 	// refuses) when the checkout is there.
 	Path string
 }
 
-// String returns the source in the form ParseGitSource reads, with any
+// String returns the source in the form ParseSource reads, with any
 // credentials embedded in the URL replaced by "xxxxx", so it is safe to log
 // and to record as provenance.
 func (s Source) String() string {
 	return s.join(redactGitURL(s.URL))
 }
 
-// Spec returns the source in the form ParseGitSource reads, its URL as
+// Spec returns the source in the form ParseSource reads, its URL as
 // given, credentials included: what a reader of the source is handed
-// (ParseGitSource(s.Spec()) is s), never what is shown or recorded.
+// (ParseSource(s.Spec()) is s), never what is shown or recorded.
 func (s Source) Spec() string {
 	return s.join(s.URL)
 }
@@ -58,7 +58,7 @@ func (s Source) join(u string) string {
 	return u + "#" + s.Ref
 }
 
-// ParseGitSource splits "URL#ref", "URL#ref:path" and "URL#:path" at the
+// ParseSource splits "URL#ref", "URL#ref:path" and "URL#:path" at the
 // last '#': the part before is the URL, the part after the ref and, after
 // the first ':' in it, the path of a sub-folder of the repository (each ""
 // when there is none or it is empty). All three are trimmed of surrounding
@@ -73,7 +73,7 @@ func (s Source) join(u string) string {
 // URL (an scp-like address, a port) is never read as the path's, since the
 // path is looked for after the '#' only. The '#' is looked for after the
 // URL's user information (see splitUserinfo), so a '#' in a password stays
-// in the URL, where String and RedactSource hide it, and never becomes a
+// in the URL, where String and Spec.String hide it, and never becomes a
 // ref that messages show.
 func ParseSource(s string) Source {
 	s = strings.TrimSpace(s)
@@ -113,44 +113,11 @@ func cleanSubPath(p string) string {
 	}
 }
 
-// gitSchemes are the URL schemes IsGitURL accepts; CloneGit lets git use only
+// gitSchemes are the URL schemes Spec.IsGit accepts; Clone lets git use only
 // their transports.
 var gitSchemes = []string{"https://", "http://", "ssh://", "git+ssh://", "ssh+git://", "git://", "file://"}
 
-// IsGitURL reports whether a source string (with or without a "#ref"
-// suffix, see ParseGitSource) names a git repository: an https://, http://,
-// ssh://, git:// or file:// URL, an scp-like address user@host:path, a path
-// ending in .git, or a local directory that is a working tree (it holds
-// .git) or a bare repository (HEAD, objects/ and refs/).
-//
-// It does not decide precedence, which is the caller's: every http(s) URL
-// counts, so check for archive URLs (.zip) first; and a local working tree
-// is also a plain directory, so a caller that imports directories as they
-// are on disk (uncommitted changes included) checks for a directory first.
-func IsURL(s string) bool {
-	u := ParseSource(s).URL
-	if u == "" || strings.HasPrefix(u, "-") {
-		return false
-	}
-	lower := strings.ToLower(u)
-	for _, p := range gitSchemes {
-		if strings.HasPrefix(lower, p) {
-			return len(u) > len(p)
-		}
-	}
-	if strings.Contains(u, "://") {
-		return false
-	}
-	if IsSCPLike(u) {
-		return true
-	}
-	if strings.HasSuffix(strings.TrimRight(u, "/"), ".git") {
-		return true
-	}
-	return isLocalGitRepo(u)
-}
-
-// isSCPLike reports whether s has the form user@host:path, which git reads
+// IsSCPLike reports whether s has the form user@host:path, which git reads
 // as an ssh address. A bare host:path is not accepted: too many local file
 // names hold a colon.
 func IsSCPLike(s string) bool {
@@ -196,7 +163,7 @@ func isLocalGitRepo(path string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// GitError reports a git source that could not be cloned. It wraps
+// Error reports a git source that could not be cloned. It wraps
 // ErrNotFound when the repository or the ref does not exist (or cannot be
 // read without credentials), ErrInvalid for a malformed URL or ref, the
 // context's error when cancelled, and the process error otherwise.
@@ -235,7 +202,7 @@ const gitStdoutMax = 4 << 20
 // output pipes open after its process group was killed.
 const gitCloneTimeoutGrace = 5 * time.Second
 
-// CloneGit clones src into dir, which must not exist or be empty, checks out
+// Clone clones src into dir, which must not exist or be empty, checks out
 // src.Ref when given, and returns the checked-out commit hash. It leaves a
 // plain working tree: the .git directory is removed once the commit is
 // known, so dir can be imported like any directory. Symlinks in the
@@ -251,7 +218,7 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // bytes), and the file and entry counts, the depth, every file size, the
 // total and its ratio to the fetched objects on disk must be within the
 // limits. Only then is the tree checked out, again watched against
-// MaxTotalBytes. A refusal is a *GitError wrapping a *LimitError
+// MaxTotalBytes. A refusal is a *Error wrapping a *LimitError
 // (errors.Is(err, ErrLimit)) or an ErrUnsafePath error, naming the path in
 // the repository.
 //
@@ -261,7 +228,7 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // keys or agent), no credential helper, no hooks, no templates, and only the
 // https, http, ssh, git and file transports. The one thing taken from that
 // configuration, its URL rewrites (url.<base>.insteadOf), is applied here
-// before git runs (see ResolveGitURL): git is handed the rewritten URL, and
+// before git runs (see ResolveURL): git is handed the rewritten URL, and
 // a remote URL with a "." or ".." path segment, or a rewrite leading
 // outside its folder, is refused with ErrInvalid. A repository that needs
 // credentials is reported as not found. Clones are shallow where the ref
@@ -283,8 +250,8 @@ const gitCloneTimeoutGrace = 5 * time.Second
 // unset); the error then says "timed out after ..." and wraps
 // context.DeadlineExceeded. Cancelling ctx, its deadline or the timeout kill
 // git's whole process group. On any error dir is left as it was found:
-// removed if CloneGit created it, emptied otherwise. The error is a
-// *GitError for failures of git itself and for refusals.
+// removed if Clone created it, emptied otherwise. The error is a
+// *Error for failures of git itself and for refusals.
 func Clone(ctx context.Context, src Source, dir string, opts CloneOptions) (commit string, err error) {
 	src, fetchURL, err := checkGitSource(src, gitRewrites())
 	if err != nil {
@@ -348,7 +315,7 @@ func Clone(ctx context.Context, src Source, dir string, opts CloneOptions) (comm
 	return commit, nil
 }
 
-// clone does the work of CloneGit once dir is ready: fetch without checking
+// clone does the work of Clone once dir is ready: fetch without checking
 // out, check the commit's tree against the limits, check it out.
 func (g *gitRunner) clone(ctx context.Context, dir string) (string, error) {
 	// While git fetches, the clone is nothing but the fetched objects, and
@@ -747,10 +714,10 @@ func gitSecrets(raw string) []string {
 	return s
 }
 
-// checkGitSource is the first step of CloneGit: src trimmed, with "HEAD"
+// checkGitSource is the first step of Clone: src trimmed, with "HEAD"
 // as the default branch, its URL and ref checked, and the URL git is to
 // read (src's with the rewrites rules applied, see resolveGitURL). A
-// refusal is a *GitError wrapping ErrInvalid.
+// refusal is a *Error wrapping ErrInvalid.
 func checkGitSource(src Source, rules []gitRewrite) (Source, string, error) {
 	src.URL = strings.TrimSpace(src.URL)
 	src.Ref = strings.TrimSpace(src.Ref)
@@ -792,7 +759,7 @@ func prepareCloneDir(dir string) (created bool, err error) {
 	return false, nil
 }
 
-// clearCloneDir removes dir when CloneGit created it, or else everything in it.
+// clearCloneDir removes dir when Clone created it, or else everything in it.
 func clearCloneDir(dir string, created bool) error {
 	if created {
 		if err := os.RemoveAll(dir); err != nil {
@@ -815,7 +782,7 @@ func clearCloneDir(dir string, created bool) error {
 	return nil
 }
 
-// gitRunner runs git for one CloneGit call.
+// gitRunner runs git for one Clone call.
 type gitRunner struct {
 	src  Source        // as given: what messages name
 	url  string        // what git reads: src.URL rewritten (see ResolveGitURL), a local path made absolute
@@ -938,7 +905,7 @@ func (g *gitRunner) run(ctx context.Context, dir string, args ...string) ([]byte
 	return stdout.Bytes(), gitResult{stderr: stderr.String(), err: err}
 }
 
-// fail builds the GitError for a failed command: why ctx is done when it is
+// fail builds the Error for a failed command: why ctx is done when it is
 // (see stopped), otherwise reason wrapping err.
 func (g *gitRunner) fail(ctx context.Context, res gitResult, reason string, err error) error {
 	if ctx.Err() != nil {
@@ -947,7 +914,7 @@ func (g *gitRunner) fail(ctx context.Context, res gitResult, reason string, err 
 	return &Error{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, append(gitSecrets(g.src.URL), gitSecrets(g.url)...)), Err: err}
 }
 
-// stopped builds the GitError for a command killed because ctx is done: the
+// stopped builds the Error for a command killed because ctx is done: the
 // limit the clone on disk exceeded, the clone's own timeout, or the caller's
 // deadline or cancellation. Each wraps what errors.Is should find:
 // ErrLimit, context.DeadlineExceeded or context.Canceled.

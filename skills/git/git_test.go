@@ -385,8 +385,8 @@ func testCloneGitRunsNoHooks(t *testing.T, r fixtureRepo) {
 	}
 }
 
-// A wrapper that puts its own hooksPath in front of CloneGit's arguments
-// shows that CloneGit's own -c core.hooksPath takes effect.
+// A wrapper that puts its own hooksPath in front of Clone's arguments
+// shows that Clone's own -c core.hooksPath takes effect.
 func testCloneGitOverridesHooksPath(t *testing.T, r fixtureRepo) {
 	gitBin := requireGit(t)
 	root := t.TempDir()
@@ -591,7 +591,7 @@ func TestIsGitURL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsURL(tc.in); got != tc.want {
+			if got := ParseSpec(tc.in).IsGit(); got != tc.want {
 				t.Errorf("IsGitURL(%q) = %v, want %v", tc.in, got, tc.want)
 			}
 		})
@@ -899,7 +899,7 @@ func checkedOut(lines []string) bool {
 		ranSubcommand(lines, "archive")
 }
 
-// readModes are the two ways CloneGit reads a repository on this machine:
+// readModes are the two ways Clone reads a repository on this machine:
 // from its objects (git archive), and by cloning it as a remote one is.
 var readModes = []struct {
 	name     string
@@ -932,7 +932,7 @@ func peakSize(dir string) func() int64 {
 	}
 }
 
-// wantRefused checks that a CloneGit error is a refusal that left nothing
+// wantRefused checks that a Clone error is a refusal that left nothing
 // behind and does not name the temporary clone directory.
 func wantRefused(t *testing.T, err error, target error, dir string) {
 	t.Helper()

@@ -16,11 +16,11 @@ import (
 	"skillfs/skills"
 )
 
-// DefaultCloneTimeout bounds a whole CloneGit call when CloneOptions.Timeout
+// DefaultCloneTimeout bounds a whole Clone call when CloneOptions.Timeout
 // is not set: listing, fetching, checking and checking out.
 const DefaultCloneTimeout = 5 * time.Minute
 
-// CloneOptions bounds what CloneGit may fetch and write.
+// CloneOptions bounds what Clone may fetch and write.
 type CloneOptions struct {
 	// Limits are the import limits the commit's tree must meet before
 	// anything is checked out; unset fields take DefaultLimits. Its
@@ -223,7 +223,7 @@ func accountGitEntry(b *skills.Budget, e gitTreeEntry) error {
 // depth, every blob size, their total, and the total against the fetched
 // objects on disk (gitBytes) for the compression ratio. Git is killed at the
 // first entry over a limit, so a tree that names millions of paths costs no
-// more than the limits. A refusal is a *GitError wrapping the *LimitError or
+// more than the limits. A refusal is a *Error wrapping the *LimitError or
 // the ErrUnsafePath error, which name the path in the repository.
 func (g *gitRunner) checkTree(ctx context.Context, dir, commit string, gitBytes int64) error {
 	b := skills.NewBudget(g.lim)

@@ -142,7 +142,7 @@ func confineObjects(objects string, confine func(string) error, depth int) error
 	return nil
 }
 
-// readLocal does the work of CloneGit for a repository on this machine whose
+// readLocal does the work of Clone for a repository on this machine whose
 // objects are in objects: resolve the ref, check the commit's tree against
 // the limits, unpack it into dir.
 func (g *gitRunner) readLocal(ctx context.Context, dir, objects string) (string, error) {

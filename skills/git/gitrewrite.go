@@ -82,9 +82,9 @@ func rewriteGitURL(u string, rules []gitRewrite) (string, gitRewrite, bool) {
 	return r.base + u[len(r.prefix):], r, true
 }
 
-// ResolveGitURL returns the URL a clone of u reads: u with the URL
+// ResolveURL returns the URL a clone of u reads: u with the URL
 // rewrites of git's configuration applied (see rewriteGitURL). It refuses,
-// with an error wrapping ErrInvalid, a remote URL (see IsRemoteGitURL)
+// with an error wrapping ErrInvalid, a remote URL (see Spec.IsRemote)
 // whose path holds a "." or ".." segment, written plainly or
 // percent-encoded, before or after rewriting, and a rewrite that leads to
 // this machine (a path or a file:// URL) outside its base.
@@ -96,7 +96,7 @@ func ResolveURL(u string) (string, error) {
 	return out, nil
 }
 
-// resolveGitURL does the work of ResolveGitURL with the rules given. Its
+// resolveGitURL does the work of ResolveURL with the rules given. Its
 // errors name neither u nor the rule's base (where a mirror lies on this
 // machine is not the business of whoever asks).
 func resolveGitURL(u string, rules []gitRewrite) (string, error) {

@@ -99,17 +99,17 @@ func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
 		"gopher://example.com/r.git":        {},
 		"https://github.com/x/r.git#v2:sub": {}, // the longest prefix that matches, github.com/x/, sends it to another host
 	} {
-		got, err := LocalPaths(in)
+		got, err := ParseSpec(in).LocalPaths()
 		if err != nil || !slices.Equal(got.Named, want.Named) || got.Rewritten != want.Rewritten {
-			t.Errorf("LocalPaths(%q) = %+v, %v; want %+v", in, got, err, want)
+			t.Errorf("ParseSpec(%q).LocalPaths() = %+v, %v; want %+v", in, got, err, want)
 		}
 		if got.Local() != (len(want.Named) > 0 || want.Rewritten != "") {
-			t.Errorf("LocalPaths(%q).Local() = %v", in, got.Local())
+			t.Errorf("ParseSpec(%q).LocalPaths().Local() = %v", in, got.Local())
 		}
 	}
 	for _, in := range []string{"https://github.com/../../home/b/x.git#main", "file://otherhost/srv/x.git", "file:///srv/x.git?q=1"} {
-		if got, err := LocalPaths(in); !errors.Is(err, skills.ErrInvalid) {
-			t.Errorf("LocalPaths(%q) = %+v, %v; want ErrInvalid", in, got, err)
+		if got, err := ParseSpec(in).LocalPaths(); !errors.Is(err, skills.ErrInvalid) {
+			t.Errorf("ParseSpec(%q).LocalPaths() = %+v, %v; want ErrInvalid", in, got, err)
 		}
 	}
 
@@ -216,19 +216,19 @@ func TestSourceCredentials(t *testing.T) {
 		"ssh://git:pw@host/r.git#v1":                   "ssh://git:xxxxx@host/r.git#v1",
 		"https://user:p#s3cret@github.com/a/b.git":     "https://xxxxx@github.com/a/b.git", // a '#' in the password, no ref
 	} {
-		if !HasCredentials(in) {
-			t.Errorf("HasCredentials(%q) = false", in)
+		if !ParseSpec(in).HasCredentials() {
+			t.Errorf("ParseSpec(%q).HasCredentials() = false", in)
 		}
-		if got := RedactSource(in); got != want {
-			t.Errorf("RedactSource(%q) = %q, want %q", in, got, want)
+		if got := ParseSpec(in).String(); got != want {
+			t.Errorf("ParseSpec(%q).String() = %q, want %q", in, got, want)
 		}
-		if err := RefuseCredentials("curated source", in); !errors.Is(err, skills.ErrInvalid) || strings.Contains(err.Error(), "s3cret") ||
+		if err := ParseSpec(in).RefuseCredentials("curated source"); !errors.Is(err, skills.ErrInvalid) || strings.Contains(err.Error(), "s3cret") ||
 			strings.Contains(err.Error(), "tok@") || strings.Contains(err.Error(), ":pw@") {
 			t.Errorf("RefuseCredentials(%q) = %v", in, err)
 		}
 	}
 	for _, in := range []string{"https://github.com/o/r.git", "git@github.com:o/r.git", "ssh://git@host/r.git", "/srv/a@b/r", "owner/repo", "https://xxxxx@host/r.git"} {
-		if HasCredentials(in) || RedactSource(in) != in || RefuseCredentials("curated source", in) != nil {
+		if ParseSpec(in).HasCredentials() || ParseSpec(in).String() != in || ParseSpec(in).RefuseCredentials("curated source") != nil {
 			t.Errorf("%q seen to carry credentials", in)
 		}
 	}

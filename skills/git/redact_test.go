@@ -39,8 +39,8 @@ func TestCredentialsBeforeParsing(t *testing.T) {
 		if got := ParseSource(tc.in); got != tc.parsed {
 			t.Errorf("ParseGitSource(%q) = %+v, want %+v", tc.in, got, tc.parsed)
 		}
-		if got := RedactSource(tc.in); got != tc.shown {
-			t.Errorf("RedactSource(%q) = %q, want %q", tc.in, got, tc.shown)
+		if got := ParseSpec(tc.in).String(); got != tc.shown {
+			t.Errorf("ParseSpec(%q).String() = %q, want %q", tc.in, got, tc.shown)
 		}
 		if got := ParseSource(tc.in).String(); got != tc.shown {
 			t.Errorf("String of %q = %q, want %q", tc.in, got, tc.shown)
@@ -48,18 +48,18 @@ func TestCredentialsBeforeParsing(t *testing.T) {
 		if back := ParseSource(tc.parsed.Spec()); back != tc.parsed {
 			t.Errorf("ParseGitSource(%q), of Spec, = %+v, want %+v", tc.parsed.Spec(), back, tc.parsed)
 		}
-		if !HasCredentials(tc.in) {
-			t.Errorf("HasCredentials(%q) = false", tc.in)
+		if !ParseSpec(tc.in).HasCredentials() {
+			t.Errorf("ParseSpec(%q).HasCredentials() = false", tc.in)
 		}
-		if RedactSource(tc.shown) != tc.shown || HasCredentials(tc.shown) {
+		if ParseSpec(tc.shown).String() != tc.shown || ParseSpec(tc.shown).HasCredentials() {
 			t.Errorf("%q, redacted already, is seen to carry credentials", tc.shown)
 		}
 	}
 	// What holds no secret is shown as written.
 	for _, in := range []string{"https://host/x.git?ref=main&depth=1", "https://host/x.git#v1@2", "/srv/r?token=x", "git@host:o/r.git#main",
 		"https://host/x.git?token=", "https://host/x.git?token"} {
-		if got := RedactSource(in); got != in || HasCredentials(in) {
-			t.Errorf("RedactSource(%q) = %q (credentials %v), want it unchanged", in, got, HasCredentials(in))
+		if got := ParseSpec(in).String(); got != in || ParseSpec(in).HasCredentials() {
+			t.Errorf("ParseSpec(%q).String() = %q (credentials %v), want it unchanged", in, got, ParseSpec(in).HasCredentials())
 		}
 	}
 	// The secrets a clone's messages are scrubbed of.
@@ -91,7 +91,7 @@ func TestSecretParam(t *testing.T) {
 
 // FuzzCredentialsNeverShown: for any URL with a password (and any secret
 // query parameter), with or without a ref and a folder, neither the
-// redacted source, nor what ParseGitSource reads as the ref and folder,
+// redacted source, nor what ParseSource reads as the ref and folder,
 // nor the errors of the checks made before git runs hold the password or
 // any part of it of 4 bytes or more that holds a letter or digit. They
 // are the same for the password with its letters and digits changed, so
@@ -165,7 +165,7 @@ func FuzzCredentialsNeverShown(f *testing.F) {
 // clone, with the rewrite rules given.
 func shownOf(s string, rules []gitRewrite) []string {
 	g := ParseSource(s)
-	out := []string{RedactSource(s), g.String(), g.Ref, g.Path, errText(RefuseCredentials("curated source", s))}
+	out := []string{ParseSpec(s).String(), g.String(), g.Ref, g.Path, errText(ParseSpec(s).RefuseCredentials("curated source"))}
 	_, _, err := checkGitSource(g, rules)
 	out = append(out, errText(err))
 	if err != nil && !errors.Is(err, skills.ErrInvalid) {

@@ -27,7 +27,7 @@ const (
 //
 // The shorthands resolve to https://github.com/OWNER/REPO.git (or
 // gitlab.com's); a "#ref" or "#ref:path" after a shorthand works as after
-// any git URL (see ParseGitSource). GitLab groups nest, so every component
+// any git URL (see ParseSource). GitLab groups nest, so every component
 // of a gitlab: name is the project's path, and its folder comes after
 // "//" (or as "#ref:path"): gitlab:group/sub/repo is the repository
 // group/sub/repo, never group/sub with the folder repo. A ref in a tree or blob URL is its

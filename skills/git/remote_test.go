@@ -119,10 +119,10 @@ func FuzzParseRemoteName(f *testing.F) {
 		if !strings.HasPrefix(g.URL, githubBase) && !strings.HasPrefix(g.URL, gitlabBase) || !strings.HasSuffix(g.URL, ".git") {
 			t.Fatalf("URL %q", g.URL)
 		}
-		if !IsRemoteGitURL(g.URL) || gitURLProblem(g.URL) != "" || dotSegmentProblem(g.URL) != "" {
+		if !ParseSpec(g.URL).IsRemote() || gitURLProblem(g.URL) != "" || dotSegmentProblem(g.URL) != "" {
 			t.Fatalf("URL %q is not a remote git URL", g.URL)
 		}
-		// A ref after '#' is kept as written, for CloneGit to refuse; one
+		// A ref after '#' is kept as written, for Clone to refuse; one
 		// from a URL is safe (below).
 		if strings.ContainsAny(g.Ref, "#:") {
 			t.Fatalf("ref %q", g.Ref)

@@ -27,7 +27,7 @@ import (
 // working tree, or in one without commits, gives "", "", nil.
 //
 // Only git's plumbing that reads objects runs (rev-parse, ls-tree), with the
-// same scrubbed environment and safe configuration as CloneGit; the files
+// same scrubbed environment and safe configuration as Clone; the files
 // are hashed here, so no filter, hook or other program a repository's
 // configuration names ever runs.
 func WorktreeState(ctx context.Context, dir string) (commit, state string, err error) {

@@ -13,7 +13,7 @@ import (
 	"skillfs/skills"
 )
 
-// Mode selects how strictly ParseManifest applies the SKILL.md rules.
+// Mode selects how strictly Parse applies the SKILL.md rules.
 type Mode int
 
 const (
@@ -88,7 +88,7 @@ type Problem struct {
 // String returns "field: message".
 func (p Problem) String() string { return p.Field + ": " + p.Message }
 
-// ManifestError lists every problem found in a SKILL.md; it wraps
+// Error lists every problem found in a SKILL.md; it wraps
 // ErrInvalidManifest.
 type Error struct {
 	Problems []Problem
@@ -220,7 +220,7 @@ func slugFaults(s string) string {
 	return strings.Join(out, ", ")
 }
 
-// ParseOptions says how ParseManifestWith reads a SKILL.md.
+// ParseOptions says how ParseWith reads a SKILL.md.
 type ParseOptions struct {
 	Mode Mode
 	// Folder is the name (not the path) of the folder that holds the
@@ -231,13 +231,13 @@ type ParseOptions struct {
 	Folder string
 }
 
-// ParseManifest is ParseManifestWith without a folder name.
+// Parse is ParseWith without a folder name.
 func Parse(data []byte, mode Mode) (m *Manifest, warnings []string, err error) {
 	return ParseWith(data, ParseOptions{Mode: mode})
 }
 
-// ParseManifestWith parses and validates a SKILL.md. In Strict mode every
-// problem is collected into one *ManifestError. In Lenient mode a skill is
+// ParseWith parses and validates a SKILL.md. In Strict mode every
+// problem is collected into one *Error. In Lenient mode a skill is
 // refused only when it cannot be served: frontmatter that is there but does
 // not parse (after the repair the agents apply), frontmatter over
 // MaxFrontmatterBytes, or no name from which a slug can be derived, even with

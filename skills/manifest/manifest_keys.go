@@ -6,7 +6,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Frontmatter keys that ParseManifest reads.
+// Frontmatter keys that Parse reads.
 const (
 	KeyName                   = "name"
 	KeySlug                   = "slug"

@@ -1041,7 +1041,7 @@ func FuzzManifestFields(f *testing.F) {
 }
 
 // checkManifestProperties checks what must hold for any input: no mode
-// panics, failures are *ManifestError, a strictly valid file reads the same
+// panics, failures are *Error, a strictly valid file reads the same
 // leniently, and its slug can be rewritten, to the same value or another,
 // changing nothing else.
 func checkManifestProperties(t *testing.T, data []byte) {
@@ -1194,7 +1194,7 @@ func aliasedSlug(t testing.TB, data []byte) bool {
 	return false
 }
 
-// checkParseResult checks one parse: a failure is a *ManifestError and no
+// checkParseResult checks one parse: a failure is a *Error and no
 // manifest; an accepted manifest has a valid slug and a name, and in Strict
 // mode a description (Lenient mode serves a skill without one).
 func checkParseResult(t testing.TB, mode Mode, m *Manifest, err error) {

@@ -124,7 +124,7 @@ func realRoot(dir string) (string, error) {
 }
 
 // SubRoot returns the real absolute path of the folder rel (a slash path, as
-// in GitSource.Path) inside root, a checkout: the root an import from a
+// in git.Source.Path) inside root, a checkout: the root an import from a
 // sub-folder of a repository searches. An empty rel (or ".") is root itself.
 // rel must pass CleanRelPath (no "..", not absolute: else ErrUnsafePath); a
 // symbolic link on the way may lead elsewhere inside root, but one that

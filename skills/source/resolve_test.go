@@ -82,7 +82,7 @@ func TestSubRoot(t *testing.T) {
 }
 
 // TestSubRootOfParsedSource checks the two halves together: what
-// ParseGitSource keeps of an unsafe path, SubRoot refuses.
+// git.ParseSource keeps of an unsafe path, SubRoot refuses.
 func TestSubRootOfParsedSource(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, tfile{name: "plugins/p/skills/s/SKILL.md", body: testManifest})

@@ -70,7 +70,7 @@ func StageDir(src, dst string, lim skills.Limits) (*StageResult, error) {
 // 0755, mtimes kept. A root skill.md with no SKILL.md beside it becomes
 // SKILL.md. A src without either (or with a directory by that name) is
 // ErrNoManifest. Names starting with ".skillfs" are reserved (ErrUnsafePath),
-// except a MetaFileName at the root, which is skipped with a warning.
+// except a skills.MetaFileName at the root, which is skipped with a warning.
 //
 // A symlink anywhere below src (SKILL.md and folders included) is resolved
 // one component at a time without ever looking outside opts.Root. When its
@@ -83,7 +83,7 @@ func StageDir(src, dst string, lim skills.Limits) (*StageResult, error) {
 // symlink.
 //
 // Devices, sockets and fifos (or links to them) are errors wrapping
-// ErrSpecialFile: a *SpecialFileError for one, a *SpecialFilesError naming
+// ErrSpecialFile: a *skills.SpecialFileError for one, a *skills.SpecialFilesError naming
 // every one when there are several, all found in one pass. Errors name
 // paths relative to src, never src itself, which is often a temporary copy:
 // the caller names the source.
@@ -559,8 +559,8 @@ func prepareDst(dst string) error {
 	return nil
 }
 
-// specialFilesError is nil for none, the *SpecialFileError for one, and a
-// *SpecialFilesError for more.
+// specialFilesError is nil for none, the *skills.SpecialFileError for one, and a
+// *skills.SpecialFilesError for more.
 func specialFilesError(files []*skills.SpecialFileError) error {
 	switch len(files) {
 	case 0:

@@ -102,7 +102,7 @@ func contentOnly(ents []treeEntry) []treeEntry {
 // with lengths and sizes as 8-byte big-endian integers, so no two trees share
 // an encoding. Modification times and other mode bits are not part of it.
 // files and bytes count the regular files and their total size. The result is
-// 64 lower-case hex digits. A MetaFileName at the root is the store's
+// 64 lower-case hex digits. A skills.MetaFileName at the root is the store's
 // bookkeeping, not content, and is left out.
 func TreeHash(dir string) (hash string, files int, bytes int64, err error) {
 	ents, err := walkTree(dir)

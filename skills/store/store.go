@@ -19,7 +19,7 @@ import (
 // Store keeps immutable published versions of skills on disk, at
 // <Root>/skills/<slug>/<hash>/, and stages new ones under <Root>/.staging/ on
 // the same filesystem so that publishing is one atomic rename. Each version
-// carries its own metadata (MetaFileName) so that a lost index can be
+// carries its own metadata (skills.MetaFileName) so that a lost index can be
 // rebuilt from the store. Nothing published is ever deleted by the store on
 // its own: a version the index cannot explain is moved to
 // <Root>/quarantine/<slug>/<hash>/, from where it can be restored.
@@ -34,7 +34,7 @@ const (
 	storeIDFile        = ".skillfs-id"
 )
 
-// StoreIDFile is where, below the store's root, its identity is kept.
+// IDFile is where, below the store's root, its identity is kept.
 const IDFile = storeIDFile
 
 // VersionMeta is what a published version records about itself, enough to
@@ -66,7 +66,7 @@ const metaFormat = 1
 // maxMetaBytes bounds a metadata file read back from the store.
 const maxMetaBytes = 1 << 20
 
-// OpenStore creates the store layout under root if needed and sweeps staging
+// Open creates the store layout under root if needed and sweeps staging
 // directories left behind by a crash. Call it only when no import is in
 // flight (the catalog holds its import lock exclusively); it never touches
 // published versions.
@@ -93,7 +93,7 @@ func (s *Store) quarantineDir() string { return filepath.Join(s.Root, storeQuara
 
 // NewStaging creates a fresh empty directory under the store's staging area.
 // The caller stages into it (or below it) and removes it when done; a crash
-// leaves it for the next OpenStore or Sweep.
+// leaves it for the next Open or Sweep.
 func (s *Store) NewStaging() (string, error) {
 	if err := os.MkdirAll(s.stagingDir(), 0o755); err != nil {
 		return "", fmt.Errorf("create staging in %q: %w", s.Root, err)
@@ -135,7 +135,7 @@ func (s *Store) VersionPath(slug, hash string) string {
 		return ""
 	}
 	// Both names are single clean path elements and Root is clean
-	// (OpenStore): no Join and Clean needed, which counts for a session of
+	// (Open): no Join and Clean needed, which counts for a session of
 	// 10,000 skills.
 	const sep = string(filepath.Separator)
 	return s.Root + sep + storeSkillsDir + sep + slug + sep + hash
@@ -214,7 +214,7 @@ func (s *Store) prepare(staged, slug, hash string, meta *VersionMeta, replace bo
 // Publish moves the staged tree, which must lie inside the store's staging
 // area and hash to hash, into place as version hash of slug, read-only (files
 // 0444 or 0555 by their execute bit, directories 0555), in one atomic rename,
-// with meta (when not nil) written into it as MetaFileName first, so the
+// with meta (when not nil) written into it as skills.MetaFileName first, so the
 // version and its metadata appear together. If that version already exists,
 // created is false and the existing one is left as it is. A slug or hash that is
 // empty, holds '/' or '..' is ErrUnsafePath. Once staged is known to be in the
@@ -458,7 +458,7 @@ func (s *Store) Versions() (map[string][]string, error) {
 }
 
 // Sweep removes everything in the staging area. Call it only when no import
-// is in flight (OpenStore does, at start).
+// is in flight (Open does, at start).
 func (s *Store) Sweep() error {
 	ents, err := os.ReadDir(s.stagingDir())
 	if errors.Is(err, iofs.ErrNotExist) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"skillfs/skills"
-	"skillfs/skills/git"
 	"skillfs/skills/source"
 )
 
@@ -315,29 +314,6 @@ func TestCleanRelPathNameLength(t *testing.T) {
 	}
 	if _, err := skills.CleanRelPath("dir/" + ok + "b/x"); !errors.Is(err, skills.ErrUnsafePath) {
 		t.Errorf("256-byte name = %v, want ErrUnsafePath", err)
-	}
-}
-
-func TestIsRemoteGitURL(t *testing.T) {
-	for s, want := range map[string]bool{
-		"https://example.org/r.git":       true,
-		"https://example.org/r.git#v1":    true,
-		"ssh://git@example.org/r":         true,
-		"git@example.org:team/r.git":      true,
-		"git://example.org/r":             true,
-		"file:///srv/r":                   false,
-		"/srv/r":                          false,
-		"./r":                             false,
-		"r.git":                           false,
-		"https://":                        false,
-		"-uhttps://x":                     false,
-		"https://example.org/r\nx":        false,
-		"ftp://example.org/r":             false,
-		"/etc/passwd#https://example.org": false,
-	} {
-		if got := git.IsRemoteGitURL(s); got != want {
-			t.Errorf("IsRemoteGitURL(%q) = %v, want %v", s, got, want)
-		}
 	}
 }
 

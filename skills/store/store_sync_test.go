@@ -58,7 +58,7 @@ func TestPublishStoppedBeforeRename(t *testing.T) {
 }
 
 // A process killed after the sync and before the rename leaves the staged
-// tree in the staging area, read-only, and no version; the next OpenStore
+// tree in the staging area, read-only, and no version; the next Open
 // sweeps the staging area, and still no version is seen.
 func TestPublishCrashBeforeRename(t *testing.T) {
 	if root := os.Getenv("SKILLFS_TEST_PUBLISH_CRASH"); root != "" {

@@ -83,7 +83,7 @@ func (c *Catalog) AddCurated(ctx context.Context, req CuratedRequest) (*skills.C
 	}
 	// Every user lists curated sources: credentials in one would be shown
 	// to all of them.
-	if err := git.RefuseCredentials("curated source", name); err != nil {
+	if err := git.ParseSpec(name).RefuseCredentials("curated source"); err != nil {
 		return nil, err
 	}
 	if _, err := c.curatedSource(ctx, []string{name}); err == nil {
@@ -140,7 +140,7 @@ func (c *Catalog) curatedSource(ctx context.Context, names []string) (*skills.Cu
 			return &all[i], nil
 		}
 	}
-	name := git.RedactSource(names[0])
+	name := git.ParseSpec(names[0]).String()
 	if len(all) == 0 {
 		return nil, fmt.Errorf("%q is not a curated source: there are none (add one with `skillfs skill curated add SOURCE`): %w", name, skills.ErrNotFound)
 	}
@@ -274,7 +274,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 	})
 	switch {
 	case len(matches) == 0 && from != nil:
-		return res, fmt.Errorf("curated source %q offers no skill named %q (see `skillfs skill list --curated`): %w", git.RedactSource(from[0]), name, skills.ErrNotFound)
+		return res, fmt.Errorf("curated source %q offers no skill named %q (see `skillfs skill list --curated`): %w", git.ParseSpec(from[0]).String(), name, skills.ErrNotFound)
 	case len(matches) == 0:
 		return res, fmt.Errorf("no curated skill is named %q (see `skillfs skill list --curated`): %w", name, skills.ErrNotFound)
 	case len(matches) > 1:

@@ -74,7 +74,7 @@ func (r ImportRequest) display() string {
 	if r.Display != "" {
 		return r.Display
 	}
-	return git.RedactSource(r.Source)
+	return git.ParseSpec(r.Source).String()
 }
 
 // where names a skill of the request's source in messages: the source as
@@ -586,12 +586,14 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	// them to PATH and the ref, so every spelling has one identity. Both
 	// ask for git (a commit), where a plain PATH asks for the folder.
 	spec := req.Source
+	parsed := git.ParseSpec(spec) // once: every step below reads this
 	asGit := false
 	if _, err := req.stat(spec); err != nil {
-		gs := git.ParseSource(spec)
+		gs := parsed.Git
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := req.stat(p); err == nil {
 				spec, asGit = p, true
+				parsed = git.ParseSpec(spec)
 				if req.Ref == "" {
 					req.Ref = gs.Ref
 				}
@@ -625,10 +627,10 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	if local && !fi.IsDir() {
 		return c.resolveFile(spec, req.display(), work, cleanup)
 	}
-	if !local && !git.IsURL(spec) {
+	if !local && !parsed.IsGit() {
 		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", req.display(), skills.ErrNotFound))
 	}
-	gs := git.ParseSource(spec)
+	gs := parsed.Git
 	if req.Ref != "" {
 		gs.Ref = req.Ref
 	}

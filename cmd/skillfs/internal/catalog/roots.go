@@ -346,7 +346,8 @@ func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
 	if strings.TrimSpace(req.Source) == "" {
 		return fmt.Errorf("no source given: name a git URL or repository, or send the skill as the body: %w", skills.ErrInvalid)
 	}
-	sp, perr := git.LocalPaths(req.Source)
+	spec := git.ParseSpec(req.Source)
+	sp, perr := spec.LocalPaths()
 	if perr == nil && !sp.Local() {
 		return nil
 	}
@@ -354,7 +355,7 @@ func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
 	if err != nil {
 		return err
 	}
-	if perr != nil && git.IsRemoteGitURL(req.Source) {
+	if perr != nil && spec.IsRemote() {
 		return perr // not readable at all, by anyone
 	}
 	if err := policy.CheckReadLocal(actor); err != nil {
