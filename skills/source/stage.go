@@ -274,27 +274,8 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 		dp := filepath.Join(dstDir, dname)
 		switch {
 		case info.IsDir():
-			if err := s.b.Dir(crel); err != nil {
+			if err := s.copySubdir(sp, dp, crel, info); err != nil {
 				return err
-			}
-			children, err := s.readDir(sp, crel)
-			if err != nil {
-				return err
-			}
-			if err := os.Mkdir(dp, 0o755); err != nil {
-				return skills.RelError(crel, err)
-			}
-			if err := os.Chmod(dp, 0o755); err != nil {
-				return skills.RelError(crel, err)
-			}
-			s.stack = append(s.stack, sp)
-			err = s.copyDir(sp, dp, crel, children)
-			s.stack = s.stack[:len(s.stack)-1]
-			if err != nil {
-				return err
-			}
-			if err := os.Chtimes(dp, info.ModTime(), info.ModTime()); err != nil {
-				return skills.RelError(crel, err)
 			}
 		case info.Mode().IsRegular():
 			if err := s.b.File(crel); err != nil {
@@ -323,6 +304,34 @@ func (s *stager) copyDir(srcDir, dstDir, rel string, ents []os.DirEntry) error {
 			// Noted, not fatal yet: one attempt names every such entry.
 			s.specials = append(s.specials, &skills.SpecialFileError{Path: crel, Kind: skills.FileKind(info.Mode()), Link: link})
 		}
+	}
+	return nil
+}
+
+// copySubdir copies the directory sp (its information info) to dp, the
+// entry crel of the source, and everything below it.
+func (s *stager) copySubdir(sp, dp, crel string, info iofs.FileInfo) error {
+	if err := s.b.Dir(crel); err != nil {
+		return err
+	}
+	children, err := s.readDir(sp, crel)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dp, 0o755); err != nil {
+		return skills.RelError(crel, err)
+	}
+	if err := os.Chmod(dp, 0o755); err != nil {
+		return skills.RelError(crel, err)
+	}
+	s.stack = append(s.stack, sp)
+	err = s.copyDir(sp, dp, crel, children)
+	s.stack = s.stack[:len(s.stack)-1]
+	if err != nil {
+		return err
+	}
+	if err := os.Chtimes(dp, info.ModTime(), info.ModTime()); err != nil {
+		return skills.RelError(crel, err)
 	}
 	return nil
 }

@@ -214,30 +214,15 @@ func planZip(files []*zip.File, archiveSize int64, b *skills.Budget) (*zipPlan, 
 	var declared uint64
 	for _, zf := range files {
 		name := zf.Name
-		mode := zf.Mode()
-		isDir := mode.IsDir()
-		if !utf8.ValidString(name) {
-			return nil, fmt.Errorf("entry %q: name is not valid UTF-8: %w", name, skills.ErrUnsafePath)
+		isDir := zf.Mode().IsDir()
+		rel, root, err := checkZipEntry(zf)
+		if err != nil {
+			return nil, err
 		}
-		if isDir && strings.Trim(name, "./") == "" && !strings.Contains(name, "..") && name != "" && name[0] != '/' {
+		if root {
 			continue // "./": the archive root itself
 		}
-		rel, err := skills.CleanRelPath(name)
-		if err != nil {
-			return nil, fmt.Errorf("entry %q: %w", name, err)
-		}
-		isLink := mode.Type() == iofs.ModeSymlink // a symlink named like a directory is refused
-		if t := mode.Type() &^ iofs.ModeDir; t != 0 && !isLink {
-			return nil, &skills.SpecialFileError{Path: name, Kind: skills.FileKind(mode)}
-		}
-		if zf.Flags&zipEncrypted != 0 {
-			// archive/zip ignores the flag and would read the bytes as
-			// they are: garbage, or plain text that claims otherwise.
-			return nil, fmt.Errorf("entry %q is encrypted, which skillfs does not read: %w", name, skills.ErrInvalid)
-		}
-		if isDir && zf.UncompressedSize64 != 0 {
-			return nil, fmt.Errorf("entry %q: directory with data: %w", name, zip.ErrFormat)
-		}
+		isLink := zf.Mode().Type() == iofs.ModeSymlink
 		// Implied parents first, so a file that is also used as a
 		// directory is caught whichever comes first.
 		for i := 0; i < len(rel); i++ {
@@ -309,6 +294,39 @@ func planZip(files []*zip.File, archiveSize int64, b *skills.Budget) (*zipPlan, 
 	}
 	sort.Strings(plan.dirs) // a parent sorts before anything below it
 	return plan, nil
+}
+
+// checkZipEntry checks an entry's name and type on its own: valid UTF-8, a
+// safe relative path, a regular file, a directory without data or a
+// symlink (one named like a directory is refused), not encrypted. root is
+// true for an entry naming the archive's root ("./"), which is skipped.
+func checkZipEntry(zf *zip.File) (rel string, root bool, err error) {
+	name := zf.Name
+	mode := zf.Mode()
+	isDir := mode.IsDir()
+	if !utf8.ValidString(name) {
+		return "", false, fmt.Errorf("entry %q: name is not valid UTF-8: %w", name, skills.ErrUnsafePath)
+	}
+	if isDir && strings.Trim(name, "./") == "" && !strings.Contains(name, "..") && name != "" && name[0] != '/' {
+		return "", true, nil
+	}
+	rel, err = skills.CleanRelPath(name)
+	if err != nil {
+		return "", false, fmt.Errorf("entry %q: %w", name, err)
+	}
+	isLink := mode.Type() == iofs.ModeSymlink // a symlink named like a directory is refused
+	if t := mode.Type() &^ iofs.ModeDir; t != 0 && !isLink {
+		return "", false, &skills.SpecialFileError{Path: name, Kind: skills.FileKind(mode)}
+	}
+	if zf.Flags&zipEncrypted != 0 {
+		// archive/zip ignores the flag and would read the bytes as
+		// they are: garbage, or plain text that claims otherwise.
+		return "", false, fmt.Errorf("entry %q is encrypted, which skillfs does not read: %w", name, skills.ErrInvalid)
+	}
+	if isDir && zf.UncompressedSize64 != 0 {
+		return "", false, fmt.Errorf("entry %q: directory with data: %w", name, zip.ErrFormat)
+	}
+	return rel, false, nil
 }
 
 // zipEncrypted are the general purpose flags of an encrypted entry:
