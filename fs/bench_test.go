@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	skillstore "skillfs/skills/store"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"skillfs/fs/readbench"
-	"skillfs/skills"
 	"skillfs/skills/skilltest"
 
 	"golang.org/x/sys/unix"
@@ -127,7 +127,7 @@ func BenchmarkReadVouched(b *testing.B) {
 		_, session, store := benchSession(b, opts)
 		nextTick()
 		for _, dir := range store {
-			hash, _, _, err := skills.TreeHash(dir)
+			hash, _, _, err := skillstore.TreeHash(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func BenchmarkReadVouched(b *testing.B) {
 func BenchmarkVouch(b *testing.B) {
 	tr, kids := cacheTree(b, 1)
 	v := &hashVerifier{want: map[string]string{}, verified: map[string]time.Time{}}
-	hash, _, _, err := skills.TreeHash(tr.dir)
+	hash, _, _, err := skillstore.TreeHash(tr.dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	skillstore "skillfs/skills/store"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,7 +18,7 @@ import (
 )
 
 // hashVerifier is a Content that checks a version directory the way the
-// daemon's catalog does: by hashing it (skills.TreeHash) against the hash
+// daemon's catalog does: by hashing it (skillstore.TreeHash) against the hash
 // the version is named by. It records the checks it made and the damage it
 // found.
 type hashVerifier struct {
@@ -40,9 +41,9 @@ func (v *hashVerifier) Verify(dir string, changed time.Time) error {
 	if v.verified[dir].After(changed) {
 		return nil
 	}
-	at := skills.ChangeClock()
+	at := skillstore.ChangeClock()
 	v.checks++
-	got, _, _, err := skills.TreeHash(dir)
+	got, _, _, err := skillstore.TreeHash(dir)
 	if err == nil && got == v.want[dir] {
 		v.verified[dir] = at
 		return nil
@@ -83,7 +84,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 	}
 	root := t.TempDir()
 	dir := writeVersion(t, filepath.Join(root, "ct", "v1"), files)
-	hash, _, _, err := skills.TreeHash(dir)
+	hash, _, _, err := skillstore.TreeHash(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestChangedBackingFileRefused(t *testing.T) {
 // the precise time of the call, so that every change made before is older
 // than a check begun after.
 func nextTick() {
-	for now := time.Now(); !skills.ChangeClock().After(now); {
+	for now := time.Now(); !skillstore.ChangeClock().After(now); {
 		time.Sleep(time.Millisecond)
 	}
 }

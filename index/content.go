@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // ChunkSize is the most bytes one stored chunk holds: files are stored and
@@ -39,12 +40,12 @@ const (
 )
 
 // PutContent stores the content of version hash of slug: its entries in the
-// order given, which must be TreeHash's (skills.ContentChecker's rules),
+// order given, which must be TreeHash's (store.ContentChecker's rules),
 // each file's bytes read through its Open, a chunk at a time, counted as
 // they come; and meta, the version's metadata file (nil for none).
 //
 // The bytes are read twice. First only hashed: they must hash to hash
-// (skills.TreeHash's encoding), or the upload is refused with an error
+// (store.TreeHash's encoding), or the upload is refused with an error
 // wrapping skills.ErrDamaged and nothing is stored. Then stored: the chunks
 // the index lacks, in transactions of about contentBatch bytes that take
 // no turn among other writes (a chunk is named by its bytes: storing one is
@@ -54,7 +55,7 @@ const (
 // refused as damage, their chunks left unnamed. Content stored already
 // is kept and nothing is read, so a second upload (another host's, or a
 // retry) costs a query.
-func (db *DB) PutContent(ctx context.Context, slug, hash string, meta []byte, files []skills.ContentFile) error {
+func (db *DB) PutContent(ctx context.Context, slug, hash string, meta []byte, files []store.ContentFile) error {
 	if slug == "" || hash == "" {
 		return fmt.Errorf("store content: no slug or hash: %w", skills.ErrInvalid)
 	}
@@ -95,12 +96,12 @@ type listedEntry struct {
 
 // scanContent reads the entries of a version in order, each file a chunk
 // at a time into buf, checks the paths and order of the listing
-// (skills.ContentChecker), and returns what each entry holds and the tree
+// (store.ContentChecker), and returns what each entry holds and the tree
 // hash of it all. chunk, when set, gets each chunk with its sum as it is
 // read; the bytes are buf's, valid until it returns.
-func scanContent(files []skills.ContentFile, buf []byte, chunk func(sum string, data []byte) error) ([]listedEntry, string, error) {
-	var check skills.ContentChecker
-	h := skills.NewTreeHasher()
+func scanContent(files []store.ContentFile, buf []byte, chunk func(sum string, data []byte) error) ([]listedEntry, string, error) {
+	var check store.ContentChecker
+	h := store.NewTreeHasher()
 	out := make([]listedEntry, len(files))
 	for i, f := range files {
 		if err := check.Next(f.Path, f.Dir); err != nil {
@@ -122,7 +123,7 @@ func scanContent(files []skills.ContentFile, buf []byte, chunk func(sum string, 
 // scanFile reads file f a chunk at a time into buf, recording its chunks'
 // sums and its size in e as they are read (chunk gets each, when set), and
 // returns the SHA-256 of its bytes.
-func scanFile(f skills.ContentFile, buf []byte, e *listedEntry, chunk func(sum string, data []byte) error) ([]byte, error) {
+func scanFile(f store.ContentFile, buf []byte, e *listedEntry, chunk func(sum string, data []byte) error) ([]byte, error) {
 	if f.Open == nil {
 		return nil, fmt.Errorf("%q: no content: %w", f.Path, skills.ErrInvalid)
 	}
@@ -211,7 +212,7 @@ func (b *chunkBatch) flush() error {
 // putListing stores the listing of a version whose chunks are stored, in
 // one transaction, listRows rows a statement; a listing stored meanwhile
 // (another host's upload) is kept.
-func (db *DB) putListing(ctx context.Context, slug, hash string, meta []byte, files []skills.ContentFile, listed []listedEntry) error {
+func (db *DB) putListing(ctx context.Context, slug, hash string, meta []byte, files []store.ContentFile, listed []listedEntry) error {
 	created, err := encodeTime(db.now())
 	if err != nil {
 		return err
@@ -285,9 +286,9 @@ func (db *DB) HasContent(ctx context.Context, slug, hash string) (bool, error) {
 // ContentManifest returns the stored listing of version hash of slug, its
 // entries in order with their chunks' sums (skills.ErrNotFound when none is
 // stored). What it says is not checked here: the host that writes it out
-// checks every path, chunk and the tree hash (skills.WriteContent).
-func (db *DB) ContentManifest(ctx context.Context, slug, hash string) (*skills.ContentManifest, error) {
-	m := &skills.ContentManifest{Slug: slug, Hash: hash}
+// checks every path, chunk and the tree hash (store.WriteContent).
+func (db *DB) ContentManifest(ctx context.Context, slug, hash string) (*store.ContentManifest, error) {
+	m := &store.ContentManifest{Slug: slug, Hash: hash}
 	err := db.read(ctx, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, "SELECT meta FROM content_versions WHERE slug = ? AND hash = ?", slug, hash).Scan(&m.Meta)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -306,7 +307,7 @@ func (db *DB) ContentManifest(ctx context.Context, slug, hash string) (*skills.C
 			var seq int
 			var kind string
 			var mtime sql.NullInt64
-			var e skills.ContentEntry
+			var e store.ContentEntry
 			if err := rows.Scan(&seq, &e.Path, &kind, &e.Size, &mtime); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"skillfs/skills"
 	"skillfs/skills/skilltest"
+	"skillfs/skills/store"
 )
 
 // contentTree writes a version's tree: a SKILL.md, a file of big bytes
@@ -27,16 +28,16 @@ func contentTree(t *testing.T, big int, tag string) (string, string) {
 		"empty":          skilltest.File(""),
 		"nothing":        skilltest.Dir(),
 	})
-	hash, _, _, err := skills.TreeHash(dir)
+	hash, _, _, err := store.TreeHash(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dir, hash
 }
 
-func readContent(t *testing.T, dir string) []skills.ContentFile {
+func readContent(t *testing.T, dir string) []store.ContentFile {
 	t.Helper()
-	files, err := skills.ReadContent(dir)
+	files, err := store.ReadContent(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func testContentRoundTrip(t *testing.T, b backend) {
 	}
 	mustEqual(t, "paths", paths, []string{"SKILL.md", "assets", "assets/big.bin", "empty", "nothing", "run.sh"})
 	out := t.TempDir()
-	got, err := skills.WriteContent(out, m.Entries, func(sum string) ([]byte, error) { return db.Chunk(ctx, sum) })
+	got, err := store.WriteContent(out, m.Entries, func(sum string) ([]byte, error) { return db.Chunk(ctx, sum) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +169,13 @@ func testBadContentChangesNothing(t *testing.T, b backend) {
 	swapped := readContent(t, dir)
 	swapped[0], swapped[1] = swapped[1], swapped[0]
 	cases := map[string]struct {
-		files []skills.ContentFile
+		files []store.ContentFile
 		want  error
 	}{
 		"other content":  {readContent(t, otherDir), skills.ErrDamaged},
 		"out of order":   {swapped, skills.ErrInvalid},
-		"escaping path":  {[]skills.ContentFile{{Path: "../x", Dir: true}}, skills.ErrUnsafePath},
-		"file unopened":  {[]skills.ContentFile{{Path: "x"}}, skills.ErrInvalid},
+		"escaping path":  {[]store.ContentFile{{Path: "../x", Dir: true}}, skills.ErrUnsafePath},
+		"file unopened":  {[]store.ContentFile{{Path: "x"}}, skills.ErrInvalid},
 		"one file short": {readContent(t, dir)[1:], skills.ErrDamaged},
 	}
 	for name, c := range cases {

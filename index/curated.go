@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/git"
 )
 
 // AddCuratedSource registers src as curated together with the skills its
@@ -16,7 +17,7 @@ func (db *DB) AddCuratedSource(ctx context.Context, src skills.CuratedSource, li
 	if src.Source == "" || src.AddedBy == "" {
 		return fmt.Errorf("add curated source: empty source or user: %w", skills.ErrInvalid)
 	}
-	if err := skills.RefuseCredentials("curated source", src.Source); err != nil {
+	if err := git.ParseSpec(src.Source).RefuseCredentials("curated source"); err != nil {
 		return err // every user lists them
 	}
 	added, err := encodeTime(src.AddedAt)

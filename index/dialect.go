@@ -19,6 +19,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"skillfs/skills"
+	"skillfs/skills/git"
 )
 
 // dialect is what the two backends of the index do differently: how a query
@@ -335,9 +336,9 @@ func redactURL(target string) string {
 
 // isSecretParam reports whether a URL parameter holds a secret: password,
 // sslpassword and any other parameter named for one, by the rule every
-// URL skillfs shows follows (skills.SecretParam).
+// URL skillfs shows follows (git.SecretParam).
 func isSecretParam(k string) bool {
-	return skills.SecretParam(k)
+	return git.SecretParam(k)
 }
 
 // secretsOf lists the secrets target carries: its password and the

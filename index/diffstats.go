@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"skillfs/skills"
+	"skillfs/skills/diff"
 )
 
 // DiffStatKey names a stored diffstat: version Hash of a skill against
@@ -13,8 +14,8 @@ import (
 type DiffStatKey struct{ Hash, Against string }
 
 // DiffStats returns the stored diffstats of slug's versions.
-func (db *DB) DiffStats(ctx context.Context, slug string) (map[DiffStatKey]skills.DiffStat, error) {
-	out := map[DiffStatKey]skills.DiffStat{}
+func (db *DB) DiffStats(ctx context.Context, slug string) (map[DiffStatKey]diff.Stat, error) {
+	out := map[DiffStatKey]diff.Stat{}
 	err := db.read(ctx, func(tx *txn) error {
 		rows, err := tx.QueryContext(ctx, "SELECT hash, against, stat FROM version_diffstats WHERE slug = ?", slug)
 		if err != nil {
@@ -27,7 +28,7 @@ func (db *DB) DiffStats(ctx context.Context, slug string) (map[DiffStatKey]skill
 			if err := rows.Scan(&k.Hash, &k.Against, &stat); err != nil {
 				return err
 			}
-			var st skills.DiffStat
+			var st diff.Stat
 			if err := json.Unmarshal([]byte(stat), &st); err != nil {
 				continue // unreadable: computed again
 			}
@@ -44,7 +45,7 @@ func (db *DB) DiffStats(ctx context.Context, slug string) (map[DiffStatKey]skill
 // PutDiffStat stores the diffstat of version k.Hash of slug against
 // k.Against. Both versions must be stored (skills.ErrNotFound otherwise,
 // as when one was removed meanwhile); a stat already stored is kept.
-func (db *DB) PutDiffStat(ctx context.Context, slug string, k DiffStatKey, st skills.DiffStat) error {
+func (db *DB) PutDiffStat(ctx context.Context, slug string, k DiffStatKey, st diff.Stat) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err

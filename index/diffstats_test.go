@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	"skillfs/skills/diff"
 )
 
 // TestDiffStatsStoredOnceAndGoWithTheirVersions: a diffstat is stored
@@ -24,7 +25,7 @@ func testDiffStatsStoredOnceAndGoWithTheirVersions(t *testing.T, b backend) {
 			t.Fatal(err)
 		}
 	}
-	st := skills.DiffStat{FilesChanged: 1, Insertions: 2, Deletions: 3, LinesUnknown: 1}
+	st := diff.Stat{FilesChanged: 1, Insertions: 2, Deletions: 3, LinesUnknown: 1}
 	k21, k32 := DiffStatKey{"h2", "h1"}, DiffStatKey{"h3", "h2"}
 	for _, k := range []DiffStatKey{k21, k32} {
 		if err := db.PutDiffStat(ctx, "pdf", k, st); err != nil {
@@ -32,7 +33,7 @@ func testDiffStatsStoredOnceAndGoWithTheirVersions(t *testing.T, b backend) {
 		}
 	}
 	// Stored once: a second stat for the same pair is not taken.
-	if err := db.PutDiffStat(ctx, "pdf", k21, skills.DiffStat{FilesAdded: 9}); err != nil {
+	if err := db.PutDiffStat(ctx, "pdf", k21, diff.Stat{FilesAdded: 9}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := db.DiffStats(ctx, "pdf")

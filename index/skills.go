@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // scanner is a *sql.Row or *sql.Rows.
@@ -109,7 +110,7 @@ func insertVersion(ctx context.Context, tx *txn, slug string, v *skills.Version)
 		(slug, hash, path, source_type, source, ref, commit_id, installer, installed_at, previous, files, bytes, worktree)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (slug, hash) DO NOTHING`,
-		slug, v.Hash, skills.VersionRelPath(slug, v.Hash), v.SourceType, v.Source, v.Ref, v.Commit, v.Installer, at, v.Previous, v.Files, v.Bytes, v.Worktree)
+		slug, v.Hash, store.VersionRelPath(slug, v.Hash), v.SourceType, v.Source, v.Ref, v.Commit, v.Installer, at, v.Previous, v.Files, v.Bytes, v.Worktree)
 	return err
 }
 

@@ -15,8 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/skills"
+	"skillfs/skills/manifest"
 	"skillfs/skills/skilltest"
+	"skillfs/skills/store"
 )
 
 // importOut is `skill import --json`.
@@ -173,7 +174,7 @@ func (e *env) show(slug string) showOut {
 // hashDir is the tree hash of a folder as skillfs computes it.
 func hashDir(t testing.TB, dir string) string {
 	t.Helper()
-	h, _, _, err := skills.TreeHash(dir)
+	h, _, _, err := store.TreeHash(dir)
 	if err != nil {
 		t.Fatalf("tree hash of %s: %v", dir, err)
 	}
@@ -279,7 +280,7 @@ func checkStored(t testing.TB, e *env, slug string) showOut {
 		t.Fatalf("%s: %v", slug, err)
 	}
 	// Read as a stored SKILL.md is read: leniently, in a folder named by its slug.
-	m, _, err := skills.ParseStored(data, slug)
+	m, _, err := manifest.ParseStored(data, slug)
 	if err != nil {
 		t.Fatalf("%s: stored SKILL.md: %v", slug, err)
 	}

@@ -8,14 +8,24 @@ import (
 )
 
 // TestPackageLayering keeps the dependency graph the way the packages are
-// meant to stack: skills at the bottom, index and policy on it, fs on its
-// own, everything wired in cmd; nothing imports cmd or integration.
+// meant to stack: the domain package skills at the bottom, its subpackages
+// on it (each importing only those below it: manifest and git under source),
+// index and policy on those, fs on skills alone, everything wired in cmd;
+// nothing imports cmd or integration.
 func TestPackageLayering(t *testing.T) {
+	skillsAll := []string{"skillfs/skills", "skillfs/skills/manifest", "skillfs/skills/git",
+		"skillfs/skills/source", "skillfs/skills/store", "skillfs/skills/diff"}
 	allowed := map[string][]string{
-		"skillfs/skills": {},
-		"skillfs/index":  {"skillfs/skills"},
-		"skillfs/policy": {"skillfs/skills"},
-		"skillfs/fs":     {"skillfs/skills"},
+		"skillfs/skills":          {},
+		"skillfs/skills/manifest": {"skillfs/skills"},
+		"skillfs/skills/git":      {"skillfs/skills"},
+		"skillfs/skills/source":   {"skillfs/skills", "skillfs/skills/manifest", "skillfs/skills/git"},
+		"skillfs/skills/store":    {"skillfs/skills", "skillfs/skills/manifest"},
+		"skillfs/skills/diff":     {"skillfs/skills"},
+		"skillfs/skills/gittest":  {},
+		"skillfs/index":           skillsAll,
+		"skillfs/policy":          skillsAll,
+		"skillfs/fs":              {"skillfs/skills"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "../...").Output()
 	if err != nil {

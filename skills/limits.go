@@ -2,6 +2,7 @@ package skills
 
 import (
 	"fmt"
+	"io"
 )
 
 // Names of the import limits, as reported in LimitError.Limit.
@@ -51,10 +52,7 @@ func DefaultLimits() Limits {
 }
 
 // WithDefaults fills unset fields from DefaultLimits.
-func (l Limits) WithDefaults() Limits { return l.withDefaults() }
-
-// withDefaults fills unset fields from DefaultLimits.
-func (l Limits) withDefaults() Limits {
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxTotalBytes <= 0 {
 		l.MaxTotalBytes = d.MaxTotalBytes
@@ -101,78 +99,78 @@ func (e *LimitError) Error() string {
 func (e *LimitError) Unwrap() error { return ErrLimit }
 
 // budget counts what a source has yielded so far against its limits.
-type budget struct {
-	lim     Limits
-	files   int
-	entries int
-	bytes   int64
+type Budget struct {
+	Limits  Limits
+	Files   int
+	Entries int
+	Bytes   int64
 }
 
-func newBudget(lim Limits) *budget { return &budget{lim: lim.withDefaults()} }
+func NewBudget(lim Limits) *Budget { return &Budget{Limits: lim.WithDefaults()} }
 
 // depth checks the component count of a clean slash path.
-func (b *budget) depth(rel string) error {
+func (b *Budget) depth(rel string) error {
 	d := 1
 	for i := 0; i < len(rel); i++ {
 		if rel[i] == '/' {
 			d++
 		}
 	}
-	if d > b.lim.MaxDepth {
-		return &LimitError{Limit: LimitDepth, Value: int64(d), Max: int64(b.lim.MaxDepth), Path: rel}
+	if d > b.Limits.MaxDepth {
+		return &LimitError{Limit: LimitDepth, Value: int64(d), Max: int64(b.Limits.MaxDepth), Path: rel}
 	}
 	return nil
 }
 
 // dir accounts for one directory entry.
-func (b *budget) dir(rel string) error {
+func (b *Budget) Dir(rel string) error {
 	if err := b.depth(rel); err != nil {
 		return err
 	}
-	b.entries++
-	if b.entries > b.lim.MaxEntries {
-		return &LimitError{Limit: LimitEntries, Value: int64(b.entries), Max: int64(b.lim.MaxEntries), Path: rel}
+	b.Entries++
+	if b.Entries > b.Limits.MaxEntries {
+		return &LimitError{Limit: LimitEntries, Value: int64(b.Entries), Max: int64(b.Limits.MaxEntries), Path: rel}
 	}
 	return nil
 }
 
 // file accounts for one regular file entry, before its bytes are read.
-func (b *budget) file(rel string) error {
+func (b *Budget) File(rel string) error {
 	if err := b.depth(rel); err != nil {
 		return err
 	}
-	b.entries++
-	if b.entries > b.lim.MaxEntries {
-		return &LimitError{Limit: LimitEntries, Value: int64(b.entries), Max: int64(b.lim.MaxEntries), Path: rel}
+	b.Entries++
+	if b.Entries > b.Limits.MaxEntries {
+		return &LimitError{Limit: LimitEntries, Value: int64(b.Entries), Max: int64(b.Limits.MaxEntries), Path: rel}
 	}
-	b.files++
-	if b.files > b.lim.MaxFiles {
-		return &LimitError{Limit: LimitFiles, Value: int64(b.files), Max: int64(b.lim.MaxFiles), Path: rel}
+	b.Files++
+	if b.Files > b.Limits.MaxFiles {
+		return &LimitError{Limit: LimitFiles, Value: int64(b.Files), Max: int64(b.Limits.MaxFiles), Path: rel}
 	}
 	return nil
 }
 
 // size checks a file size (declared or counted so far) against the per-file
 // limit without adding it to the total.
-func (b *budget) size(rel string, n int64) error {
-	if n > b.lim.MaxFileBytes {
-		return &LimitError{Limit: LimitFileBytes, Value: n, Max: b.lim.MaxFileBytes, Path: rel}
+func (b *Budget) Size(rel string, n int64) error {
+	if n > b.Limits.MaxFileBytes {
+		return &LimitError{Limit: LimitFileBytes, Value: n, Max: b.Limits.MaxFileBytes, Path: rel}
 	}
 	return nil
 }
 
 // add adds n bytes read from rel to the total.
-func (b *budget) add(rel string, n int64) error {
-	b.bytes += n
-	if b.bytes > b.lim.MaxTotalBytes {
-		return &LimitError{Limit: LimitTotalBytes, Value: b.bytes, Max: b.lim.MaxTotalBytes, Path: rel}
+func (b *Budget) Add(rel string, n int64) error {
+	b.Bytes += n
+	if b.Bytes > b.Limits.MaxTotalBytes {
+		return &LimitError{Limit: LimitTotalBytes, Value: b.Bytes, Max: b.Limits.MaxTotalBytes, Path: rel}
 	}
 	return nil
 }
 
 // ratio checks uncompressed/compressed against the compression limit once the
 // uncompressed side passes ratioFloor.
-func (b *budget) ratio(rel string, uncompressed, compressed uint64) error {
+func (b *Budget) Ratio(rel string, uncompressed, compressed uint64) error {
 	if uncompressed <= ratioFloor {
 		return nil
 	}
@@ -180,16 +178,57 @@ func (b *budget) ratio(rel string, uncompressed, compressed uint64) error {
 		compressed = 1
 	}
 	r := float64(uncompressed) / float64(compressed)
-	if r > b.lim.MaxCompression {
-		return &LimitError{Limit: LimitCompression, Value: int64(r), Max: int64(b.lim.MaxCompression), Path: rel}
+	if r > b.Limits.MaxCompression {
+		return &LimitError{Limit: LimitCompression, Value: int64(r), Max: int64(b.Limits.MaxCompression), Path: rel}
 	}
 	return nil
 }
 
 // manifest checks the size of a skill's SKILL.md.
-func (b *budget) manifest(rel string, n int64) error {
-	if n > b.lim.MaxManifest {
-		return &LimitError{Limit: LimitManifest, Value: n, Max: b.lim.MaxManifest, Path: rel}
+func (b *Budget) Manifest(rel string, n int64) error {
+	if n > b.Limits.MaxManifest {
+		return &LimitError{Limit: LimitManifest, Value: n, Max: b.Limits.MaxManifest, Path: rel}
 	}
 	return nil
+}
+
+// copyCounted copies r to w while enforcing the per-file and total limits on
+// the bytes actually seen, not on any declared size, and adds them to the
+// total. Read and write errors are returned as they are, for the caller to
+// wrap; limit errors name rel.
+func (b *Budget) CopyCounted(w io.Writer, r io.Reader, rel string) (int64, error) {
+	return b.CopyCountedRatio(w, r, rel, nil)
+}
+
+// copyCountedRatio is copyCounted with a hook run after every chunk with the
+// bytes of this file so far, for checks such as the compression ratio.
+func (b *Budget) CopyCountedRatio(w io.Writer, r io.Reader, rel string, check func(n int64) error) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		k, rerr := r.Read(buf)
+		if k > 0 {
+			n += int64(k)
+			if err := b.Size(rel, n); err != nil {
+				return n, err
+			}
+			if err := b.Add(rel, int64(k)); err != nil {
+				return n, err
+			}
+			if check != nil {
+				if err := check(n); err != nil {
+					return n, err
+				}
+			}
+			if _, err := w.Write(buf[:k]); err != nil {
+				return n, err
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
 }

@@ -41,7 +41,7 @@ func OpenRegular(path, display string, follow bool) (*os.File, iofs.FileInfo, er
 				stat = os.Lstat
 			}
 			if fi, serr := stat(path); serr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-				return nil, nil, &SpecialFileError{Path: display, Kind: kindOf(fi.Mode())}
+				return nil, nil, &SpecialFileError{Path: display, Kind: FileKind(fi.Mode())}
 			}
 		}
 		return nil, nil, err
@@ -56,7 +56,7 @@ func OpenRegular(path, display string, follow bool) (*os.File, iofs.FileInfo, er
 		if fi.IsDir() {
 			return nil, nil, fmt.Errorf("%q is a directory, not a file: %w", display, ErrInvalid)
 		}
-		return nil, nil, &SpecialFileError{Path: display, Kind: kindOf(fi.Mode())}
+		return nil, nil, &SpecialFileError{Path: display, Kind: FileKind(fi.Mode())}
 	}
 	return f, fi, nil
 }

@@ -26,7 +26,7 @@ const MaxPathBytes = 1024
 // that only
 // percent-decodes to something harmless is kept verbatim: "%20.txt" stays.
 func CleanRelPath(name string) (string, error) {
-	if err := checkRelPath(name); err != nil {
+	if err := CheckRelPath(name); err != nil {
 		return "", fmt.Errorf("path %q: %w", name, err)
 	}
 	var parts []string
@@ -59,9 +59,9 @@ func SafeJoin(root, name string) (string, error) {
 	return filepath.Join(root, filepath.FromSlash(clean)), nil
 }
 
-// checkRelPath returns an ErrUnsafePath-wrapping reason why name cannot be
+// CheckRelPath returns an ErrUnsafePath-wrapping reason why name cannot be
 // confined, or nil.
-func checkRelPath(name string) error {
+func CheckRelPath(name string) error {
 	if name == "" {
 		return fmt.Errorf("empty name: %w", ErrUnsafePath)
 	}
@@ -86,7 +86,7 @@ func checkRelPath(name string) error {
 	// it confined.
 	dec := name
 	for {
-		next := percentDecode(dec)
+		next := PercentDecode(dec)
 		if next == dec {
 			break
 		}
@@ -128,9 +128,9 @@ func checkEscape(s string) error {
 
 func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
-// percentDecode replaces every valid %XX escape by its byte and leaves
+// PercentDecode replaces every valid %XX escape by its byte and leaves
 // anything else, including a stray '%', as it is.
-func percentDecode(s string) string {
+func PercentDecode(s string) string {
 	if strings.IndexByte(s, '%') < 0 {
 		return s
 	}
@@ -156,4 +156,16 @@ func unhex(c byte) byte {
 		return c - '0'
 	}
 	return (c | 0x20) - 'a' + 10
+}
+
+// SplitSlash splits a slash path into its components, without empty and
+// "." ones.
+func SplitSlash(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -128,7 +128,7 @@ func FuzzCleanRelPath(f *testing.F) {
 		// Percent-decoding the result must not open an escape either.
 		dec := got
 		for i := 0; i < 8; i++ {
-			dec = percentDecode(dec)
+			dec = PercentDecode(dec)
 		}
 		for _, c := range strings.FieldsFunc(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
 			if c == ".." {

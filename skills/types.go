@@ -1,7 +1,11 @@
-// Package skills owns the skill package format and the catalog's domain types:
-// SKILL.md parsing and validation, import readers with their limits, the tree
-// hash and the versioned content store. It imports no other skillfs package;
-// index, policy, fs and the daemon all speak in the types declared here.
+// Package skills owns the catalog's domain: its types (Skill, User, Share,
+// Scope, Version, Session, Event, ...), the error kinds behind exit codes,
+// HTTP statuses and errnos, the import limits and the rules every skill tree
+// follows (safe relative paths, regular files only, reserved names, stored
+// modes). It imports only the standard library; its subpackages do the work:
+// manifest reads SKILL.md, git and source read what is imported, store keeps
+// the published versions and diff compares them. Index, policy, fs and the
+// daemon all speak in the types declared here.
 package skills
 
 import (

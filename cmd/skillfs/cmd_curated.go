@@ -8,6 +8,7 @@ import (
 
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
+	"skillfs/skills/git"
 )
 
 // skillCurated manages the curated sources: the recommended list.
@@ -19,7 +20,7 @@ func (c *cli) skillCurated() *cobra.Command {
 func (c *cli) curatedAdd() *cobra.Command {
 	cmd := leaf("add SOURCE", "register a source as curated: it is read now, and its skills are offered", 1, 1)
 	ref := cmd.Flags().String("ref", "", "follow this git branch or tag, or stay at this commit: `REF`")
-	timeout := cmd.Flags().Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
+	timeout := cmd.Flags().Duration("timeout", git.DefaultCloneTimeout, "give up on a git source not read within this")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
@@ -81,7 +82,7 @@ func (c *cli) curatedRemove() *cobra.Command {
 
 func (c *cli) curatedRefresh() *cobra.Command {
 	cmd := leaf("refresh [SOURCE]", "read every curated source (or SOURCE) again; one that cannot be read keeps what it offered", 0, 1)
-	timeout := cmd.Flags().Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
+	timeout := cmd.Flags().Duration("timeout", git.DefaultCloneTimeout, "give up on a git source not read within this")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
@@ -112,7 +113,7 @@ func (c *cli) skillInstallCurated() *cobra.Command {
 	fs := cmd.Flags()
 	share := fs.String("share", "", "who may read: `SCOPE` (global, department:ID,... or user:UID,...)")
 	source := fs.String("source", "", "the curated `SOURCE` to take it from, when several offer NAME")
-	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
+	timeout := fs.Duration("timeout", git.DefaultCloneTimeout, "give up on a git source not read within this")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		sh, err := readShare(*share)
 		if err != nil {

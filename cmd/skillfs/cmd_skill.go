@@ -14,6 +14,9 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/git"
+	"skillfs/skills/manifest"
+	"skillfs/skills/source"
 )
 
 func (c *cli) skillCmd() *cobra.Command {
@@ -47,7 +50,7 @@ func (c *cli) skillImport() *cobra.Command {
 	fs.StringVar(&ref, "ref", "", "git branch, tag or commit: `REF`")
 	sub := fs.String("path", "", "import only from this folder `DIR` of the source (also SOURCE#ref:path)")
 	agents := fs.Bool("agents", false, "import from the skill folders of agents on this machine instead of SOURCE")
-	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
+	timeout := fs.Duration("timeout", git.DefaultCloneTimeout, "give up on a git source not read within this")
 	project := fs.String("project", "", "with --agents: also this project folder `DIR`'s .claude/skills, .agents/skills, .codex/skills and .opencode/skills (after your own)")
 	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
 		if (len(pos) == 1) == *agents {
@@ -168,7 +171,7 @@ func (c *cli) skillPrepare() *cobra.Command {
 	replace := fs.Bool("replace", false, "make this a new version of the same-slug skill you manage")
 	ref := fs.String("ref", "", "git branch, tag or commit: `REF`")
 	sub := fs.String("path", "", "prepare only from this folder `DIR` of the source (also SOURCE#ref:path)")
-	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
+	timeout := fs.Duration("timeout", git.DefaultCloneTimeout, "give up on a git source not read within this")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		cat, err := c.openCatalog()
 		if err != nil {
@@ -305,10 +308,10 @@ func (c *cli) skillValidate() *cobra.Command {
 
 // validation is the result of `skill validate`; its JSON is part of the CLI.
 type validation struct {
-	Valid    bool             `json:"valid"`
-	Slug     string           `json:"slug,omitempty"`
-	Errors   []skills.Problem `json:"errors"`
-	Warnings []string         `json:"warnings"`
+	Valid    bool               `json:"valid"`
+	Slug     string             `json:"slug,omitempty"`
+	Errors   []manifest.Problem `json:"errors"`
+	Warnings []string           `json:"warnings"`
 }
 
 // sourceGuard refuses, as an import does, a path that is a file of the
@@ -331,9 +334,9 @@ func (c *cli) sourceGuard() func(path string) error {
 // would: the package rules and limits, then the strict manifest rules.
 // guard sees the path before anything of it is opened.
 func validate(path string, guard func(string) error) validation {
-	r := validation{Errors: []skills.Problem{}, Warnings: []string{}}
+	r := validation{Errors: []manifest.Problem{}, Warnings: []string{}}
 	fail := func(field string, err error) validation {
-		r.Errors = append(r.Errors, skills.Problem{Field: field, Message: err.Error()})
+		r.Errors = append(r.Errors, manifest.Problem{Field: field, Message: err.Error()})
 		return r
 	}
 	if err := guard(path); err != nil {
@@ -350,7 +353,7 @@ func validate(path string, guard func(string) error) validation {
 			return fail("path", err)
 		}
 		defer os.RemoveAll(tmp)
-		st, err := skills.StageDir(path, filepath.Join(tmp, "skill"), skills.DefaultLimits())
+		st, err := source.StageDir(path, filepath.Join(tmp, "skill"), skills.DefaultLimits())
 		if err != nil {
 			return fail("package", err)
 		}
@@ -361,9 +364,9 @@ func validate(path string, guard func(string) error) validation {
 	if err != nil {
 		return fail(skills.ManifestName, err)
 	}
-	m, warnings, err := skills.ParseManifest(data, skills.Strict)
+	m, warnings, err := manifest.Parse(data, manifest.Strict)
 	r.Warnings = append(r.Warnings, warnings...)
-	var me *skills.ManifestError
+	var me *manifest.Error
 	if errors.As(err, &me) {
 		r.Errors = me.Problems
 		return r

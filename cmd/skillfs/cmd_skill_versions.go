@@ -7,7 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"skillfs/cmd/skillfs/internal/catalog"
-	"skillfs/skills"
+	"skillfs/skills/diff"
+	"skillfs/skills/git"
 )
 
 func (c *cli) skillVersions() *cobra.Command {
@@ -56,7 +57,7 @@ func (c *cli) skillVersions() *cobra.Command {
 
 // diffStatLine is a diffstat in a few words: "+1 -0 ~2 files, +10 -3
 // lines", and what it leaves out.
-func diffStatLine(s skills.DiffStat) string {
+func diffStatLine(s diff.Stat) string {
 	line := fmt.Sprintf("+%d -%d ~%d files, +%d -%d lines", s.FilesAdded, s.FilesRemoved, s.FilesChanged, s.Insertions, s.Deletions)
 	if n := s.LinesUnknown - s.NotCompared; n > 0 {
 		line += fmt.Sprintf(" (%d binary or large files not counted)", n)
@@ -87,13 +88,13 @@ func (c *cli) skillDiff() *cobra.Command {
 			return c.diffJSON(cat, pos[0], a, b, !*stat)
 		}
 		// The summary comes first: the changes are kept (their diffs
-		// together at most skills.DefaultDiffOutput), one pair of files
+		// together at most diff.DefaultOutput), one pair of files
 		// compared at a time.
 		var d *catalog.Diff
 		st, err := cat.DiffEach(c.ctx, c.as, pos[0], a, b, !*stat, func(head *catalog.Diff) error {
 			d = head
 			return nil
-		}, func(fc *skills.FileChange) error {
+		}, func(fc *diff.FileChange) error {
 			d.Files = append(d.Files, *fc)
 			return nil
 		})
@@ -133,7 +134,7 @@ func (c *cli) diffJSON(cat *catalog.Catalog, slug, a, b string, text bool) error
 	st, err := cat.DiffEach(c.ctx, c.as, slug, a, b, text, func(head *catalog.Diff) error {
 		j = catalog.NewDiffJSON(c.stdout)
 		return j.Start(head)
-	}, func(fc *skills.FileChange) error { return j.File(fc) })
+	}, func(fc *diff.FileChange) error { return j.File(fc) })
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func (c *cli) skillUpdate() *cobra.Command {
 	force := fs.Bool("force", false, "install what the source holds even when it is a version it delivered before (undoes a rollback or an edit)")
 	ref := fs.String("ref", "", "read this git branch, tag or commit `REF` instead of the one recorded")
 	tag := fs.String("tag", "", "read this git `TAG` (e.g. a newer release) instead of the recorded ref")
-	timeout := fs.Duration("timeout", skills.DefaultCloneTimeout, "give up on a git source not read within this")
+	timeout := fs.Duration("timeout", git.DefaultCloneTimeout, "give up on a git source not read within this")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		if (len(pos) > 0) == *all {
 			return fmt.Errorf("skill update takes SLUG... or --all: %w", errUsage)

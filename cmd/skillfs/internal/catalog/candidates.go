@@ -8,14 +8,16 @@ import (
 	"strings"
 
 	"skillfs/skills"
+	"skillfs/skills/manifest"
+	skillsource "skillfs/skills/source"
 )
 
 // found is one skill a source holds, with its SKILL.md read once and parsed
 // the way import parses it, so that listing, picking, ordering and
 // namespacing agree on each skill's name and slug.
 type found struct {
-	skills.Candidate
-	m   *skills.Manifest // nil when the SKILL.md cannot be read or parsed (err says why)
+	skillsource.Candidate
+	m   *manifest.Manifest // nil when the SKILL.md cannot be read or parsed (err says why)
 	err error
 	// want is the slug the skill asks for in the catalog: its own, or
 	// <plugin>-<slug> when another skill of the same source has the same
@@ -30,7 +32,7 @@ type found struct {
 // total-bytes limit bounds what its skills store: many skill folders may
 // link to one large SKILL.md, and the skills past the bound are refused
 // unread. The bodies are not kept.
-func readFound(root string, cands []skills.Candidate, maxManifest, total int64) []found {
+func readFound(root string, cands []skillsource.Candidate, maxManifest, total int64) []found {
 	out := make([]found, len(cands))
 	var read int64
 	for i, cand := range cands {
@@ -41,7 +43,7 @@ func readFound(root string, cands []skills.Candidate, maxManifest, total int64) 
 				Limit: skills.LimitTotalBytes, Value: read, Max: total, Path: path.Join(cand.Rel, skills.ManifestName)})
 		} else {
 			var data []byte
-			data, err = skills.ReadSkillManifest(root, cand.Dir, maxManifest)
+			data, err = skillsource.ReadSkillManifest(root, cand.Dir, maxManifest)
 			read += int64(len(data))
 			if err == nil {
 				f.m, _, err = parseImported(data, cand.Name)
@@ -60,8 +62,8 @@ func readFound(root string, cands []skills.Candidate, maxManifest, total int64) 
 
 // parseImported parses a SKILL.md as every import does: leniently, with the
 // name of its folder for a skill that has no usable name.
-func parseImported(data []byte, folder string) (*skills.Manifest, []string, error) {
-	return skills.ParseManifestWith(data, skills.ParseOptions{Mode: skills.Lenient, Folder: folder})
+func parseImported(data []byte, folder string) (*manifest.Manifest, []string, error) {
+	return manifest.ParseWith(data, manifest.ParseOptions{Mode: manifest.Lenient, Folder: folder})
 }
 
 // namespacePlugins gives the skills of plugins that share a slug with
@@ -92,8 +94,8 @@ func namespacePlugins(fs []found) {
 // instead gave every skill of a plugin with a long name the same slug), or
 // "" when the plugin leaves nothing to put in front of it.
 func namespaced(plugin, slug string) string {
-	p := skills.Slugify(plugin)
-	if room := skills.MaxSlugLen - len(slug) - 1; len(p) > room {
+	p := manifest.Slugify(plugin)
+	if room := manifest.MaxSlugLen - len(slug) - 1; len(p) > room {
 		p = strings.TrimRight(p[:max(room, 0)], "-")
 	}
 	if p == "" {
@@ -247,10 +249,10 @@ func dependencyOrder(fs []found) []found {
 
 // agentFound turns the skills found in the agents' folders into found
 // skills, each its own root.
-func agentFound(list []skills.FoundSkill) []skills.Candidate {
-	cands := make([]skills.Candidate, len(list))
+func agentFound(list []skillsource.FoundSkill) []skillsource.Candidate {
+	cands := make([]skillsource.Candidate, len(list))
 	for i, f := range list {
-		cands[i] = skills.Candidate{Name: filepath.Base(f.Dir), Rel: f.RealDir, Dir: f.RealDir}
+		cands[i] = skillsource.Candidate{Name: filepath.Base(f.Dir), Rel: f.RealDir, Dir: f.RealDir}
 	}
 	return cands
 }

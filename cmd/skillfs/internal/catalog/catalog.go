@@ -19,6 +19,8 @@ import (
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/diff"
+	"skillfs/skills/store"
 )
 
 // Operator is the identity management commands act as when none is given. It
@@ -47,7 +49,7 @@ type Options struct {
 type Catalog struct {
 	home  string
 	db    *index.DB
-	store *skills.Store
+	store *store.Store
 	lim   skills.Limits
 	log   *slog.Logger
 	now   func() time.Time
@@ -61,7 +63,7 @@ type Catalog struct {
 	pub    *os.File      // publish lock: exclusive from choosing a slug to the index row
 	pubMu  sync.Mutex    // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
-	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
+	// (see diff.Budget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
 	roots     *ImportRoots // Options.ImportRoots
 	// gate bounds what comparisons hold together (LimitDiffs); nil: no
@@ -70,8 +72,8 @@ type Catalog struct {
 }
 
 // diffBudget is a fresh comparison budget for one request.
-func (c *Catalog) diffBudget() *skills.DiffBudget {
-	return skills.NewDiffBudget(c.diffLimit[0], c.diffLimit[1])
+func (c *Catalog) diffBudget() *diff.Budget {
+	return diff.NewBudget(c.diffLimit[0], c.diffLimit[1])
 }
 
 // Layout of a data directory.
@@ -221,7 +223,7 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		return nil, err
 	}
 	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub, roots: opts.ImportRoots,
-		store: &skills.Store{Root: filepath.Join(home, storeDir)}, cache: newContentCache()}, nil
+		store: &store.Store{Root: filepath.Join(home, storeDir)}, cache: newContentCache()}, nil
 }
 
 // bindIdentity ties index and store to one data directory identity: a new
@@ -308,7 +310,7 @@ func (c *Catalog) Home() string { return c.home }
 func (c *Catalog) Limits() skills.Limits { return c.lim }
 
 // Store is the content store of the data directory.
-func (c *Catalog) Store() *skills.Store { return c.store }
+func (c *Catalog) Store() *store.Store { return c.store }
 
 // VersionPath is where the content of a version lives, whether or not it
 // is there (see EnsureVersion).
@@ -334,7 +336,7 @@ func (c *Catalog) sweep() error {
 		return err // someone is importing: their staging is not ours to sweep
 	}
 	defer release()
-	if _, err := skills.OpenStore(c.store.Root); err != nil { // creates the layout, sweeps staging
+	if _, err := store.Open(c.store.Root); err != nil { // creates the layout, sweeps staging
 		return fmt.Errorf("open content store: %w", err)
 	}
 	c.sweepDrafts()
@@ -436,7 +438,7 @@ func (c *Catalog) userLookup(ctx context.Context) func(uid string) (skills.User,
 // the identity of a host of a shared index. Open on a home without either
 // makes a new data directory there.
 func Exists(home string) bool {
-	for _, p := range []string{indexFile, filepath.Join(storeDir, skills.StoreIDFile)} {
+	for _, p := range []string{indexFile, filepath.Join(storeDir, store.IDFile)} {
 		if _, err := os.Lstat(filepath.Join(home, p)); err == nil {
 			return true
 		}

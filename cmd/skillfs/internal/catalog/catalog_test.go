@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"skillfs/skills"
+	"skillfs/skills/manifest"
+	skillsource "skillfs/skills/source"
 )
 
 func open(t testing.TB) *Catalog {
@@ -284,7 +286,7 @@ func TestImportFromAgentFolders(t *testing.T) {
 	orig, _ := os.ReadFile(filepath.Join(home, ".agents", "skills", "Nice Tool", "SKILL.md"))
 	// Stored as it is: read back as the daemon reads it, the name gives
 	// the same slug, so nothing is rewritten.
-	m, _, err := skills.ParseManifest(data, skills.Lenient)
+	m, _, err := manifest.Parse(data, manifest.Lenient)
 	if err != nil || m.Slug != "nice-tool" || m.Name != "Nice Tool" || !bytes.Equal(data, orig) {
 		t.Fatalf("stored SKILL.md: %+v %v\n%s", m, err, data)
 	}
@@ -814,7 +816,7 @@ func TestPluginNamespaceFollowsTheInstalledSkill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m, _, err := skills.ParseStored(data, slug); err != nil || m.Slug != slug {
+		if m, _, err := manifest.ParseStored(data, slug); err != nil || m.Slug != slug {
 			t.Errorf("grow=%v: stored SKILL.md reads as %+v, %v; want slug %q", grow, m, err, slug)
 		}
 	}
@@ -867,7 +869,7 @@ func TestSkillsOfOneSourceCountTogether(t *testing.T) {
 func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 	ctx := context.Background()
 	src, names := sharedManifestSource(t, 6)
-	cands, _, err := skills.Discover(src, 0)
+	cands, _, err := skillsource.Discover(src, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -952,7 +954,7 @@ func TestLongPluginNamespace(t *testing.T) {
 		t.Fatalf("import: %+v, %v", res, err)
 	}
 	for _, in := range res.Installed {
-		if !skills.ValidSlug(in.Slug) || !strings.HasSuffix(in.Slug, "-setup") && !strings.HasSuffix(in.Slug, "-deploy") {
+		if !manifest.ValidSlug(in.Slug) || !strings.HasSuffix(in.Slug, "-setup") && !strings.HasSuffix(in.Slug, "-deploy") {
 			t.Errorf("slug %q lost the skill's name", in.Slug)
 		}
 	}
@@ -964,7 +966,7 @@ func TestLongPluginNamespace(t *testing.T) {
 		{"alpha", strings.Repeat("s", 63), ""},
 		{"alpha", strings.Repeat("s", 62), "a-" + strings.Repeat("s", 62)},
 	} {
-		if got := namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !skills.ValidSlug(got) {
+		if got := namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !manifest.ValidSlug(got) {
 			t.Errorf("namespaced(%q, %q) = %q, want %q", tc.plugin, tc.slug, got, tc.want)
 		}
 	}

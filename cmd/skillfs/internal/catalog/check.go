@@ -12,6 +12,7 @@ import (
 
 	"skillfs/index"
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // DamagedError is a data directory whose index and content store do not
@@ -60,7 +61,7 @@ func inspect(home string) (*dirState, error) {
 	// log, then the store's identity. Reading them in the reverse order
 	// never sees a later one without the earlier ones.
 	st := &dirState{}
-	store := &skills.Store{Root: filepath.Join(home, storeDir)}
+	store := &store.Store{Root: filepath.Join(home, storeDir)}
 	var err error
 	if st.storeID, err = store.ID(); err != nil {
 		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
@@ -136,18 +137,18 @@ type Report struct {
 	// and Unfetchable are versions whose content the index lacks, which
 	// this host holds (stored by the next start or `check --repair`) or
 	// does not (only the host that holds them can store them).
-	Shared      bool                 `json:"shared,omitempty"`
-	NotCached   int                  `json:"not_cached,omitempty"`
-	NoContent   []VersionRef         `json:"no_content,omitempty"`
-	Unfetchable []VersionRef         `json:"unfetchable,omitempty"`
-	Quarantine  []skills.Quarantined `json:"quarantine"`
-	Actions     []string             `json:"actions"`
-	OK          bool                 `json:"ok"`
+	Shared      bool                `json:"shared,omitempty"`
+	NotCached   int                 `json:"not_cached,omitempty"`
+	NoContent   []VersionRef        `json:"no_content,omitempty"`
+	Unfetchable []VersionRef        `json:"unfetchable,omitempty"`
+	Quarantine  []store.Quarantined `json:"quarantine"`
+	Actions     []string            `json:"actions"`
+	OK          bool                `json:"ok"`
 }
 
 func newReport(home string) *Report {
 	return &Report{Home: home, Unexplained: []VersionRef{}, Missing: []VersionRef{}, Mismatched: []VersionRef{}, Unreadable: []VersionRef{},
-		NoMetadata: []VersionRef{}, Quarantine: []skills.Quarantined{}, Actions: []string{}}
+		NoMetadata: []VersionRef{}, Quarantine: []store.Quarantined{}, Actions: []string{}}
 }
 
 func (r *Report) act(format string, a ...any) {
@@ -178,7 +179,7 @@ func Check(ctx context.Context, home string, verify bool) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := &skills.Store{Root: filepath.Join(home, storeDir)}
+	store := &store.Store{Root: filepath.Join(home, storeDir)}
 	r.Stored = st.stored
 	if r.Quarantine, err = store.Quarantined(); err != nil {
 		return nil, err
@@ -246,7 +247,7 @@ func openForCheck(ctx context.Context, home string, st *dirState) (*index.DB, st
 
 // compare fills the report with the differences between a usable index and
 // the store.
-func compare(ctx context.Context, db *index.DB, store *skills.Store, r *Report, verify bool) error {
+func compare(ctx context.Context, db *index.DB, cs *store.Store, r *Report, verify bool) error {
 	n, err := db.Count(ctx)
 	if err != nil {
 		return err
@@ -259,7 +260,7 @@ func compare(ctx context.Context, db *index.DB, store *skills.Store, r *Report, 
 	if err != nil {
 		return err
 	}
-	onDisk, err := store.Versions()
+	onDisk, err := cs.Versions()
 	if err != nil {
 		return err
 	}
@@ -269,14 +270,14 @@ func compare(ctx context.Context, db *index.DB, store *skills.Store, r *Report, 
 	}
 	r.Unexplained, r.Missing = diffVersions(indexed, onDisk)
 	for _, v := range indexed {
-		if store.VersionPath(v.Slug, v.Hash) == "" || !present(onDisk, v.Slug, v.Hash) {
+		if cs.VersionPath(v.Slug, v.Hash) == "" || !present(onDisk, v.Slug, v.Hash) {
 			continue
 		}
-		if _, err := store.ReadMeta(v.Slug, v.Hash); err != nil {
+		if _, err := cs.ReadMeta(v.Slug, v.Hash); err != nil {
 			r.NoMetadata = append(r.NoMetadata, VersionRef{v.Slug, v.Hash})
 		}
 		if verify {
-			got, _, _, err := skills.TreeHash(store.VersionPath(v.Slug, v.Hash))
+			got, _, _, err := store.TreeHash(cs.VersionPath(v.Slug, v.Hash))
 			switch {
 			case err != nil && !errors.Is(err, skills.ErrSpecialFile):
 				// Not readable now (EIO, EACCES): reported, never acted on.
@@ -331,9 +332,9 @@ func nonNilRefs(r []VersionRef) []VersionRef {
 	return r
 }
 
-func nonNilQ(q []skills.Quarantined) []skills.Quarantined {
+func nonNilQ(q []store.Quarantined) []store.Quarantined {
 	if q == nil {
-		return []skills.Quarantined{}
+		return []store.Quarantined{}
 	}
 	return q
 }

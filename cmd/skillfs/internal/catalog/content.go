@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // contentCache is what this process knows of the versions in its store,
@@ -20,7 +21,7 @@ import (
 // verifies a copy again the first time it serves it.
 type contentCache struct {
 	// verified maps a version directory to when its copy was last found
-	// whole: skills.ChangeClock at the start of that check.
+	// whole: store.ChangeClock at the start of that check.
 	verified sync.Map
 	// present holds the version directories seen in the store (own index:
 	// a copy is not verified before it is served, see EnsureVersion).
@@ -188,7 +189,7 @@ func (c *Catalog) cached(dir string) bool {
 
 // Verified returns when this host's copy in the version directory dir was
 // last found to hash to its version's name in this process (the start of
-// that check, on skills.ChangeClock), or the zero time. With Verify it
+// that check, on store.ChangeClock), or the zero time. With Verify it
 // makes the catalog the filesystem's fs.Content.
 func (c *Catalog) Verified(dir string) time.Time {
 	if at, ok := c.cache.verified.Load(dir); ok {
@@ -239,8 +240,8 @@ func (c *Catalog) verify(slug, hash, dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
 		return fmt.Errorf("version %s of %q is not in this host's store: %w", short(hash), slug, skills.ErrNotFound)
 	}
-	at := skills.ChangeClock()
-	got, _, _, err := skills.TreeHash(dir)
+	at := store.ChangeClock()
+	got, _, _, err := store.TreeHash(dir)
 	switch {
 	case err == nil && got == hash:
 		c.cache.verified.Store(dir, at)
@@ -269,7 +270,7 @@ func (c *Catalog) verify(slug, hash, dir string) error {
 // never find the version missing; the damaged copy goes to the quarantine,
 // never deleted); else as any version is published. The caller holds the
 // version's lock.
-func (c *Catalog) publishFetched(staging, slug, hash, dir string, meta *skills.VersionMeta) error {
+func (c *Catalog) publishFetched(staging, slug, hash, dir string, meta *store.VersionMeta) error {
 	derr, damaged := c.cache.damaged.Load(dir)
 	if !damaged {
 		_, _, err := c.store.Publish(staging, slug, hash, meta)
@@ -343,7 +344,7 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 		return err
 	}
 	defer forceRemoveAll(staging) // a no-op once published
-	got, err := skills.WriteContent(staging, m.Entries, func(sum string) ([]byte, error) {
+	got, err := store.WriteContent(staging, m.Entries, func(sum string) ([]byte, error) {
 		data, err := c.db.Chunk(ctx, sum)
 		if errors.Is(err, skills.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %w", err, skills.ErrDamaged)
@@ -362,9 +363,9 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 		c.cache.damagedCopies.Add(1)
 		return fmt.Errorf("the content of version %s of %q in the shared index hashes to %s: %w", hash, slug, got, skills.ErrDamaged)
 	}
-	var meta *skills.VersionMeta
+	var meta *store.VersionMeta
 	if m.Meta != nil {
-		if meta, err = skills.DecodeMeta(m.Meta, slug, hash); err != nil {
+		if meta, err = store.DecodeMeta(m.Meta, slug, hash); err != nil {
 			c.log.Warn("metadata of a fetched version not kept", "slug", slug, "version", hash, "err", err)
 			meta = nil
 		}
@@ -394,7 +395,7 @@ func (c *Catalog) uploadVersion(ctx context.Context, slug, hash string) error {
 	if err != nil {
 		return err
 	}
-	files, err := skills.ReadContent(dir)
+	files, err := store.ReadContent(dir)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"skillfs/fs/readbench"
 	"skillfs/index/pgtest"
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -176,7 +177,7 @@ func testEnsureVersionFillsFromSharedIndex(t *testing.T, index string) {
 		t.Fatalf("EnsureVersion = %q, want the store's %q", dir, b.VersionPath(slug, hash))
 	}
 	sameTree(t, a.VersionPath(slug, hash), dir)
-	if got, _, _, err := skills.TreeHash(dir); err != nil || got != hash {
+	if got, _, _, err := store.TreeHash(dir); err != nil || got != hash {
 		t.Fatalf("the copy hashes to %s (%v), want %s", got, err, hash)
 	}
 	if b.Verified(dir).IsZero() {
@@ -394,7 +395,7 @@ func TestDamagedCopyOfASingleHostStaysRefused(t *testing.T) {
 	}
 	damage(t, filepath.Join(dir, "scripts", "run.sh"))
 	for range 2 {
-		if err := c.Verify(dir, skills.ChangeClock()); !errors.Is(err, skills.ErrDamaged) {
+		if err := c.Verify(dir, store.ChangeClock()); !errors.Is(err, skills.ErrDamaged) {
 			t.Fatalf("verify a damaged copy = %v, want ErrDamaged", err)
 		}
 	}

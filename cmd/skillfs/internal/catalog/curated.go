@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/git"
 )
 
 // Curated catalogs: sources an admin registers whose skills are offered to
@@ -28,7 +29,7 @@ type CuratedRequest struct {
 	Name    string        // install: the skill's slug or name
 	As      string        // acting uid ("" = Operator)
 	Share   *skills.Share // install: nil = the default for the actor
-	Timeout time.Duration // a git source must be read within this; 0: skills.DefaultCloneTimeout
+	Timeout time.Duration // a git source must be read within this; 0: git.DefaultCloneTimeout
 	API     bool          // the source came through the daemon's API (see ImportRequest.API)
 }
 
@@ -56,7 +57,7 @@ func curatedName(source string, api bool) string {
 func curatedNames(source string) []string {
 	source = strings.TrimSpace(source)
 	names := []string{source}
-	if gs, ok := skills.ParseRemoteName(source); ok {
+	if gs, ok := git.ParseRemoteName(source); ok {
 		names = append(names, gs.String())
 	}
 	if abs, err := filepath.Abs(source); err == nil && abs != source {
@@ -82,7 +83,7 @@ func (c *Catalog) AddCurated(ctx context.Context, req CuratedRequest) (*skills.C
 	}
 	// Every user lists curated sources: credentials in one would be shown
 	// to all of them.
-	if err := skills.RefuseCredentials("curated source", name); err != nil {
+	if err := git.ParseSpec(name).RefuseCredentials("curated source"); err != nil {
 		return nil, err
 	}
 	if _, err := c.curatedSource(ctx, []string{name}); err == nil {
@@ -139,7 +140,7 @@ func (c *Catalog) curatedSource(ctx context.Context, names []string) (*skills.Cu
 			return &all[i], nil
 		}
 	}
-	name := skills.RedactSource(names[0])
+	name := git.ParseSpec(names[0]).String()
 	if len(all) == 0 {
 		return nil, fmt.Errorf("%q is not a curated source: there are none (add one with `skillfs skill curated add SOURCE`): %w", name, skills.ErrNotFound)
 	}
@@ -273,7 +274,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 	})
 	switch {
 	case len(matches) == 0 && from != nil:
-		return res, fmt.Errorf("curated source %q offers no skill named %q (see `skillfs skill list --curated`): %w", skills.RedactSource(from[0]), name, skills.ErrNotFound)
+		return res, fmt.Errorf("curated source %q offers no skill named %q (see `skillfs skill list --curated`): %w", git.ParseSpec(from[0]).String(), name, skills.ErrNotFound)
 	case len(matches) == 0:
 		return res, fmt.Errorf("no curated skill is named %q (see `skillfs skill list --curated`): %w", name, skills.ErrNotFound)
 	case len(matches) > 1:

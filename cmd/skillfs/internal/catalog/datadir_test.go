@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // storeListing is every path below the data directory's store/skills with
@@ -521,7 +522,7 @@ func TestBackfillLeavesOnlyTheMetadata(t *testing.T) {
 	if len(after) != len(before) {
 		t.Fatalf("the version held %d entries, now %d", len(before), len(after))
 	}
-	if got, _, _, err := skills.TreeHash(dir); err != nil || got != base.Version {
+	if got, _, _, err := store.TreeHash(dir); err != nil || got != base.Version {
 		t.Fatalf("hash after backfill %s, %v", got, err)
 	}
 	if l := leftovers(t, c); len(l) != 0 {
@@ -626,7 +627,7 @@ func publishUnindexed(t testing.TB, c *Catalog, slug string) string {
 		t.Fatal(err)
 	}
 	skillDir(t, staging, "name: "+slug+"\ndescription: x")
-	hash, _, _, err := skills.TreeHash(staging)
+	hash, _, _, err := store.TreeHash(staging)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"unicode/utf8"
 
-	"skillfs/skills"
+	"skillfs/skills/diff"
 )
 
 // DiffGate bounds the memory that comparisons of versions hold together:
@@ -22,15 +22,15 @@ type DiffGate interface {
 
 // LimitDiffs has every comparison of versions from now on (a diff, a
 // listing's diffstats, an update's) hold what it needs of g while it runs
-// (skills.TreeDiff.Memory). Call it before the catalog is shared.
+// (diff.TreeDiff.Memory). Call it before the catalog is shared.
 func (c *Catalog) LimitDiffs(g DiffGate) { c.gate = g }
 
 // compare compares the trees a and b (either "" for the empty tree) within
 // budget: listed first, it is granted what it will hold by the gate, then
 // calls start (nil: none) and hands each file that changed to each.
-func (c *Catalog) compare(ctx context.Context, a, b string, text bool, budget *skills.DiffBudget,
-	start func() error, each func(*skills.FileChange) error) error {
-	td, err := skills.OpenTreeDiff(a, b)
+func (c *Catalog) compare(ctx context.Context, a, b string, text bool, budget *diff.Budget,
+	start func() error, each func(*diff.FileChange) error) error {
+	td, err := diff.Open(a, b)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (j *DiffJSON) Start(d *Diff) error {
 }
 
 // File writes one file's change.
-func (j *DiffJSON) File(fc *skills.FileChange) error {
+func (j *DiffJSON) File(fc *diff.FileChange) error {
 	if j.files > 0 {
 		j.raw(",")
 	}
@@ -105,7 +105,7 @@ func (j *DiffJSON) File(fc *skills.FileChange) error {
 }
 
 // End writes the diffstat and ends the Diff.
-func (j *DiffJSON) End(st skills.DiffStat) error {
+func (j *DiffJSON) End(st diff.Stat) error {
 	if j.files > 0 {
 		j.raw("\n  ")
 	}

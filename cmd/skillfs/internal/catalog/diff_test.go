@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/skills"
+	"skillfs/skills/diff"
 )
 
 // TestDiffJSON: the JSON written a file at a time decodes to the Diff it
@@ -16,16 +16,16 @@ import (
 // control characters included.
 func TestDiffJSON(t *testing.T) {
 	long := strings.Repeat("+é\x01<tag> & \"quoted\" \\ ✓\n", 3000) // past a piece, pieces cut inside characters
-	want := &Diff{Slug: "x", From: "", To: "abc", Files: []skills.FileChange{
-		{Path: "a.txt", Status: skills.FileChanged, Added: 3000, Diff: long},
-		{Path: "b.bin", Status: skills.FileAdded, Binary: true, LinesUnknown: true, Note: "binary files differ"},
-		{Path: "c.md", Status: skills.FileRemoved, Removed: 1, Diff: "--- a/c.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"},
+	want := &Diff{Slug: "x", From: "", To: "abc", Files: []diff.FileChange{
+		{Path: "a.txt", Status: diff.FileChanged, Added: 3000, Diff: long},
+		{Path: "b.bin", Status: diff.FileAdded, Binary: true, LinesUnknown: true, Note: "binary files differ"},
+		{Path: "c.md", Status: diff.FileRemoved, Removed: 1, Diff: "--- a/c.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"},
 	}}
-	want.DiffStat = skills.Stat(want.Files)
-	for _, files := range [][]skills.FileChange{want.Files, {}} {
+	want.DiffStat = diff.StatOf(want.Files)
+	for _, files := range [][]diff.FileChange{want.Files, {}} {
 		d := *want
 		d.Files = files
-		d.DiffStat = skills.Stat(files)
+		d.DiffStat = diff.StatOf(files)
 		var out bytes.Buffer
 		j := NewDiffJSON(&out)
 		if err := j.Start(&d); err != nil {

@@ -17,6 +17,8 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	skillsource "skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 // DraftTTL is how long a prepared import waits for its confirmation.
@@ -162,7 +164,7 @@ func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportReq
 	if err != nil {
 		return nil, err
 	}
-	hash, _, _, err := skills.TreeHash(dst)
+	hash, _, _, err := store.TreeHash(dst)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +274,7 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 	sel := &selection{src: src}
 	for i, ds := range d.Skills {
 		sel.found = append(sel.found, found{
-			Candidate: skills.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i)), Plugin: ds.Plugin},
+			Candidate: skillsource.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i)), Plugin: ds.Plugin},
 			want:      ds.Want})
 	}
 	err = c.install(ctx, installer, req, sel, res)

@@ -16,6 +16,9 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/manifest"
+	skillsource "skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 // EditableExtensions are the text files online editing may write.
@@ -68,7 +71,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	}
 	defer forceRemoveAll(work)
 	tree := filepath.Join(work, "tree")
-	if _, err := skills.StageDir(current, tree, c.lim); err != nil {
+	if _, err := skillsource.StageDir(current, tree, c.lim); err != nil {
 		return nil, fmt.Errorf("copy the current version: %w", err)
 	}
 	if err := applyEdit(tree, clean, content, c.lim.MaxFileBytes); err != nil {
@@ -79,7 +82,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 		return nil, err
 	}
 	defer forceRemoveAll(staging) // a no-op once published
-	if _, err := skills.StageDir(tree, staging, c.lim); err != nil {
+	if _, err := skillsource.StageDir(tree, staging, c.lim); err != nil {
 		return nil, err
 	}
 	data, err := skills.ReadManifest(filepath.Join(staging, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
@@ -88,7 +91,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	}
 	// Read as an import reads it (leniently), so that an edit of any file
 	// of an imported skill is not refused for what its import let pass.
-	m, warnings, err := skills.ParseStored(data, slug)
+	m, warnings, err := manifest.ParseStored(data, slug)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +107,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	hash, files, size, err := skills.TreeHash(staging)
+	hash, files, size, err := store.TreeHash(staging)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +185,7 @@ func editPathError(rel string, err error) error {
 // with an allowed extension, never under a name an import leaves out (the
 // edit would be staged like an import and change nothing).
 func checkEditable(rel string, writing bool) error {
-	if err := skills.CheckNotLeftOut(rel); err != nil {
+	if err := skillsource.CheckNotLeftOut(rel); err != nil {
 		return err
 	}
 	for _, c := range strings.Split(rel, "/") {

@@ -8,6 +8,7 @@ import (
 
 	"skillfs/index"
 	"skillfs/skills"
+	"skillfs/skills/git"
 )
 
 // No source reaches the data directory or the index.
@@ -31,7 +32,7 @@ import (
 // role (exit 5, HTTP 400, like a bind target in the data directory).
 //
 // Symlinks inside a folder source never lead out of it (see
-// skills.StageDirOpts and Discover), so a folder that holds neither cannot
+// source.StageDirOpts and Discover), so a folder that holds neither cannot
 // reach them by a link. A hard link to the index or a bind mount of the
 // data directory placed inside a source folder is not looked for: making
 // either takes root.
@@ -191,7 +192,7 @@ func localPath(spec string, exists bool) string {
 	if exists || filepath.IsAbs(spec) {
 		return spec
 	}
-	if p, ok := strings.CutPrefix(skills.ParseGitSource(spec).URL, "file://"); ok && filepath.IsAbs(p) {
+	if p, ok := strings.CutPrefix(git.ParseSource(spec).URL, "file://"); ok && filepath.IsAbs(p) {
 		return p
 	}
 	return ""

@@ -15,6 +15,9 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/git"
+	skillsource "skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 // ImportRequest says what to import and how.
@@ -33,7 +36,7 @@ type ImportRequest struct {
 	Replace bool          // a manager makes this a new version of the skill holding the slug
 	Builtin bool          // register as a builtin (system) skill
 	Origin  string        // provenance key overriding the one derived from Source (stable across re-syncs)
-	Timeout time.Duration // a git source must be read within this; 0: skills.DefaultCloneTimeout
+	Timeout time.Duration // a git source must be read within this; 0: git.DefaultCloneTimeout
 	// API marks a source named through the daemon's API, which has no
 	// working directory: only an absolute path (or a file:// URL) names
 	// something on this machine, a name is never looked up on disk first,
@@ -59,19 +62,19 @@ type ImportRequest struct {
 	// Agents imports from the skill folders of agents on this machine
 	// instead of Source: AgentHome's and Project's skills folders of
 	// Claude Code, Codex, OpenCode and the shared .agents convention, in
-	// skills.AgentDirs precedence (personal before project).
+	// skillsource.AgentDirs precedence (personal before project).
 	Agents    bool
 	AgentHome string
 	Project   string
 }
 
 // display is the name of the source in messages, answers and logs, with
-// any credentials in its URL hidden (see skills.RedactSource).
+// any credentials in its URL hidden (see git.RedactSource).
 func (r ImportRequest) display() string {
 	if r.Display != "" {
 		return r.Display
 	}
-	return skills.RedactSource(r.Source)
+	return git.ParseSpec(r.Source).String()
 }
 
 // where names a skill of the request's source in messages: the source as
@@ -180,7 +183,7 @@ type source struct {
 	// used is what the skills of this source staged so far hold: the
 	// limits are those of the whole source, links (stored as copies)
 	// included.
-	used    skills.Usage
+	used    skillsource.Usage
 	cleanup func()
 }
 
@@ -289,7 +292,7 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 }
 
 // discover resolves the request's source and finds the skills it holds.
-func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportResult) (*source, []skills.Candidate, error) {
+func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportResult) (*source, []skillsource.Candidate, error) {
 	if req.Agents {
 		src, cands, err := c.agentSource(req, res)
 		if err != nil {
@@ -304,16 +307,16 @@ func (c *Catalog) discover(ctx context.Context, req ImportRequest, res *ImportRe
 	if err != nil {
 		return nil, nil, err
 	}
-	cands, warns, err := skills.Discover(src.root, skills.DefaultDiscoverDepth)
+	cands, warns, err := skillsource.Discover(src.root, skillsource.DefaultDiscoverDepth)
 	if src.sub != "" {
-		if err == nil && slices.ContainsFunc(cands, func(c skills.Candidate) bool { return inFolder(c.Rel, src.sub) }) {
+		if err == nil && slices.ContainsFunc(cands, func(c skillsource.Candidate) bool { return inFolder(c.Rel, src.sub) }) {
 			src.only = src.sub
 		} else {
 			// The whole source holds no skill of its own in the folder
 			// (the folder lies inside a skill, or deeper than the search
 			// goes): search the folder itself. Paths stay those of the
 			// whole source.
-			cands, warns, err = skills.Discover(src.subRoot, skills.DefaultDiscoverDepth)
+			cands, warns, err = skillsource.Discover(src.subRoot, skillsource.DefaultDiscoverDepth)
 			for i := range cands {
 				cands[i].Rel = path.Join(src.sub, cands[i].Rel)
 			}
@@ -389,7 +392,7 @@ func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequ
 	if err := rewriteSlugIfNeeded(st, slug); err != nil {
 		return err
 	}
-	hash, _, _, err := skills.TreeHash(st.dir)
+	hash, _, _, err := store.TreeHash(st.dir)
 	if err != nil {
 		return err
 	}
@@ -448,7 +451,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 // agentSource lists the skills of the agents' folders as candidates; those
 // that cannot be loaded at all are reported as failed, those another skill
 // hides as shadowed.
-func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skills.Candidate, error) {
+func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []skillsource.Candidate, error) {
 	// The home and project folders are named, not walked: only their
 	// agents' skill folders are read, and each skill found there (which
 	// may be a link to anywhere) is guarded before its SKILL.md is read.
@@ -459,7 +462,7 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 			}
 		}
 	}
-	list, shadowed, problems := skills.ScanAgentDirs(skills.AgentDirs(req.AgentHome, req.Project),
+	list, shadowed, problems := skillsource.ScanAgentDirs(skillsource.AgentDirs(req.AgentHome, req.Project),
 		func(p string) error { return c.guardSource(p, p, true) })
 	for _, p := range problems {
 		res.Failed = append(res.Failed, Failed{Source: "agents", Error: p})
@@ -485,7 +488,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		req.Source = RemoteSource(req.Source)
 	}
 	if _, err := req.stat(req.Source); err != nil {
-		if gs := skills.ParseGitSource(req.Source); gs.Path != "" {
+		if gs := git.ParseSource(req.Source); gs.Path != "" {
 			if sub != "" && sub != gs.Path {
 				return nil, fmt.Errorf("source %q names the folder %q and --path %q: choose one: %w", req.display(), gs.Path, sub, skills.ErrInvalid)
 			}
@@ -504,12 +507,12 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	if err != nil || sub == "" {
 		return src, err
 	}
-	base, err := skills.SubRoot(src.root, "")
+	base, err := skillsource.SubRoot(src.root, "")
 	if err != nil {
 		src.cleanup()
 		return nil, fmt.Errorf("source %q: %w", req.display(), err)
 	}
-	root, err := skills.SubRoot(src.root, sub)
+	root, err := skillsource.SubRoot(src.root, sub)
 	if err != nil {
 		src.cleanup()
 		return nil, fmt.Errorf("source %q: %w", req.display(), err)
@@ -522,7 +525,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 
 // RemoteSource spells a source given by a common name of a hosted
 // repository (owner/repo, github:owner/repo, a GitHub or GitLab tree URL;
-// see skills.ParseRemoteName) as the git source it stands for,
+// see git.ParseRemoteName) as the git source it stands for,
 // "URL#ref:path". A path that exists on this machine is always that path:
 // ./x, /x and ~/x are never names, and an existing folder named like
 // owner/repo wins over the repository. Anything else is returned as given.
@@ -532,7 +535,7 @@ func RemoteSource(source string) string {
 	if _, err := os.Lstat(source); err == nil {
 		return source
 	}
-	if gs, ok := skills.ParseRemoteName(source); ok {
+	if gs, ok := git.ParseRemoteName(source); ok {
 		return gs.String()
 	}
 	return source
@@ -549,7 +552,7 @@ func APISource(source string) string {
 	if filepath.IsAbs(source) {
 		return source
 	}
-	if gs, ok := skills.ParseRemoteName(source); ok {
+	if gs, ok := git.ParseRemoteName(source); ok {
 		return gs.String()
 	}
 	return source
@@ -583,12 +586,14 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	// them to PATH and the ref, so every spelling has one identity. Both
 	// ask for git (a commit), where a plain PATH asks for the folder.
 	spec := req.Source
+	parsed := git.ParseSpec(spec) // once: every step below reads this
 	asGit := false
 	if _, err := req.stat(spec); err != nil {
-		gs := skills.ParseGitSource(spec)
+		gs := parsed.Git
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := req.stat(p); err == nil {
 				spec, asGit = p, true
+				parsed = git.ParseSpec(spec)
 				if req.Ref == "" {
 					req.Ref = gs.Ref
 				}
@@ -609,7 +614,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	// path, so every spelling of it reinstalls the same skills.
 	if local && fi.IsDir() && !asGit && req.Ref == "" && !isBareRepo(spec) {
 		abs, _ := filepath.Abs(spec)
-		commit, state, err := skills.WorktreeState(ctx, abs)
+		commit, state, err := git.WorktreeState(ctx, abs)
 		if err != nil {
 			c.log.Warn("could not tell which commit a local folder holds", "source", abs, "err", err)
 		}
@@ -622,21 +627,21 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	if local && !fi.IsDir() {
 		return c.resolveFile(spec, req.display(), work, cleanup)
 	}
-	if !local && !skills.IsGitURL(spec) {
+	if !local && !parsed.IsGit() {
 		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", req.display(), skills.ErrNotFound))
 	}
-	gs := skills.ParseGitSource(spec)
+	gs := parsed.Git
 	if req.Ref != "" {
 		gs.Ref = req.Ref
 	}
-	key := "git:" + skills.GitSource{URL: gs.URL}.String() // no credentials in provenance
+	key := "git:" + git.Source{URL: gs.URL}.String() // no credentials in provenance
 	if local {
 		abs, _ := filepath.Abs(spec)
 		gs.URL = abs
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := skills.CloneGit(ctx, gs, root, skills.CloneOptions{Limits: c.lim, Timeout: req.Timeout, Confine: c.objectsConfined(req)}) // a plain tree within the limits, no .git
+	commit, err := git.Clone(ctx, gs, root, git.CloneOptions{Limits: c.lim, Timeout: req.Timeout, Confine: c.objectsConfined(req)}) // a plain tree within the limits, no .git
 	if err != nil {
 		return fail(err)
 	}
@@ -678,7 +683,7 @@ func (c *Catalog) resolveFile(spec, display, work string, cleanup func()) (*sour
 	f.Close()
 	if zipped {
 		root := filepath.Join(work, "unpacked")
-		warnings, err := skills.ExtractZip(spec, root, c.lim)
+		warnings, err := skillsource.ExtractZip(spec, root, c.lim)
 		if err != nil {
 			return fail(fmt.Errorf("source %s: %w", display, err))
 		}

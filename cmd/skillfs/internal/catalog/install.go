@@ -13,6 +13,9 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/manifest"
+	skillsource "skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 // maxSuffix bounds the -vN search for a free slug.
@@ -22,9 +25,9 @@ const maxSuffix = 100
 // parsed as import parses it: what it would install as, before its slug is
 // settled.
 type stagedSkill struct {
-	dir      string           // the staged tree
-	data     []byte           // its SKILL.md
-	m        *skills.Manifest // parsed from data
+	dir      string             // the staged tree
+	data     []byte             // its SKILL.md
+	m        *manifest.Manifest // parsed from data
 	warnings []string
 }
 
@@ -38,14 +41,14 @@ type stagedSkill struct {
 // The skills of the agents' folders, each its own root, are counted each
 // on its own.
 func (c *Catalog) stageSkill(req ImportRequest, src *source, f found, dst string) (*stagedSkill, error) {
-	opts := skills.StageOptions{Root: stageRoot(req, src), Link: src.owned && !req.Agents}
+	opts := skillsource.StageOptions{Root: stageRoot(req, src), Link: src.owned && !req.Agents}
 	before := src.used
 	if !req.Agents {
 		opts.Used = &src.used
 	}
-	st, err := skills.StageDirOpts(f.Dir, dst, c.lim, opts)
+	st, err := skillsource.StageDirOpts(f.Dir, dst, c.lim, opts)
 	var le *skills.LimitError
-	if errors.As(err, &le) && before != (skills.Usage{}) &&
+	if errors.As(err, &le) && before != (skillsource.Usage{}) &&
 		(le.Limit == skills.LimitTotalBytes || le.Limit == skills.LimitFiles || le.Limit == skills.LimitEntries) {
 		return nil, fmt.Errorf("%w (the skills of one source count together: %d files, %d bytes before this one)", err, before.Files, before.Bytes)
 	}
@@ -143,7 +146,7 @@ func (c *Catalog) importOne(ctx context.Context, actor skills.User, req ImportRe
 	if err := rewriteSlugIfNeeded(st, slug); err != nil {
 		return nil, err
 	}
-	hash, files, size, err := skills.TreeHash(staging)
+	hash, files, size, err := store.TreeHash(staging)
 	if err != nil {
 		return nil, fmt.Errorf("hash staged skill: %w", err)
 	}
@@ -206,7 +209,7 @@ func requestSourceType(req ImportRequest, src *source) string {
 // skillEntry is the catalog entry importing f as slug makes: a new one, or
 // existing with the new version's manifest and provenance; the share a new
 // skill asks for must be one the actor may give.
-func (c *Catalog) skillEntry(actor skills.User, req ImportRequest, src *source, key string, f found, m *skills.Manifest, slug, hash string, existing *skills.Skill, now time.Time) (*skills.Skill, error) {
+func (c *Catalog) skillEntry(actor skills.User, req ImportRequest, src *source, key string, f found, m *manifest.Manifest, slug, hash string, existing *skills.Skill, now time.Time) (*skills.Skill, error) {
 	sourceType := requestSourceType(req, src)
 	sk := &skills.Skill{
 		Slug: slug, Name: m.Name, Description: m.Description, Plugin: f.Plugin,
@@ -229,20 +232,20 @@ func (c *Catalog) skillEntry(actor skills.User, req ImportRequest, src *source, 
 }
 
 // rewriteSlugIfNeeded writes slug into the staged SKILL.md unless it is
-// settled there already (skills.SlugSettled): for a -vN or plugin slug, a
+// settled there already (manifest.SlugSettled): for a -vN or plugin slug, a
 // slug derived from a folder named otherwise, or a slug key that is not a
 // valid slug.
 // Only the slug line changes.
 func rewriteSlugIfNeeded(st *stagedSkill, slug string) error {
-	if skills.SlugSettled(st.data, slug) {
+	if manifest.SlugSettled(st.data, slug) {
 		return nil
 	}
-	rewritten, err := skills.RewriteSlug(st.data, slug)
+	rewritten, err := manifest.RewriteSlug(st.data, slug)
 	if err != nil {
 		return err
 	}
 	// Replaced, never written in place: the staged file may be a link to
-	// the source's (skills.StageOptions.Link), which must not change.
+	// the source's (skillsource.StageOptions.Link), which must not change.
 	p := filepath.Join(st.dir, skills.ManifestName)
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -287,8 +290,8 @@ func (c *Catalog) publishVersion(ctx context.Context, staging string, sk *skills
 	if err := policy.ValidateDependencies(snap, sk); err != nil {
 		return err
 	}
-	ver.Path = skills.VersionRelPath(sk.Slug, ver.Hash)
-	meta := &skills.VersionMeta{Skill: *sk, Version: *ver, CurrentSince: ver.InstalledAt}
+	ver.Path = store.VersionRelPath(sk.Slug, ver.Hash)
+	meta := &store.VersionMeta{Skill: *sk, Version: *ver, CurrentSince: ver.InstalledAt}
 	_, created, err := c.store.Publish(staging, sk.Slug, ver.Hash, meta)
 	if err != nil {
 		return fmt.Errorf("publish %q: %w", sk.Slug, err)
@@ -330,7 +333,7 @@ func (c *Catalog) markCurrent(ctx context.Context, sk *skills.Skill, hash string
 	}
 	v, err := c.db.Version(ctx, sk.Slug, hash)
 	if err == nil {
-		err = c.store.WriteMeta(sk.Slug, hash, &skills.VersionMeta{Skill: *sk, Version: *v, CurrentSince: at})
+		err = c.store.WriteMeta(sk.Slug, hash, &store.VersionMeta{Skill: *sk, Version: *v, CurrentSince: at})
 	}
 	if err != nil {
 		c.log.Warn("record that a version is current again", "slug", sk.Slug, "version", hash, "err", err)
@@ -349,7 +352,7 @@ func stageRoot(req ImportRequest, src *source) string {
 
 // sourceKey is the provenance of one skill of a source: same key, same
 // source, so a reinstall makes a new version.
-func sourceKey(key string, cand skills.Candidate, agents bool) string {
+func sourceKey(key string, cand skillsource.Candidate, agents bool) string {
 	switch {
 	case agents:
 		return key + cand.Rel // the agent folder's real path

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/manifest"
+	"skillfs/skills/store"
 )
 
 // Reconcile brings the content store in line with the index, as the daemon
@@ -152,7 +154,7 @@ func (c *Catalog) backfillMeta(ctx context.Context, ref VersionRef) error {
 	if err != nil {
 		return err
 	}
-	if err := c.store.WriteMeta(ref.Slug, ref.Hash, &skills.VersionMeta{Skill: *s, Version: *v}); err != nil {
+	if err := c.store.WriteMeta(ref.Slug, ref.Hash, &store.VersionMeta{Skill: *s, Version: *v}); err != nil {
 		return fmt.Errorf("write metadata of %s/%s: %w", ref.Slug, ref.Hash, err)
 	}
 	return nil
@@ -220,7 +222,7 @@ func Repair(ctx context.Context, home string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer unlock()
-	if _, err := skills.OpenStore(c.store.Root); err != nil {
+	if _, err := store.Open(c.store.Root); err != nil {
 		return nil, err
 	}
 	if state != IndexOK && state != IndexNew {
@@ -520,7 +522,7 @@ func sortedKeys(m map[string]bool) []string {
 // is current. A slug with nothing usable returns a nil skill.
 func (c *Catalog) recoverSkill(slug string, hashes []string, r *Report) (*skills.Skill, []*skills.Version, error) {
 	type found struct {
-		meta    *skills.VersionMeta
+		meta    *store.VersionMeta
 		derived bool
 	}
 	var ok []found
@@ -528,10 +530,10 @@ func (c *Catalog) recoverSkill(slug string, hashes []string, r *Report) (*skills
 		reason := ""
 		dir := c.store.VersionPath(slug, h)
 		switch {
-		case !skills.ValidSlug(slug) || dir == "":
+		case !manifest.ValidSlug(slug) || dir == "":
 			reason = "not a version of a valid slug"
 		default:
-			if got, _, _, err := skills.TreeHash(dir); err != nil || got != h {
+			if got, _, _, err := store.TreeHash(dir); err != nil || got != h {
 				reason = "its content does not hash to its name"
 			}
 		}
@@ -588,16 +590,16 @@ func (c *Catalog) recoverSkill(slug string, hashes []string, r *Report) (*skills
 // deriveMeta makes up the metadata of a version that has none, from its
 // SKILL.md: private to the operator, installed by the operator at the time
 // of the version directory.
-func (c *Catalog) deriveMeta(slug, hash, dir string) (*skills.VersionMeta, error) {
+func (c *Catalog) deriveMeta(slug, hash, dir string) (*store.VersionMeta, error) {
 	data, err := skills.ReadRegular(filepath.Join(dir, skills.ManifestName), skills.ManifestName, c.lim.MaxFileBytes, false)
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := skills.ParseStored(data, slug)
+	m, _, err := manifest.ParseStored(data, slug)
 	if err != nil {
 		return nil, err
 	}
-	_, files, size, err := skills.TreeHash(dir)
+	_, files, size, err := store.TreeHash(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -606,7 +608,7 @@ func (c *Catalog) deriveMeta(slug, hash, dir string) (*skills.VersionMeta, error
 		at = fi.ModTime().UTC()
 	}
 	source := "recovered:" + slug
-	return &skills.VersionMeta{
+	return &store.VersionMeta{
 		Skill: skills.Skill{Slug: slug, Name: m.Name, Description: m.Description, SourceType: skills.SourceUpload,
 			Source: source, Share: defaultShare(skills.User{UID: Operator}, skills.SourceUpload), Enabled: true,
 			SkillDependencies: m.SkillDependencies, ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies,

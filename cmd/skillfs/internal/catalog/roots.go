@@ -11,6 +11,7 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/git"
 )
 
 // Import roots: the folders of the daemon's machine that a source named
@@ -345,7 +346,8 @@ func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
 	if strings.TrimSpace(req.Source) == "" {
 		return fmt.Errorf("no source given: name a git URL or repository, or send the skill as the body: %w", skills.ErrInvalid)
 	}
-	sp, perr := skills.LocalPaths(req.Source)
+	spec := git.ParseSpec(req.Source)
+	sp, perr := spec.LocalPaths()
 	if perr == nil && !sp.Local() {
 		return nil
 	}
@@ -353,7 +355,7 @@ func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
 	if err != nil {
 		return err
 	}
-	if perr != nil && skills.IsRemoteGitURL(req.Source) {
+	if perr != nil && spec.IsRemote() {
 		return perr // not readable at all, by anyone
 	}
 	if err := policy.CheckReadLocal(actor); err != nil {
@@ -387,7 +389,7 @@ func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
 
 // objectsConfined is, for a request through the API (or checked as one),
 // the check of every folder a read of a repository on this machine takes
-// objects from (skills.CloneOptions.Confine): a .git file, a commondir or
+// objects from (git.CloneOptions.Confine): a .git file, a commondir or
 // an alternate leading out of the import roots leads out. Nil otherwise.
 func (c *Catalog) objectsConfined(req ImportRequest) func(string) error {
 	if !req.API && !req.inRoots {

@@ -298,15 +298,15 @@ func TestAPIRewriteOnlyInsideImportRoots(t *testing.T) {
 func bareRepo(t testing.TB, dir, front string) {
 	t.Helper()
 	work := skillDir(t, filepath.Join(t.TempDir(), "work"), front)
-	git(t, work, "init", "-q", "-b", "main")
-	git(t, work, "add", ".")
-	git(t, work, "commit", "-q", "-m", "skill")
-	git(t, work, "tag", "v1")
-	git(t, work, "clone", "-q", "--bare", work, dir)
+	runGit(t, work, "init", "-q", "-b", "main")
+	runGit(t, work, "add", ".")
+	runGit(t, work, "commit", "-q", "-m", "skill")
+	runGit(t, work, "tag", "v1")
+	runGit(t, work, "clone", "-q", "--bare", work, dir)
 }
 
-// git runs git in dir with a configuration of its own.
-func git(t testing.TB, dir string, args ...string) {
+// runGit runs git in dir with a configuration of its own.
+func runGit(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@a"}, args...)...)
 	cmd.Dir = dir
@@ -321,11 +321,11 @@ func git(t testing.TB, dir string, args ...string) {
 func gitBranch(t testing.TB, bare, branch, front string) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "-q", bare, work)
-	git(t, work, "checkout", "-q", "-b", branch)
+	runGit(t, filepath.Dir(work), "clone", "-q", bare, work)
+	runGit(t, work, "checkout", "-q", "-b", branch)
 	skillDir(t, work, front)
-	git(t, work, "commit", "-q", "-am", branch)
-	git(t, work, "push", "-q", "origin", branch)
+	runGit(t, work, "commit", "-q", "-am", branch)
+	runGit(t, work, "push", "-q", "origin", branch)
 }
 
 // rewriteTo points git's configuration's rewrite of https://gitlab.com/
@@ -489,7 +489,7 @@ func TestAPIRepositoryObjectsInsideImportRoots(t *testing.T) {
 	}
 	// A bare repository whose objects are the private one's, by alternates.
 	borrower := filepath.Join(root, "borrower.git")
-	git(t, base, "clone", "-q", "--bare", "--shared", filepath.Join(out, "private.git"), borrower)
+	runGit(t, base, "clone", "-q", "--bare", "--shared", filepath.Join(out, "private.git"), borrower)
 	// And one of its own, inside the root.
 	bareRepo(t, filepath.Join(root, "own.git"), "name: own\ndescription: inside")
 	c := openWith(t, Options{ImportRoots: rootsOf(t, root)})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // BenchmarkImportAtScale imports batches of 200 skills (each depending on
@@ -27,7 +28,7 @@ func BenchmarkImportAtScale(b *testing.B) {
 					Share: skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}, Enabled: true, Creator: Operator,
 					CreatedAt: now, UpdatedAt: now}
 				hash := fmt.Sprintf("%064x", i+1)
-				v := &skills.Version{Slug: slug, Hash: hash, Path: skills.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
+				v := &skills.Version{Slug: slug, Hash: hash, Path: store.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
 					Source: s.Source, Installer: Operator, InstalledAt: now, Files: 1, Bytes: 40}
 				if err := c.DB().InsertSkill(ctx, s, v); err != nil {
 					b.Fatal(err)
@@ -69,7 +70,7 @@ func BenchmarkDeleteUserAtScale(b *testing.B) {
 		s := &skills.Skill{Slug: slug, Name: slug, Description: "d", SourceType: skills.SourceUpload, Source: "/src/" + slug,
 			Share: share, Enabled: true, Creator: creator, CreatedAt: now, UpdatedAt: now}
 		hash := fmt.Sprintf("%064x", len(slug)+1)
-		v := &skills.Version{Slug: slug, Hash: hash, Path: skills.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
+		v := &skills.Version{Slug: slug, Hash: hash, Path: store.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
 			Source: s.Source, Installer: creator, InstalledAt: now, Files: 1, Bytes: 40}
 		if err := c.DB().InsertSkill(ctx, s, v); err != nil {
 			b.Fatal(err)

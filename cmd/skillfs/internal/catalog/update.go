@@ -10,6 +10,9 @@ import (
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/diff"
+	"skillfs/skills/git"
+	"skillfs/skills/store"
 )
 
 // UpdateRequest asks to re-read the recorded sources of skills.
@@ -25,7 +28,7 @@ type UpdateRequest struct {
 	// updateSource).
 	API bool
 	// Timeout bounds the reading of each git source; 0:
-	// skills.DefaultCloneTimeout.
+	// git.DefaultCloneTimeout.
 	Timeout time.Duration
 }
 
@@ -54,17 +57,17 @@ const (
 // Updated is what updating one skill did. Its JSON form is part of the CLI
 // contract.
 type Updated struct {
-	Slug     string           `json:"slug"`
-	Status   string           `json:"status"`
-	Source   string           `json:"source,omitempty"` // the recorded source, as import keys it
-	Ref      string           `json:"ref,omitempty"`    // the git ref read
-	Commit   string           `json:"commit,omitempty"` // the commit read
-	From     string           `json:"from,omitempty"`   // the current version before
-	To       string           `json:"to,omitempty"`     // the version the source holds
-	DiffStat *skills.DiffStat `json:"diffstat,omitempty"`
-	Error    string           `json:"error,omitempty"`
-	Note     string           `json:"note,omitempty"` // why a skill is held
-	Warnings []string         `json:"warnings,omitempty"`
+	Slug     string     `json:"slug"`
+	Status   string     `json:"status"`
+	Source   string     `json:"source,omitempty"` // the recorded source, as import keys it
+	Ref      string     `json:"ref,omitempty"`    // the git ref read
+	Commit   string     `json:"commit,omitempty"` // the commit read
+	From     string     `json:"from,omitempty"`   // the current version before
+	To       string     `json:"to,omitempty"`     // the version the source holds
+	DiffStat *diff.Stat `json:"diffstat,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Note     string     `json:"note,omitempty"` // why a skill is held
+	Warnings []string   `json:"warnings,omitempty"`
 }
 
 // UpdateResult is what an update did, skill by skill in slug order.
@@ -268,7 +271,7 @@ func curatedRef(cs skills.CuratedSkill) string {
 	if cs.Ref != "" {
 		return cs.Ref
 	}
-	return skills.ParseGitSource(cs.Source).Ref
+	return git.ParseSource(cs.Source).Ref
 }
 
 // describeRef names a ref in messages.
@@ -293,7 +296,7 @@ func dedupeStrings(in []string) []string {
 
 // updateOne updates one skill; what it did, or why it could not, is in
 // the answer.
-func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, plan updatePlan, budget *skills.DiffBudget) Updated {
+func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, plan updatePlan, budget *diff.Budget) Updated {
 	u := Updated{Slug: s.Slug, Source: s.Source, From: s.Version}
 	fail := func(err error) Updated {
 		u.Status, u.Error = UpdateFailed, err.Error()
@@ -332,7 +335,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 		return fail(err)
 	}
 	u.Warnings = nonNilStrings(append(src.warnings, st.warnings...))
-	hash, files, size, err := skills.TreeHash(staging)
+	hash, files, size, err := store.TreeHash(staging)
 	if err != nil {
 		return fail(err)
 	}
@@ -351,8 +354,8 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	var stat skills.DiffStat
-	err = c.compare(ctx, current, staging, false, budget, nil, func(fc *skills.FileChange) error {
+	var stat diff.Stat
+	err = c.compare(ctx, current, staging, false, budget, nil, func(fc *diff.FileChange) error {
 		stat.Add(fc)
 		return nil
 	})

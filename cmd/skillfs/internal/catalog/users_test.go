@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	skillsource "skillfs/skills/source"
 )
 
 // An ordinary user learns nothing of other users: every answer about
@@ -227,7 +228,7 @@ func TestImportOfAUserDeletedMeanwhile(t *testing.T) {
 	}
 	src := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: x")
 	sel := &selection{src: &source{key: src, sourceType: skills.SourceUpload, cleanup: func() {}},
-		found: []found{{Candidate: skills.Candidate{Name: "pdf", Rel: ".", Dir: src}}}}
+		found: []found{{Candidate: skillsource.Candidate{Name: "pdf", Rel: ".", Dir: src}}}}
 	if err := c.install(ctx, old, ImportRequest{Source: src}, sel, &ImportResult{}); !errors.Is(err, skills.ErrNotFound) {
 		t.Errorf("an import by the old alice: %v, want refused", err)
 	}

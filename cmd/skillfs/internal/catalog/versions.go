@@ -12,6 +12,9 @@ import (
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/diff"
+	"skillfs/skills/manifest"
+	"skillfs/skills/store"
 )
 
 // VersionInfo is one version of a skill as `skill versions` lists it: its
@@ -21,10 +24,10 @@ import (
 // says so instead of a DiffStat.
 type VersionInfo struct {
 	*skills.Version
-	Current       bool             `json:"current"`
-	Against       string           `json:"against,omitempty"`
-	DiffStat      *skills.DiffStat `json:"diffstat,omitempty"`
-	DiffStatError string           `json:"diffstat_error,omitempty"`
+	Current       bool       `json:"current"`
+	Against       string     `json:"against,omitempty"`
+	DiffStat      *diff.Stat `json:"diffstat,omitempty"`
+	DiffStatError string     `json:"diffstat_error,omitempty"`
 }
 
 // Versions lists the versions of a skill the actor may see, newest first,
@@ -32,7 +35,7 @@ type VersionInfo struct {
 // recorded without one, the one installed before it). A diffstat is
 // computed once and kept in the index; those not kept yet are computed
 // within one comparison budget for the whole listing (see
-// skills.DiffBudget): the files that do not fit what is left of it are
+// diff.Budget): the files that do not fit what is left of it are
 // reported not compared, and such a diffstat is not kept (a later listing
 // computes it again): only a complete one is.
 func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo, error) {
@@ -84,39 +87,39 @@ func (c *Catalog) Versions(ctx context.Context, as, slug string) ([]VersionInfo,
 
 // versionStat compares two stored versions of slug for their diffstat;
 // the error says, without a path, why they could not be compared.
-func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget *skills.DiffBudget) (skills.DiffStat, error) {
+func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget *diff.Budget) (diff.Stat, error) {
 	var dirs [2]string
 	for i, h := range []string{from, to} {
 		dir, err := c.versionDir(ctx, slug, h)
 		if err != nil {
-			return skills.DiffStat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", short(h))
+			return diff.Stat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", short(h))
 		}
 		if _, err := os.Lstat(dir); err != nil {
-			return skills.DiffStat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
+			return diff.Stat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
 		}
 		dirs[i] = dir
 	}
-	var stat skills.DiffStat
-	err := c.compare(ctx, dirs[0], dirs[1], false, budget, nil, func(fc *skills.FileChange) error {
+	var stat diff.Stat
+	err := c.compare(ctx, dirs[0], dirs[1], false, budget, nil, func(fc *diff.FileChange) error {
 		stat.Add(fc)
 		return nil
 	})
 	if errors.Is(err, skills.ErrBusy) {
-		return skills.DiffStat{}, err
+		return diff.Stat{}, err
 	}
 	if err != nil {
 		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
 		if errors.Is(err, fs.ErrNotExist) {
-			return skills.DiffStat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", short(from), short(to))
+			return diff.Stat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", short(from), short(to))
 		}
-		return skills.DiffStat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
+		return diff.Stat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
 	}
 	return stat, nil
 }
 
 // keepStat stores a diffstat so it is not computed again. A failure only
 // costs that: it is logged.
-func (c *Catalog) keepStat(ctx context.Context, slug string, key index.DiffStatKey, st skills.DiffStat) {
+func (c *Catalog) keepStat(ctx context.Context, slug string, key index.DiffStatKey, st diff.Stat) {
 	if err := c.db.PutDiffStat(ctx, slug, key, st); err != nil {
 		c.log.Warn("keep a diffstat", "slug", slug, "version", key.Hash, "against", key.Against, "err", err)
 	}
@@ -134,11 +137,11 @@ func (c *Catalog) resolveVersion(ctx context.Context, slug, arg string) (*skills
 
 // Diff is what changed from one version of a skill to another.
 type Diff struct {
-	Slug     string              `json:"slug"`
-	From     string              `json:"from"` // "" for the empty tree (the first version has none before it)
-	To       string              `json:"to"`
-	DiffStat skills.DiffStat     `json:"diffstat"`
-	Files    []skills.FileChange `json:"files"`
+	Slug     string            `json:"slug"`
+	From     string            `json:"from"` // "" for the empty tree (the first version has none before it)
+	To       string            `json:"to"`
+	DiffStat diff.Stat         `json:"diffstat"`
+	Files    []diff.FileChange `json:"files"`
 }
 
 // Diff compares two versions of a skill the actor may see: a (default: the
@@ -149,9 +152,9 @@ func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error
 	var d *Diff
 	st, err := c.DiffEach(ctx, as, slug, a, b, true, func(head *Diff) error {
 		d = head
-		d.Files = []skills.FileChange{}
+		d.Files = []diff.FileChange{}
 		return nil
-	}, func(fc *skills.FileChange) error {
+	}, func(fc *diff.FileChange) error {
 		d.Files = append(d.Files, *fc)
 		return nil
 	})
@@ -169,8 +172,8 @@ func (c *Catalog) Diff(ctx context.Context, as, slug, a, b string) (*Diff, error
 // is made: none is kept. An error of start or each stops it. It returns
 // the diffstat of the changes.
 func (c *Catalog) DiffEach(ctx context.Context, as, slug, a, b string, text bool,
-	start func(*Diff) error, each func(*skills.FileChange) error) (skills.DiffStat, error) {
-	var st skills.DiffStat
+	start func(*Diff) error, each func(*diff.FileChange) error) (diff.Stat, error) {
+	var st diff.Stat
 	from, to, err := c.diffVersions(ctx, as, slug, a, b)
 	if err != nil {
 		return st, err
@@ -187,7 +190,7 @@ func (c *Catalog) DiffEach(ctx context.Context, as, slug, a, b string, text bool
 	}
 	err = c.compare(ctx, fromDir, toDir, text, c.diffBudget(), func() error {
 		return start(&Diff{Slug: slug, From: from, To: to})
-	}, func(fc *skills.FileChange) error {
+	}, func(fc *diff.FileChange) error {
 		st.Add(fc)
 		return each(fc)
 	})
@@ -238,7 +241,7 @@ func (c *Catalog) ExportVersion(ctx context.Context, as, slug, version string, w
 	if err != nil {
 		return err
 	}
-	return skills.WriteZip(w, dir, slug+"/")
+	return store.WriteZip(w, dir, slug+"/")
 }
 
 // ExportPath checks that the actor may export a version of slug (""
@@ -308,7 +311,7 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 	if err != nil {
 		return nil, fmt.Errorf("read version %s of %q: %w", short(v.Hash), slug, err)
 	}
-	m, warnings, err := skills.ParseStored(data, slug)
+	m, warnings, err := manifest.ParseStored(data, slug)
 	if err != nil {
 		return nil, fmt.Errorf("version %s of %q: %w", short(v.Hash), slug, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"skillfs/index"
 	"skillfs/skills"
+	"skillfs/skills/diff"
 )
 
 // putUsers adds ordinary users.
@@ -198,9 +199,9 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 	}
 	// The newest pair took most of the budget; the one after it is cut
 	// short: its files ("one"/"two" lines of the same size) not compared.
-	full := skills.DiffStat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}
+	full := diff.Stat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}
 	if vs[0].DiffStat == nil || *vs[0].DiffStat != full || vs[1].DiffStat == nil ||
-		*vs[1].DiffStat != (skills.DiffStat{LinesUnknown: 2, NotCompared: 2}) || vs[2].DiffStat != nil {
+		*vs[1].DiffStat != (diff.Stat{LinesUnknown: 2, NotCompared: 2}) || vs[2].DiffStat != nil {
 		t.Fatalf("first listing: %+v / %+v / %+v", vs[0].DiffStat, vs[1].DiffStat, vs[2])
 	}
 	// The complete one is kept, the cut-short one is not.
@@ -227,7 +228,7 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 		}
 	}
 	vs, err = c.Versions(ctx, "", "other")
-	if err != nil || vs[0].DiffStat == nil || *vs[0].DiffStat != (skills.DiffStat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}) {
+	if err != nil || vs[0].DiffStat == nil || *vs[0].DiffStat != (diff.Stat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}) {
 		t.Fatalf("default budget: %v %+v", err, vs)
 	}
 	forceRemoveAll(c.store.VersionPath("other", vs[1].Hash))
@@ -256,7 +257,7 @@ func TestVersionsKeepOnlyCompleteStats(t *testing.T) {
 	}
 	vs, err := c.Versions(ctx, "", "notes")
 	if err != nil || len(vs) != 2 || vs[0].DiffStat == nil ||
-		*vs[0].DiffStat != (skills.DiffStat{FilesChanged: 1, Insertions: 1, Deletions: 1, LinesUnknown: 1, NotCompared: 1}) {
+		*vs[0].DiffStat != (diff.Stat{FilesChanged: 1, Insertions: 1, Deletions: 1, LinesUnknown: 1, NotCompared: 1}) {
 		t.Fatalf("listing on a small budget: %v %+v", err, vs)
 	}
 	if kept, _ := c.db.DiffStats(ctx, "notes"); len(kept) != 0 {
@@ -267,7 +268,7 @@ func TestVersionsKeepOnlyCompleteStats(t *testing.T) {
 		t.Fatalf("diff on a small budget: %v %+v", err, d)
 	}
 	c.diffLimit = [2]int64{}
-	full := skills.DiffStat{FilesChanged: 1, Insertions: 1, Deletions: 1}
+	full := diff.Stat{FilesChanged: 1, Insertions: 1, Deletions: 1}
 	if vs, err = c.Versions(ctx, "", "notes"); err != nil || *vs[0].DiffStat != full {
 		t.Fatalf("listing on the default budget: %v %+v", err, vs[0].DiffStat)
 	}

@@ -9,6 +9,8 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/diff"
+	"skillfs/skills/store"
 )
 
 // ActAsHeader names the user a catalog API call acts for; without it the
@@ -48,7 +50,7 @@ func (d *Daemon) catalogRoutes(mux *apiMux) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/zip")
-		skills.WriteZip(w, dir, slug+"/")
+		store.WriteZip(w, dir, slug+"/")
 	})
 	mux.HandleFunc("GET /v1/skills/{slug}/versions", func(w http.ResponseWriter, r *http.Request) {
 		vs, err := d.cat.Versions(r.Context(), actingAs(r), r.PathValue("slug"))
@@ -246,7 +248,7 @@ func (d *Daemon) diff(w http.ResponseWriter, r *http.Request) {
 			j = catalog.NewDiffJSON(w)
 			return j.Start(head)
 		},
-		func(fc *skills.FileChange) error { return j.File(fc) })
+		func(fc *diff.FileChange) error { return j.File(fc) })
 	if err == nil {
 		err = j.End(st)
 	}

@@ -18,6 +18,7 @@ import (
 	skfs "skillfs/fs"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/manifest"
 )
 
 // Activations is what a tool loader asks for; its JSON is part of the CLI contract.
@@ -166,7 +167,7 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		if err != nil {
 			return "", fmt.Errorf("read %s/SKILL.md: %w", p.Slug, err)
 		}
-		m, _, err := skills.ParseStored(data, p.Slug)
+		m, _, err := manifest.ParseStored(data, p.Slug)
 		if err != nil {
 			return "", fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
 		}
@@ -283,7 +284,7 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 		case err != nil:
 			return nil, fmt.Errorf("read %s/SKILL.md: %w", n.Slug, err)
 		}
-		m, _, err := skills.ParseStored(data, n.Slug)
+		m, _, err := manifest.ParseStored(data, n.Slug)
 		if err == nil && !m.UserInvocable {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 // scaleCatalog fills d's catalog with n skills in dependency chains of four
@@ -35,7 +36,7 @@ func scaleCatalog(b testing.TB, d *Daemon, n int) {
 		if i%4 != 0 {
 			s.SkillDependencies = []string{fmt.Sprintf("s%05d", i-1)}
 		}
-		v := &skills.Version{Slug: slug, Hash: hash, Path: skills.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
+		v := &skills.Version{Slug: slug, Hash: hash, Path: store.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
 			Source: s.Source, Installer: "operator", InstalledAt: now, Files: 1, Bytes: 40}
 		if err := d.cat.DB().InsertSkill(ctx, s, v); err != nil {
 			b.Fatal(err)

@@ -1,0 +1,5 @@
+// Package manifest parses, validates and rewrites a skill's SKILL.md: its
+// YAML frontmatter (name, slug, description and the other keys), strictly
+// for what is published and leniently for what is only read, and the one
+// rewrite the catalog makes, of the slug.
+package manifest
