@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
@@ -207,7 +208,7 @@ func TestOpenTargetCoversDataDirectory(t *testing.T) {
 func TestSandboxLookupErrors(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
-	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/index"
 	"skillfs/skills"
 )
@@ -54,7 +56,7 @@ const (
 type journalEntry struct {
 	ID     string
 	Deltas []index.OpenDelta
-	First  *Event
+	First  *api.Event
 }
 
 // journalRecord is the file's encoding of an entry: short keys, times in
@@ -63,7 +65,7 @@ type journalEntry struct {
 type journalRecord struct {
 	ID     string       `json:"id"`
 	Deltas []spillDelta `json:"d"`
-	First  *adds        `json:"f,omitempty"`
+	First  *events.Adds `json:"f,omitempty"`
 }
 
 // encode is the record's body.
@@ -73,7 +75,8 @@ func (e journalEntry) encode() ([]byte, error) {
 		r.Deltas[i] = spillDelta{Session: d.Session, Slug: d.Slug, Opens: d.Opens, LastAt: d.LastAt.UnixNano()}
 	}
 	if e.First != nil {
-		r.First = &adds{Tools: nonNil(e.First.Tools), MCPs: nonNil(e.First.MCPs)}
+		adds := events.AddsOf(*e.First)
+		r.First = &adds
 	}
 	return json.Marshal(r)
 }
@@ -101,8 +104,8 @@ func decodeJournalEntry(body []byte) (journalEntry, error) {
 			return journalEntry{}, fmt.Errorf("record %s: a first activation of %d counts", r.ID, len(e.Deltas))
 		}
 		d := e.Deltas[0]
-		e.First = &Event{Type: "activated", Session: d.Session, Slug: d.Slug, At: d.LastAt,
-			Tools: nonNil(r.First.Tools), MCPs: nonNil(r.First.MCPs)}
+		first := r.First.Activated(d.Session, d.Slug, d.LastAt)
+		e.First = &first
 	}
 	return e, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/index"
 )
 
@@ -36,7 +37,7 @@ func delta(session, slug string, opens int64, at time.Time) index.OpenDelta {
 func TestJournalRoundTrip(t *testing.T) {
 	j := newJournal(t)
 	t0 := time.Unix(1000, 5).UTC()
-	ev := &Event{Type: "activated", Session: "s1", Slug: "pdf", At: t0, Tools: []string{"ocr"}, MCPs: []string{}}
+	ev := &api.Event{Type: "activated", Session: "s1", Slug: "pdf", At: t0, Tools: []string{"ocr"}, MCPs: []string{}}
 	in := []journalEntry{
 		{ID: "a", First: ev, Deltas: []index.OpenDelta{delta("s1", "pdf", 1, t0)}},
 		{ID: "b", Deltas: []index.OpenDelta{delta("s1", "pdf", 4, t0.Add(time.Second)), delta("s2", "doc", 2, t0)}},
@@ -155,7 +156,7 @@ func FuzzReadJournal(f *testing.F) {
 	{
 		j := newJournal(f)
 		t0 := time.Unix(7, 0)
-		ev := &Event{Type: "activated", Session: "s", Slug: "x", At: t0}
+		ev := &api.Event{Type: "activated", Session: "s", Slug: "x", At: t0}
 		j.append(journalEntry{ID: "a", First: ev, Deltas: []index.OpenDelta{delta("s", "x", 1, t0)}})
 		j.append(journalEntry{ID: "b", Deltas: []index.OpenDelta{delta("s", "x", 3, t0)}})
 		io.Copy(&valid, io.NewSectionReader(j.f, 0, j.end))

@@ -17,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
@@ -139,7 +140,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 	// later step may wait for it unbounded.
 	var ids []string
 	for range 4 {
-		info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,10 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		go func() { res <- op() }()
 		reached()
 		other := make(chan error, 1)
-		go func() { _, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true}); other <- err }()
+		go func() {
+			_, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
+			other <- err
+		}()
 		select {
 		case err := <-res:
 			if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), h.mnt) {
@@ -245,7 +249,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		}
 		bounded(t, h, func() { h.waitEntered(t) }, func() error { return d.Unmount(ctx, id, target, 0) })
 		res := make(chan error, 1)
-		go func() { res <- d.Close(ctx, id) }()
+		go func() { res <- d.CloseSession(ctx, id) }()
 		select {
 		case err := <-res:
 			if err != nil {

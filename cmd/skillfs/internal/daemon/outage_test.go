@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/api/apitest"
+	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/index"
 	"skillfs/skills"
 )
@@ -88,7 +91,7 @@ func flakyRecorder(t testing.TB, db *index.DB, path string) (*recorder, *flakyIn
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.close() })
-	r := newRecorder(f, newHub(db), discard)
+	r := newRecorder(f, events.NewHub(db), discard)
 	r.useJournal(context.Background(), j)
 	return r, f, j
 }
@@ -136,8 +139,8 @@ func TestOutageFirstActivationsAreJournaled(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
 	r, f, j := flakyRecorder(t, db, filepath.Join(t.TempDir(), JournalName))
-	sub := r.events.subscribe("s1")
-	defer r.events.unsubscribe(sub)
+	sub := r.events.Subscribe("s1")
+	defer r.events.Unsubscribe(sub)
 
 	open(t, r, "s1", "a", 1)
 	f.down.Store(true)
@@ -155,8 +158,8 @@ func TestOutageFirstActivationsAreJournaled(t *testing.T) {
 	if n := j.pending(); n != 2 {
 		t.Fatalf("%d records in the journal, want the first activation of b and one batch", n)
 	}
-	published := func() []Event {
-		evs, _, _ := sub.take()
+	published := func() []api.Event {
+		evs, _, _ := sub.Take()
 		return evs
 	}
 	if evs := published(); len(evs) != 1 || evs[0].Slug != "a" {
@@ -325,7 +328,7 @@ func testOutage(t *testing.T, d *Daemon, out outage) {
 	d.rec.flush(ctx) // reads the catalog with the skills in it
 	sessions := make([]string, nSessions)
 	for i := range sessions {
-		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: slugs})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: slugs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,12 +423,12 @@ func testOutage(t *testing.T, d *Daemon, out outage) {
 				t.Errorf("%s in %s: %d activated events, want 1", slug, s, n)
 			}
 		}
-		api, err := d.Activations(ctx, s)
+		answer, err := d.Activations(ctx, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tools := slices.Sorted(slices.Values(api.Tools)); len(api.Activated) != nSkills || !slices.Equal(tools, toolsOf(slugs)) {
-			t.Errorf("the API answers %d activated skills and tools %v for %s", len(api.Activated), api.Tools, s)
+		if tools := slices.Sorted(slices.Values(answer.Tools)); len(answer.Activated) != nSkills || !slices.Equal(tools, toolsOf(slugs)) {
+			t.Errorf("the API answers %d activated skills and tools %v for %s", len(answer.Activated), answer.Tools, s)
 		}
 	}
 	for _, e := range page.Events {
@@ -452,13 +455,13 @@ func TestUnreachableIndexAnswersUnavailable(t *testing.T) {
 	d := newTestDaemonOn(t, func(db *index.DB) activationIndex { f = &flakyIndex{DB: db}; return f }, false)
 	ctx := context.Background()
 	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
-	info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"pub"}})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"pub"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.down.Store(true)
-	code, _, got := newCheckedAPI(t, d.routes("")).send("GET", "/v1/sessions/"+info.ID+"/activations", nil, nil)
-	if code != 503 || errCode(got) != "unavailable" || !bytes.Contains(got, []byte(`"error": "`+skills.UnavailableSays+": ")) {
+	code, _, got := apitest.NewChecked(t, d.http.Handler("")).Send("GET", "/v1/sessions/"+info.ID+"/activations", nil, nil)
+	if code != 503 || apitest.ErrorCode(got) != "unavailable" || !bytes.Contains(got, []byte(`"error": "`+skills.UnavailableSays+": ")) {
 		t.Fatalf("activations while the index cannot be reached: %d %s", code, got)
 	}
 	if b, err := os.ReadFile(filepath.Join(d.mountRoot, info.ID, "pub", "SKILL.md")); err != nil || !bytes.Contains(b, []byte("name: pub")) {
@@ -479,7 +482,7 @@ func BenchmarkFirstActivationDuringOutage(b *testing.B) {
 	buf := make([]byte, 64<<10)
 	var manifest time.Duration
 	for b.Loop() {
-		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"x"}})
 		if err != nil {
 			b.Fatal(err)
 		}

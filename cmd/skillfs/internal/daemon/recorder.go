@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -24,7 +26,7 @@ import (
 // delivered, exactly once, when it can.
 type recorder struct {
 	db      activationIndex
-	events  *hub
+	events  *events.Hub
 	log     *slog.Logger
 	metrics *metrics // counts what is recorded (nil: nothing)
 
@@ -74,8 +76,8 @@ type activationIndex interface {
 
 type actKey struct{ session, slug string }
 
-func newRecorder(db activationIndex, events *hub, log *slog.Logger) *recorder {
-	return &recorder{db: db, events: events, log: log,
+func newRecorder(db activationIndex, hub *events.Hub, log *slog.Logger) *recorder {
+	return &recorder{db: db, events: hub, log: log,
 		seen: map[actKey]bool{}, pending: map[actKey]*index.OpenDelta{}}
 }
 
@@ -170,8 +172,8 @@ func (r *recorder) Opened(session, slug string) error {
 
 // activatedEvent is the event of a session's first open of slug at now,
 // naming the tools and MCP servers the skill adds.
-func (r *recorder) activatedEvent(session, slug string, now time.Time) (Event, error) {
-	ev := Event{Type: "activated", Session: session, Slug: slug, At: now}
+func (r *recorder) activatedEvent(session, slug string, now time.Time) (api.Event, error) {
+	ev := api.Event{Type: skills.EventActivated, Session: session, Slug: slug, At: now}
 	sk, err := r.skill(slug)
 	switch {
 	case err == nil:
@@ -209,11 +211,11 @@ func (r *recorder) skill(slug string) (*skills.Skill, error) {
 // it and published. While the index cannot be reached the open goes to the
 // journal instead (first is then true: the recorder had not seen it), and
 // its event is stored and published when it is delivered.
-func (r *recorder) recordFirst(ev Event) (first bool, err error) {
+func (r *recorder) recordFirst(ev api.Event) (first bool, err error) {
 	if !r.down.Load() || r.journal == nil {
 		ctx, cancel := indexCtx(context.Background())
 		defer cancel()
-		err = r.events.record(func(evs ...*skills.Event) error {
+		err = r.events.Record(func(evs ...*skills.Event) error {
 			first, err = r.db.RecordActivation(ctx, ev.Session, ev.Slug, ev.At, evs...)
 			return err
 		}, ev)
@@ -369,11 +371,11 @@ func (r *recorder) deliver(ctx context.Context) {
 // store applies one batch of opens exactly once (by its id), with the
 // activated event of a first activation, published if it is stored.
 func (r *recorder) store(ctx context.Context, e journalEntry) (applied bool, err error) {
-	var evs []Event
+	var evs []api.Event
 	if e.First != nil {
 		evs = append(evs, *e.First)
 	}
-	err = r.events.record(func(st ...*skills.Event) error {
+	err = r.events.Record(func(st ...*skills.Event) error {
 		applied, err = r.db.ApplySpill(ctx, e.ID, e.Deltas, st...)
 		return err
 	}, evs...)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"skillfs/cmd/skillfs/internal/events"
 )
 
 // legacySpill is a spill file as an earlier version wrote it: batches in
@@ -55,7 +57,7 @@ func TestSpillOfAnEarlierVersionIsDelivered(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(home, SpillName)); !os.IsNotExist(err) {
 			t.Fatalf("the spill file is still there: %v", err)
 		}
-		newRecorder(db, newHub(db), discard).useJournal(ctx, j)
+		newRecorder(db, events.NewHub(db), discard).useJournal(ctx, j)
 		if n := j.pending(); n != 0 {
 			t.Fatalf("%d records left in the journal", n)
 		}
