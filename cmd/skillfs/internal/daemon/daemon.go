@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -370,10 +369,6 @@ func (d *Daemon) announce(srv *server.Servers) {
 		d.log.Warn("tell the service manager the daemon is ready", "err", err)
 	}
 }
-
-// Handler is the API as the socket serves it (no token), for tests that
-// call it in-process.
-func (d *Daemon) Handler() http.Handler { return d.http.Handler("") }
 
 // defaults fills unset options.
 func (opts *Options) defaults(home string) {
