@@ -55,7 +55,7 @@ func insertEvents(ctx context.Context, tx *txn, evs []*skills.Event) error {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, "INSERT INTO events (at, type, session, slug, payload) VALUES (?, ?, ?, ?, ?) RETURNING id",
-			at, e.Type, e.Session, e.Slug, payload).Scan(&e.ID); err != nil {
+			at, string(e.Type), e.Session, e.Slug, payload).Scan(&e.ID); err != nil {
 			return fmt.Errorf("store event %s: %w", e.Type, err)
 		}
 	}

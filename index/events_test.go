@@ -13,7 +13,7 @@ import (
 func eventTypes(p *EventPage) []string {
 	out := []string{}
 	for _, e := range p.Events {
-		out = append(out, e.Type+" "+e.Session+" "+e.Slug)
+		out = append(out, string(e.Type)+" "+e.Session+" "+e.Slug)
 	}
 	return out
 }
@@ -39,7 +39,7 @@ func testEventsStoredWithTheirChange(t *testing.T, b backend) {
 	ctx := context.Background()
 	createSessions(t, db, "s1", "s2")
 	ev := func(typ, session, slug string) *skills.Event {
-		return &skills.Event{Type: typ, Session: session, Slug: slug, At: t0}
+		return &skills.Event{Type: skills.EventKind(typ), Session: session, Slug: slug, At: t0}
 	}
 
 	act := ev("activated", "s1", "pdf")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/cmd/skillfs/apicontract"
+	"skillfs/cmd/skillfs/api/apitest"
 )
 
 // checkCLI puts a checking proxy between the CLI and the daemon: the
@@ -24,7 +24,7 @@ import (
 // It is for tests of the CLI's API calls: tests that speak HTTP on the
 // socket themselves (connection limits, hostile clients) need the daemon's
 // own socket, so the proxy is not the harness's default.
-func (e *env) checkCLI(t *testing.T) *apicontract.Transport {
+func (e *env) checkCLI(t *testing.T) *apitest.Transport {
 	t.Helper()
 	sock := filepath.Join(e.home, "skillfs.sock")
 	aside := sock + ".daemon"
@@ -36,7 +36,7 @@ func (e *env) checkCLI(t *testing.T) *apicontract.Transport {
 		t.Fatal(err)
 	}
 	os.Chmod(sock, 0o600)
-	check := &apicontract.Transport{Contract: contract, Base: &http.Transport{
+	check := &apitest.Transport{Contract: contract, Base: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", aside)
@@ -63,7 +63,7 @@ func (e *env) checkCLI(t *testing.T) *apicontract.Transport {
 
 // conformed fails t for every exchange since the last call that does not
 // conform to the OpenAPI document.
-func conformed(t *testing.T, check *apicontract.Transport) {
+func conformed(t *testing.T, check *apitest.Transport) {
 	t.Helper()
 	for _, v := range check.Take() {
 		t.Errorf("OpenAPI contract: %s", v)

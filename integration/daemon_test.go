@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/cmd/skillfs/apicontract"
+	"skillfs/cmd/skillfs/api/apitest"
 )
 
 // sessionInfo is the JSON of `session create|show|refresh --json`.
@@ -108,12 +108,12 @@ func (e *env) activationsOf(id string) activationsInfo {
 // method fails its test for what does not conform (see conform).
 type apiClient struct {
 	hc    *http.Client
-	check *apicontract.Transport
+	check *apitest.Transport
 }
 
 func newAPIClient(home string) *apiClient {
 	sock := filepath.Join(home, "skillfs.sock")
-	check := &apicontract.Transport{Contract: contract, Base: &http.Transport{
+	check := &apitest.Transport{Contract: contract, Base: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)

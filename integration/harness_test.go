@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"skillfs/cmd/skillfs/apicontract"
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/fs/fusetest"
 	"skillfs/index/pgtest"
 	"skillfs/skills/skilltest"
@@ -33,10 +33,10 @@ var binary string
 
 // contract is the daemon's OpenAPI document, which every request of the
 // API clients is checked against.
-var contract *apicontract.Contract
+var contract *apitest.Contract
 
 // openAPIFile is the document in the source tree; the daemon embeds it.
-const openAPIFile = "../cmd/skillfs/internal/daemon/openapi.json"
+const openAPIFile = "../cmd/skillfs/api/openapi.json"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "skillfs-integration-")
@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 	}
 	data, err := os.ReadFile(openAPIFile)
 	if err == nil {
-		contract, err = apicontract.Load(data)
+		contract, err = apitest.Load(data)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

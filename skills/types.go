@@ -189,11 +189,28 @@ type Activation struct {
 type Event struct {
 	ID      int64
 	At      time.Time
-	Type    string
+	Type    EventKind
 	Session string
 	Slug    string
 	Payload []byte
 }
+
+// EventKind is what an event reports. Its text is what the event log stores
+// and what the event streams send as the event's type.
+type EventKind string
+
+// The kinds of events.
+const (
+	EventActivated EventKind = "activated" // a session's first read of a skill
+	EventRevoked   EventKind = "revoked"   // a skill left a session's view
+	EventRefreshed EventKind = "refreshed" // a session moved to the current versions
+	EventChanged   EventKind = "changed"   // a session was given a new skill list
+	EventMoved     EventKind = "moved"     // another host serves the session from now on
+	EventClosed    EventKind = "closed"    // the session was closed
+	// EventResync is never stored: a stream sends it when it cannot go on
+	// (the events it missed are no longer kept).
+	EventResync EventKind = "resync"
+)
 
 // FileRead is what the read audit knows of one file of a skill in a
 // session: when the session first read it, and how many reads of it reached

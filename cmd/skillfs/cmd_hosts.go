@@ -6,13 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"skillfs/cmd/skillfs/internal/daemon"
+	"skillfs/cmd/skillfs/api"
 )
 
 func (c *cli) hostsCmd() *cobra.Command {
 	cmd := leaf("hosts", "the hosts serving this catalog (sharing its index): whether each is alive, and the sessions it serves (talks to the daemon)", 0, 0)
 	cmd.RunE = func(*cobra.Command, []string) error {
-		var list []daemon.HostInfo
+		var list []api.HostInfo
 		if err := c.call("GET", "/v1/hosts", nil, &list); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -107,40 +108,8 @@ func (c *cli) serveCmd() *cobra.Command {
 			return nil
 		}
 
-		// The first signal shuts down cleanly; a second one forces the exit.
-		ctx, cancel := context.WithCancel(c.ctx)
+		ctx, cancel := c.untilSignalled(log)
 		defer cancel()
-		sigs := make(chan os.Signal, 2)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-		defer signal.Stop(sigs)
-		// SIGHUP (a closed terminal, a log rotation) must not take the mounts
-		// down: the daemon logs to stderr, and its settings (flags and
-		// --config) hold for its life, so there is nothing to reopen or
-		// reload; the signal is logged and otherwise ignored.
-		hups := make(chan os.Signal, 1)
-		signal.Notify(hups, syscall.SIGHUP)
-		defer signal.Stop(hups)
-		go func() {
-			for {
-				select {
-				case <-hups:
-					log.Info("SIGHUP ignored: nothing to reload (logs go to stderr; settings are read at start: restart to change them)")
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		go func() {
-			select {
-			case <-sigs:
-				cancel()
-			case <-ctx.Done():
-				return
-			}
-			<-sigs
-			fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
-			os.Exit(exitError)
-		}()
 		opts := daemon.Options{
 			MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
 			Logger: log, Ready: c.stdout, Debug: c.debug, Passthrough: *passthrough, CountOpens: *countOpens, UID: uid, GID: gid,
@@ -153,6 +122,45 @@ func (c *cli) serveCmd() *cobra.Command {
 		return daemon.Run(ctx, cat, opts)
 	}
 	return cmd
+}
+
+// untilSignalled is c.ctx until the first SIGINT or SIGTERM, which shuts
+// down cleanly; a second one forces the exit. SIGHUP (a closed terminal, a
+// log rotation) must not take the mounts down: the daemon logs to stderr,
+// and its settings (flags and --config) hold for its life, so there is
+// nothing to reopen or reload; the signal is logged and otherwise ignored.
+func (c *cli) untilSignalled(log *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-hups:
+				log.Info("SIGHUP ignored: nothing to reload (logs go to stderr; settings are read at start: restart to change them)")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		<-sigs
+		fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
+		os.Exit(exitError)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		signal.Stop(hups)
+		cancel()
+	}
 }
 
 // importRootsEnv names the import roots of serve when neither --import-root

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"skillfs/cmd/skillfs/internal/daemon"
+	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
 )
 
@@ -33,8 +33,8 @@ func (c *cli) sessionCreate() *cobra.Command {
 		if *user == "" {
 			return fmt.Errorf("session create needs --user UID: %w", errUsage)
 		}
-		var info daemon.SessionInfo
-		req := daemon.CreateRequest{User: *user, Skills: sk, All: *all, Preload: preload}
+		var info api.SessionInfo
+		req := api.CreateRequest{User: *user, Skills: sk, All: *all, Preload: preload}
 		if err := c.call("POST", "/v1/sessions", req, &info); err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func (c *cli) sessionCreate() *cobra.Command {
 }
 
 // printSession prints what session create and set answer.
-func (c *cli) printSession(info daemon.SessionInfo) error {
+func (c *cli) printSession(info api.SessionInfo) error {
 	if c.json {
 		return c.printJSON(info)
 	}
@@ -71,11 +71,11 @@ func (c *cli) sessionSet() *cobra.Command {
 		if set == *all {
 			return fmt.Errorf("session set needs either --skills SLUGS (--skills '' for none) or --all: %w", errUsage)
 		}
-		req := daemon.SetRequest{All: *all, Preload: preload}
+		req := api.SetRequest{All: *all, Preload: preload}
 		if set {
 			req.Skills = append([]string{}, sk...)
 		}
-		var info daemon.SessionInfo
+		var info api.SessionInfo
 		if err := c.call("PATCH", "/v1/sessions/"+url.PathEscape(pos[0]), req, &info); err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (c *cli) sessionShow(sub string) *cobra.Command {
 	}[sub], 1, 1)
 	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
 		id := url.PathEscape(pos[0])
-		var info daemon.SessionInfo
+		var info api.SessionInfo
 		switch sub {
 		case "show":
 			err = c.call("GET", "/v1/sessions/"+id, nil, &info)
@@ -154,8 +154,8 @@ func (c *cli) sessionMove() *cobra.Command {
 	cmd := leaf("move ID [--force]", "take a session over from a host that is gone: this host serves it with its pinned versions and activations; its binds must be made again here", 1, 1)
 	force := cmd.Flags().Bool("force", false, "take it over even while the host serving it is alive (its heartbeat within the grace)")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
-		var m daemon.Moved
-		if err := c.call("POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/move", daemon.MoveRequest{Force: *force}, &m); err != nil {
+		var m api.Moved
+		if err := c.call("POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/move", api.MoveRequest{Force: *force}, &m); err != nil {
 			return err
 		}
 		if c.json {
@@ -208,7 +208,7 @@ func (c *cli) sessionMount(sub string) *cobra.Command {
 func (c *cli) sessionActivations() *cobra.Command {
 	cmd := leaf("activations ID", "the skills a session activated, and the tools and MCP servers to load", 1, 1)
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
-		var a daemon.Activations
+		var a api.Activations
 		if err := c.call("GET", "/v1/sessions/"+url.PathEscape(pos[0])+"/activations", nil, &a); err != nil {
 			return err
 		}
@@ -263,7 +263,7 @@ func (c *cli) sessionMentions() *cobra.Command {
 	text := cmd.Flags().String("text", "", "the message `TEXT`")
 	cmd.RunE = func(_ *cobra.Command, pos []string) error {
 		var out struct {
-			Mentions []daemon.Mention `json:"mentions"`
+			Mentions []api.Mention `json:"mentions"`
 		}
 		if err := c.call("POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/mentions", map[string]string{"text": *text}, &out); err != nil {
 			return err
@@ -310,9 +310,9 @@ func bindList(bs []skills.Bind) string {
 // sessions lists up to limit open sessions after session after (every one
 // when limit is 0), of every host or of host, a page at a time, oldest
 // first, and reports whether more follow.
-func (c *cli) sessions(host, after string, limit int) ([]daemon.SessionInfo, bool, error) {
-	list := []daemon.SessionInfo{}
-	size := daemon.MaxSessionPage
+func (c *cli) sessions(host, after string, limit int) ([]api.SessionInfo, bool, error) {
+	list := []api.SessionInfo{}
+	size := api.MaxSessionPage
 	if limit > 0 {
 		size = min(limit, size)
 	}
@@ -324,13 +324,13 @@ func (c *cli) sessions(host, after string, limit int) ([]daemon.SessionInfo, boo
 		q.Set("host", host)
 	}
 	for path := "/v1/sessions?" + q.Encode(); path != ""; {
-		var page []daemon.SessionInfo
+		var page []api.SessionInfo
 		h, err := c.request("GET", path, nil, &page)
 		if err != nil {
 			return nil, false, err
 		}
 		list = append(list, page...)
-		path = daemon.NextPage(h.Get("Link"))
+		path = api.NextPage(h.Get("Link"))
 		if limit > 0 && len(list) >= limit {
 			return list[:limit], len(list) > limit || path != "", nil
 		}

@@ -99,8 +99,8 @@ func (c *cli) importResult(res *catalog.ImportResult, ierr error, list bool) err
 		if c.json {
 			where = `see "failed"`
 		}
-		return kindError{fmt.Sprintf("%d of %d skills failed to import (%s); %d installed",
-			len(res.Failed), len(res.Failed)+len(res.Installed), where, len(res.Installed)), skills.ErrInvalid}
+		return kindError{Msg: fmt.Sprintf("%d of %d skills failed to import (%s); %d installed",
+			len(res.Failed), len(res.Failed)+len(res.Installed), where, len(res.Installed)), Kind: skills.ErrInvalid}
 	}
 	return ierr
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"strings"
 
-	"skillfs/cmd/skillfs/internal/daemon"
+	"skillfs/cmd/skillfs/api"
 )
 
 // status prints the running daemon at a glance: where it keeps its data and
@@ -14,7 +14,7 @@ import (
 func (c *cli) statusCmd() *cobra.Command {
 	cmd := leaf("status", "the running daemon at a glance: data directory, mount, readiness, sessions, catalog, last error; exit 7 when it is not running", 0, 0)
 	cmd.RunE = func(*cobra.Command, []string) error {
-		var st daemon.Status
+		var st api.Status
 		if err := c.call("GET", "/v1/status", nil, &st); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
 )
 
@@ -27,18 +28,12 @@ var cliExits = []skills.ExitClass{
 var errUsage = errors.New("usage")
 
 // errNoDaemon marks a command that could not reach the daemon.
-var errNoDaemon = errors.New("daemon not running")
+var errNoDaemon = api.ErrNoDaemon
 
 // kindError is an error whose message stands alone, marked with a kind
 // (one of the errors exitCode knows) that picks the exit code but is not
-// printed.
-type kindError struct {
-	msg  string
-	kind error
-}
-
-func (e kindError) Error() string { return e.msg }
-func (e kindError) Unwrap() error { return e.kind }
+// printed: the type a refused API call returns too.
+type kindError = api.KindError
 
 // exitCode picks the exit code for an error; only package main does this.
 func exitCode(err error) int {

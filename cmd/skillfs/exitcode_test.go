@@ -69,7 +69,7 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("bad flag: %w", errUsage), 2},
 		{fmt.Errorf("no socket: %w", errNoDaemon), 7},
 		{fmt.Errorf("skill x: %w", skills.ErrNotFound), 3},
-		{kindError{"3 of 4 failed", skills.ErrInvalid}, 5},
+		{kindError{Msg: "3 of 4 failed", Kind: skills.ErrInvalid}, 5},
 		{&validateError{n: 2}, 1},
 		{errors.New("disk on fire"), 1},
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/fs/readbench"
 	"skillfs/skills"
@@ -31,11 +32,11 @@ func TestAuditAPI(t *testing.T) {
 	d := newTestDaemon(t)
 	install(t, d, "name: b-skill\ndescription: b", skills.ScopeGlobal)
 	install(t, d, "name: a-skill\ndescription: a", skills.ScopeGlobal)
-	one, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	one, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	two, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestAuditAPI(t *testing.T) {
 	readThrough(t, filepath.Join(d.mountRoot, two.ID, "a-skill", "SKILL.md"))
 	after := time.Now()
 
-	srv := httptest.NewServer(d.routes(""))
+	srv := httptest.NewServer(d.http.Handler(""))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/sessions/" + one.ID + "/audit")
 	if err != nil {

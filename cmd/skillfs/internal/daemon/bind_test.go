@@ -18,6 +18,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/fs/bind"
 	"skillfs/skills"
@@ -30,7 +31,7 @@ import (
 func TestSandboxLookupErrors(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
-	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 	// later step may wait for it unbounded.
 	var ids []string
 	for range 4 {
-		info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +225,10 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		go func() { res <- op() }()
 		reached()
 		other := make(chan error, 1)
-		go func() { _, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true}); other <- err }()
+		go func() {
+			_, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
+			other <- err
+		}()
 		select {
 		case err := <-res:
 			if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), h.mnt) {
@@ -314,7 +318,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		}
 		bounded(t, h, func() { h.waitEntered(t) }, func() error { return d.Unbind(ctx, id, target, 0) })
 		res := make(chan error, 1)
-		go func() { res <- d.Close(ctx, id) }()
+		go func() { res <- d.CloseSession(ctx, id) }()
 		select {
 		case err := <-res:
 			if err != nil {

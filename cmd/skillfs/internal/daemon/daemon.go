@@ -1,6 +1,7 @@
 // Package daemon is `skillfs serve`: it owns the shared FUSE mount, the
-// sessions served in it, the activation recorder and the HTTP API on a Unix
-// socket.
+// sessions served in it and their binds, the activation recorder, this
+// daemon as a host of its catalog, and its health. It serves them through
+// the HTTP API of package server, which it starts on a Unix socket.
 package daemon
 
 import (
@@ -9,23 +10,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/events"
+	"skillfs/cmd/skillfs/internal/server"
 	skfs "skillfs/fs"
+	"skillfs/index"
 )
-
-// SocketName is the API socket inside the data directory.
-const SocketName = "skillfs.sock"
 
 // Options configure a daemon.
 type Options struct {
@@ -56,13 +54,8 @@ type Options struct {
 	// the kernel's default.
 	RequestTimeout time.Duration
 
-	// Limits of the API's connections, on the socket and the TCP listener
-	// alike; zero or less picks the Default… constant. The event streams
-	// are bound by none of the timeouts while their client keeps reading.
-	HeaderTimeout time.Duration // to read a request's header
-	ReadTimeout   time.Duration // to read a request's body, from the end of its header
-	WriteTimeout  time.Duration // for each write of a response to complete
-	IdleTimeout   time.Duration // a kept-alive connection waiting for its next request
+	// Limits are the limits of the API's connections (server.Limits).
+	server.Limits
 	// EventRetention and EventRetainCount bound the event log: events
 	// older than EventRetention go, and of the rest all but the newest
 	// EventRetainCount (zero or less: DefaultEventRetention,
@@ -71,16 +64,6 @@ type Options struct {
 	EventRetention   time.Duration
 	EventRetainCount int64
 
-	// MaxConns and MaxSocketConns cap the open connections of the TCP
-	// listener and of the Unix socket (see capListener), MaxStreams the
-	// event streams of each (at most half its connections; one over is
-	// answered 503 busy); zero or less picks the Default… constant. Both
-	// caps are lowered to leave FDReserve descriptors of the open file
-	// limit to the mount, the store and the index (fitConns).
-	MaxConns       int
-	MaxSocketConns int
-	MaxStreams     int
-	FDReserve      int
 	// DiffMemory bounds the bytes the comparisons of versions (diffs,
 	// the diffstats of listings and updates) hold together (zero or less:
 	// DefaultDiffMemory); one that cannot be granted soon is answered 503
@@ -105,25 +88,36 @@ type Options struct {
 	// PostgreSQL's notifications feed); each fire makes the daemon look at
 	// once rather than at its next periodic look.
 	Watch func(context.Context) <-chan struct{}
+	// FsName is the mount's source in the mount table (fs.Options.FsName;
+	// "" for the filesystem's own).
+	FsName string
+
+	// recorderIndex, for tests, wraps the index the activation recorder
+	// sees (nil: the catalog's as it is).
+	recorderIndex func(*index.DB) activation.Index
 }
 
 // Daemon is a running skillfs serve.
 type Daemon struct {
-	cat       *catalog.Catalog
+	cat *catalog.Catalog
+	// db is the index the daemon keeps its sessions, binds, hosts and
+	// events in: the catalog's.
+	db        *index.DB
+	opts      Options
 	fs        *skfs.Server
 	rec       activationRecorder
 	audit     readAudit
-	events    *hub
+	events    *events.Hub
+	http      *server.API
 	metrics   *metrics
 	diffs     *diffGate // what comparisons of versions hold together
 	log       *slog.Logger
 	mountRoot string
-	listeners atomic.Pointer[[]*listenerLimits] // the API's, for the metrics
-	readyBusy [3]atomic.Bool                    // readiness checks under way: mount, index, store
-	watchBusy atomic.Bool                       // the watchdog's mount check under way (its own, so a probe never fails a ping)
-	watchIdx  atomic.Bool                       // the watchdog's check of the index's files under way
-	lastErr   *atomic.Pointer[LoggedError]
+	readyBusy checks // readiness checks under way
+	watchBusy checks // the watchdog's checks under way (its own, so a probe never fails a ping)
+	lastErr   *atomic.Pointer[api.LoggedError]
 	agentPath string
+	softFDs   uint64 // the open file limit, which the API's connections fit into
 
 	// This daemon as a host (see hosts.go): its id (the data directory's),
 	// name, start time, the API address it advertises, and the grace after
@@ -131,7 +125,7 @@ type Daemon struct {
 	host      string
 	hostName  string
 	started   time.Time
-	api       string
+	apiAddr   string
 	hostGrace time.Duration
 
 	mu sync.Mutex // serialises session changes
@@ -141,6 +135,16 @@ type Daemon struct {
 	// sessionsMatched is when the mount was last made to serve exactly what
 	// the index says this host serves (see matchSessions); guarded by mu.
 	sessionsMatched time.Time
+
+	// What Close undoes, each at most once: the mount, the activation
+	// journal and the lock of the data directory.
+	unmount, closeJournal, release func()
+}
+
+// checks marks the checks of the daemon's health under way, one flag per
+// check, so that one that hangs is not started again (see check).
+type checks struct {
+	mount, index, store atomic.Bool
 }
 
 // reconcile checks the data directory before it is served: a damaged index
@@ -168,100 +172,115 @@ func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) erro
 // activations and returns nil. It returns an error when the mount is lost
 // from under it (a restart then mounts again and re-attaches the binds).
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
-	opts.defaults(cat.Home())
-	if opts.TCPAddr != "" && opts.Token == "" {
-		return fmt.Errorf("a TCP listener needs a token")
-	}
-	// The last error logged is kept for `skillfs status`.
-	lastErr := new(atomic.Pointer[LoggedError])
-	log := slog.New(errTap{opts.Logger.Handler(), lastErr})
-	release, err := catalog.LockServe(cat.Home())
+	d, err := New(ctx, cat, opts)
 	if err != nil {
 		return err
 	}
-	defer release()
-	if err := reconcile(ctx, cat, log); err != nil {
-		return err
+	defer d.Close()
+	return d.Serve(ctx)
+}
+
+// New makes the daemon of the data directory cat opened: it locks the
+// directory for this daemon, reconciles it, runs opts.Setup, opens the
+// activation journal, mounts the shared filesystem and registers this
+// host. Nothing is served over the API, and no work runs in the
+// background, until Serve; Close undoes what New did.
+func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, err error) {
+	opts.defaults(cat.Home())
+	if opts.TCPAddr != "" && opts.Token == "" {
+		return nil, fmt.Errorf("a TCP listener needs a token")
+	}
+	// The last error logged is kept for `skillfs status`.
+	lastErr := new(atomic.Pointer[api.LoggedError])
+	d := &Daemon{cat: cat, db: cat.DB(), opts: opts, log: slog.New(errTap{opts.Logger.Handler(), lastErr}), lastErr: lastErr,
+		mountRoot: opts.MountRoot, agentPath: opts.AgentPath, hostName: opts.HostName, hostGrace: opts.HostGrace}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.release, err = catalog.LockServe(cat.Home()); err != nil {
+		return nil, err
+	}
+	if err := reconcile(ctx, cat, d.log); err != nil {
+		return nil, err
 	}
 	if opts.Setup != nil {
 		if err := opts.Setup(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if cat.HostID() == "" {
-		return fmt.Errorf("the data directory %s has no identity to serve as a host under", cat.Home())
+	if d.host = cat.HostID(); d.host == "" {
+		return nil, fmt.Errorf("the data directory %s has no identity to serve as a host under", cat.Home())
 	}
-	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: opts.MountRoot, agentPath: opts.AgentPath, lastErr: lastErr,
-		host: cat.HostID(), hostName: opts.HostName, started: time.Now().UTC(), hostGrace: opts.HostGrace}
+	d.started = time.Now().UTC()
+	d.events = events.NewHub(d.db)
 	d.metrics = newMetrics(d)
-	d.diffs = newDiffGate(opts.DiffMemory, func() { d.metrics.refused(limitDiffs) })
+	d.diffs = newDiffGate(opts.DiffMemory, func() { d.metrics.http.Refused(server.LimitDiffs) })
 	cat.LimitDiffs(d.diffs)
-	closeJournal, err := d.startRecorder(ctx)
-	if err != nil {
-		return err
+	if err := d.startRecorder(ctx); err != nil {
+		return nil, err
 	}
-	defer closeJournal()
 	soft, hard, err := skfs.RaiseFileLimit()
 	if err != nil {
-		log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
+		d.log.Warn("open file limit", "soft", soft, "hard", hard, "err", err)
 	} else {
-		log.Info("open file limit", "soft", soft, "hard", hard)
+		d.log.Info("open file limit", "soft", soft, "hard", hard)
 	}
-	unmount, err := d.mount(opts)
-	if err != nil {
-		return err
+	d.softFDs = soft
+	if err := d.mount(); err != nil {
+		return nil, err
 	}
-	defer unmount() // on early errors
 	if err := d.register(ctx, ""); err != nil {
-		return err
+		return nil, err
 	}
-	if n, err := cat.DB().AdoptSessions(ctx, d.host); err != nil {
-		return err
-	} else if n > 0 {
-		log.Info("open sessions of no host taken over", "count", n)
-	}
-	if err := d.restore(ctx); err != nil {
-		return err
-	}
-	if err := d.dropStale(ctx); err != nil {
-		log.Warn("remove the binds of sessions no longer served here", "err", err)
-	}
-	d.rebind(ctx)
-	api, err := d.listen(opts, soft)
-	if err != nil {
-		return err
-	}
-	if api.tcpAddr != "" {
-		if err := d.register(ctx, api.tcpAddr); err != nil {
-			api.shutdown()
-			return err
+	d.http = server.New(server.Config{Sessions: d, Binds: d, Fleet: d, Queries: d, Health: d,
+		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, SharedIndex: cat.Shared(),
+		Metrics: d.metrics.http, Gatherer: d.metrics.reg, Log: d.log})
+	return d, nil
+}
+
+// Close unmounts the shared filesystem, closes the activation journal and
+// unlocks the data directory, as far as New got; Serve has stopped
+// serving first.
+func (d *Daemon) Close() {
+	for _, undo := range []*func(){&d.unmount, &d.closeJournal, &d.release} {
+		if *undo != nil {
+			(*undo)()
+			*undo = nil
 		}
 	}
-	log.Info("serving as a host", "host", d.host, "name", d.hostName, "shared_index", cat.Shared(),
-		"heartbeat_every", opts.HeartbeatEvery, "grace", opts.HostGrace, "reconcile_every", opts.ReconcileEvery)
-	flushCtx, stopFlush := context.WithCancel(context.Background())
-	flushed := make(chan struct{})
-	go func() { defer close(flushed); d.flushActivations(flushCtx, opts.FlushEvery) }()
-	audited := make(chan struct{})
-	go func() { defer close(audited); d.flushReads(flushCtx, opts.FlushEvery) }()
-	pruned := make(chan struct{})
-	go func() { defer close(pruned); d.pruneEvents(flushCtx, opts.EventRetention, opts.EventRetainCount) }()
-	api.ready(opts, d.fs.NumSessions())
-	if err := notify("READY=1\nSTATUS=serving " + opts.MountRoot); err != nil {
-		log.Warn("tell the service manager the daemon is ready", "err", err)
+}
+
+// Serve takes over the sessions this host serves, serves the API and
+// follows the catalog until ctx is cancelled, then stops serving and
+// flushes activations; it returns an error when the mount is lost from
+// under it. The daemon is to be closed after.
+func (d *Daemon) Serve(ctx context.Context) error {
+	if err := d.resume(ctx); err != nil {
+		return err
 	}
+	srv, err := d.listen(ctx)
+	if err != nil {
+		return err
+	}
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	var flushing sync.WaitGroup
+	flushing.Go(func() { d.flushActivations(flushCtx, d.opts.FlushEvery) })
+	flushing.Go(func() { d.flushReads(flushCtx, d.opts.FlushEvery) })
+	flushing.Go(func() { d.pruneEvents(flushCtx, d.opts.EventRetention, d.opts.EventRetainCount) })
+	d.announce(srv)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go d.watchdog(watchCtx, watchdogEvery, log)
-	watch := opts.Watch
+	go d.watchdog(watchCtx, watchdogEvery, d.log)
+	watch := d.opts.Watch
 	if watch == nil {
-		watch = cat.DB().Watch
+		watch = d.db.Watch
 	}
 	wake := watch(watchCtx)
-	followed := make(chan struct{})
-	go func() { defer close(followed); d.follow(watchCtx, opts.ReconcileEvery, wake) }()
-	beating := make(chan struct{})
-	go func() { defer close(beating); d.heartbeat(watchCtx, opts.HeartbeatEvery) }()
+	var following sync.WaitGroup
+	following.Go(func() { d.follow(watchCtx, d.opts.ReconcileEvery, wake) })
+	following.Go(func() { d.heartbeat(watchCtx, d.opts.HeartbeatEvery) })
 
 	var lost error
 	select {
@@ -269,32 +288,87 @@ func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	case <-d.fs.Done():
 		// Serving a dead mount helps nobody: exit, so a restart mounts
 		// again and re-attaches the binds.
-		lost = fmt.Errorf("skill filesystem mount at %q lost", opts.MountRoot)
-		log.Error("skill filesystem mount lost", "mountpoint", opts.MountRoot)
+		lost = fmt.Errorf("skill filesystem mount at %q lost", d.mountRoot)
+		d.log.Error("skill filesystem mount lost", "mountpoint", d.mountRoot)
 	}
 
-	log.Info("shutting down")
+	d.log.Info("shutting down")
 	stopWatch()
-	<-followed // no view changes under the shutdown
-	<-beating
+	following.Wait() // no view changes under the shutdown
 	if err := notify("STOPPING=1"); err != nil {
-		log.Warn("tell the service manager the daemon is stopping", "err", err)
+		d.log.Warn("tell the service manager the daemon is stopping", "err", err)
 	}
-	d.events.closeAll()
-	api.shutdown()
+	d.events.CloseAll()
+	srv.Shutdown()
 	d.unbindAll(context.Background())
 	// Opens keep arriving until the filesystem stops serving: flush after,
 	// and fail any open still arriving (a sandbox may hold the connection).
-	unmount()
+	d.unmount()
 	stopFlush()
-	<-flushed
-	<-pruned
-	<-audited
+	flushing.Wait()
 	d.audit.Close() // a loss is logged; the activations below decide the exit
 	if err := d.rec.Close(); err != nil {
 		return errors.Join(lost, fmt.Errorf("flush activations: %w", err))
 	}
 	return lost
+}
+
+// resume takes over what this host serves after a (re)start: the open
+// sessions of no host, then every open session of this host, served again,
+// and their binds.
+func (d *Daemon) resume(ctx context.Context) error {
+	if n, err := d.db.AdoptSessions(ctx, d.host); err != nil {
+		return err
+	} else if n > 0 {
+		d.log.Info("open sessions of no host taken over", "count", n)
+	}
+	if err := d.restore(ctx); err != nil {
+		return err
+	}
+	if err := d.dropStale(ctx); err != nil {
+		d.log.Warn("remove the binds of sessions no longer served here", "err", err)
+	}
+	d.rebind(ctx)
+	return nil
+}
+
+// listen serves the API on its listeners and registers the TCP address,
+// if any, as the one this host advertises.
+func (d *Daemon) listen(ctx context.Context) (*server.Servers, error) {
+	srv, err := d.http.Listen(server.Listeners{Socket: filepath.Join(d.cat.Home(), api.SocketName),
+		TCPAddr: d.opts.TCPAddr, Token: d.opts.Token, Limits: d.opts.Limits, SoftFDLimit: d.softFDs})
+	if err != nil {
+		return nil, err
+	}
+	if srv.TCPAddr() != "" {
+		if err := d.register(ctx, srv.TCPAddr()); err != nil {
+			srv.Shutdown()
+			return nil, err
+		}
+	}
+	d.log.Info("serving as a host", "host", d.host, "name", d.hostName, "shared_index", d.cat.Shared(),
+		"heartbeat_every", d.opts.HeartbeatEvery, "grace", d.opts.HostGrace, "reconcile_every", d.opts.ReconcileEvery)
+	return srv, nil
+}
+
+// announce logs that the daemon serves, prints the readiness line and
+// tells the service manager.
+func (d *Daemon) announce(srv *server.Servers) {
+	sockConns, sockStreams, tcpConns, tcpStreams := srv.Caps()
+	attrs := []any{"mount", d.mountRoot, "socket", srv.Socket(), "sessions", d.fs.NumSessions(),
+		"socket_conns", sockConns, "socket_streams", sockStreams, "diff_memory_mib", d.opts.DiffMemory >> 20}
+	line := fmt.Sprintf("skillfs ready: mount %s socket %s", d.mountRoot, srv.Socket())
+	if tcp := srv.TCPAddr(); tcp != "" {
+		attrs = append(attrs, "listen", tcp, "max_conns", tcpConns, "tcp_streams", tcpStreams)
+		line += " listen " + tcp
+	}
+	d.log.Info("serving", attrs...)
+	if d.opts.Ready != nil {
+		fmt.Fprintln(d.opts.Ready, line)
+	}
+	if err := notify("READY=1\nSTATUS=serving " + d.mountRoot); err != nil {
+		d.log.Warn("tell the service manager the daemon is ready", "err", err)
+	}
 }
 
 // defaults fills unset options.
@@ -332,144 +406,39 @@ func (opts *Options) defaults(home string) {
 	if opts.DiffMemory <= 0 {
 		opts.DiffMemory = DefaultDiffMemory
 	}
-	opts.netDefaults()
+	opts.Limits.Defaults()
 }
 
-// mount mounts the shared filesystem, clearing a dead mount a crash left,
-// and returns the function that unmounts it (once).
-func (d *Daemon) mount(opts Options) (unmount func(), err error) {
+// mount mounts the shared filesystem, clearing a dead mount a crash left;
+// d.unmount unmounts it.
+func (d *Daemon) mount() error {
+	opts := d.opts
 	if err := skfs.ClearStale(opts.MountRoot); err != nil {
-		return nil, fmt.Errorf("prepare the mount root: %w", err)
+		return fmt.Errorf("prepare the mount root: %w", err)
 	}
 	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
-		return nil, fmt.Errorf("create mount root: %w", err)
+		return fmt.Errorf("create mount root: %w", err)
 	}
 	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
 		Passthrough: opts.Passthrough, Opens: opts.CountOpens, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
-		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true, Content: d.cat})
+		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true, Content: d.cat, FsName: opts.FsName})
 	if err != nil {
-		return nil, fmt.Errorf("mount %q: %w", opts.MountRoot, err)
+		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
-	d.audit = activation.NewReadAudit(d.cat.DB(), srv.TakeReads, d.log)
+	d.audit = activation.NewReadAudit(d.db, srv.TakeReads, d.log)
 	d.log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
 		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
 	if opts.Passthrough && !srv.PassthroughSupported() {
 		d.log.Warn("passthrough asked for, but the kernel does not offer it: reads go through the daemon")
 	}
 	var once sync.Once
-	return func() {
+	d.unmount = func() {
 		once.Do(func() {
 			if err := srv.Unmount(); err != nil {
 				d.log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
 			}
 		})
-	}, nil
-}
-
-// apiServers are the API's listeners: the Unix socket, and optionally a
-// loopback TCP address.
-type apiServers struct {
-	log     *slog.Logger
-	sock    string
-	tcpAddr string
-	caps    connCaps
-	unix    *http.Server
-	tcp     *http.Server
-	wg      sync.WaitGroup
-}
-
-// listen serves the API on the socket (created 0600) and, when asked, on
-// loopback TCP behind the token, each with its caps of connections and
-// event streams, fitted into the open file limit soft.
-func (d *Daemon) listen(opts Options, soft uint64) (*apiServers, error) {
-	a := &apiServers{log: d.log, sock: filepath.Join(d.cat.Home(), SocketName)}
-	tcpConns := 0
-	if opts.TCPAddr != "" {
-		tcpConns = opts.MaxConns
 	}
-	a.caps = fitConns(soft, opts.FDReserve, opts.MaxSocketConns, tcpConns)
-	if a.caps.lowered {
-		d.log.Warn("the open file limit leaves the API fewer connections than asked for: raise the limit (LimitNOFILE=) or lower --fd-reserve",
-			"open_file_limit", soft, "fd_reserve", opts.FDReserve, "socket_conns", a.caps.socket, "tcp_conns", a.caps.tcp,
-			"asked_socket", opts.MaxSocketConns, "asked_tcp", tcpConns)
-	}
-	os.Remove(a.sock)
-	old := unix.Umask(0o177) // the socket is created 0600, never wider even for a moment
-	ln, err := net.Listen("unix", a.sock)
-	unix.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %q: %w", a.sock, err)
-	}
-	a.unix = apiServer(d.routes(""), opts)
-	a.serve(a.unix, d.capped(a.unix, ln, "socket", a.caps.socket, opts.MaxStreams))
-	if opts.TCPAddr == "" {
-		return a, nil
-	}
-	tl, err := net.Listen("tcp", opts.TCPAddr)
-	if err == nil {
-		if addr, ok := tl.Addr().(*net.TCPAddr); !ok || !addr.IP.IsLoopback() {
-			tl.Close()
-			err = fmt.Errorf("only loopback addresses are allowed")
-		}
-	}
-	if err != nil {
-		a.shutdown()
-		return nil, fmt.Errorf("listen on %s: %w", opts.TCPAddr, err)
-	}
-	a.tcpAddr = tl.Addr().String() // the port chosen when asked for port 0
-	a.tcp = apiServer(d.routes(opts.Token), opts)
-	a.serve(a.tcp, d.capped(a.tcp, tl, "tcp", a.caps.tcp, opts.MaxStreams))
-	return a, nil
-}
-
-// capped puts listener l of s behind its caps and keeps its limits for the
-// metrics.
-func (d *Daemon) capped(s *http.Server, l net.Listener, name string, conns, streams int) net.Listener {
-	lim, capped := serveCapped(s, l, name, conns, streamsFor(conns, streams))
-	var all []*listenerLimits
-	if old := d.listeners.Load(); old != nil {
-		all = append(all, *old...)
-	}
-	all = append(all, lim)
-	d.listeners.Store(&all)
-	return capped
-}
-
-func (a *apiServers) serve(s *http.Server, l net.Listener) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("api server", "err", err)
-		}
-	}()
-}
-
-// ready logs that the daemon serves and prints the readiness line.
-func (a *apiServers) ready(opts Options, sessions int) {
-	attrs := []any{"mount", opts.MountRoot, "socket", a.sock, "sessions", sessions,
-		"socket_conns", a.caps.socket, "socket_streams", streamsFor(a.caps.socket, opts.MaxStreams), "diff_memory_mib", opts.DiffMemory >> 20}
-	line := fmt.Sprintf("skillfs ready: mount %s socket %s", opts.MountRoot, a.sock)
-	if a.tcpAddr != "" {
-		attrs = append(attrs, "listen", a.tcpAddr, "max_conns", a.caps.tcp, "tcp_streams", streamsFor(a.caps.tcp, opts.MaxStreams))
-		line += " listen " + a.tcpAddr
-	}
-	a.log.Info("serving", attrs...)
-	if opts.Ready != nil {
-		fmt.Fprintln(opts.Ready, line)
-	}
-}
-
-// shutdown stops both servers, waits for them and removes the socket.
-func (a *apiServers) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, s := range []*http.Server{a.unix, a.tcp} {
-		if s != nil {
-			s.Shutdown(ctx)
-		}
-	}
-	a.wg.Wait()
-	os.Remove(a.sock)
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
-	skfs "skillfs/fs"
 	"skillfs/fs/fusetest"
 	"skillfs/index"
 	"skillfs/skills"
@@ -58,7 +57,8 @@ func newTestHost(t testing.TB, shared string) *Daemon {
 }
 
 // newTestHostOn is newTestDaemonOn on the shared index at shared, with
-// the import roots roots (nil: none).
+// the import roots roots (nil: none): the daemon New makes, without Serve
+// (nothing in the background: tests call its methods and handlers).
 func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activation.Index, opens bool, roots *catalog.ImportRoots) *Daemon {
 	t.Helper()
 	fusetest.Require(t)
@@ -69,34 +69,12 @@ func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activation.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	mnt := filepath.Join(home, "mnt")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: log, mountRoot: mnt, agentPath: "/home/gem/skills",
-		host: cat.HostID(), hostName: filepath.Base(filepath.Dir(home)), started: time.Now().UTC(), hostGrace: DefaultHostGrace}
-	if err := d.register(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	d.metrics = newMetrics(d)
-	var db activation.Index = cat.DB()
-	if wrap != nil {
-		db = wrap(cat.DB())
-	}
-	rec := newRecorder(db, d.events, log, d.metrics)
-	if err := rec.OpenJournal(ctx, home); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rec.CloseJournal() })
-	d.rec = rec
-	srv, err := skfs.Mount(mnt, skfs.Options{Sink: d.rec, Logger: log, AuditReads: true, Opens: opens, FsName: testFsName})
+	d, err := New(ctx, cat, Options{HostName: filepath.Base(filepath.Dir(home)), CountOpens: opens,
+		FsName: testFsName, recorderIndex: wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Unmount() })
-	d.fs = srv
-	d.audit = activation.NewReadAudit(cat.DB(), srv.TakeReads, log)
+	t.Cleanup(d.Close)
 	return d
 }
 
@@ -129,9 +107,9 @@ func TestCreateSessionSeesRevocationsThatLandMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.mu.Lock() // the daemon is busy with another session change
-	done := make(chan *SessionInfo, 1)
+	done := make(chan *api.SessionInfo, 1)
 	go func() {
-		info, err := d.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"x", "y"}})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x", "y"}})
 		if err != nil {
 			t.Error(err)
 		}
@@ -166,11 +144,11 @@ func TestSessionWithMissingContentIsServedWithoutIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(d.cat.Home(), "store", "quarantine")) })
-	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, All: true})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(info.Skipped, func(s Skipped) bool { return s.Slug == "lost" && strings.Contains(s.Reason, "missing") }) {
+	if !slices.ContainsFunc(info.Skipped, func(s api.Skipped) bool { return s.Slug == "lost" && strings.Contains(s.Reason, "missing") }) {
 		t.Errorf("skipped = %+v, want lost reported", info.Skipped)
 	}
 	if _, err := os.Stat(filepath.Join(info.Path, "kept", "SKILL.md")); err != nil {
@@ -192,7 +170,7 @@ func TestRestoreLeavesOutWhatWasRevokedMeanwhile(t *testing.T) {
 	}
 	var ids []string
 	for _, uid := range []string{"alice", "alice", "bob"} {
-		info, err := d.CreateSession(ctx, CreateRequest{User: uid, Skills: []string{"kept", "gone"}})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: uid, Skills: []string{"kept", "gone"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,13 +233,13 @@ func post(t testing.TB, d *Daemon, path, as, contentType string, body []byte) (i
 	t.Helper()
 	req := httptest.NewRequest("POST", path, bytes.NewReader(body))
 	if as != "" {
-		req.Header.Set(ActAsHeader, as)
+		req.Header.Set(api.ActAsHeader, as)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	rec := httptest.NewRecorder()
-	d.routes("").ServeHTTP(rec, req)
+	d.http.Handler("").ServeHTTP(rec, req)
 	var out map[string]any
 	json.Unmarshal(rec.Body.Bytes(), &out)
 	return rec.Code, out

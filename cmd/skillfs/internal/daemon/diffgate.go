@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/server"
 )
 
 // DefaultDiffMemory is what the comparisons of versions may hold together
@@ -42,7 +43,7 @@ func newDiffGate(size int64, refused func()) *diffGate {
 }
 
 // Acquire waits up to g.wait for bytes (at most the whole), then refuses
-// with a busyError.
+// with a server.BusyError.
 func (g *diffGate) Acquire(ctx context.Context, bytes int64) (func(), error) {
 	n := min(bytes, g.size)
 	wctx, cancel := context.WithTimeout(ctx, g.wait)
@@ -55,7 +56,7 @@ func (g *diffGate) Acquire(ctx context.Context, bytes int64) (func(), error) {
 			return nil, err
 		}
 		g.refused()
-		return nil, &busyError{after: diffRetry, msg: fmt.Sprintf(
+		return nil, &server.BusyError{RetryAfter: diffRetry, Msg: fmt.Sprintf(
 			"the daemon is comparing as much as it may at once (%d MiB, serve --diff-memory; this comparison needs %d MiB): try again later",
 			g.size>>20, (n+1<<20-1)>>20)}
 	}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/skills"
 )
 
@@ -29,8 +31,8 @@ func TestDiffGate(t *testing.T) {
 		t.Fatalf("a first comparison: %v, %d bytes held", err, g.held.Load())
 	}
 	_, err = g.Acquire(ctx, 6<<20)
-	var b *busyError
-	if !errors.Is(err, skills.ErrBusy) || !errors.As(err, &b) || b.after != diffRetry || refused != 1 {
+	var b *server.BusyError
+	if !errors.Is(err, skills.ErrBusy) || !errors.As(err, &b) || b.RetryAfter != diffRetry || refused != 1 {
 		t.Fatalf("a second one past the whole: %v (refused %d); want busy", err, refused)
 	}
 	small, err := g.Acquire(ctx, 4<<20)
@@ -72,7 +74,7 @@ func TestDiffGate(t *testing.T) {
 func TestDiffAnswer(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
-	d.diffs = newDiffGate(64<<20, func() { d.metrics.refused(limitDiffs) })
+	d.diffs = newDiffGate(64<<20, func() { d.metrics.http.Refused(server.LimitDiffs) })
 	d.diffs.wait = 100 * time.Millisecond
 	d.cat.LimitDiffs(d.diffs)
 	src := filepath.Join(t.TempDir(), "notes")
@@ -93,8 +95,8 @@ func TestDiffAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := newCheckedAPI(t, d.routes(""))
-	code, hdr, body := api.send("GET", "/v1/skills/notes/diff", nil, nil)
+	client := apitest.NewChecked(t, d.http.Handler(""))
+	code, hdr, body := client.Send("GET", "/v1/skills/notes/diff", nil, nil)
 	var got catalog.Diff
 	if err := json.Unmarshal(body, &got); code != http.StatusOK || hdr.Get("Content-Type") != "application/json" || err != nil {
 		t.Fatalf("GET diff: %d %s %v: %s", code, hdr.Get("Content-Type"), err, body)
@@ -110,8 +112,8 @@ func TestDiffAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, hdr, body = api.send("GET", "/v1/skills/notes/diff", nil, nil)
-	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "3" || errCode(body) != "busy" {
+	code, hdr, body = client.Send("GET", "/v1/skills/notes/diff", nil, nil)
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "3" || apitest.ErrorCode(body) != "busy" {
 		t.Fatalf("GET diff with the memory taken: %d, Retry-After %q, %s; want 503 busy", code, hdr.Get("Retry-After"), body)
 	}
 	// A listing's diffstats wait the same way, and say why they are missing.
@@ -123,7 +125,7 @@ func TestDiffAnswer(t *testing.T) {
 	if got := series(t, d.metrics)["skillfs_api_busy_total{limit=diff_memory}"]; got < 1 {
 		t.Errorf("busy diffs counted: %v", got)
 	}
-	if code, _, _ = api.send("GET", "/v1/skills/notes/diff", nil, nil); code != http.StatusOK {
+	if code, _, _ = client.Send("GET", "/v1/skills/notes/diff", nil, nil); code != http.StatusOK {
 		t.Errorf("GET diff once the memory is free: %d", code)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
@@ -70,7 +71,7 @@ func eventTypes(t *testing.T, d *Daemon, id string) []string {
 	}
 	var out []string
 	for _, e := range page.Events {
-		out = append(out, e.Type+" "+e.Slug)
+		out = append(out, string(e.Type)+" "+e.Slug)
 	}
 	return out
 }
@@ -83,7 +84,7 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 	ctx := context.Background()
 	a, b := newFleet(t)
 	install(t, a, "name: x\ndescription: for everyone", skills.ScopeGlobal)
-	info, err := a.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"x"}})
+	info, err := a.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +116,9 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 
 	target := filepath.Join(t.TempDir(), "box")
 	changes := map[string]func() error{
-		"close":   func() error { return b.Close(ctx, info.ID) },
+		"close":   func() error { return b.CloseSession(ctx, info.ID) },
 		"refresh": func() error { _, err := b.Refresh(ctx, info.ID); return err },
-		"set":     func() error { _, err := b.SetSkills(ctx, info.ID, SetRequest{Skills: []string{}}); return err },
+		"set":     func() error { _, err := b.SetSkills(ctx, info.ID, api.SetRequest{Skills: []string{}}); return err },
 		"mount":   func() error { _, err := b.Bind(ctx, info.ID, target, 0); return err },
 		"unmount": func() error { return b.Unbind(ctx, info.ID, target, 0) },
 	}
@@ -138,7 +139,7 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 	if err := a.cat.DB().Heartbeat(ctx, a.host, time.Now().Add(-2*DefaultHostGrace)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Close(ctx, info.ID); !errors.Is(err, skills.ErrElsewhere) || !strings.Contains(err.Error(), "session move "+info.ID) {
+	if err := b.CloseSession(ctx, info.ID); !errors.Is(err, skills.ErrElsewhere) || !strings.Contains(err.Error(), "session move "+info.ID) {
 		t.Fatalf("close on b of a gone host's session: %v; want a conflict saying to move it", err)
 	}
 }
@@ -158,7 +159,7 @@ func TestFleetRevocationsReachEveryHost(t *testing.T) {
 	if err := b.catchUp(ctx); err != nil { // b's first look
 		t.Fatal(err)
 	}
-	info, err := b.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"dept", "pub"}})
+	info, err := b.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"dept", "pub"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestFleetMove(t *testing.T) {
 	if _, err := a.cat.Share(ctx, "", "y", skills.Share{Read: skills.Scope{Kind: skills.ScopeDepartment, IDs: []string{"eng"}}}); err != nil {
 		t.Fatal(err)
 	}
-	info, err := a.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"x", "y"}})
+	info, err := a.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x", "y"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestFollowWakesAndLooks(t *testing.T) {
 	install(t, a, "name: woken\ndescription: revoked, then the host is woken", skills.ScopeGlobal)
 	install(t, a, "name: looked\ndescription: revoked, then the host looks by itself", skills.ScopeGlobal)
 	share(t, a, b)
-	info, err := b.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"woken", "looked"}})
+	info, err := b.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"woken", "looked"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func TestSettleComparesSessions(t *testing.T) {
 	install(t, a, "name: kept\ndescription: served throughout", skills.ScopeGlobal)
 	var ids []string
 	for range 2 {
-		info, err := a.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"kept"}})
+		info, err := a.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"kept"}})
 		if err != nil {
 			t.Fatal(err)
 		}

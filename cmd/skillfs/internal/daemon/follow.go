@@ -42,11 +42,11 @@ func (d *Daemon) follow(ctx context.Context, every time.Duration, wake <-chan st
 // mount serves mean some were closed or moved elsewhere (matchSessions). Nothing
 // changed costs two small queries, made without holding up session changes.
 func (d *Daemon) catchUp(ctx context.Context) error {
-	m, err := d.cat.DB().Marks(ctx, d.host)
+	m, err := d.db.Marks(ctx, d.host)
 	if err != nil {
 		return err
 	}
-	set, err := d.cat.DB().SkillSet(ctx)
+	set, err := d.db.SkillSet(ctx)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (d *Daemon) catchUp(ctx context.Context) error {
 	case m.Served != d.fs.NumSessions():
 		// A session made or closed here since the look counts too: look
 		// again now that none can be.
-		if m, err = d.cat.DB().Marks(ctx, d.host); err != nil {
+		if m, err = d.db.Marks(ctx, d.host); err != nil {
 			return err
 		}
 		if m.Served != d.fs.NumSessions() {
@@ -98,7 +98,7 @@ func (d *Daemon) matchSessions(ctx context.Context) error {
 	}
 	var errs []error
 	for after := ""; ; {
-		page, err := d.cat.DB().OpenSessionsPage(ctx, d.host, after, sessionPage)
+		page, err := d.db.OpenSessionsPage(ctx, d.host, after, sessionPage)
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
@@ -124,7 +124,7 @@ func (d *Daemon) matchSessions(ctx context.Context) error {
 		d.log.Info("session closed or moved elsewhere: no longer served here", "session", id)
 	}
 	if len(served) > 0 {
-		d.events.nudge() // their streams get the close or move from the log
+		d.events.Nudge() // their streams get the close or move from the log
 	}
 	errs = append(errs, d.dropStale(ctx))
 	if err := errors.Join(errs...); err != nil {
@@ -138,7 +138,7 @@ func (d *Daemon) matchSessions(ctx context.Context) error {
 // serves (closed, or moved to another host) and forgets them; those that
 // cannot be detached now are kept for the next try.
 func (d *Daemon) dropStale(ctx context.Context) error {
-	stale, err := d.cat.DB().StaleBinds(ctx, d.host)
+	stale, err := d.db.StaleBinds(ctx, d.host)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (d *Daemon) dropStale(ctx context.Context) error {
 		if !detached {
 			continue
 		}
-		if err := d.cat.DB().ForgetBinds(ctx, id, d.host); err != nil {
+		if err := d.db.ForgetBinds(ctx, id, d.host); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -29,36 +31,36 @@ import (
 // space around a header value is not part of it in HTTP.)
 func TestBearerToken(t *testing.T) {
 	d := newTestDaemon(t)
-	api := newCheckedAPI(t, d.routes("s3cret"))
+	client := apitest.NewChecked(t, d.http.Handler("s3cret"))
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer s3cretx", "Bearer s3cre", "Bearers3cret",
 		"Basic czNjcmV0", "s3cret", "Bearer\ts3cret", "Bearer s3cret s3cret", "Bearer S3CRET", "Bear s3cret", "Bearer: s3cret"} {
 		for _, path := range []string{"/v1/health", "/v1/no-such-route", "/v1/openapi.json"} {
-			code, _, body := api.send("GET", path, hdr("Authorization", auth), nil)
-			if code != http.StatusUnauthorized || errCode(body) != "permission" || !api.closed {
-				t.Errorf("GET %s with Authorization %q: %d %s (connection closed: %v); want 401 permission, connection closed", path, auth, code, body, api.closed)
+			code, _, body := client.Send("GET", path, apitest.Header("Authorization", auth), nil)
+			if code != http.StatusUnauthorized || apitest.ErrorCode(body) != "permission" || !client.Closed {
+				t.Errorf("GET %s with Authorization %q: %d %s (connection closed: %v); want 401 permission, connection closed", path, auth, code, body, client.Closed)
 			}
 		}
 	}
 	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR s3cret", "Bearer  s3cret"} {
-		if code, _, body := api.send("GET", "/v1/health", hdr("Authorization", auth), nil); code != http.StatusOK {
+		if code, _, body := client.Send("GET", "/v1/health", apitest.Header("Authorization", auth), nil); code != http.StatusOK {
 			t.Errorf("GET /v1/health with Authorization %q: %d %s, want 200", auth, code, body)
 		}
 	}
-	ok := hdr("Authorization", "Bearer s3cret")
-	if code, _, body := api.send("GET", "/v1/no-such-route", ok, nil); code != http.StatusNotFound || errCode(body) != "not_found" {
+	ok := apitest.Header("Authorization", "Bearer s3cret")
+	if code, _, body := client.Send("GET", "/v1/no-such-route", ok, nil); code != http.StatusNotFound || apitest.ErrorCode(body) != "not_found" {
 		t.Errorf("an unknown route with the token: %d %s, want 404 not_found", code, body)
 	}
 	// The socket's handler asks for no token.
-	open := newCheckedAPI(t, d.routes(""))
-	if code, _, body := open.send("GET", "/v1/health", nil, nil); code != http.StatusOK {
+	open := apitest.NewChecked(t, d.http.Handler(""))
+	if code, _, body := open.Send("GET", "/v1/health", nil, nil); code != http.StatusOK {
 		t.Errorf("GET /v1/health on the socket's handler: %d %s", code, body)
 	}
 }
 
-// TestTCPListenerIsLoopbackOnly: the daemon refuses a TCP listener on any
-// address but loopback, and one without a token, and leaves no socket
-// behind when it refuses.
-func TestTCPListenerIsLoopbackOnly(t *testing.T) {
+// TestTCPListenerNeedsAToken: the daemon refuses a TCP listener without a
+// token (server's TestTCPListenerIsLoopbackOnly: and on any address but
+// loopback).
+func TestTCPListenerNeedsAToken(t *testing.T) {
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
 	cat, err := catalog.Open(ctx, home, catalog.Options{})
@@ -68,40 +70,6 @@ func TestTCPListenerIsLoopbackOnly(t *testing.T) {
 	defer cat.Close()
 	if err := Run(ctx, cat, Options{TCPAddr: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "needs a token") {
 		t.Errorf("Run with a TCP listener and no token: %v", err)
-	}
-	d := &Daemon{cat: cat, events: newHub(cat.DB()), log: slog.New(slog.DiscardHandler)}
-	opts := Options{Token: "s3cret"}
-	opts.netDefaults()
-	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
-		opts.TCPAddr = addr
-		a, err := d.listen(opts, 1<<20)
-		if err == nil {
-			a.shutdown()
-			t.Errorf("listen on %s: accepted", addr)
-			continue
-		}
-		if !strings.Contains(err.Error(), "only loopback") {
-			t.Errorf("listen on %s: %v, want only loopback", addr, err)
-		}
-		if _, err := os.Stat(filepath.Join(home, SocketName)); !os.IsNotExist(err) {
-			t.Errorf("a refused listen on %s left the socket: %v", addr, err)
-		}
-	}
-	opts.TCPAddr = "127.0.0.1:0"
-	a, err := d.listen(opts, 1<<20)
-	if err != nil {
-		t.Fatalf("listen on loopback: %v", err)
-	}
-	defer a.shutdown()
-	req, _ := http.NewRequest("GET", "http://"+a.tcpAddr+"/v1/openapi.json", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := (&http.Client{Timeout: hang}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET over the loopback listener with the token: %d", resp.StatusCode)
 	}
 }
 
@@ -119,10 +87,10 @@ func TestActAs(t *testing.T) {
 	}
 	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
 	install(t, d, "name: secret\ndescription: the operator's", "")
-	api := newCheckedAPI(t, d.routes(""))
+	client := apitest.NewChecked(t, d.http.Handler(""))
 	list := func(as string) (int, []string) {
 		t.Helper()
-		code, _, body := api.send("GET", "/v1/skills", hdr(ActAsHeader, as), nil)
+		code, _, body := client.Send("GET", "/v1/skills", apitest.Header(api.ActAsHeader, as), nil)
 		var out []catalog.Summary
 		json.Unmarshal(body, &out)
 		var slugs []string
@@ -137,17 +105,17 @@ func TestActAs(t *testing.T) {
 	if code, got := list("alice"); code != http.StatusOK || !slices.Equal(got, []string{"pub"}) {
 		t.Errorf("alice lists %d %v", code, got)
 	}
-	if code, _, body := api.send("GET", "/v1/skills", hdr(ActAsHeader, "mallory"), nil); code != http.StatusNotFound || errCode(body) != "not_found" {
+	if code, _, body := client.Send("GET", "/v1/skills", apitest.Header(api.ActAsHeader, "mallory"), nil); code != http.StatusNotFound || apitest.ErrorCode(body) != "not_found" {
 		t.Errorf("an unregistered user lists: %d %s", code, body)
 	}
-	if code, _, body := api.send("GET", "/v1/skills/secret", hdr(ActAsHeader, "alice"), nil); code != http.StatusNotFound {
+	if code, _, body := client.Send("GET", "/v1/skills/secret", apitest.Header(api.ActAsHeader, "alice"), nil); code != http.StatusNotFound {
 		t.Errorf("alice shows the operator's private skill: %d %s", code, body)
 	}
-	if code, _, body := api.send("POST", "/v1/skills/pub/disable", hdr(ActAsHeader, "alice"), nil); code != http.StatusForbidden || errCode(body) != "permission" {
+	if code, _, body := client.Send("POST", "/v1/skills/pub/disable", apitest.Header(api.ActAsHeader, "alice"), nil); code != http.StatusForbidden || apitest.ErrorCode(body) != "permission" {
 		t.Errorf("alice disables the operator's skill: %d %s, want 403", code, body)
 	}
 	// Alice uploads a skill of her own: it is hers, not bob's.
-	code, _, body := api.send("POST", "/v1/drafts?name=notes.md", hdr(ActAsHeader, "alice", "Content-Type", "text/markdown"),
+	code, _, body := client.Send("POST", "/v1/drafts?name=notes.md", apitest.Header(api.ActAsHeader, "alice", "Content-Type", "text/markdown"),
 		[]byte("---\nname: notes\ndescription: alice's\n---\nbody\n"))
 	var draft catalog.Draft
 	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil {
@@ -156,10 +124,10 @@ func TestActAs(t *testing.T) {
 	if draft.Creator != "alice" {
 		t.Errorf("alice's draft is %q's", draft.Creator)
 	}
-	if code, _, body := api.send("POST", "/v1/drafts/"+draft.ID+"/confirm", jsonHdr(ActAsHeader, "bob"), []byte(`{}`)); code != http.StatusNotFound {
+	if code, _, body := client.Send("POST", "/v1/drafts/"+draft.ID+"/confirm", apitest.JSONHeader(api.ActAsHeader, "bob"), []byte(`{}`)); code != http.StatusNotFound {
 		t.Errorf("bob confirms alice's draft: %d %s, want 404", code, body)
 	}
-	if code, _, body := api.send("POST", "/v1/drafts/"+draft.ID+"/confirm", jsonHdr(ActAsHeader, "alice"), []byte(`{}`)); code != http.StatusOK {
+	if code, _, body := client.Send("POST", "/v1/drafts/"+draft.ID+"/confirm", apitest.JSONHeader(api.ActAsHeader, "alice"), []byte(`{}`)); code != http.StatusOK {
 		t.Fatalf("alice confirms her draft: %d %s", code, body)
 	}
 	if _, got := list("alice"); !slices.Equal(got, []string{"notes", "pub"}) {
@@ -168,22 +136,22 @@ func TestActAs(t *testing.T) {
 	if _, got := list("bob"); !slices.Equal(got, []string{"pub"}) {
 		t.Errorf("bob lists %v", got)
 	}
-	if code, _, body := api.send("PUT", "/v1/skills/notes/share", jsonHdr(ActAsHeader, "bob"), []byte(`{"read":"global"}`)); code != http.StatusNotFound {
+	if code, _, body := client.Send("PUT", "/v1/skills/notes/share", apitest.JSONHeader(api.ActAsHeader, "bob"), []byte(`{"read":"global"}`)); code != http.StatusNotFound {
 		t.Errorf("bob shares alice's private skill: %d %s, want 404", code, body)
 	}
-	if code, _, body := api.send("PUT", "/v1/skills/notes/share", jsonHdr(ActAsHeader, "alice"), []byte(`{"read":"global"}`)); code != http.StatusForbidden {
+	if code, _, body := client.Send("PUT", "/v1/skills/notes/share", apitest.JSONHeader(api.ActAsHeader, "alice"), []byte(`{"read":"global"}`)); code != http.StatusForbidden {
 		t.Errorf("alice shares her skill with everyone: %d %s, want 403 (users share only with themselves)", code, body)
 	}
 	// A session acts for its own user, whatever the header says.
-	code, _, body = api.send("POST", "/v1/sessions", jsonHdr(ActAsHeader, "mallory"), []byte(`{"user":"alice","all":true}`))
-	var info SessionInfo
+	code, _, body = client.Send("POST", "/v1/sessions", apitest.JSONHeader(api.ActAsHeader, "mallory"), []byte(`{"user":"alice","all":true}`))
+	var info api.SessionInfo
 	if code != http.StatusOK || json.Unmarshal(body, &info) != nil {
 		t.Fatalf("create a session with an unregistered X-Skillfs-As: %d %s", code, body)
 	}
 	if info.User != "alice" || !slices.Equal(info.Readable, []string{"notes", "pub"}) {
 		t.Errorf("alice's session: user %q, readable %v", info.User, info.Readable)
 	}
-	if code, _, body := api.send("GET", "/v1/sessions/"+info.ID, hdr(ActAsHeader, "bob"), nil); code != http.StatusOK {
+	if code, _, body := client.Send("GET", "/v1/sessions/"+info.ID, apitest.Header(api.ActAsHeader, "bob"), nil); code != http.StatusOK {
 		t.Errorf("get alice's session with X-Skillfs-As bob: %d %s", code, body)
 	}
 }
@@ -205,7 +173,7 @@ func TestErrorStatuses(t *testing.T) {
 	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
 	drafts, _ := json.Marshal(map[string]string{"source": two})
 	// A daemon whose mount root is no FUSE mount: not ready.
-	detached := &Daemon{cat: d.cat, fs: d.fs, events: newHub(d.cat.DB()), log: d.log, mountRoot: t.TempDir()}
+	detached := server.New(server.Config{Health: &Daemon{cat: d.cat, db: d.db, fs: d.fs, events: d.events, log: d.log, mountRoot: t.TempDir()}})
 	for _, tc := range []struct {
 		name, method, path string
 		h                  http.Handler
@@ -214,40 +182,40 @@ func TestErrorStatuses(t *testing.T) {
 		status             int
 		code               string
 	}{
-		{"malformed body", "POST", "/v1/sessions", nil, jsonHdr(), `{"user":`, 400, "invalid"},
-		{"unknown field", "POST", "/v1/sessions", nil, jsonHdr(), `{"usr":"alice"}`, 400, "invalid"},
-		{"two values", "POST", "/v1/sessions", nil, jsonHdr(), `{}{}`, 400, "invalid"},
-		{"skills and all", "POST", "/v1/sessions", nil, jsonHdr(), `{"skills":["pub"],"all":true}`, 400, "invalid"},
+		{"malformed body", "POST", "/v1/sessions", nil, apitest.JSONHeader(), `{"user":`, 400, "invalid"},
+		{"unknown field", "POST", "/v1/sessions", nil, apitest.JSONHeader(), `{"usr":"alice"}`, 400, "invalid"},
+		{"two values", "POST", "/v1/sessions", nil, apitest.JSONHeader(), `{}{}`, 400, "invalid"},
+		{"skills and all", "POST", "/v1/sessions", nil, apitest.JSONHeader(), `{"skills":["pub"],"all":true}`, 400, "invalid"},
 		{"bad limit", "GET", "/v1/sessions?limit=0", nil, nil, "", 400, "invalid"},
 		{"bad pid", "DELETE", "/v1/sessions/x/mounts?target=/t&pid=x", nil, nil, "", 400, "invalid"},
 		{"bad prompt format", "GET", "/v1/sessions/SESSION/prompt?format=html", nil, nil, "", 400, "invalid"},
 		{"not a skill:// URL", "GET", "/v1/sessions/SESSION/resolve?uri=http://x", nil, nil, "", 400, "invalid"},
 		{"a path out of the skill", "GET", "/v1/sessions/SESSION/resolve?uri=skill://pub/../../etc/passwd", nil, nil, "", 400, "invalid"},
-		{"bad share scope", "PUT", "/v1/skills/pub/share", nil, jsonHdr(), `{"read":"galaxy"}`, 400, "invalid"},
-		{"no token", "GET", "/v1/health", d.routes("t"), nil, "", 401, "permission"},
-		{"not the skill's manager", "POST", "/v1/skills/pub/disable", nil, hdr(ActAsHeader, "alice"), "", 403, "permission"},
-		{"a local path, not an admin", "POST", "/v1/drafts", nil, jsonHdr(ActAsHeader, "alice"), string(drafts), 403, "permission"},
+		{"bad share scope", "PUT", "/v1/skills/pub/share", nil, apitest.JSONHeader(), `{"read":"galaxy"}`, 400, "invalid"},
+		{"no token", "GET", "/v1/health", d.http.Handler("t"), nil, "", 401, "permission"},
+		{"not the skill's manager", "POST", "/v1/skills/pub/disable", nil, apitest.Header(api.ActAsHeader, "alice"), "", 403, "permission"},
+		{"a local path, not an admin", "POST", "/v1/drafts", nil, apitest.JSONHeader(api.ActAsHeader, "alice"), string(drafts), 403, "permission"},
 		{"no such session", "GET", "/v1/sessions/nope", nil, nil, "", 404, "not_found"},
 		{"no such skill", "GET", "/v1/skills/nope", nil, nil, "", 404, "not_found"},
 		{"no such draft", "DELETE", "/v1/drafts/0123456789abcdef0123456789abcdef", nil, nil, "", 404, "not_found"},
-		{"no such user", "POST", "/v1/sessions", nil, jsonHdr(), `{"user":"nobody"}`, 404, "not_found"},
+		{"no such user", "POST", "/v1/sessions", nil, apitest.JSONHeader(), `{"user":"nobody"}`, 404, "not_found"},
 		{"no events of no session", "GET", "/v1/sessions/nope/events", nil, nil, "", 404, "not_found"},
 		{"no such file", "GET", "/v1/sessions/SESSION/resolve?uri=skill://pub/none.md", nil, nil, "", 404, "not_found"},
 		{"no such route", "GET", "/v1/nope", nil, nil, "", 404, "not_found"},
 		{"no such version", "GET", "/v2/health", nil, nil, "", 404, "not_found"},
 		{"wrong method", "DELETE", "/v1/health", nil, nil, "", 405, "invalid"},
 		{"wrong method on a catalog route", "PATCH", "/v1/skills/pub", nil, nil, "", 405, "invalid"},
-		{"a source of several skills, none chosen", "POST", "/v1/drafts", nil, jsonHdr(), string(drafts), 409, "conflict"},
-		{"not ready", "GET", "/v1/ready", detached.routes(""), nil, "", 503, "unavailable"},
+		{"a source of several skills, none chosen", "POST", "/v1/drafts", nil, apitest.JSONHeader(), string(drafts), 409, "conflict"},
+		{"not ready", "GET", "/v1/ready", detached.Handler(""), nil, "", 503, "unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.h
 			if h == nil {
-				h = d.routes("")
+				h = d.http.Handler("")
 			}
 			path := tc.path
 			if strings.Contains(path, "SESSION") {
-				info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"pub"}})
+				info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"pub"}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -257,8 +225,8 @@ func TestErrorStatuses(t *testing.T) {
 			if tc.body != "" {
 				body = []byte(tc.body)
 			}
-			code, h2, got := newCheckedAPI(t, h).send(tc.method, path, tc.header, body)
-			if code != tc.status || errCode(got) != tc.code {
+			code, h2, got := apitest.NewChecked(t, h).Send(tc.method, path, tc.header, body)
+			if code != tc.status || apitest.ErrorCode(got) != tc.code {
 				t.Fatalf("%s %s: %d %s; want %d %s", tc.method, path, code, got, tc.status, tc.code)
 			}
 			if code == http.StatusMethodNotAllowed && h2.Get("Allow") == "" {
@@ -276,22 +244,22 @@ func TestEventStream(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
 	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
-	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"pub"}})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"pub"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := newCheckedAPI(t, d.routes(""))
-	c := loadContract(t)
+	client := apitest.NewChecked(t, d.http.Handler(""))
+	c := apitest.Document(t)
 	open := func(path string) (*bufio.Reader, context.CancelFunc) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, hang)
-		req, _ := http.NewRequestWithContext(sctx, "GET", api.url+path, nil)
-		resp, err := api.hc.Do(req)
+		req, _ := http.NewRequestWithContext(sctx, "GET", client.URL+path, nil)
+		resp, err := client.Client.Do(req)
 		if err != nil {
 			cancel()
 			t.Fatal(err)
 		}
-		api.conform()
+		client.Conform()
 		t.Cleanup(func() { resp.Body.Close() })
 		if resp.StatusCode != http.StatusOK {
 			cancel()
@@ -306,7 +274,7 @@ func TestEventStream(t *testing.T) {
 	}
 	// next reads the next event, skipping comments, and checks its data
 	// against the document.
-	next := func(br *bufio.Reader) (string, Event) {
+	next := func(br *bufio.Reader) (string, api.Event) {
 		t.Helper()
 		var typ string
 		for {
@@ -322,11 +290,11 @@ func TestEventStream(t *testing.T) {
 				if err := c.CheckSchema("Event", "application/json", data); err != nil {
 					t.Errorf("event %s: %v", data, err)
 				}
-				var e Event
+				var e api.Event
 				if err := json.Unmarshal(data, &e); err != nil {
 					t.Fatal(err)
 				}
-				if e.Type != typ {
+				if string(e.Type) != typ {
 					t.Errorf("event: %s carries data of type %s", typ, e.Type)
 				}
 				return typ, e
@@ -336,7 +304,7 @@ func TestEventStream(t *testing.T) {
 	session, stopSession := open("/v1/sessions/" + info.ID + "/events")
 	defer stopSession()
 	all, stopAll := open("/v1/events")
-	if code, _, body := api.send("POST", "/v1/sessions/"+info.ID+"/mentions", jsonHdr(), []byte(`{"text":"use $pub now"}`)); code != http.StatusOK {
+	if code, _, body := client.Send("POST", "/v1/sessions/"+info.ID+"/mentions", apitest.JSONHeader(), []byte(`{"text":"use $pub now"}`)); code != http.StatusOK {
 		t.Fatalf("mention: %d %s", code, body)
 	}
 	for name, br := range map[string]*bufio.Reader{"session": session, "all": all} {
@@ -353,7 +321,7 @@ func TestEventStream(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, _, body := api.send("DELETE", "/v1/sessions/"+info.ID, nil, nil); code != http.StatusOK {
+	if code, _, body := client.Send("DELETE", "/v1/sessions/"+info.ID, nil, nil); code != http.StatusOK {
 		t.Fatalf("close: %d %s", code, body)
 	}
 	if typ, e := next(session); typ != "closed" || e.Session != info.ID {
@@ -367,11 +335,7 @@ func TestEventStream(t *testing.T) {
 	}
 }
 
-func subscribers(d *Daemon) int {
-	d.events.mu.Lock()
-	defer d.events.mu.Unlock()
-	return len(d.events.subs)
-}
+func subscribers(d *Daemon) int { return d.events.Subscribers() }
 
 // TestUserRoutesTellNothingOfOthers: an ordinary user deleting another user
 // gets the answer a missing user gets, byte for byte but the uid, whether
@@ -385,10 +349,10 @@ func TestUserRoutesTellNothingOfOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api := newCheckedAPI(t, d.routes(""))
+	client := apitest.NewChecked(t, d.http.Handler(""))
 	answer := func(uid, query string) string {
 		t.Helper()
-		code, _, body := api.send("DELETE", "/v1/users/"+uid+query, hdr(ActAsHeader, "alice"), nil)
+		code, _, body := client.Send("DELETE", "/v1/users/"+uid+query, apitest.Header(api.ActAsHeader, "alice"), nil)
 		return strconv.Itoa(code) + " " + strings.ReplaceAll(strings.TrimSpace(string(body)), `\"`+uid+`\"`, `\"UID\"`)
 	}
 	for _, query := range []string{"", "?force=true"} {
@@ -416,7 +380,7 @@ func TestUserRoutesTellNothingOfOthers(t *testing.T) {
 	if _, err := d.cat.Import(ctx, catalog.ImportRequest{Source: dir, As: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	code, _, body := api.send("DELETE", "/v1/users/bob?to=root", hdr(ActAsHeader, "adm"), nil)
+	code, _, body := client.Send("DELETE", "/v1/users/bob?to=root", apitest.Header(api.ActAsHeader, "adm"), nil)
 	var del catalog.UserDeleted
 	if code != http.StatusOK || json.Unmarshal(body, &del) != nil || del.Owner != "root" || !slices.Equal(del.Handed, []string{"bobs"}) {
 		t.Fatalf("an admin deletes bob --to root: %d %s", code, body)
@@ -439,7 +403,7 @@ func TestSessionLeftOutToldToManagers(t *testing.T) {
 	}
 	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
 	install(t, d, "name: pdf\ndescription: the operator's own", "")
-	api := newCheckedAPI(t, d.routes(""))
+	client := apitest.NewChecked(t, d.http.Handler(""))
 	for _, tc := range []struct{ as, want string }{
 		{"", policy.SkipNotReadable},               // the operator manages pdf
 		{"bob", policy.SkipMissing},                // bob does not know pdf
@@ -447,24 +411,24 @@ func TestSessionLeftOutToldToManagers(t *testing.T) {
 		{"mallory", policy.SkipMissing},            // an unregistered caller is no one
 		{catalog.Operator, policy.SkipNotReadable}, // named
 	} {
-		code, _, body := api.send("POST", "/v1/sessions", jsonHdr(ActAsHeader, tc.as), []byte(`{"user":"alice","skills":["pdf"]}`))
-		var e apiError
+		code, _, body := client.Send("POST", "/v1/sessions", apitest.JSONHeader(api.ActAsHeader, tc.as), []byte(`{"user":"alice","skills":["pdf"]}`))
+		var e api.Error
 		json.Unmarshal(body, &e)
 		msg := e.Error
 		if code != http.StatusNotFound || !strings.Contains(msg, `"pdf" (`+tc.want+`)`) ||
 			strings.Contains(msg, "skill share") != (tc.want == policy.SkipNotReadable) {
 			t.Errorf("as %q, alice's session of pdf alone: %d %s, want 404 saying %q", tc.as, code, body, tc.want)
 		}
-		code, _, body = api.send("POST", "/v1/sessions", jsonHdr(ActAsHeader, tc.as), []byte(`{"user":"alice","skills":["pub","pdf"]}`))
-		var info SessionInfo
+		code, _, body = client.Send("POST", "/v1/sessions", apitest.JSONHeader(api.ActAsHeader, tc.as), []byte(`{"user":"alice","skills":["pub","pdf"]}`))
+		var info api.SessionInfo
 		if code != http.StatusOK || json.Unmarshal(body, &info) != nil {
 			t.Fatalf("as %q, alice's session of pub and pdf: %d %s", tc.as, code, body)
 		}
 		if len(info.Skipped) != 1 || info.Skipped[0].Slug != "pdf" || info.Skipped[0].Reason != tc.want {
 			t.Errorf("as %q, left out %+v, want pdf (%s)", tc.as, info.Skipped, tc.want)
 		}
-		code, _, body = api.send("PATCH", "/v1/sessions/"+info.ID, jsonHdr(ActAsHeader, tc.as), []byte(`{"skills":["pdf","pub"]}`))
-		info = SessionInfo{}
+		code, _, body = client.Send("PATCH", "/v1/sessions/"+info.ID, apitest.JSONHeader(api.ActAsHeader, tc.as), []byte(`{"skills":["pdf","pub"]}`))
+		info = api.SessionInfo{}
 		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || len(info.Skipped) != 1 || info.Skipped[0].Reason != tc.want {
 			t.Errorf("as %q, set alice's session to pdf and pub: %d %s, want pdf (%s)", tc.as, code, body, tc.want)
 		}

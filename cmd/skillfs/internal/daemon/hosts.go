@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
 )
 
@@ -18,20 +19,11 @@ const (
 	DefaultHostGrace      = 10 * time.Second
 )
 
-// HostInfo is a host as `skillfs hosts` and GET /v1/hosts show it.
-type HostInfo struct {
-	skills.Host
-	// Alive says whether its last heartbeat is within the grace.
-	Alive bool `json:"alive"`
-	// Self marks the host that answered.
-	Self bool `json:"self"`
-}
-
 // clock is the time hosts are judged by: the index's (see index.DB.Clock),
 // so heartbeats of hosts whose clocks disagree compare; this machine's
 // when the index cannot say.
 func (d *Daemon) clock(ctx context.Context) time.Time {
-	if t, err := d.cat.DB().Clock(ctx); err == nil {
+	if t, err := d.db.Clock(ctx); err == nil {
 		return t
 	}
 	return time.Now().UTC()
@@ -41,15 +33,15 @@ func (d *Daemon) clock(ctx context.Context) time.Time {
 func (d *Daemon) alive(seen, now time.Time) bool { return now.Sub(seen) <= d.hostGrace }
 
 // Hosts lists the hosts registered in the index, by name.
-func (d *Daemon) Hosts(ctx context.Context) ([]HostInfo, error) {
-	list, err := d.cat.DB().Hosts(ctx)
+func (d *Daemon) Hosts(ctx context.Context) ([]api.HostInfo, error) {
+	list, err := d.db.Hosts(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := d.clock(ctx)
-	out := make([]HostInfo, len(list))
+	out := make([]api.HostInfo, len(list))
 	for i, h := range list {
-		out[i] = HostInfo{Host: h, Alive: d.alive(h.LastSeen, now), Self: h.ID == d.host}
+		out[i] = api.HostInfo{Host: h, Alive: d.alive(h.LastSeen, now), Self: h.ID == d.host}
 	}
 	return out, nil
 }
@@ -59,10 +51,10 @@ func (d *Daemon) Hosts(ctx context.Context) ([]HostInfo, error) {
 func (d *Daemon) register(ctx context.Context, tcp string) error {
 	now := d.clock(ctx)
 	h := skills.Host{ID: d.host, Name: d.hostName, API: tcp, Mount: d.mountRoot, StartedAt: d.started, LastSeen: now}
-	if err := d.cat.DB().RegisterHost(ctx, h); err != nil {
+	if err := d.db.RegisterHost(ctx, h); err != nil {
 		return err
 	}
-	d.api = tcp
+	d.apiAddr = tcp
 	return nil
 }
 
@@ -72,9 +64,9 @@ func (d *Daemon) register(ctx context.Context, tcp string) error {
 func (d *Daemon) heartbeat(ctx context.Context, every time.Duration) {
 	failing := false
 	periodically(ctx, every, func() {
-		err := d.cat.DB().Heartbeat(ctx, d.host, d.clock(ctx))
+		err := d.db.Heartbeat(ctx, d.host, d.clock(ctx))
 		if errors.Is(err, skills.ErrNotFound) {
-			err = d.register(ctx, d.api)
+			err = d.register(ctx, d.apiAddr)
 		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
@@ -94,7 +86,7 @@ func (d *Daemon) served(ctx context.Context, s *skills.Session) error {
 	if s.Host == d.host {
 		return nil
 	}
-	h, err := d.cat.DB().Host(ctx, s.Host)
+	h, err := d.db.Host(ctx, s.Host)
 	switch {
 	case errors.Is(err, skills.ErrNotFound):
 		return fmt.Errorf("session %s is served by host %q, which is not registered: take it over here with `skillfs session move %s`: %w",

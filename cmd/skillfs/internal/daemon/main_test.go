@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"testing"
+	"time"
 
 	skfs "skillfs/fs"
 	"skillfs/fs/fusetest"
@@ -15,3 +16,7 @@ var testFsName = fusetest.FsName("skillfs-daemon-test")
 func TestMain(m *testing.M) {
 	fusetest.Main(m, func() ([]string, error) { return skfs.MountsOf(testFsName) })
 }
+
+// hang bounds every wait for something that must happen: far above the
+// limits under test, so only a hang reaches it.
+const hang = 10 * time.Second

@@ -2,21 +2,21 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/skills"
 )
 
@@ -82,7 +82,7 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics(&Daemon{})
-	r := newRecorder(db, newHub(db), slog.New(slog.DiscardHandler), m)
+	r := newRecorder(db, events.NewHub(db), slog.New(slog.DiscardHandler), m)
 	for _, o := range []struct{ session, slug string }{
 		{"s1", "a"}, {"s1", "a"}, {"s1", "b"}, {"s1", "a"}, {"s2", "a"}, {"s2", "a"},
 	} {
@@ -130,22 +130,6 @@ func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 	wantSeries(t, series(t, m), want)
 }
 
-// TestImportOutcomesAreErrorCodes: the outcome an import's status names is
-// the code the API's error body carries for it, and one of those counted
-// from the start.
-func TestImportOutcomesAreErrorCodes(t *testing.T) {
-	for _, err := range []error{nil, skills.ErrNotFound, skills.ErrPermission, skills.ErrExists, skills.ErrAmbiguous,
-		skills.ErrInvalid, skills.ErrLimit, skills.ErrDamaged, errors.New("anything else")} {
-		code, status := "ok", http.StatusOK
-		if err != nil {
-			code, status = ErrorCode(err)
-		}
-		if got := outcomeOf(status); got != code || !slices.Contains(importOutcomes, got) {
-			t.Errorf("%v: status %d is outcome %q, want %q among %v", err, status, got, code, importOutcomes)
-		}
-	}
-}
-
 // TestAPIMetrics: GET /metrics serves the daemon's registry on the socket's
 // routes and behind the token on the TCP listener's; requests count by the
 // route's pattern and status (refused ones and unrouted ones too), import
@@ -155,7 +139,7 @@ func TestAPIMetrics(t *testing.T) {
 	d := newTestDaemon(t)
 	install(t, d, "name: x\ndescription: one skill", skills.ScopeGlobal)
 	install(t, d, "name: y\ndescription: another skill", skills.ScopeGlobal)
-	info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"x", "y"}})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"x", "y"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +152,7 @@ func TestAPIMetrics(t *testing.T) {
 		}
 	}
 
-	sock, tcp := d.routes(""), d.routes("tok")
+	sock, tcp := d.http.Handler(""), d.http.Handler("tok")
 	do := func(h http.Handler, method, path, token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, nil)
 		if token != "" {
@@ -285,7 +269,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 	n := scaleSkills()
 	d := newTestDaemon(b)
 	scaleCatalog(b, d, n)
-	h := d.routes("")
+	h := d.http.Handler("")
 	scrape := func(b *testing.B) {
 		var size int
 		for b.Loop() {
@@ -331,7 +315,7 @@ func TestDeletedSkillsLeaveNoSeries(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
 	install(t, d, "name: keep\ndescription: stays", skills.ScopeGlobal)
-	keep, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"keep"}})
+	keep, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"keep"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,12 +324,12 @@ func TestDeletedSkillsLeaveNoSeries(t *testing.T) {
 	if baseline != 2 {
 		t.Fatalf("%d skill series after reading one skill, want its opens and activations", baseline)
 	}
-	h := d.routes("")
+	h := d.http.Handler("")
 	const rounds = 20
 	for i := range rounds {
 		slug := fmt.Sprintf("gone%02d", i)
 		install(t, d, "name: "+slug+"\ndescription: deleted again", skills.ScopeGlobal)
-		s, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{slug}})
+		s, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{slug}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +362,7 @@ func TestFleetDeleteLeavesNoSeries(t *testing.T) {
 	if err := b.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	info, err := b.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"x"}})
+	info, err := b.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}

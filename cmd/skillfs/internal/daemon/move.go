@@ -6,25 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
 )
-
-// MoveRequest asks this host to take a session over from the host serving
-// it. Force takes it over even while that host is alive.
-type MoveRequest struct {
-	Force bool `json:"force"`
-}
-
-// Moved is the answer to a move: the session as this host now serves it,
-// the host that served it, and the binds that host had made, which do not
-// follow (they live in that machine's mount namespaces): the sandbox must
-// bind the session again here.
-type Moved struct {
-	SessionInfo
-	From    string        `json:"from"`
-	Dropped []skills.Bind `json:"dropped_binds"`
-	Note    string        `json:"note,omitempty"`
-}
 
 // Move takes open session id over from the host serving it: this host
 // serves its view with its pinned versions (the same pins, not resolved
@@ -39,7 +23,7 @@ type Moved struct {
 //
 // A move is allowed to whoever may close the session: the API trusts its
 // caller as it does for every session call.
-func (d *Daemon) Move(ctx context.Context, id string, force bool) (*Moved, error) {
+func (d *Daemon) Move(ctx context.Context, id string, force bool) (*api.Moved, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, err := d.Session(ctx, id)
@@ -53,7 +37,7 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*Moved, error
 	if err := d.mayTakeOver(ctx, s, force); err != nil {
 		return nil, err
 	}
-	dropped, err := d.cat.DB().Binds(ctx, id)
+	dropped, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +52,8 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*Moved, error
 	if err != nil {
 		return nil, fmt.Errorf("serve session %s: %w", id, err)
 	}
-	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().MoveSession(ctx, id, from, d.host, evs...) },
-		Event{Type: "moved", Session: id, Host: d.host, At: time.Now().UTC()})
+	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.MoveSession(ctx, id, from, d.host, evs...) },
+		api.Event{Type: skills.EventMoved, Session: id, Host: d.host, At: time.Now().UTC()})
 	if err != nil {
 		d.fs.RemoveSession(id)
 		return nil, err
@@ -81,10 +65,10 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*Moved, error
 		d.log.Error("record what a moved session may no longer read", "session", id, "err", err)
 	}
 	d.log.Info("session moved here", "session", id, "from", from, "skills", len(kept), "binds_dropped", len(dropped))
-	out := &Moved{SessionInfo: *d.info(s, nil), From: from, Dropped: dropped}
+	out := &api.Moved{SessionInfo: *d.info(s, nil), From: from, Dropped: dropped}
 	out.Skipped = lost
 	if out.Skipped == nil {
-		out.Skipped = []Skipped{}
+		out.Skipped = []api.Skipped{}
 	}
 	if out.Dropped == nil {
 		out.Dropped = []skills.Bind{}
@@ -99,7 +83,7 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*Moved, error
 // mayTakeOver refuses to take session s over from a host that is alive,
 // unless force: that host still serves the session.
 func (d *Daemon) mayTakeOver(ctx context.Context, s *skills.Session, force bool) error {
-	h, err := d.cat.DB().Host(ctx, s.Host)
+	h, err := d.db.Host(ctx, s.Host)
 	now := d.clock(ctx)
 	switch {
 	case errors.Is(err, skills.ErrNotFound):

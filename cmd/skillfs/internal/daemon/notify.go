@@ -54,12 +54,12 @@ func (d *Daemon) watchdog(ctx context.Context, every time.Duration, log *slog.Lo
 	log.Info("service manager watchdog", "every", every)
 	told := "" // the index problem last told, "" for none
 	periodically(ctx, every/2, func() {
-		if c := d.check("mount", &d.watchBusy, d.checkMount); !c.OK {
+		if c := d.check("mount", &d.watchBusy.mount, d.checkMount); !c.OK {
 			log.Warn("watchdog withheld: the mount does not answer", "err", c.Error)
 			return
 		}
 		state := "WATCHDOG=1"
-		problem := d.check("index", &d.watchIdx, d.checkIndexFiles).Error // a check that hangs is told too
+		problem := d.check("index", &d.watchBusy.index, d.checkIndexFiles).Error // a check that hangs is told too
 		switch {
 		case problem != "" && problem != told:
 			log.Error("the index's files could not be checked, or are not those the daemon has open", "err", problem)

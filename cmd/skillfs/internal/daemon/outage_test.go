@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/activation/activationtest"
 	"skillfs/index"
@@ -67,7 +69,7 @@ func testOutage(t *testing.T, d *Daemon, out outage) {
 	d.rec.Flush(ctx) // reads the catalog with the skills in it
 	sessions := make([]string, nSessions)
 	for i := range sessions {
-		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: slugs})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: slugs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,12 +164,12 @@ func testOutage(t *testing.T, d *Daemon, out outage) {
 				t.Errorf("%s in %s: %d activated events, want 1", slug, s, n)
 			}
 		}
-		api, err := d.Activations(ctx, s)
+		answer, err := d.Activations(ctx, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tools := slices.Sorted(slices.Values(api.Tools)); len(api.Activated) != nSkills || !slices.Equal(tools, toolsOf(slugs)) {
-			t.Errorf("the API answers %d activated skills and tools %v for %s", len(api.Activated), api.Tools, s)
+		if tools := slices.Sorted(slices.Values(answer.Tools)); len(answer.Activated) != nSkills || !slices.Equal(tools, toolsOf(slugs)) {
+			t.Errorf("the API answers %d activated skills and tools %v for %s", len(answer.Activated), answer.Tools, s)
 		}
 	}
 	for _, e := range page.Events {
@@ -194,13 +196,13 @@ func TestUnreachableIndexAnswersUnavailable(t *testing.T) {
 	d := newTestDaemonOn(t, func(db *index.DB) activation.Index { f = &activationtest.Flaky{DB: db}; return f }, false)
 	ctx := context.Background()
 	install(t, d, "name: pub\ndescription: for everyone", skills.ScopeGlobal)
-	info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"pub"}})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"pub"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Down.Store(true)
-	code, _, got := newCheckedAPI(t, d.routes("")).send("GET", "/v1/sessions/"+info.ID+"/activations", nil, nil)
-	if code != 503 || errCode(got) != "unavailable" || !bytes.Contains(got, []byte(`"error": "`+skills.UnavailableSays+": ")) {
+	code, _, got := apitest.NewChecked(t, d.http.Handler("")).Send("GET", "/v1/sessions/"+info.ID+"/activations", nil, nil)
+	if code != 503 || apitest.ErrorCode(got) != "unavailable" || !bytes.Contains(got, []byte(`"error": "`+skills.UnavailableSays+": ")) {
 		t.Fatalf("activations while the index cannot be reached: %d %s", code, got)
 	}
 	if b, err := os.ReadFile(filepath.Join(d.mountRoot, info.ID, "pub", "SKILL.md")); err != nil || !bytes.Contains(b, []byte("name: pub")) {
@@ -221,7 +223,7 @@ func BenchmarkFirstActivationDuringOutage(b *testing.B) {
 	buf := make([]byte, 64<<10)
 	var manifest time.Duration
 	for b.Loop() {
-		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"x"}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"skillfs/index"
 	"skillfs/policy"
@@ -31,7 +32,7 @@ type requested struct {
 // a slug, missing as any unknown one.
 func (d *Daemon) readRequested(ctx context.Context, set *index.SkillSet, u skills.User, list []string, stored bool) (*requested, error) {
 	r := &requested{roots: []string{}, pinned: map[string]string{}, stored: []string{}}
-	for _, entry := range dedupe(list) {
+	for _, entry := range distinctNonEmpty(list) {
 		ref, err := skills.ParseSkillRef(entry)
 		if err != nil && stored {
 			ref, err = skills.SkillRef{Slug: entry}, nil
@@ -39,7 +40,7 @@ func (d *Daemon) readRequested(ctx context.Context, set *index.SkillSet, u skill
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := r.pinned[ref.Slug]; dup || containsString(r.roots, ref.Slug) {
+		if _, dup := r.pinned[ref.Slug]; dup || slices.Contains(r.roots, ref.Slug) {
 			if ref.Version != "" || r.pinned[ref.Slug] != "" {
 				return nil, fmt.Errorf("skill %q is asked for twice (%s): ask for one version of it: %w", ref.Slug, entry, skills.ErrInvalid)
 			}
@@ -47,7 +48,7 @@ func (d *Daemon) readRequested(ctx context.Context, set *index.SkillSet, u skill
 		}
 		if ref.Version != "" {
 			if sk := set.Get(ref.Slug); sk != nil && policy.Visible(u, sk) {
-				v, err := d.cat.DB().ResolveVersion(ctx, ref.Slug, ref.Version)
+				v, err := d.db.ResolveVersion(ctx, ref.Slug, ref.Version)
 				switch {
 				case errors.Is(err, skills.ErrNotFound):
 					r.skipped = append(r.skipped, policy.Skipped{Slug: ref.Slug,
@@ -97,13 +98,4 @@ func pinnedVersions(stored []string) map[string]string {
 		}
 	}
 	return out
-}
-
-func containsString(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

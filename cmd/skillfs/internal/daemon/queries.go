@@ -12,8 +12,8 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
 	"skillfs/policy"
@@ -21,19 +21,10 @@ import (
 	"skillfs/skills/manifest"
 )
 
-// Activations is what a tool loader asks for; its JSON is part of the CLI contract.
-type Activations struct {
-	Activated []skills.Activation `json:"activated"`
-	Preloaded []string            `json:"preloaded"`
-	Tools     []string            `json:"tools"`
-	MCPs      []string            `json:"mcps"`
-	Conflicts []string            `json:"conflicts,omitempty"`
-}
-
 // Activations returns a session's activated skills (those still readable, in
 // order of first activation) and the tools and MCP servers to load: the own
 // dependencies of its preloaded, then activated, skills.
-func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, error) {
+func (d *Daemon) Activations(ctx context.Context, id string) (*api.Activations, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -46,7 +37,7 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	for _, p := range s.Pins {
 		pinned[p.Slug] = true
 	}
-	out := &Activations{Activated: []skills.Activation{}, Preloaded: []string{}}
+	out := &api.Activations{Activated: []skills.Activation{}, Preloaded: []string{}}
 	var order []string
 	pre, err := d.preloadClosure(ctx, s)
 	if err != nil {
@@ -69,7 +60,7 @@ func (d *Daemon) Activations(ctx context.Context, id string) (*Activations, erro
 	}
 	var active []*skills.Skill
 	for _, slug := range order {
-		sk, err := d.cat.DB().Skill(ctx, slug)
+		sk, err := d.db.Skill(ctx, slug)
 		if errors.Is(err, skills.ErrNotFound) {
 			continue // deleted meanwhile: nothing of it to load
 		}
@@ -104,7 +95,7 @@ func (d *Daemon) preloadClosure(ctx context.Context, s *skills.Session) (map[str
 		if !pinned[slug] || qerr != nil {
 			return nil
 		}
-		sk, err := d.cat.DB().Skill(ctx, slug)
+		sk, err := d.db.Skill(ctx, slug)
 		if err != nil && !errors.Is(err, skills.ErrNotFound) {
 			qerr = err
 		}
@@ -126,7 +117,7 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 	if v, err := d.fs.ViewFS(s.ID); err == nil {
 		return v
 	}
-	set, err := d.cat.DB().SkillSet(context.Background())
+	set, err := d.db.SkillSet(context.Background())
 	if err != nil {
 		set = nil // the view then keeps its own copies of the names
 	}
@@ -175,7 +166,7 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 			continue
 		}
 		name := m.Name
-		if sk, err := d.cat.DB().Skill(ctx, p.Slug); err == nil {
+		if sk, err := d.db.Skill(ctx, p.Slug); err == nil {
 			if sk.Version == p.Version {
 				// The name the import settled (a folder's name, say, for a
 				// SKILL.md without one), as `skill list` shows it.
@@ -240,24 +231,12 @@ func mdEscape(s string) string {
 	return r.Replace(s)
 }
 
-// Mention is a skill named in a message, with its SKILL.md: mentioned as
-// $slug, or invoked as a /skill:slug command, which also gives the body
-// to inject and the command's arguments.
-type Mention struct {
-	Slug    string `json:"slug"`
-	Path    string `json:"path"`
-	Content string `json:"content"`
-	Command bool   `json:"command,omitempty"`
-	Body    string `json:"body,omitempty"` // a command's: SKILL.md without its frontmatter, trimmed
-	Args    string `json:"args,omitempty"` // a command's: the rest of its line
-}
-
 // Mentions returns the readable skills a message invokes as /skill:slug
 // commands (policy.Commands) and then those it names as $slug or
 // [$slug](...) (policy.Mentions) and no command invoked, each once, with
 // their SKILL.md, and records their activation. A skill whose SKILL.md says
 // user-invocable: false is resolved from neither.
-func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, error) {
+func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]api.Mention, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -275,7 +254,7 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 		}
 	}
 	vfs := d.viewFS(s)
-	out := []Mention{}
+	out := []api.Mention{}
 	for i, n := range named {
 		data, err := iofs.ReadFile(vfs, n.Slug+"/"+skills.ManifestName)
 		switch {
@@ -291,7 +270,7 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 		if err := d.rec.Opened(id, n.Slug); err != nil {
 			return nil, err
 		}
-		mention := Mention{Slug: n.Slug, Path: path.Join(d.agentPath, n.Slug, skills.ManifestName), Content: string(data)}
+		mention := api.Mention{Slug: n.Slug, Path: path.Join(d.agentPath, n.Slug, skills.ManifestName), Content: string(data)}
 		if i < commands {
 			mention.Command, mention.Args = true, n.Args
 			if err == nil {
@@ -305,16 +284,9 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]Mention, erro
 	return out, nil
 }
 
-// Resolved is the target of a skill:// URL.
-type Resolved struct {
-	Data        []byte
-	ContentType string
-	ModTime     time.Time
-}
-
 // Resolve returns the file a skill://SLUG[/PATH] URL names in a session's
 // view, with the filesystem's confinement. A bare skill://SLUG is its SKILL.md.
-func (d *Daemon) Resolve(ctx context.Context, id, raw string) (*Resolved, error) {
+func (d *Daemon) Resolve(ctx context.Context, id, raw string) (*api.Resolved, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -370,7 +342,7 @@ func (d *Daemon) Resolve(ctx context.Context, id, raw string) (*Resolved, error)
 	if path.Ext(clean) == ".md" {
 		ct = "text/markdown; charset=utf-8"
 	}
-	return &Resolved{Data: data, ContentType: ct, ModTime: fi.ModTime()}, nil
+	return &api.Resolved{Data: data, ContentType: ct, ModTime: fi.ModTime()}, nil
 }
 
 func notExist(err error) error {

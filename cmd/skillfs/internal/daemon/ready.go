@@ -12,23 +12,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/index"
 	"skillfs/skills"
 )
-
-// Check is one part of the daemon's readiness.
-type Check struct {
-	Name  string `json:"name"` // mount, index, store
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-}
-
-// Readiness says whether the daemon can do its work: see Ready.
-type Readiness struct {
-	Ready  bool    `json:"ready"`
-	Checks []Check `json:"checks"`
-}
 
 // readyTimeout bounds each readiness check: a hung mount or disk makes the
 // daemon not ready, not the probe hang.
@@ -41,25 +29,25 @@ const fuseSuperMagic = 0x65735546
 // daemon's FUSE filesystem, that the index's files are those the daemon
 // has open and the index takes a durable write, and that the content store
 // can be read.
-func (d *Daemon) Ready(ctx context.Context) Readiness {
-	checks := []Check{
-		d.check("mount", &d.readyBusy[0], d.checkMount),
-		d.check("index", &d.readyBusy[1], func() error {
+func (d *Daemon) Ready(ctx context.Context) api.Readiness {
+	checks := []api.Check{
+		d.check("mount", &d.readyBusy.mount, d.checkMount),
+		d.check("index", &d.readyBusy.index, func() error {
 			if err := d.checkIndexFiles(); err != nil {
 				return err // a write would succeed, into a file no one else reads
 			}
 			ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 			defer cancel()
-			err := d.cat.DB().CheckWritable(ctx)
+			err := d.db.CheckWritable(ctx)
 			if err != nil && d.cat.Shared() {
 				// A shared index that does not answer is unreachable.
 				err = errors.New(skills.Message(activation.AsUnavailable(err)))
 			}
 			return err
 		}),
-		d.check("store", &d.readyBusy[2], d.checkStore),
+		d.check("store", &d.readyBusy.store, d.checkStore),
 	}
-	r := Readiness{Ready: true, Checks: checks}
+	r := api.Readiness{Ready: true, Checks: checks}
 	for _, c := range checks {
 		r.Ready = r.Ready && c.OK
 	}
@@ -68,9 +56,9 @@ func (d *Daemon) Ready(ctx context.Context) Readiness {
 
 // check runs fn within readyTimeout. A check still waiting from an earlier
 // call (busy) is not started again: it reports that it is waiting.
-func (d *Daemon) check(name string, busy *atomic.Bool, fn func() error) Check {
+func (d *Daemon) check(name string, busy *atomic.Bool, fn func() error) api.Check {
 	if !busy.CompareAndSwap(false, true) {
-		return Check{Name: name, Error: "an earlier check has not answered yet"}
+		return api.Check{Name: name, Error: "an earlier check has not answered yet"}
 	}
 	res := make(chan error, 1)
 	go func() {
@@ -80,11 +68,11 @@ func (d *Daemon) check(name string, busy *atomic.Bool, fn func() error) Check {
 	select {
 	case err := <-res:
 		if err != nil {
-			return Check{Name: name, Error: err.Error()}
+			return api.Check{Name: name, Error: err.Error()}
 		}
-		return Check{Name: name, OK: true}
+		return api.Check{Name: name, OK: true}
 	case <-time.After(readyTimeout):
-		return Check{Name: name, Error: fmt.Sprintf("no answer within %v", readyTimeout)}
+		return api.Check{Name: name, Error: fmt.Sprintf("no answer within %v", readyTimeout)}
 	}
 }
 
@@ -108,7 +96,7 @@ func (d *Daemon) checkMount() error {
 // open were removed or replaced under it (see index.DB.CheckFiles), what
 // that means and what to do.
 func (d *Daemon) checkIndexFiles() error {
-	err := d.cat.DB().CheckFiles()
+	err := d.db.CheckFiles()
 	var re *index.ReplacedError
 	if errors.As(err, &re) {
 		return fmt.Errorf("%w: the daemon's writes (sessions, activations) now reach no other process, and theirs do not reach it. "+

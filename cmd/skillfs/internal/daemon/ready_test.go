@@ -14,7 +14,7 @@ import (
 func getReady(t *testing.T, d *Daemon) (int, map[string]any) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	d.routes("").ServeHTTP(rec, httptest.NewRequest("GET", "/v1/ready", nil))
+	d.http.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", "/v1/ready", nil))
 	var out map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 		t.Fatalf("decode %q: %v", rec.Body.String(), err)
@@ -60,7 +60,7 @@ func TestReadiness(t *testing.T) {
 // unknown path, 405 with Allow for a known path and the wrong method.
 func TestUnroutedRequests(t *testing.T) {
 	d := newTestDaemon(t)
-	h := d.routes("")
+	h := d.http.Handler("")
 	for _, tc := range []struct {
 		method, path string
 		status       int

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
+	"skillfs/cmd/skillfs/internal/events"
 	skfs "skillfs/fs"
 	"skillfs/skills"
 )
@@ -27,20 +29,25 @@ var _ activationRecorder = (*activation.Recorder)(nil)
 
 // newRecorder is an activation recorder on db that publishes its activated
 // events through events and counts what it records in m.
-func newRecorder(db activation.Index, events *hub, log *slog.Logger, m *metrics) *activation.Recorder {
-	return activation.NewRecorder(db, activatedEvents{events}, log, recorderMetrics{m})
+func newRecorder(db activation.Index, hub *events.Hub, log *slog.Logger, m *metrics) *activation.Recorder {
+	return activation.NewRecorder(db, activatedEvents{hub}, log, recorderMetrics{m})
 }
 
 // startRecorder makes the activation recorder with its journal, which
 // keeps what the index could not take (also what a spill file of an earlier
 // version holds), and delivers what it holds.
-func (d *Daemon) startRecorder(ctx context.Context) (closeJournal func(), err error) {
-	rec := newRecorder(d.cat.DB(), d.events, d.log, d.metrics)
+func (d *Daemon) startRecorder(ctx context.Context) error {
+	var db activation.Index = d.db
+	if d.opts.recorderIndex != nil {
+		db = d.opts.recorderIndex(d.db)
+	}
+	rec := newRecorder(db, d.events, d.log, d.metrics)
 	if err := rec.OpenJournal(ctx, d.cat.Home()); err != nil {
-		return nil, err
+		return err
 	}
 	d.rec = rec
-	return func() { rec.CloseJournal() }, nil
+	d.closeJournal = func() { rec.CloseJournal() }
+	return nil
 }
 
 // flushActivations flushes the recorder every interval until ctx ends; its
@@ -51,14 +58,14 @@ func (d *Daemon) flushActivations(ctx context.Context, every time.Duration) {
 
 // activatedEvents has the event hub store and publish the recorder's
 // activated events.
-type activatedEvents struct{ h *hub }
+type activatedEvents struct{ h *events.Hub }
 
 func (a activatedEvents) RecordActivated(store func(evs ...*skills.Event) error, evs ...activation.Activated) error {
-	out := make([]Event, len(evs))
+	out := make([]api.Event, len(evs))
 	for i, e := range evs {
-		out[i] = Event{Type: "activated", Session: e.Session, Slug: e.Slug, At: e.At, Tools: e.Tools, MCPs: e.MCPs}
+		out[i] = api.Event{Type: skills.EventActivated, Session: e.Session, Slug: e.Slug, At: e.At, Tools: e.Tools, MCPs: e.MCPs}
 	}
-	return a.h.record(store, out...)
+	return a.h.Record(store, out...)
 }
 
 // recorderMetrics counts in the daemon's metrics (nil: nowhere) what the

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/index"
 	"skillfs/skills"
 )
@@ -44,15 +45,15 @@ func addUsers(t testing.TB, db *index.DB, uids ...string) {
 // a later open publishes nothing.
 func TestRecorderPublishesThroughTheHub(t *testing.T) {
 	db := openDB(t)
-	h := newHub(db)
-	sub := h.subscribe("s1")
-	defer h.unsubscribe(sub)
+	h := events.NewHub(db)
+	sub := h.Subscribe("s1")
+	defer h.Unsubscribe(sub)
 	r := newRecorder(db, h, slog.New(slog.DiscardHandler), nil)
 	if err := r.Opened("s1", "pdf"); err != nil {
 		t.Fatal(err)
 	}
-	evs, _, _ := sub.take()
-	if len(evs) != 1 || evs[0].Type != "activated" || evs[0].Slug != "pdf" || evs[0].ID != 1 ||
+	evs, _, _ := sub.Take()
+	if len(evs) != 1 || evs[0].Type != skills.EventActivated || evs[0].Slug != "pdf" || evs[0].ID != 1 ||
 		evs[0].Tools == nil || evs[0].MCPs == nil {
 		t.Fatalf("events %+v, want pdf's activation", evs)
 	}
@@ -63,59 +64,7 @@ func TestRecorderPublishesThroughTheHub(t *testing.T) {
 	if err := r.Opened("s1", "pdf"); err != nil {
 		t.Fatal(err)
 	}
-	if evs, _, _ := sub.take(); len(evs) > 0 {
+	if evs, _, _ := sub.Take(); len(evs) > 0 {
 		t.Fatalf("a later open published %+v", evs)
-	}
-}
-
-func TestHubFiltersAndNeverBlocks(t *testing.T) {
-	h := newHub(openDB(t))
-	mine := h.subscribe("s1")
-	defer h.unsubscribe(mine)
-	all := h.subscribe("")
-	defer h.unsubscribe(all)
-	idle := h.subscribe("s3")
-	defer h.unsubscribe(idle)
-	for i := range subscriberBuffer {
-		h.publish(Event{ID: int64(i + 1), Type: "activated", Session: []string{"s1", "s2"}[i%2]})
-	}
-	// What waits is queued, filtered by session; a stream nothing was
-	// published to holds no buffer.
-	evs, lagged, _ := mine.take()
-	if len(evs) != subscriberBuffer/2 || lagged {
-		t.Fatalf("s1's stream holds %d events (lagged %v), want %d", len(evs), lagged, subscriberBuffer/2)
-	}
-	for _, e := range evs {
-		if e.Session != "s1" {
-			t.Fatalf("session filter let through %+v", e)
-		}
-	}
-	if cap(idle.queue) != 0 {
-		t.Fatalf("a stream nothing was published to holds a buffer of %d events", cap(idle.queue))
-	}
-	if cap(mine.queue) != 0 {
-		t.Fatalf("a stream whose events were taken still holds a buffer of %d", cap(mine.queue))
-	}
-	for i := range 1000 { // far more than a subscriber buffers: must not block
-		h.publish(Event{ID: int64(subscriberBuffer + i + 1), Type: "activated", Session: []string{"s1", "s2"}[i%2]})
-	}
-	// A subscriber that missed events is told so, to catch up from the log,
-	// and holds none of them meanwhile.
-	for _, s := range []*subscriber{mine, all} {
-		if len(s.queue) > subscriberBuffer {
-			t.Fatalf("a subscriber holds %d events, more than its %d", len(s.queue), subscriberBuffer)
-		}
-		if _, lagged, _ := s.take(); !lagged {
-			t.Fatal("a full subscriber was not told that it lagged")
-		}
-	}
-	h.closeAll()
-	select {
-	case <-all.ready:
-	case <-time.After(5 * time.Second):
-		t.Fatal("closeAll did not wake a stream")
-	}
-	if _, _, closed := all.take(); !closed {
-		t.Fatal("closeAll left a stream open")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
@@ -48,11 +50,11 @@ func TestDraftsOnlyInsideImportRoots(t *testing.T) {
 		}
 	}
 	shadow, _ := os.ReadFile("/etc/shadow")
-	api := newCheckedAPI(t, d.routes(""))
+	client := apitest.NewChecked(t, d.http.Handler(""))
 	draft := func(as, src string) (int, string) {
 		t.Helper()
 		body, _ := json.Marshal(map[string]string{"source": src})
-		code, _, answer := api.send("POST", "/v1/drafts", jsonHdr(ActAsHeader, as), body)
+		code, _, answer := client.Send("POST", "/v1/drafts", apitest.JSONHeader(api.ActAsHeader, as), body)
 		for _, leak := range []string{"OUTSIDE-SECRET", "ENVIRON-SECRET"} {
 			if bytes.Contains(answer, []byte(leak)) {
 				t.Errorf("%s drafts %s: the answer holds %s: %s", as, src, leak, answer)
@@ -61,7 +63,7 @@ func TestDraftsOnlyInsideImportRoots(t *testing.T) {
 		if line, _, _ := strings.Cut(string(shadow), "\n"); line != "" && bytes.Contains(answer, []byte(line)) {
 			t.Errorf("%s drafts %s: the answer holds a line of /etc/shadow", as, src)
 		}
-		var e apiError
+		var e api.Error
 		json.Unmarshal(answer, &e)
 		return code, strings.Replace(e.Error, src, "SOURCE", 1)
 	}
@@ -119,19 +121,19 @@ func TestUpdateThroughTheAPIChecksTheSource(t *testing.T) {
 	if _, err := d.cat.AddCurated(ctx, catalog.CuratedRequest{Source: work, Ref: "main"}); err != nil { // the operator, at a shell
 		t.Fatal(err)
 	}
-	api := newCheckedAPI(t, d.routes(""))
-	if code, _, body := api.send("POST", "/v1/curated/install", jsonHdr(ActAsHeader, "alice"), []byte(`{"name":"pdf"}`)); code != http.StatusOK {
+	client := apitest.NewChecked(t, d.http.Handler(""))
+	if code, _, body := client.Send("POST", "/v1/curated/install", apitest.JSONHeader(api.ActAsHeader, "alice"), []byte(`{"name":"pdf"}`)); code != http.StatusOK {
 		t.Fatalf("alice installs the curated pdf: %d %s", code, body)
 	}
 	before, _ := d.cat.Show(ctx, "alice", "pdf")
 	body, _ := json.Marshal(map[string]string{"source": work})
-	code, _, draft := api.send("POST", "/v1/drafts", jsonHdr(ActAsHeader, "alice"), body)
+	code, _, draft := client.Send("POST", "/v1/drafts", apitest.JSONHeader(api.ActAsHeader, "alice"), body)
 	if code != http.StatusForbidden {
 		t.Fatalf("alice drafts the curated source: %d %s", code, draft)
 	}
 	for _, req := range []string{`{"ref":"secretbranch"}`, `{"tag":"v1"}`} {
-		code, _, answer := api.send("POST", "/v1/skills/pdf/update", jsonHdr(ActAsHeader, "alice"), []byte(req))
-		if code != http.StatusForbidden || errCode(answer) != "permission" || !strings.Contains(string(answer), "admins only") ||
+		code, _, answer := client.Send("POST", "/v1/skills/pdf/update", apitest.JSONHeader(api.ActAsHeader, "alice"), []byte(req))
+		if code != http.StatusForbidden || apitest.ErrorCode(answer) != "permission" || !strings.Contains(string(answer), "admins only") ||
 			bytes.Contains(answer, []byte("UNCURATED-SECRET")) {
 			t.Errorf("alice updates pdf with %s: %d %s; want 403 as her draft gets", req, code, answer)
 		}
@@ -139,7 +141,7 @@ func TestUpdateThroughTheAPIChecksTheSource(t *testing.T) {
 	if after, _ := d.cat.Show(ctx, "alice", "pdf"); after.Version != before.Version || after.Description != "curated" {
 		t.Errorf("after the refused updates: %s", after.Description)
 	}
-	code, _, answer := api.send("POST", "/v1/skills/pdf/update", jsonHdr(ActAsHeader, "alice"), []byte(`{}`))
+	code, _, answer := client.Send("POST", "/v1/skills/pdf/update", apitest.JSONHeader(api.ActAsHeader, "alice"), []byte(`{}`))
 	var res catalog.UpdateResult
 	if json.Unmarshal(answer, &res); code != http.StatusOK || len(res.Skills) != 1 || res.Skills[0].Status != catalog.UpdateUnchanged || res.Skills[0].Ref != "main" {
 		t.Errorf("alice updates pdf at the curated ref: %d %s", code, answer)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
 	"skillfs/skills/store"
 )
@@ -61,28 +62,28 @@ func BenchmarkCreateSession(b *testing.B) {
 	d := newTestDaemon(b)
 	scaleCatalog(b, d, n)
 	ctx := context.Background()
-	run := func(b *testing.B, req func(i int) CreateRequest) {
+	run := func(b *testing.B, req func(i int) api.CreateRequest) {
 		for i := 0; b.Loop(); i++ {
 			info, err := d.CreateSession(ctx, req(i))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := d.Close(ctx, info.ID); err != nil {
+			if err := d.CloseSession(ctx, info.ID); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	b.Run("5-skills", func(b *testing.B) {
-		run(b, func(i int) CreateRequest {
+		run(b, func(i int) api.CreateRequest {
 			var want []string
 			for k := range 5 {
 				want = append(want, fmt.Sprintf("s%05d", (i*37+k*2011)%n))
 			}
-			return CreateRequest{User: "operator", Skills: want}
+			return api.CreateRequest{User: "operator", Skills: want}
 		})
 	})
 	b.Run("all", func(b *testing.B) {
-		run(b, func(int) CreateRequest { return CreateRequest{User: "operator", All: true} })
+		run(b, func(int) api.CreateRequest { return api.CreateRequest{User: "operator", All: true} })
 	})
 }
 
@@ -108,7 +109,7 @@ func BenchmarkFirstActivation(b *testing.B) {
 	var manifest, other, commit time.Duration
 	buf := make([]byte, 64<<10)
 	for i := 0; b.Loop(); i++ {
-		info, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"x"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -128,7 +129,7 @@ func BenchmarkFirstActivation(b *testing.B) {
 		// stored: its first read goes the same way through the daemon
 		// but finds the activation recorded, so it costs everything but
 		// the commit.
-		info2, err := d.CreateSession(ctx, CreateRequest{User: "operator", Skills: []string{"x"}})
+		info2, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"x"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -151,8 +152,8 @@ func BenchmarkFirstActivation(b *testing.B) {
 			b.Fatal(err)
 		}
 		commit += time.Since(start)
-		d.Close(ctx, info.ID)
-		d.Close(ctx, info2.ID)
+		d.CloseSession(ctx, info.ID)
+		d.CloseSession(ctx, info2.ID)
 	}
 	n := float64(b.N)
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }

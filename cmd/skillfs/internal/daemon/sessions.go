@@ -10,48 +10,15 @@ import (
 	"slices"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/internal/catalog"
 	skfs "skillfs/fs"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 )
 
-// CreateRequest asks for a new session.
-type CreateRequest struct {
-	User    string   `json:"user"`
-	Skills  []string `json:"skills"`
-	All     bool     `json:"all"`
-	Preload []string `json:"preload"`
-	// Caller is who asks (the API's acting user, the operator without one):
-	// told why a skill it manages was left out, where the session's user
-	// would be told only that it is missing. "" tells no one but the user.
-	Caller string `json:"-"`
-}
-
-// SessionInfo describes a session; its JSON is part of the CLI contract.
-type SessionInfo struct {
-	ID       string        `json:"id"`
-	User     string        `json:"user"`
-	Readable []string      `json:"readable"` // closure order
-	Preload  []string      `json:"preload"`
-	Path     string        `json:"path"` // the session's subtree in the mount of the host serving it
-	Skipped  []Skipped     `json:"skipped"`
-	Binds    []skills.Bind `json:"binds"`
-	// Pinned are the skills the session asked for at a version, as
-	// slug@hash: refresh and restarts keep them there.
-	Pinned []string `json:"pinned"`
-	// Host is the id of the host serving the session (see `skillfs hosts`).
-	Host string `json:"host"`
-}
-
-// Skipped is a requested or depended-on skill left out of a readable set.
-type Skipped struct {
-	Slug   string `json:"slug"`
-	Reason string `json:"reason"`
-	Via    string `json:"via,omitempty"`
-}
-
-func fromSkipped(in []Skipped) []policy.Skipped {
+func fromSkipped(in []api.Skipped) []policy.Skipped {
 	out := make([]policy.Skipped, len(in))
 	for i, s := range in {
 		out[i] = policy.Skipped{Slug: s.Slug, Reason: s.Reason, Via: s.Via}
@@ -59,10 +26,10 @@ func fromSkipped(in []Skipped) []policy.Skipped {
 	return out
 }
 
-func toSkipped(in []policy.Skipped) []Skipped {
-	out := make([]Skipped, len(in))
+func toSkipped(in []policy.Skipped) []api.Skipped {
+	out := make([]api.Skipped, len(in))
 	for i, s := range in {
-		out[i] = Skipped{Slug: s.Slug, Reason: s.Reason, Via: s.Via}
+		out[i] = api.Skipped{Slug: s.Slug, Reason: s.Reason, Via: s.Via}
 	}
 	return out
 }
@@ -153,7 +120,7 @@ func checkRequest(all bool, requested []string) error {
 // used. Creating a session and changing its skills both go through it.
 // caller, when set, is told why the skills it manages were left out.
 func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string, all bool, requested, preload []string) (*index.SkillSet, *selection, error) {
-	set, err := d.cat.DB().SkillSet(ctx)
+	set, err := d.db.SkillSet(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,7 +135,7 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string,
 	}
 	var managers []skills.User
 	if caller != "" && caller != u.UID {
-		if m, err := d.cat.DB().User(ctx, caller); err == nil {
+		if m, err := d.db.User(ctx, caller); err == nil {
 			managers = append(managers, m)
 		}
 	}
@@ -178,7 +145,7 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string,
 	}
 	pins = rq.pin(pins)
 	skipped = append(rq.skipped, skipped...)
-	pre := dedupe(preload)
+	pre := distinctNonEmpty(preload)
 	for _, p := range pre {
 		if !all && !slices.Contains(roots, p) {
 			return nil, nil, fmt.Errorf("preload %q is not among the requested skills: %w", p, skills.ErrInvalid)
@@ -194,13 +161,13 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string,
 // readable set is computed under the daemon's lock, so a revocation cannot
 // land between computing it and serving it (and be pinned into the session
 // until its next refresh).
-func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*SessionInfo, error) {
+func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api.SessionInfo, error) {
 	if err := checkRequest(req.All, req.Skills); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	u, err := d.cat.DB().User(ctx, req.User)
+	u, err := d.db.User(ctx, req.User)
 	if err != nil {
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
@@ -217,7 +184,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 	// because the client went away.
 	ctx = context.WithoutCancel(ctx)
 	stored := make(chan error, 1)
-	go func() { stored <- d.cat.DB().CreateSession(ctx, s) }()
+	go func() { stored <- d.db.CreateSession(ctx, s) }()
 	lost, serr := d.serveView(set, s.ID, pins)
 	if err := <-stored; err != nil {
 		if serr == nil {
@@ -226,7 +193,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 		return nil, err
 	}
 	if serr != nil {
-		if cerr := d.cat.DB().CloseSession(ctx, s.ID); cerr != nil {
+		if cerr := d.db.CloseSession(ctx, s.ID); cerr != nil {
 			d.log.Error("close a session that could not be served", "session", s.ID, "err", cerr)
 		}
 		return nil, fmt.Errorf("serve session: %w", serr)
@@ -242,7 +209,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req CreateRequest) (*Session
 // fs.VersionDir); if one is not (lost, in the quarantine, or with a shared
 // index not fetched), the view is served without it, logged and reported,
 // rather than keeping the whole session from being served.
-func (d *Daemon) serveView(set *index.SkillSet, id string, pins []skills.Pin) ([]Skipped, error) {
+func (d *Daemon) serveView(set *index.SkillSet, id string, pins []skills.Pin) ([]api.Skipped, error) {
 	v := d.view(set, pins)
 	err := d.fs.SetSession(id, v)
 	if err == nil {
@@ -281,15 +248,15 @@ func (d *Daemon) view(set *index.SkillSet, pins []skills.Pin) skfs.View {
 
 // presentView is the view of the pins whose content is in the store, and
 // the pins left out.
-func (d *Daemon) presentView(set *index.SkillSet, pins []skills.Pin) (skfs.View, []Skipped) {
+func (d *Daemon) presentView(set *index.SkillSet, pins []skills.Pin) (skfs.View, []api.Skipped) {
 	return d.present(d.view(set, pins))
 }
 
 // present is the part of a view whose content is in the store, and the
 // skills left out.
-func (d *Daemon) present(all skfs.View) (skfs.View, []Skipped) {
+func (d *Daemon) present(all skfs.View) (skfs.View, []api.Skipped) {
 	v := make(skfs.View, 0, len(all))
-	var lost []Skipped
+	var lost []api.Skipped
 	for _, sk := range all {
 		if sk.Dir == "" {
 			lost = append(lost, d.lost(sk.Slug, sk.Version))
@@ -304,16 +271,16 @@ func (d *Daemon) present(all skfs.View) (skfs.View, []Skipped) {
 	return v, lost
 }
 
-func (d *Daemon) lost(slug, version string) Skipped {
+func (d *Daemon) lost(slug, version string) api.Skipped {
 	if d.cat.Shared() {
 		d.log.Error("content of a pinned version is not in this host's cache and could not be fetched: not served", "slug", slug, "version", version)
-		return Skipped{Slug: slug, Reason: "its content could not be fetched from the shared index"}
+		return api.Skipped{Slug: slug, Reason: "its content could not be fetched from the shared index"}
 	}
 	d.log.Error("content of a pinned version is missing: not served (run `skillfs check`)", "slug", slug, "version", version)
-	return Skipped{Slug: slug, Reason: "its content is missing from the store"}
+	return api.Skipped{Slug: slug, Reason: "its content is missing from the store"}
 }
 
-func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
+func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *api.SessionInfo {
 	readable := make([]string, len(s.Pins))
 	for i, p := range s.Pins {
 		readable[i] = p.Slug
@@ -325,20 +292,20 @@ func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *SessionInfo {
 	if preload == nil {
 		preload = []string{}
 	}
-	return &SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []Skipped{}, Pinned: pinnedList(s.Requested), Host: s.Host}
+	return &api.SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []api.Skipped{}, Pinned: pinnedList(s.Requested), Host: s.Host}
 }
 
 // placeElsewhere sets the path of the sessions in infos that another host
 // serves to where that host's mount has them (as it registered it).
-func (d *Daemon) placeElsewhere(ctx context.Context, infos ...*SessionInfo) error {
+func (d *Daemon) placeElsewhere(ctx context.Context, infos ...*api.SessionInfo) error {
 	var hosts map[string]skills.Host
 	for _, info := range infos {
 		if info.Host == d.host {
 			continue
 		}
 		if hosts == nil {
-			list, err := d.cat.DB().Hosts(ctx)
+			list, err := d.db.Hosts(ctx)
 			if err != nil {
 				return err
 			}
@@ -368,9 +335,18 @@ func (d *Daemon) servedSession(ctx context.Context, id string) (*skills.Session,
 	return s, nil
 }
 
+// SessionClosed says whether session id, open or closed, is closed.
+func (d *Daemon) SessionClosed(ctx context.Context, id string) (bool, error) {
+	s, err := d.db.Session(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("session %q: %w", id, err)
+	}
+	return !s.ClosedAt.IsZero(), nil
+}
+
 // Session returns an open session.
 func (d *Daemon) Session(ctx context.Context, id string) (*skills.Session, error) {
-	s, err := d.cat.DB().Session(ctx, id)
+	s, err := d.db.Session(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("session %q: %w", id, err)
 	}
@@ -381,12 +357,12 @@ func (d *Daemon) Session(ctx context.Context, id string) (*skills.Session, error
 }
 
 // SessionInfo describes an open session, whichever host serves it.
-func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, error) {
+func (d *Daemon) SessionInfo(ctx context.Context, id string) (*api.SessionInfo, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := d.cat.DB().Binds(ctx, id)
+	mounts, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -397,8 +373,8 @@ func (d *Daemon) SessionInfo(ctx context.Context, id string) (*SessionInfo, erro
 // Sessions lists at most limit open sessions (all when limit < 0) after
 // session after, oldest first, of every host or of host alone (see
 // index.DB.OpenSessionsPage).
-func (d *Daemon) Sessions(ctx context.Context, host, after string, limit int) ([]*SessionInfo, error) {
-	list, err := d.cat.DB().OpenSessionsPage(ctx, host, after, limit)
+func (d *Daemon) Sessions(ctx context.Context, host, after string, limit int) ([]*api.SessionInfo, error) {
+	list, err := d.db.OpenSessionsPage(ctx, host, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -406,11 +382,11 @@ func (d *Daemon) Sessions(ctx context.Context, host, after string, limit int) ([
 	for i, s := range list {
 		ids[i] = s.ID
 	}
-	binds, err := d.cat.DB().OpenBinds(ctx, "", ids)
+	binds, err := d.db.OpenBinds(ctx, "", ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*SessionInfo, len(list))
+	out := make([]*api.SessionInfo, len(list))
 	for i, s := range list {
 		out[i] = d.info(s, binds[s.ID])
 	}
@@ -419,20 +395,20 @@ func (d *Daemon) Sessions(ctx context.Context, host, after string, limit int) ([
 
 // Refresh moves a session to the current versions and picks up newly
 // readable skills (the agent's next turn).
-func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
+func (d *Daemon) Refresh(ctx context.Context, id string) (*api.SessionInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, err := d.servedSession(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	set, err := d.cat.DB().SkillSet(ctx)
+	set, err := d.db.SkillSet(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var pins []skills.Pin
 	var skipped []policy.Skipped
-	u, err := d.cat.DB().User(ctx, s.UID)
+	u, err := d.db.User(ctx, s.UID)
 	switch {
 	case errors.Is(err, skills.ErrNotFound):
 		pins = []skills.Pin{} // a deleted user reads nothing
@@ -448,12 +424,12 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 		skipped = append(rq.skipped, skipped...)
 	}
 	// Read before changing anything, so a failure leaves the session as it was.
-	mounts, err := d.cat.DB().Binds(ctx, id)
+	mounts, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPinsOn(ctx, d.host, id, pins, evs...) },
-		Event{Type: "refreshed", Session: id, At: time.Now().UTC()})
+	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.SetPinsOn(ctx, d.host, id, pins, evs...) },
+		api.Event{Type: skills.EventRefreshed, Session: id, At: time.Now().UTC()})
 	if err != nil {
 		return nil, err
 	}
@@ -468,23 +444,13 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*SessionInfo, error) {
 	return info, nil
 }
 
-// SetRequest changes the skills of an open session: the create request's
-// skills, all and preload, which replace the session's. Skills nil and all
-// false is no request (an empty list is: the session then reads nothing).
-type SetRequest struct {
-	Skills  []string `json:"skills"`
-	All     bool     `json:"all"`
-	Preload []string `json:"preload"`
-	Caller  string   `json:"-"` // as CreateRequest.Caller
-}
-
 // SetSkills gives an open session a new request, as if it had been created
 // with it, keeping its id, binds and the activations of the skills it still
 // reads. A set is not a refresh: a skill the session read before keeps its
 // pinned version, one it did not is pinned at its current version. Skills
 // it no longer reads leave its view at once (open handles fail their next
 // read), each with a revoked event; a changed event follows.
-func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*SessionInfo, error) {
+func (d *Daemon) SetSkills(ctx context.Context, id string, req api.SetRequest) (*api.SessionInfo, error) {
 	if req.Skills == nil && !req.All {
 		return nil, fmt.Errorf("set the skills of session %q: give a skill list (an empty one reads nothing) or all: %w",
 			id, skills.ErrInvalid)
@@ -498,7 +464,7 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	if err != nil {
 		return nil, err
 	}
-	u, err := d.cat.DB().User(ctx, s.UID)
+	u, err := d.db.User(ctx, s.UID)
 	if err != nil {
 		return nil, fmt.Errorf("session %q: its user %q: %w", id, s.UID, err)
 	}
@@ -518,21 +484,21 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 		delete(pinned, p.Slug)
 	}
 	// Read before changing anything, so a failure leaves the session as it was.
-	mounts, err := d.cat.DB().Binds(ctx, id)
+	mounts, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
-	var evs []Event
+	var evs []api.Event
 	for _, p := range s.Pins {
 		if _, gone := pinned[p.Slug]; gone {
-			evs = append(evs, Event{Type: "revoked", Session: id, Slug: p.Slug, At: now})
+			evs = append(evs, api.Event{Type: skills.EventRevoked, Session: id, Slug: p.Slug, At: now})
 		}
 	}
-	evs = append(evs, Event{Type: "changed", Session: id, At: now})
+	evs = append(evs, api.Event{Type: skills.EventChanged, Session: id, At: now})
 	next := &skills.Session{ID: id, UID: s.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
 		Pins: sel.pins, CreatedAt: s.CreatedAt, Host: s.Host}
-	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetSkills(ctx, next, evs...) }, evs...)
+	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.SetSkills(ctx, next, evs...) }, evs...)
 	if err != nil {
 		return nil, err
 	}
@@ -546,9 +512,9 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req SetRequest) (*Ses
 	return info, nil
 }
 
-// Close ends a session this host serves: its view and binds go away, its
-// record stays.
-func (d *Daemon) Close(ctx context.Context, id string) error {
+// CloseSession ends a session this host serves: its view and binds go
+// away, its record stays.
+func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, err := d.servedSession(ctx, id); err != nil {
@@ -556,7 +522,7 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 	}
 	// Without the list the binds would stay mounted, serving a session
 	// recorded as closed: refuse instead.
-	binds, err := d.cat.DB().Binds(ctx, id)
+	binds, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -567,17 +533,37 @@ func (d *Daemon) Close(ctx context.Context, id string) error {
 	}
 	d.fs.RemoveSession(id)
 	d.rec.Forget(id)
-	err = d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().CloseSession(ctx, id, evs...) },
-		Event{Type: "closed", Session: id, At: time.Now().UTC()})
+	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.CloseSession(ctx, id, evs...) },
+		api.Event{Type: skills.EventClosed, Session: id, At: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
-	if err := d.cat.DB().ForgetBinds(ctx, id, d.host); err != nil {
-		// Detached already: the records go with the next matchSessions or start.
+	if err := d.db.ForgetBinds(ctx, id, d.host); err != nil {
+		// Detached already: the records go with the next settle or start.
 		d.log.Warn("forget the binds of a closed session", "session", id, "err", err)
 	}
 	d.log.Info("session closed", "session", id)
 	return nil
+}
+
+// DeleteUser deletes a user as the catalog does (catalog.DeleteUser: their
+// skills go to the user to, "" for the acting user), closing their open
+// sessions when force is set: here (views and binds gone) those this host
+// serves; those other hosts serve go as those hosts follow the change (see
+// follow).
+func (d *Daemon) DeleteUser(ctx context.Context, as, uid, to string, force bool) (*catalog.UserDeleted, error) {
+	res, err := d.cat.DeleteUser(ctx, as, uid, to, force, func(ctx context.Context, ids []string) error {
+		for _, id := range ids {
+			if err := d.CloseSession(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // Reevaluate applies catalog changes to every open session this host
@@ -616,15 +602,15 @@ type readers struct {
 
 // lookAtReaders reads the readers now.
 func (d *Daemon) lookAtReaders(ctx context.Context) (*readers, error) {
-	m, err := d.cat.DB().Marks(ctx, d.host)
+	m, err := d.db.Marks(ctx, d.host)
 	if err != nil {
 		return nil, err
 	}
-	set, err := d.cat.DB().SkillSet(ctx)
+	set, err := d.db.SkillSet(ctx)
 	if err != nil {
 		return nil, err
 	}
-	users, err := d.cat.DB().Users(ctx)
+	users, err := d.db.Users(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -649,7 +635,7 @@ func (d *Daemon) reevaluate(ctx context.Context, serve bool) (int, error) {
 	var errs []error
 	n := 0
 	for after := ""; ; {
-		page, err := d.cat.DB().OpenSessionsPage(ctx, d.host, after, sessionPage)
+		page, err := d.db.OpenSessionsPage(ctx, d.host, after, sessionPage)
 		if err != nil {
 			return n, errors.Join(append(errs, err)...)
 		}
@@ -700,7 +686,7 @@ func (r *readers) keep(s *skills.Session) (kept []skills.Pin, gone []string) {
 // read, as r says, and records that (see recordRevoked); with serve set it
 // serves the view even when nothing was taken (a restart). It returns the
 // pins served without their content (see serveView). The caller holds d.mu.
-func (d *Daemon) revoke(ctx context.Context, r *readers, s *skills.Session, serve bool) ([]Skipped, error) {
+func (d *Daemon) revoke(ctx context.Context, r *readers, s *skills.Session, serve bool) ([]api.Skipped, error) {
 	kept, gone := r.keep(s)
 	if len(gone) == 0 && !serve {
 		return nil, nil
@@ -719,11 +705,11 @@ func (d *Daemon) recordRevoked(ctx context.Context, s *skills.Session, kept []sk
 		return nil
 	}
 	now := time.Now().UTC()
-	revoked := make([]Event, len(gone))
+	revoked := make([]api.Event, len(gone))
 	for i, slug := range gone {
-		revoked[i] = Event{Type: "revoked", Session: s.ID, Slug: slug, At: now}
+		revoked[i] = api.Event{Type: skills.EventRevoked, Session: s.ID, Slug: slug, At: now}
 	}
-	err := d.events.record(func(evs ...*skills.Event) error { return d.cat.DB().SetPinsOn(ctx, d.host, s.ID, kept, evs...) }, revoked...)
+	err := d.events.Record(func(evs ...*skills.Event) error { return d.db.SetPinsOn(ctx, d.host, s.ID, kept, evs...) }, revoked...)
 	if err != nil {
 		return err
 	}
@@ -734,10 +720,14 @@ func (d *Daemon) recordRevoked(ctx context.Context, s *skills.Session, kept []sk
 	return nil
 }
 
-func dedupe(in []string) []string {
+// distinctNonEmpty is the strings of in but "", each once, in their order
+// (never nil: an empty list stays one).
+func distinctNonEmpty(in []string) []string {
 	out := []string{}
+	seen := make(map[string]bool, len(in))
 	for _, s := range in {
-		if s != "" && !slices.Contains(out, s) {
+		if s != "" && !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
@@ -46,9 +48,9 @@ func TestSetSkills(t *testing.T) {
 	installFrom(t, d, filepath.Join(src, "keep"), "---\nname: keep\ndescription: kept, version one\n---\none\n")
 	installFrom(t, d, filepath.Join(src, "drop"), "---\nname: drop\ndescription: dropped\n---\ndrop\n")
 	installFrom(t, d, filepath.Join(src, "add"), "---\nname: add\ndescription: added\n---\nadd\n")
-	api := newCheckedAPI(t, d.routes(""))
+	client := apitest.NewChecked(t, d.http.Handler(""))
 
-	info, err := d.CreateSession(ctx, CreateRequest{User: "alice", Skills: []string{"keep", "drop"}, Preload: []string{"drop"}})
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"keep", "drop"}, Preload: []string{"drop"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +70,10 @@ func TestSetSkills(t *testing.T) {
 	defer held.Close()
 	installFrom(t, d, filepath.Join(src, "keep"), "---\nname: keep\ndescription: kept, version two\n---\ntwo\n")
 
-	patch := func(body string) (int, SessionInfo, []byte) {
+	patch := func(body string) (int, api.SessionInfo, []byte) {
 		t.Helper()
-		code, _, out := api.send("PATCH", "/v1/sessions/"+info.ID, jsonHdr(), []byte(body))
-		var got SessionInfo
+		code, _, out := client.Send("PATCH", "/v1/sessions/"+info.ID, apitest.JSONHeader(), []byte(body))
+		var got api.SessionInfo
 		if code == http.StatusOK {
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatal(err)
@@ -119,7 +121,7 @@ func TestSetSkills(t *testing.T) {
 	}
 	var evs []string
 	for _, e := range page.Events {
-		evs = append(evs, strings.TrimSpace(e.Type+" "+e.Slug))
+		evs = append(evs, strings.TrimSpace(string(e.Type)+" "+e.Slug))
 	}
 	if !slices.Equal(evs, []string{"activated keep", "activated drop", "revoked drop", "changed", "activated add"}) {
 		t.Errorf("events: %q", evs)
@@ -141,7 +143,7 @@ func TestSetSkills(t *testing.T) {
 			t.Errorf("PATCH %s: %d %s, want %d", tc.body, code, body, tc.status)
 		}
 	}
-	if code, _, body := api.send("PATCH", "/v1/sessions/nope", jsonHdr(), []byte(`{"all":true}`)); code != http.StatusNotFound {
+	if code, _, body := client.Send("PATCH", "/v1/sessions/nope", apitest.JSONHeader(), []byte(`{"all":true}`)); code != http.StatusNotFound {
 		t.Errorf("PATCH of an unknown session: %d %s, want 404", code, body)
 	}
 	now, err := d.SessionInfo(ctx, info.ID)
@@ -174,7 +176,7 @@ func TestSetSkills(t *testing.T) {
 	if names, err := os.ReadDir(info.Path); err != nil || len(names) != 0 {
 		t.Errorf("the session's directory after setting no skills: %v, %v", names, err)
 	}
-	if err := d.Close(ctx, info.ID); err != nil {
+	if err := d.CloseSession(ctx, info.ID); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, body := patch(`{"all":true}`); code != http.StatusNotFound {

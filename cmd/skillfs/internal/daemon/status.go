@@ -6,37 +6,17 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"time"
+
+	"skillfs/cmd/skillfs/api"
 )
 
-// Status is the daemon at a glance, for `skillfs status`.
-type Status struct {
-	Home      string       `json:"home"`
-	Mount     string       `json:"mount"`
-	Socket    string       `json:"socket"`
-	Host      string       `json:"host"` // this daemon's host id (see `skillfs hosts`)
-	Sessions  int          `json:"sessions"`
-	Binds     int          `json:"binds"`
-	Skills    int          `json:"skills"`
-	Versions  int          `json:"versions"`
-	Users     int          `json:"users"`
-	Readiness Readiness    `json:"readiness"`
-	LastError *LoggedError `json:"last_error,omitempty"`
-}
-
-// LoggedError is the last error the daemon logged.
-type LoggedError struct {
-	At      time.Time `json:"at"`
-	Message string    `json:"message"`
-}
-
 // Status gathers the daemon's status.
-func (d *Daemon) Status(ctx context.Context) (*Status, error) {
-	rows, err := d.cat.DB().Count(ctx)
+func (d *Daemon) Status(ctx context.Context) (*api.Status, error) {
+	rows, err := d.db.Count(ctx)
 	if err != nil {
 		return nil, err
 	}
-	binds, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
+	binds, err := d.db.OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +24,7 @@ func (d *Daemon) Status(ctx context.Context) (*Status, error) {
 	for _, b := range binds {
 		n += len(b)
 	}
-	st := &Status{Home: d.cat.Home(), Mount: d.mountRoot, Socket: filepath.Join(d.cat.Home(), SocketName), Host: d.host,
+	st := &api.Status{Home: d.cat.Home(), Mount: d.mountRoot, Socket: filepath.Join(d.cat.Home(), api.SocketName), Host: d.host,
 		Sessions: d.fs.NumSessions(), Binds: n, Skills: rows.Skills, Versions: rows.Versions, Users: rows.Users,
 		Readiness: d.Ready(ctx)}
 	if d.lastErr != nil {
@@ -53,10 +33,13 @@ func (d *Daemon) Status(ctx context.Context) (*Status, error) {
 	return st, nil
 }
 
+// SessionsServed is how many sessions the mount serves.
+func (d *Daemon) SessionsServed() int { return d.fs.NumSessions() }
+
 // errTap passes log records on and keeps the last one at error level.
 type errTap struct {
 	slog.Handler
-	last *atomic.Pointer[LoggedError]
+	last *atomic.Pointer[api.LoggedError]
 }
 
 func (h errTap) Handle(ctx context.Context, r slog.Record) error {
@@ -66,7 +49,7 @@ func (h errTap) Handle(ctx context.Context, r slog.Record) error {
 			msg = append(msg, a.Key+"="+a.Value.String())
 			return true
 		})
-		h.last.Store(&LoggedError{At: r.Time.UTC(), Message: strings.Join(msg, " ")})
+		h.last.Store(&api.LoggedError{At: r.Time.UTC(), Message: strings.Join(msg, " ")})
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -7,37 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
-
-// TestReadJSONRefusesTrailingData: exactly one JSON value per body.
-func TestReadJSONRefusesTrailingData(t *testing.T) {
-	for body, ok := range map[string]bool{
-		`{"user":"a"}`:                true,
-		"{\"user\":\"a\"}\n \t\r\n":   true,
-		`{"user":"a"}{"user":"b"}`:    false,
-		`{"user":"a"} {"user":"b"}`:   false,
-		`{"user":"a"}x`:               false,
-		`{"user":"a"}]`:               false,
-		`{"user":"a"}null`:            false,
-		`{"user":"a"}` + "\n" + `"x"`: false,
-	} {
-		r, _ := http.NewRequest("POST", "/", strings.NewReader(body))
-		w := httptest.NewRecorder()
-		var req CreateRequest
-		got := readJSON(w, r, &req)
-		if got != ok {
-			t.Errorf("body %q: accepted %v, want %v", body, got, ok)
-		}
-		if !ok && (w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `"invalid"`)) {
-			t.Errorf("body %q: answered %d %s, want 400 invalid", body, w.Code, w.Body.String())
-		}
-	}
-}
 
 // TestListSessionsPages: the session list comes a page at a time, oldest
 // first, each page naming the next in a Link header, and the pages hold
@@ -48,13 +23,13 @@ func TestListSessionsPages(t *testing.T) {
 	install(t, d, "name: x\ndescription: one skill", skills.ScopeGlobal)
 	var ids []string
 	for range 7 {
-		info, err := d.CreateSession(ctx, CreateRequest{User: catalog.Operator, Skills: []string{"x"}})
+		info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, info.ID)
 	}
-	if err := d.Close(ctx, ids[2]); err != nil {
+	if err := d.CloseSession(ctx, ids[2]); err != nil {
 		t.Fatal(err)
 	}
 	bound := ids[4]
@@ -63,17 +38,17 @@ func TestListSessionsPages(t *testing.T) {
 	}
 	open := slices.Delete(slices.Clone(ids), 2, 3)
 
-	get := func(path string) (int, []SessionInfo, string) {
+	get := func(path string) (int, []api.SessionInfo, string) {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		d.routes("").ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		var page []SessionInfo
+		d.http.Handler("").ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		var page []api.SessionInfo
 		if rec.Code == http.StatusOK {
 			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
 				t.Fatalf("GET %s: %v", path, err)
 			}
 		}
-		return rec.Code, page, NextPage(rec.Header().Get("Link"))
+		return rec.Code, page, api.NextPage(rec.Header().Get("Link"))
 	}
 	for _, limit := range []int{1, 2, 3, 6} {
 		var got []string
@@ -104,7 +79,7 @@ func TestListSessionsPages(t *testing.T) {
 		t.Errorf("default page: %d, %d sessions, next %q", code, len(page), next)
 	}
 	// A limit past the largest page is cut to it.
-	if code, page, _ := get(fmt.Sprintf("/v1/sessions?limit=%d", MaxSessionPage+1)); code != http.StatusOK || len(page) != len(open) {
+	if code, page, _ := get(fmt.Sprintf("/v1/sessions?limit=%d", api.MaxSessionPage+1)); code != http.StatusOK || len(page) != len(open) {
 		t.Errorf("limit past the largest page: %d, %d sessions", code, len(page))
 	}
 	// A closed session still works as a cursor.
@@ -114,22 +89,6 @@ func TestListSessionsPages(t *testing.T) {
 	for _, bad := range []string{"limit=0", "limit=-1", "limit=x", "after=nope"} {
 		if code, _, _ := get("/v1/sessions?" + bad); code != http.StatusBadRequest {
 			t.Errorf("GET /v1/sessions?%s: %d, want 400", bad, code)
-		}
-	}
-}
-
-// TestNextPage reads the next page out of a Link header.
-func TestNextPage(t *testing.T) {
-	for link, want := range map[string]string{
-		"": "",
-		`</v1/sessions?after=ab&limit=2>; rel="next"`:                          "/v1/sessions?after=ab&limit=2",
-		`</v1/x?p=1>; rel="prev", </v1/sessions?after=cd&limit=5>; rel="next"`: "/v1/sessions?after=cd&limit=5",
-		`</v1/sessions?after=ab>; rel="prev"`:                                  "",
-		`garbage`:                                                              "",
-		`<http://skillfs/v1/sessions?after=ef&limit=1>; rel="next"`:            "/v1/sessions?after=ef&limit=1",
-	} {
-		if got := NextPage(link); got != want {
-			t.Errorf("NextPage(%q) = %q, want %q", link, got, want)
 		}
 	}
 }

@@ -1,12 +1,13 @@
-// Package apicontract checks HTTP requests and answers against the daemon's
-// OpenAPI document (cmd/skillfs/internal/daemon/openapi.json). Tests use it:
-// the daemon's in-process handler tests and the integration suite, which
-// route every request they make through a checking http.RoundTripper.
+// Package apitest checks HTTP requests and answers against the daemon's
+// OpenAPI document (api.OpenAPI, cmd/skillfs/api/openapi.json). Tests use
+// it: the server's and the daemon's in-process handler tests (Checked) and
+// the integration suite, which route every request they make through a
+// checking http.RoundTripper (Transport).
 //
 // The document's paths are routed the way the daemon routes them, with an
 // http.ServeMux: a path parameter marked "x-skillfs-rest" takes the rest of
 // the path, slashes included, as a {name...} wildcard does.
-package apicontract
+package apitest
 
 import (
 	"bytes"

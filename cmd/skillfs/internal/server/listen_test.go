@@ -1,21 +1,26 @@
-package daemon
+package server
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/internal/events"
 )
 
 // short are limits small enough for tests to wait them out.
-var short = Options{
+var short = Limits{
 	HeaderTimeout: 200 * time.Millisecond,
 	ReadTimeout:   200 * time.Millisecond,
 	WriteTimeout:  200 * time.Millisecond,
@@ -29,9 +34,9 @@ const hang = 10 * time.Second
 
 // serveTCP serves h on a loopback port the way Run serves the TCP listener
 // and returns its address.
-func serveTCP(t *testing.T, h http.Handler, opts Options) string {
+func serveTCP(t *testing.T, h http.Handler, opts Limits) string {
 	t.Helper()
-	opts.netDefaults()
+	opts.Defaults()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +62,8 @@ func dial(t *testing.T, addr string) net.Conn {
 // TestUnauthorisedConnectionIsClosed: a request without the token gets its
 // 401 and then the connection ends, instead of idling on as a keep-alive.
 func TestUnauthorisedConnectionIsClosed(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t))}
-	addr := serveTCP(t, d.routes("secret"), Options{}) // default limits: idle 60 s
+	a := New(Config{Events: events.NewHub(openDB(t))})
+	addr := serveTCP(t, a.Handler("secret"), Limits{}) // default limits: idle 60 s
 	c := dial(t, addr)
 	fmt.Fprint(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(c)
@@ -80,8 +85,8 @@ func TestUnauthorisedConnectionIsClosed(t *testing.T) {
 // TestSlowBodyIsDropped: a client with the token that sends its body a byte
 // at a time is cut off after the read timeout.
 func TestSlowBodyIsDropped(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t))}
-	addr := serveTCP(t, d.routes("secret"), short)
+	a := New(Config{Events: events.NewHub(openDB(t))})
+	addr := serveTCP(t, a.Handler("secret"), short)
 	c := dial(t, addr)
 	fmt.Fprint(c, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"+
 		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
@@ -172,16 +177,17 @@ func TestStalledReaderIsDropped(t *testing.T) {
 // TestStreamOutlivesTimeouts: an event stream stays open well past every
 // timeout and still delivers, on the TCP listener and the Unix socket.
 func TestStreamOutlivesTimeouts(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t))}
-	tcp := serveTCP(t, d.routes("secret"), short)
+	h := events.NewHub(openDB(t))
+	a := New(Config{Events: h})
+	tcp := serveTCP(t, a.Handler("secret"), short)
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	ul, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := short
-	opts.netDefaults()
-	usrv := apiServer(d.routes(""), opts)
+	opts.Defaults()
+	usrv := apiServer(a.Handler(""), opts)
 	go usrv.Serve(ul)
 	t.Cleanup(func() { usrv.Close() })
 
@@ -198,7 +204,7 @@ func TestStreamOutlivesTimeouts(t *testing.T) {
 				t.Fatalf("open the stream: %v, %v", resp, err)
 			}
 			time.Sleep(5 * short.ReadTimeout) // all four timeouts pass
-			d.events.publish(Event{ID: 1, Type: "activated", Session: "s1", Slug: "pdf"})
+			h.Publish(api.Event{ID: 1, Type: "activated", Session: "s1", Slug: "pdf"})
 			for {
 				line, err := br.ReadString('\n')
 				if err != nil {
@@ -286,9 +292,9 @@ func TestCapListener(t *testing.T) {
 // serveUnixCapped serves h on a new Unix socket the way Run serves its
 // listeners, behind caps of conns connections and streams event streams,
 // and returns the socket's path and the listener's limits.
-func serveUnixCapped(t *testing.T, h http.Handler, opts Options, conns, streams int) (string, *listenerLimits) {
+func serveUnixCapped(t *testing.T, h http.Handler, opts Limits, conns, streams int) (string, *listenerLimits) {
 	t.Helper()
-	opts.netDefaults()
+	opts.Defaults()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -318,9 +324,9 @@ func get(t *testing.T, c net.Conn, path string) *http.Response {
 // or one kept alive after its answer) is closed to make room, and the
 // listener never holds more than its cap.
 func TestIdleConnectionsMakeRoom(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t))}
+	a := New(Config{Events: events.NewHub(openDB(t))})
 	const cap = 4
-	sock, lim := serveUnixCapped(t, d.routes(""), Options{}, cap, 2)
+	sock, lim := serveUnixCapped(t, a.Handler(""), Limits{}, cap, 2)
 	lim.conns.mu.Lock()
 	lim.conns.minIdle = 50 * time.Millisecond // for the test to wait out
 	lim.conns.mu.Unlock()
@@ -361,9 +367,9 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 // streams here) are never closed to make room: at the cap a new client
 // waits in the kernel until one of them closes.
 func TestBusyConnectionsAreKept(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t))}
+	a := New(Config{Events: events.NewHub(openDB(t))})
 	const cap = 3
-	sock, _ := serveUnixCapped(t, d.routes(""), Options{}, cap, cap)
+	sock, _ := serveUnixCapped(t, a.Handler(""), Limits{}, cap, cap)
 	var streams []net.Conn
 	for range cap {
 		c := dialUnix(t, sock)
@@ -405,9 +411,9 @@ func TestBusyConnectionsAreKept(t *testing.T) {
 // streams; one more is answered 503, code busy, with Retry-After, while
 // other requests are served; once a stream ends, a new one is let in.
 func TestStreamsOverTheCapAreBusy(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t)), log: slog.New(slog.DiscardHandler)}
-	d.metrics = newMetrics(d)
-	sock, lim := serveUnixCapped(t, d.routes(""), Options{}, 16, 2)
+	reg := prometheus.NewRegistry()
+	a := New(Config{Events: events.NewHub(openDB(t)), Metrics: NewMetrics(reg)})
+	sock, lim := serveUnixCapped(t, a.Handler(""), Limits{}, 16, 2)
 	var streams []net.Conn
 	for range 2 {
 		c := dialUnix(t, sock)
@@ -424,7 +430,7 @@ func TestStreamsOverTheCapAreBusy(t *testing.T) {
 	if resp := get(t, dialUnix(t, sock), "/v1/openapi.json"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("another request at the stream cap: %d", resp.StatusCode)
 	}
-	if got := series(t, d.metrics)["skillfs_api_busy_total{limit=event_streams}"]; got != 1 {
+	if got := busySeries(t, reg); got != 1 {
 		t.Errorf("busy answers counted: %v, want 1", got)
 	}
 	streams[0].Close()
@@ -438,8 +444,8 @@ func TestStreamsOverTheCapAreBusy(t *testing.T) {
 // kept alive after its answer is closed after the idle timeout, and one
 // that never sends a request after the header timeout.
 func TestIdleSocketConnectionsTimeOut(t *testing.T) {
-	d := &Daemon{events: newHub(openDB(t))}
-	sock, lim := serveUnixCapped(t, d.routes(""), short, 16, 8)
+	a := New(Config{Events: events.NewHub(openDB(t))})
+	sock, lim := serveUnixCapped(t, a.Handler(""), short, 16, 8)
 	kept := dialUnix(t, sock)
 	resp := get(t, kept, "/v1/openapi.json")
 	io.Copy(io.Discard, resp.Body)
@@ -460,4 +466,64 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not after %v", what, hang)
 		}
 	}
+}
+
+// TestTCPListenerIsLoopbackOnly: the API refuses a TCP listener on any
+// address but loopback, and leaves no socket behind when it refuses.
+func TestTCPListenerIsLoopbackOnly(t *testing.T) {
+	a := New(Config{})
+	ls := Listeners{Socket: filepath.Join(t.TempDir(), api.SocketName), Token: "s3cret", SoftFDLimit: 1 << 20}
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
+		ls.TCPAddr = addr
+		s, err := a.Listen(ls)
+		if err == nil {
+			s.Shutdown()
+			t.Errorf("listen on %s: accepted", addr)
+			continue
+		}
+		if !strings.Contains(err.Error(), "only loopback") {
+			t.Errorf("listen on %s: %v, want only loopback", addr, err)
+		}
+		if _, err := os.Stat(ls.Socket); !os.IsNotExist(err) {
+			t.Errorf("a refused listen on %s left the socket: %v", addr, err)
+		}
+	}
+	ls.TCPAddr = "127.0.0.1:0"
+	s, err := a.Listen(ls)
+	if err != nil {
+		t.Fatalf("listen on loopback: %v", err)
+	}
+	defer s.Shutdown()
+	req, _ := http.NewRequest("GET", "http://"+s.TCPAddr()+"/v1/openapi.json", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := (&http.Client{Timeout: hang}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET over the loopback listener with the token: %d", resp.StatusCode)
+	}
+}
+
+// busySeries is the count of requests refused at the cap of event streams.
+func busySeries(t testing.TB, g prometheus.Gatherer) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "skillfs_api_busy_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" && l.GetValue() == LimitStreams {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

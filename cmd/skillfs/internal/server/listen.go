@@ -1,4 +1,4 @@
-package daemon
+package server
 
 import (
 	"container/list"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Defaults of the API's connection limits (Options fields left zero).
+// Defaults of the API's connection limits (Limits fields left zero).
 const (
 	DefaultHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout   = 60 * time.Second
@@ -23,8 +23,30 @@ const (
 	DefaultFDReserve     = 1024 // descriptors the API's connections never take
 )
 
-// netDefaults fills the connection limits left zero.
-func (o *Options) netDefaults() {
+// Limits are the limits of the API's connections, on the socket and the
+// TCP listener alike; zero or less picks the Default… constant. The event
+// streams are bound by none of the timeouts while their client keeps
+// reading.
+type Limits struct {
+	HeaderTimeout time.Duration // to read a request's header
+	ReadTimeout   time.Duration // to read a request's body, from the end of its header
+	WriteTimeout  time.Duration // for each write of a response to complete
+	IdleTimeout   time.Duration // a kept-alive connection waiting for its next request
+
+	// MaxConns and MaxSocketConns cap the open connections of the TCP
+	// listener and of the Unix socket (see capListener), MaxStreams the
+	// event streams of each (at most half its connections; one over is
+	// answered 503 busy). Both caps are lowered to leave FDReserve
+	// descriptors of the open file limit to the mount, the store and the
+	// index (fitConns).
+	MaxConns       int
+	MaxSocketConns int
+	MaxStreams     int
+	FDReserve      int
+}
+
+// Defaults fills the limits left zero.
+func (o *Limits) Defaults() {
 	if o.HeaderTimeout <= 0 {
 		o.HeaderTimeout = DefaultHeaderTimeout
 	}
@@ -65,11 +87,11 @@ func (o *Options) netDefaults() {
 // connections wait for a request, so that at the cap an idle one makes room
 // for a new client; and its handlers find the listener's limits (its event
 // streams) in their requests' context.
-func apiServer(h http.Handler, opts Options) *http.Server {
+func apiServer(h http.Handler, lim Limits) *http.Server {
 	return &http.Server{
-		Handler:           withDeadlines(h, opts.ReadTimeout, opts.WriteTimeout),
-		ReadHeaderTimeout: opts.HeaderTimeout,
-		IdleTimeout:       opts.IdleTimeout,
+		Handler:           withDeadlines(h, lim.ReadTimeout, lim.WriteTimeout),
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
 	}
 }
 

@@ -1,4 +1,4 @@
-package daemon
+package server
 
 import (
 	"errors"
@@ -12,23 +12,23 @@ import (
 	"skillfs/skills"
 )
 
-// busyError is a request refused at one of the daemon's limits: nothing
+// BusyError is a request refused at one of the daemon's limits: nothing
 // was done, and the answer is 503 with code busy and a Retry-After of
-// after (writeErr).
-type busyError struct {
-	msg   string
-	after time.Duration
+// RetryAfter (writeErr).
+type BusyError struct {
+	Msg        string
+	RetryAfter time.Duration
 }
 
-func (e *busyError) Error() string { return e.msg }
-func (e *busyError) Unwrap() error { return skills.ErrBusy }
+func (e *BusyError) Error() string { return e.Msg }
+func (e *BusyError) Unwrap() error { return skills.ErrBusy }
 
 // retryAfter sets the Retry-After header of an answer to err when it is a
-// busyError: the whole seconds to wait, at least one.
+// BusyError: the whole seconds to wait, at least one.
 func retryAfter(w http.ResponseWriter, err error) {
-	var b *busyError
+	var b *BusyError
 	if errors.As(err, &b) {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(b.after.Seconds())))))
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(b.RetryAfter.Seconds())))))
 	}
 }
 
@@ -56,7 +56,7 @@ func (g *streamGate) leave() { g.open.Add(-1) }
 
 // full is the refusal of a stream over the cap.
 func (g *streamGate) full(listener string) error {
-	return &busyError{after: streamRetry, msg: fmt.Sprintf(
+	return &BusyError{RetryAfter: streamRetry, Msg: fmt.Sprintf(
 		"the %s serves as many event streams as it may at once (%d, serve --max-streams): try again later", listenerNoun(listener), g.max)}
 }
 
