@@ -46,7 +46,7 @@ func (d *Daemon) Bind(ctx context.Context, id, target string, pid int) (skills.B
 	if err != nil {
 		return skills.Bind{}, err
 	}
-	if err := d.cat.DB().AddBind(ctx, id, d.host, b); err != nil {
+	if err := d.db.AddBind(ctx, id, d.host, b); err != nil {
 		if derr := d.detach(b); derr != nil {
 			d.log.Error("remove a bind that could not be recorded", "session", id, "target", b.Target, "pid", b.PID, "err", derr)
 		}
@@ -71,7 +71,7 @@ func (d *Daemon) checkTaken(ctx context.Context, b skills.Bind) error {
 		}
 		return b.NS
 	}
-	all, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
+	all, err := d.db.OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (d *Daemon) Unbind(ctx context.Context, id, target string, pid int) error {
 	if _, err := d.servedSession(ctx, id); err != nil {
 		return err
 	}
-	binds, err := d.cat.DB().Binds(ctx, id)
+	binds, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (d *Daemon) Unbind(ctx context.Context, id, target string, pid int) error {
 	if err := d.detach(b); err != nil {
 		return fmt.Errorf("unmount %q: %w", b.Target, err)
 	}
-	return d.cat.DB().RemoveBind(ctx, id, b)
+	return d.db.RemoveBind(ctx, id, b)
 }
 
 // rebind re-attaches the binds of restored sessions, replacing the dead
@@ -130,7 +130,7 @@ func (d *Daemon) Unbind(ctx context.Context, id, target string, pid int) error {
 // live one belongs to someone else (another daemon serving a copy of the
 // data directory, an operator's mount).
 func (d *Daemon) rebind(ctx context.Context) {
-	all, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
+	all, err := d.db.OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		d.log.Error("list binds to rebind", "err", err)
 		return
@@ -148,7 +148,7 @@ func (d *Daemon) rebind(ctx context.Context) {
 				}
 				if err != nil || ns != b.NS {
 					d.log.Info("sandbox gone: bind forgotten", "session", id, "target", b.Target, "pid", b.PID)
-					if err := d.cat.DB().RemoveBind(ctx, id, b); err != nil {
+					if err := d.db.RemoveBind(ctx, id, b); err != nil {
 						d.log.Error("forget bind", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 					}
 					continue
@@ -166,9 +166,9 @@ func (d *Daemon) rebind(ctx context.Context) {
 				continue
 			}
 			if got.Target != b.Target { // recorded before targets were resolved
-				if err := d.cat.DB().RemoveBind(ctx, id, b); err != nil {
+				if err := d.db.RemoveBind(ctx, id, b); err != nil {
 					d.log.Error("update bind record", "session", id, "target", b.Target, "err", err)
-				} else if err := d.cat.DB().AddBind(ctx, id, d.host, got); err != nil {
+				} else if err := d.db.AddBind(ctx, id, d.host, got); err != nil {
 					d.log.Error("update bind record", "session", id, "target", got.Target, "err", err)
 				}
 			}
@@ -181,7 +181,7 @@ func (d *Daemon) rebind(ctx context.Context) {
 // filesystem is really released; the records stay for the next start. With
 // nothing to return an error to at shutdown, failures are logged.
 func (d *Daemon) unbindAll(ctx context.Context) {
-	all, err := d.cat.DB().OpenBinds(ctx, d.host, nil)
+	all, err := d.db.OpenBinds(ctx, d.host, nil)
 	if err != nil {
 		d.log.Error("list binds to unbind", "err", err)
 		return

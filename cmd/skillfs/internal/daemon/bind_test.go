@@ -46,7 +46,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 	}
 	recorded := func() bool {
 		t.Helper()
-		binds, err := d.cat.DB().Binds(ctx, info.ID)
+		binds, err := d.db.Binds(ctx, info.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 
 	for _, errno := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EACCES} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			if err := d.cat.DB().AddBind(ctx, info.ID, d.host, b); err != nil {
+			if err := d.db.AddBind(ctx, info.ID, d.host, b); err != nil {
 				t.Fatal(err)
 			}
 			inject(errno)
@@ -73,7 +73,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 	}
 	for _, errno := range []unix.Errno{unix.ENOENT, unix.ESRCH} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			if err := d.cat.DB().AddBind(ctx, info.ID, d.host, b); err != nil {
+			if err := d.db.AddBind(ctx, info.ID, d.host, b); err != nil {
 				t.Fatal(err)
 			}
 			inject(errno)
@@ -265,7 +265,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		if mountedAt(t, target) {
 			t.Fatalf("a bind nobody recorded appeared at %s", target)
 		}
-		binds, err := d.cat.DB().Binds(ctx, id)
+		binds, err := d.db.Binds(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		h := mountHung(t)
 		id := ids[3]
 		target := filepath.Join(h.mnt, "hang")
-		if err := d.cat.DB().AddBind(ctx, id, d.host, skills.Bind{Target: target}); err != nil {
+		if err := d.db.AddBind(ctx, id, d.host, skills.Bind{Target: target}); err != nil {
 			t.Fatal(err)
 		}
 		bounded(t, h, func() { h.waitEntered(t) }, func() error { return d.Unbind(ctx, id, target, 0) })

@@ -139,7 +139,7 @@ func TestSessionWithMissingContentIsServedWithoutIt(t *testing.T) {
 	d := newTestDaemon(t)
 	install(t, d, "name: kept\ndescription: fine", skills.ScopeGlobal)
 	install(t, d, "name: lost\ndescription: its content goes", skills.ScopeGlobal)
-	lost, _ := d.cat.DB().Skill(ctx, "lost")
+	lost, _ := d.db.Skill(ctx, "lost")
 	if _, err := d.cat.Store().Quarantine("lost", lost.Version, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRestoreLeavesOutWhatWasRevokedMeanwhile(t *testing.T) {
 	}
 	// bob deleted with a session open. The index refuses that now, but a
 	// data directory from before it did may hold one: made in the file.
-	raw, err := sql.Open("sqlite3", "file:"+d.cat.DB().Path()+"?_busy_timeout=10000")
+	raw, err := sql.Open("sqlite3", "file:"+d.db.Path()+"?_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func TestResumeChecksTheLog(t *testing.T) {
 	if err := d.CloseSession(ctx, info.ID); err != nil { // id 10
 		t.Fatal(err)
 	}
-	if _, err := d.cat.DB().PruneEvents(ctx, time.Unix(0, 0), 6); err != nil { // ids 1-4 go
+	if _, err := d.db.PruneEvents(ctx, time.Unix(0, 0), 6); err != nil { // ids 1-4 go
 		t.Fatal(err)
 	}
 	all := func(path, last string) (*http.Response, []apitest.SSE) {

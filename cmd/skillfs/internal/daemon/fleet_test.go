@@ -65,7 +65,7 @@ func served(t *testing.T, d *Daemon, id string) []string {
 // eventTypes lists the types of the events of session id in the log.
 func eventTypes(t *testing.T, d *Daemon, id string) []string {
 	t.Helper()
-	page, err := d.cat.DB().Events(context.Background(), id, 0, 1000)
+	page, err := d.db.Events(context.Background(), id, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

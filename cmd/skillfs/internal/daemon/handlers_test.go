@@ -367,7 +367,7 @@ func TestUserRoutesTellNothingOfOthers(t *testing.T) {
 		}
 	}
 	for _, uid := range []string{"alice", "bob", "adm", "root"} {
-		if _, err := d.cat.DB().User(ctx, uid); err != nil {
+		if _, err := d.db.User(ctx, uid); err != nil {
 			t.Errorf("%s after the refusals: %v", uid, err)
 		}
 	}

@@ -143,7 +143,7 @@ func TestAPIMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cat.DB().AddBind(ctx, info.ID, d.host, skills.Bind{Target: "/sandbox/skills"}); err != nil {
+	if err := d.db.AddBind(ctx, info.ID, d.host, skills.Bind{Target: "/sandbox/skills"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -194,7 +194,7 @@ func TestAPIMetrics(t *testing.T) {
 		t.Fatalf("confirm: %d %v", code, out)
 	}
 
-	versions, err := d.cat.DB().Count(ctx)
+	versions, err := d.db.Count(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 	}
 	b.Run("index-query", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := d.cat.DB().Totals(context.Background()); err != nil {
+			if _, err := d.db.Totals(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 		}

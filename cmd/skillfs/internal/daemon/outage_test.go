@@ -61,7 +61,7 @@ func testOutage(t *testing.T, d *Daemon, out outage) {
 	slugs := make([]string, nSkills)
 	for i := range slugs {
 		slugs[i] = fmt.Sprintf("skill-%d", i)
-		if err := d.cat.DB().AddTool(ctx, fmt.Sprintf("tool-%d", i)); err != nil {
+		if err := d.db.AddTool(ctx, fmt.Sprintf("tool-%d", i)); err != nil {
 			t.Fatal(err)
 		}
 		install(t, d, fmt.Sprintf("name: %s\ndescription: d\ntool_dependencies: [tool-%d]", slugs[i], i), skills.ScopeGlobal)
@@ -140,7 +140,7 @@ func testOutage(t *testing.T, d *Daemon, out outage) {
 		t.Fatalf("%d records left in the journal", n)
 	}
 
-	db := d.cat.DB()
+	db := d.db
 	events := activationtest.ActivatedEvents(t, db)
 	page, err := db.Events(ctx, "", 0, 1<<20)
 	if err != nil {

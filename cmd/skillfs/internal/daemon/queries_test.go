@@ -10,7 +10,7 @@ import (
 func TestMentionsSkipASkillRevokedMeanwhile(t *testing.T) {
 	d, _, info := oneSkillSession(t)
 	ctx := context.Background()
-	set, err := d.cat.DB().SkillSet(ctx)
+	set, err := d.db.SkillSet(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func TestReadyNoticesIndexFilesChangedUnderTheDaemon(t *testing.T) {
 				shared = filepath.Join(t.TempDir(), "fleet.db")
 			}
 			d := newTestHost(t, shared)
-			p := d.cat.DB().Files()[0]
+			p := d.db.Files()[0]
 			if code, out := getReady(t, d); code != http.StatusOK || out["ready"] != true {
 				t.Fatalf("fresh daemon: %d %v, want ready", code, out)
 			}

@@ -39,7 +39,7 @@ func scaleCatalog(b testing.TB, d *Daemon, n int) {
 		}
 		v := &skills.Version{Slug: slug, Hash: hash, Path: store.VersionRelPath(slug, hash), SourceType: skills.SourceUpload,
 			Source: s.Source, Installer: "operator", InstalledAt: now, Files: 1, Bytes: 40}
-		if err := d.cat.DB().InsertSkill(ctx, s, v); err != nil {
+		if err := d.db.InsertSkill(ctx, s, v); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -148,7 +148,7 @@ func BenchmarkFirstActivation(b *testing.B) {
 		other += time.Since(start)
 
 		start = time.Now()
-		if _, err := d.cat.DB().RecordActivation(ctx, info.ID, fmt.Sprintf("bare-%d", i), time.Now()); err != nil {
+		if _, err := d.db.RecordActivation(ctx, info.ID, fmt.Sprintf("bare-%d", i), time.Now()); err != nil {
 			b.Fatal(err)
 		}
 		commit += time.Since(start)

@@ -33,7 +33,7 @@ func TestListSessionsPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	bound := ids[4]
-	if err := d.cat.DB().AddBind(ctx, bound, d.host, skills.Bind{Target: "/sandbox/skills"}); err != nil {
+	if err := d.db.AddBind(ctx, bound, d.host, skills.Bind{Target: "/sandbox/skills"}); err != nil {
 		t.Fatal(err)
 	}
 	open := slices.Delete(slices.Clone(ids), 2, 3)

@@ -115,7 +115,7 @@ func TestSetSkills(t *testing.T) {
 	if !slices.Equal(activated, []string{"keep", "add"}) || !slices.Equal(a.Preloaded, []string{"add"}) {
 		t.Errorf("activations after the set: %v, preloaded %v; want keep (kept) and add (read since), add preloaded", activated, a.Preloaded)
 	}
-	page, err := d.cat.DB().Events(ctx, info.ID, 0, 100)
+	page, err := d.db.Events(ctx, info.ID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
