@@ -1,49 +1,153 @@
 package integration
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// TestPackageLayering keeps the dependency graph the way the packages are
-// meant to stack: the domain package skills at the bottom, its subpackages
-// on it (each importing only those below it: manifest and git under source),
-// index and policy on those, fs on skills alone, everything wired in cmd;
-// nothing imports cmd or integration.
-func TestPackageLayering(t *testing.T) {
-	skillsAll := []string{"skillfs/skills", "skillfs/skills/manifest", "skillfs/skills/git",
-		"skillfs/skills/source", "skillfs/skills/store", "skillfs/skills/diff"}
-	allowed := map[string][]string{
-		"skillfs/skills":          {},
-		"skillfs/skills/manifest": {"skillfs/skills"},
-		"skillfs/skills/git":      {"skillfs/skills"},
-		"skillfs/skills/source":   {"skillfs/skills", "skillfs/skills/manifest", "skillfs/skills/git"},
-		"skillfs/skills/store":    {"skillfs/skills", "skillfs/skills/manifest"},
-		"skillfs/skills/diff":     {"skillfs/skills"},
-		"skillfs/skills/gittest":  {},
-		"skillfs/index":           skillsAll,
-		"skillfs/policy":          skillsAll,
-		"skillfs/fs":              {"skillfs/skills"},
-	}
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "../...").Output()
+// layers is how the packages stack, bottom first: a package's code imports
+// only packages of lower layers. Every package of the module has a place
+// here, so a new one is placed on purpose.
+var layers = [][]string{
+	{"skills"}, // the domain: types, error kinds, limits, path and file rules
+	{"skills/manifest", "skills/git", "skills/diff"},
+	{"skills/store", "skills/source"},
+	{"index", "policy", "fs", "fs/bind"},
+	{"cmd/skillfs/api", "cmd/skillfs/internal/catalog/confine", "cmd/skillfs/internal/catalog/datadir", "cmd/skillfs/internal/activation"},
+	{"cmd/skillfs/internal/events", "cmd/skillfs/internal/catalog/content"},
+	{"cmd/skillfs/internal/catalog"},
+	{"cmd/skillfs/internal/server"},
+	{"cmd/skillfs/internal/daemon"},
+	{"cmd/skillfs"},
+}
+
+// testHelpers are imported by tests alone; each stands on the layers below
+// the one given.
+var testHelpers = map[string]int{
+	"skills/skilltest":        0,
+	"skills/gittest":          0,
+	"fs/fusetest":             0,
+	"fs/readbench":            0,
+	"index/pgtest":            0,
+	"cmd/skillfs/api/apitest": 5,
+	"cmd/skillfs/internal/activation/activationtest": 4,
+	"integration": len(layers),
+}
+
+type listedPackage struct {
+	ImportPath string
+	Name       string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "../...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkg, deps := f[0], f[1:]
-		for _, d := range deps {
-			if !strings.HasPrefix(d, "skillfs/") {
+	var pkgs []listedPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p listedPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		p.ImportPath = strings.TrimPrefix(p.ImportPath, "skillfs/")
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// TestPackageLayering keeps the dependency graph the way the packages are
+// meant to stack (see layers): nothing imports a package above it or
+// beside it, test helpers are imported by tests alone, and nothing
+// imports cmd (outside cmd) or integration.
+func TestPackageLayering(t *testing.T) {
+	layer := map[string]int{}
+	for i, l := range layers {
+		for _, p := range l {
+			layer[p] = i
+		}
+	}
+	for _, p := range listPackages(t) {
+		own, placed := layer[p.ImportPath]
+		if h, ok := testHelpers[p.ImportPath]; ok {
+			own, placed = h, true
+		}
+		if !placed {
+			t.Errorf("%s has no place in layers (integration/layout_test.go)", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			d, ok := strings.CutPrefix(imp, "skillfs/")
+			if !ok {
 				continue
 			}
-			if strings.HasPrefix(d, "skillfs/integration") || (strings.HasPrefix(d, "skillfs/cmd") && !strings.HasPrefix(pkg, "skillfs/cmd")) {
-				t.Errorf("%s imports %s", pkg, d)
+			if _, helper := testHelpers[d]; helper {
+				if _, isHelper := testHelpers[p.ImportPath]; !isHelper {
+					t.Errorf("%s imports %s, a helper of tests", p.ImportPath, d)
+				}
+				continue
 			}
-			if ok, known := allowed[pkg]; known && !slices.Contains(ok, d) {
-				t.Errorf("%s may import only %v, but imports %s", pkg, ok, d)
+			if layer[d] >= own {
+				t.Errorf("%s (layer %d) imports %s (layer %d): only lower layers", p.ImportPath, own, d, layer[d])
+			}
+		}
+		for _, dep := range p.Deps {
+			d, _ := strings.CutPrefix(dep, "skillfs/")
+			if strings.HasPrefix(d, "integration") || (strings.HasPrefix(d, "cmd/") && !strings.HasPrefix(p.ImportPath, "cmd/")) {
+				t.Errorf("%s depends on %s", p.ImportPath, d)
 			}
 		}
 	}
+}
+
+// TestLayoutDocumented: the README's "Layout of the code" names every
+// package of the module once, and none that does not exist.
+func TestLayoutDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Layout of the code\n")
+	if !ok {
+		t.Fatal(`README has no "## Layout of the code"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\|")
+	var documented []string
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		documented = append(documented, m[1])
+	}
+	var pkgs []string
+	for _, p := range listPackages(t) {
+		pkgs = append(pkgs, p.ImportPath)
+	}
+	for _, p := range pkgs {
+		if n := count(documented, p); n != 1 {
+			t.Errorf("package %s is in the README's layout %d times, want once", p, n)
+		}
+	}
+	for _, d := range documented {
+		if d != "scripts" && !slices.Contains(pkgs, d) {
+			t.Errorf("the README's layout names %s, which is not a package", d)
+		}
+	}
+}
+
+func count(l []string, s string) int {
+	n := 0
+	for _, x := range l {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }
