@@ -183,7 +183,7 @@ func Check(ctx context.Context, home string, verify bool) (*Report, error) {
 	if r.Quarantine, err = store.Quarantined(); err != nil {
 		return nil, err
 	}
-	r.Quarantine = nonNilQ(r.Quarantine)
+	r.Quarantine = nonNil(r.Quarantine)
 	db, state, err := openForCheck(ctx, home, st)
 	r.Index = state
 	if err != nil {
@@ -308,7 +308,7 @@ func diffVersions(indexed []*skills.Version, onDisk map[string][]string) (unexpl
 	}
 	sortRefs(unexplained)
 	sortRefs(missing)
-	return nonNilRefs(unexplained), nonNilRefs(missing)
+	return nonNil(unexplained), nonNil(missing)
 }
 
 func present(onDisk map[string][]string, slug, hash string) bool {
@@ -322,20 +322,6 @@ func sortRefs(r []VersionRef) {
 		}
 		return r[i].Hash < r[j].Hash
 	})
-}
-
-func nonNilRefs(r []VersionRef) []VersionRef {
-	if r == nil {
-		return []VersionRef{}
-	}
-	return r
-}
-
-func nonNilQ(q []skills.Quarantined) []skills.Quarantined {
-	if q == nil {
-		return []skills.Quarantined{}
-	}
-	return q
 }
 
 // CheckShared checks a data directory that is one host of a fleet sharing
@@ -388,6 +374,6 @@ func (c *Catalog) cacheReport(ctx context.Context, verify bool) (*Report, error)
 	if r.Quarantine, err = c.store.Quarantined(); err != nil {
 		return nil, err
 	}
-	r.Quarantine = nonNilQ(r.Quarantine)
+	r.Quarantine = nonNil(r.Quarantine)
 	return r.finish(), nil
 }

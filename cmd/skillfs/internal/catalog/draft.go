@@ -127,18 +127,19 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 		}
 	}()
 	var errs []error
+	run := &importRun{c: c, actor: actor, req: req, src: sel.src}
 	taken := map[string]bool{}
 	for i, f := range sel.found {
 		ds, err := (*DraftSkill)(nil), f.err // refused as --list and import refuse it
 		if err == nil {
-			ds, err = c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)), taken)
+			ds, err = run.draftOne(ctx, f, filepath.Join(dir, strconv.Itoa(i)), taken)
 		}
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: f.Rel, Error: err.Error()})
 			errs = append(errs, fmt.Errorf("%s: %w", req.where(f), err))
 			continue
 		}
-		ds.Warnings = nonNilStrings(append(slices.Clone(sel.src.warnings), ds.Warnings...))
+		ds.Warnings = nonNil(append(slices.Clone(sel.src.warnings), ds.Warnings...))
 		d.Skills = append(d.Skills, *ds)
 	}
 	if len(d.Skills) == 0 {
@@ -157,22 +158,20 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 
 // draftOne stages one skill into dst and says where it would go.
 // Its slug joins taken.
-func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, dst string, taken map[string]bool) (*DraftSkill, error) {
-	st, err := c.stageSkill(req, src, f, dst)
+func (r *importRun) draftOne(ctx context.Context, f found, dst string, taken map[string]bool) (*DraftSkill, error) {
+	st, err := r.stage(f, dst)
 	if err != nil {
 		return nil, err
 	}
-	hash, _, _, err := skills.TreeHash(dst)
-	if err != nil {
+	if err := st.hashTree(); err != nil {
 		return nil, err
 	}
-	slug, _, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st, taken)
-	if err != nil {
+	if err := st.settleSlug(ctx, taken); err != nil {
 		return nil, err
 	}
-	taken[slug] = true
-	return &DraftSkill{Slug: slug, Name: DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
-		Warnings: nonNilStrings(append(st.warnings, sw...)), Folder: f.Name, Rel: f.Rel, Version: hash,
+	taken[st.slug] = true
+	return &DraftSkill{Slug: st.slug, Name: DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
+		Warnings: nonNil(st.warnings), Folder: f.Name, Rel: f.Rel, Version: st.hash,
 		Plugin: f.Plugin, Want: f.want}, nil
 }
 

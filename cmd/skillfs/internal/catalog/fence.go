@@ -186,12 +186,13 @@ func resolveExisting(abs string) (real string, fi os.FileInfo, whole bool) {
 
 // localPath is the path on this machine that the source spec names, if
 // any: spec itself when it exists or is absolute, else the path of a
-// file:// URL; "" for anything else (a remote URL, a repository name).
-func localPath(spec string, exists bool) string {
+// file:// URL (gs: spec parsed as a git source); "" for anything else (a
+// remote URL, a repository name).
+func localPath(spec string, exists bool, gs skills.GitSource) string {
 	if exists || filepath.IsAbs(spec) {
 		return spec
 	}
-	if p, ok := strings.CutPrefix(skills.ParseGitSource(spec).URL, "file://"); ok && filepath.IsAbs(p) {
+	if p, ok := strings.CutPrefix(gs.URL, "file://"); ok && filepath.IsAbs(p) {
 		return p
 	}
 	return ""

@@ -73,7 +73,7 @@ func (c *Catalog) reconcileStore(ctx context.Context, r *Report) error {
 		c.log.Warn("version the index does not know moved to the quarantine", "slug", u.Slug, "version", u.Hash, "to", to)
 		r.act("moved %s/%s, which the index does not know, to %s", u.Slug, u.Hash, to)
 	}
-	r.Unexplained = nonNilRefs(left)
+	r.Unexplained = nonNil(left)
 	if err := c.restoreMissing(r); err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (c *Catalog) reconcileStore(ctx context.Context, r *Report) error {
 	if n := len(r.NoMetadata) - len(noMeta); n > 0 {
 		r.act("wrote the metadata of %d versions published before versions carried it", n)
 	}
-	r.NoMetadata = nonNilRefs(noMeta)
+	r.NoMetadata = nonNil(noMeta)
 	if c.shared {
 		r.Shared, r.NotCached, r.Missing = true, len(r.Missing), []VersionRef{}
 		if r.NotCached > 0 {
@@ -104,7 +104,7 @@ func (c *Catalog) reconcileStore(ctx context.Context, r *Report) error {
 	if err != nil {
 		c.log.Warn("list the quarantine", "err", err)
 	}
-	r.Quarantine = nonNilQ(q)
+	r.Quarantine = nonNil(q)
 	return nil
 }
 
@@ -138,7 +138,7 @@ func (c *Catalog) restoreMissing(r *Report) error {
 			still = append(still, m)
 		}
 	}
-	r.Missing = nonNilRefs(still)
+	r.Missing = nonNil(still)
 	return nil
 }
 

@@ -328,5 +328,5 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 	}
 	c.markCurrent(ctx, &next, v.Hash, next.UpdatedAt)
 	c.log.Info("skill rolled back", "slug", slug, "from", s.Version, "to", v.Hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: nonNilStrings(warnings)}, nil
+	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: nonNil(warnings)}, nil
 }
