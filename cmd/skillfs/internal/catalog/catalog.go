@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/confine"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -40,7 +41,7 @@ type Options struct {
 	// ImportRoots are the folders a source named through the API may read
 	// (see OpenImportRoots); nil: none, so through the API only remote
 	// repositories and uploads are read.
-	ImportRoots *ImportRoots
+	ImportRoots *confine.ImportRoots
 }
 
 // Catalog is an open data directory: index, content store and limits.
@@ -63,7 +64,7 @@ type Catalog struct {
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
-	roots     *ImportRoots // Options.ImportRoots
+	roots     *confine.ImportRoots // Options.ImportRoots
 	// gate bounds what comparisons hold together (LimitDiffs); nil: no
 	// bound but each request's own.
 	gate DiffGate

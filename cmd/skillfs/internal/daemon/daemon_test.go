@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/catalog/confine"
 	skfs "skillfs/fs"
 	"skillfs/fs/fusetest"
 	"skillfs/index"
@@ -42,7 +43,7 @@ func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activationIndex, opens b
 // folders sources named through its API may read.
 func newTestDaemonRoots(t testing.TB, roots ...string) *Daemon {
 	t.Helper()
-	r, err := catalog.OpenImportRoots(roots)
+	r, err := confine.OpenImportRoots(roots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func newTestHost(t testing.TB, shared string) *Daemon {
 
 // newTestHostOn is newTestDaemonOn on the shared index at shared, with
 // the import roots roots (nil: none).
-func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool, roots *catalog.ImportRoots) *Daemon {
+func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activationIndex, opens bool, roots *confine.ImportRoots) *Daemon {
 	t.Helper()
 	fusetest.Require(t)
 	ctx := context.Background()
