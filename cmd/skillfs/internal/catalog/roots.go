@@ -100,4 +100,3 @@ func hasDotSegment(p string) bool {
 	}
 	return false
 }
-

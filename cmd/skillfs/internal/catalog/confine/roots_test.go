@@ -180,4 +180,3 @@ func TestImportRootsContain(t *testing.T) {
 		t.Errorf("the root moved: %v", err)
 	}
 }
-
