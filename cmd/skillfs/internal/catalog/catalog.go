@@ -5,8 +5,6 @@ package catalog
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog/confine"
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -77,8 +76,8 @@ func (c *Catalog) diffBudget() *skills.DiffBudget {
 
 // Layout of a data directory.
 const (
-	indexFile = "index.db"
-	storeDir  = "store"
+	indexFile = datadir.IndexFile
+	storeDir  = datadir.StoreDir
 	tmpDir    = "tmp"
 	lockFile  = "import.lock"
 	pubFile   = "publish.lock"
@@ -90,7 +89,7 @@ const (
 // imports left in the staging area when no other process is importing, and
 // never touches published content. A damaged data directory — an index that
 // is missing, empty or unreadable beside published content, or that belongs
-// to another data directory — is a *DamagedError (errors.Is(err,
+// to another data directory — is a *datadir.DamagedError (errors.Is(err,
 // skills.ErrDamaged)) and nothing is changed; `skillfs check --repair`
 // repairs it.
 func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
@@ -102,12 +101,12 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if opts.Index != "" {
 		return openShared(ctx, home, opts)
 	}
-	st, err := inspect(home)
+	st, err := datadir.Inspect(home)
 	if err != nil {
 		return nil, err
 	}
-	if problem := st.damage(); problem != "" {
-		return nil, &DamagedError{Home: home, Problem: problem}
+	if problem := st.Damage(); problem != "" {
+		return nil, &datadir.DamagedError{Home: home, Problem: problem}
 	}
 	c, err := openParts(home, opts)
 	if err != nil {
@@ -116,12 +115,12 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if n, err := c.db.Count(ctx); err != nil {
 		c.Close()
 		return nil, err
-	} else if n.Skills == 0 && n.Users == 0 && st.stored > 0 {
+	} else if n.Skills == 0 && n.Users == 0 && st.Stored > 0 {
 		// Every index that ever served has its operator: this one was
 		// replaced by a new, empty database.
 		c.Close()
-		return nil, &DamagedError{Home: home, Problem: fmt.Sprintf(
-			"%s holds no skills and no users, but the content store holds %d published versions", indexFile, st.stored)}
+		return nil, &datadir.DamagedError{Home: home, Problem: fmt.Sprintf(
+			"%s holds no skills and no users, but the content store holds %d published versions", indexFile, st.Stored)}
 	}
 	if err := c.bindIdentity(ctx, st); err != nil {
 		c.Close()
@@ -155,7 +154,7 @@ func openShared(ctx context.Context, home string, opts Options) (*Catalog, error
 		return nil, err
 	}
 	c.shared = true
-	if c.host, err = c.store.EnsureID(newIdentity()); err != nil {
+	if c.host, err = c.store.EnsureID(datadir.NewIdentity()); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -217,7 +216,7 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		lock.Close()
 		pub.Close()
 		if errors.Is(err, skills.ErrDamaged) && opts.Index == "" {
-			return nil, &DamagedError{Home: home, Problem: fmt.Sprintf("the index cannot be read (%v)", err)}
+			return nil, &datadir.DamagedError{Home: home, Problem: fmt.Sprintf("the index cannot be read (%v)", err)}
 		}
 		return nil, err
 	}
@@ -231,12 +230,12 @@ func openParts(home string, opts Options) (*Catalog, error) {
 // either side has none, it binds them under the exclusive import lock and
 // reads both again, so processes starting together on a new data directory
 // agree on one identity.
-func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
+func (c *Catalog) bindIdentity(ctx context.Context, st *datadir.State) error {
 	idxID, err := c.db.DataDirID(ctx)
 	if err != nil {
 		return err
 	}
-	if idxID == "" || st.storeID == "" {
+	if idxID == "" || st.StoreID == "" {
 		release, _, err := c.imp.exclusive(true)
 		if err != nil {
 			return err
@@ -245,14 +244,14 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 		if idxID, err = c.db.DataDirID(ctx); err != nil {
 			return err
 		}
-		if st.storeID, err = c.store.ID(); err != nil {
+		if st.StoreID, err = c.store.ID(); err != nil {
 			return err
 		}
 	}
-	storeID := st.storeID
+	storeID := st.StoreID
 	switch {
 	case idxID == "" && storeID == "":
-		if storeID, err = c.store.EnsureID(newIdentity()); err != nil {
+		if storeID, err = c.store.EnsureID(datadir.NewIdentity()); err != nil {
 			return err
 		}
 		c.host = storeID
@@ -267,18 +266,11 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 		}
 	}
 	if idxID != storeID {
-		return &DamagedError{Home: c.home, Problem: fmt.Sprintf(
+		return &datadir.DamagedError{Home: c.home, Problem: fmt.Sprintf(
 			"the index belongs to data directory %s, the content store to %s (an index copied from elsewhere?)", idxID, storeID)}
 	}
 	c.host = storeID
 	return nil
-}
-
-// newIdentity makes a random data directory identity.
-func newIdentity() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Close ends the background fetches and releases the index.
@@ -315,14 +307,7 @@ func (c *Catalog) Store() *skills.Store { return c.store }
 // is there (see EnsureVersion).
 func (c *Catalog) VersionPath(slug, hash string) string { return c.store.VersionPath(slug, hash) }
 
-func (c *Catalog) ensureOperator(ctx context.Context) error {
-	if _, err := c.db.User(ctx, Operator); err == nil {
-		return nil
-	} else if !errors.Is(err, skills.ErrNotFound) {
-		return err
-	}
-	return c.db.PutUser(ctx, skills.User{UID: Operator, Role: skills.RoleSuperadmin})
-}
+func (c *Catalog) ensureOperator(ctx context.Context) error { return c.dataDir().EnsureOperator(ctx) }
 
 // sweep removes what crashed imports left outside the published store —
 // staging directories, unpacked archives and clones, expired drafts — when

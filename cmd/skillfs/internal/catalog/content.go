@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 )
 
@@ -143,7 +144,7 @@ func (c *Catalog) EnsureVersion(ctx context.Context, slug, hash string) (string,
 		}
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return "", fmt.Errorf("the content of version %s of %q is missing from the store (see `skillfs check`): %w",
-				short(hash), slug, skills.ErrNotFound)
+				datadir.ShortHash(hash), slug, skills.ErrNotFound)
 		}
 		c.cache.present.Store(dir, true)
 		return dir, nil
@@ -237,7 +238,7 @@ func (c *Catalog) Verify(dir string, changed time.Time) error {
 // check --repair` quarantines it).
 func (c *Catalog) verify(slug, hash, dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("version %s of %q is not in this host's store: %w", short(hash), slug, skills.ErrNotFound)
+		return fmt.Errorf("version %s of %q is not in this host's store: %w", datadir.ShortHash(hash), slug, skills.ErrNotFound)
 	}
 	at := skills.ChangeClock()
 	got, _, _, err := skills.TreeHash(dir)
@@ -246,7 +247,7 @@ func (c *Catalog) verify(slug, hash, dir string) error {
 		c.cache.verified.Store(dir, at)
 		return nil
 	case err != nil && !errors.Is(err, skills.ErrSpecialFile) && !errors.Is(err, iofs.ErrNotExist):
-		return fmt.Errorf("verify version %s of %q: %w", short(hash), slug, err)
+		return fmt.Errorf("verify version %s of %q: %w", datadir.ShortHash(hash), slug, err)
 	}
 	c.cache.verified.Delete(dir)
 	c.cache.damagedCopies.Add(1)
@@ -277,7 +278,7 @@ func (c *Catalog) publishFetched(staging, slug, hash, dir string, meta *skills.V
 	}
 	_, to, err := c.store.Replace(staging, slug, hash, meta, "this host's copy no longer hashes to its name: "+derr.(error).Error())
 	if err != nil {
-		return fmt.Errorf("replace the damaged copy of version %s of %q: %w", short(hash), slug, err)
+		return fmt.Errorf("replace the damaged copy of version %s of %q: %w", datadir.ShortHash(hash), slug, err)
 	}
 	if to != "" {
 		c.log.Warn("damaged copy of a version moved to the quarantine", "slug", slug, "version", hash, "to", to)
@@ -330,13 +331,13 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 	m, err := c.db.ContentManifest(ctx, slug, hash)
 	if errors.Is(err, skills.ErrNotFound) {
 		return fmt.Errorf("version %s of %q: its content is not in the shared index (the host that holds it stores it there when it starts): %w",
-			short(hash), slug, skills.ErrNotFound)
+			datadir.ShortHash(hash), slug, skills.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
 	if err := m.CheckLimits(c.lim); err != nil {
-		return fmt.Errorf("version %s of %q in the shared index is over this host's limits: %w", short(hash), slug, err)
+		return fmt.Errorf("version %s of %q in the shared index is over this host's limits: %w", datadir.ShortHash(hash), slug, err)
 	}
 	staging, err := c.store.NewStaging()
 	if err != nil {
@@ -356,7 +357,7 @@ func (c *Catalog) fill(ctx context.Context, slug, hash, dir string) (err error) 
 			c.cache.damagedCopies.Add(1)
 			return fmt.Errorf("the content of version %s of %q in the shared index is damaged: %w", hash, slug, err)
 		}
-		return fmt.Errorf("fetch version %s of %q: %w", short(hash), slug, err)
+		return fmt.Errorf("fetch version %s of %q: %w", datadir.ShortHash(hash), slug, err)
 	}
 	if got != hash {
 		c.cache.damagedCopies.Add(1)
@@ -411,13 +412,13 @@ func (c *Catalog) uploadVersion(ctx context.Context, slug, hash string) error {
 // Versions it cannot upload are reported: in NoContent when this host
 // holds them, in Unfetchable when it does not (nobody can fetch them until
 // the host that holds them uploads them).
-func (c *Catalog) uploadMissing(ctx context.Context, r *Report) error {
+func (c *Catalog) uploadMissing(ctx context.Context, r *datadir.Report) error {
 	vs, err := c.db.VersionsWithoutContent(ctx)
 	if err != nil {
 		return err
 	}
 	for _, v := range vs {
-		ref := VersionRef{v.Slug, v.Hash}
+		ref := datadir.VersionRef{Slug: v.Slug, Hash: v.Hash}
 		if _, err := os.Lstat(c.store.VersionPath(v.Slug, v.Hash)); err != nil {
 			r.Unfetchable = append(r.Unfetchable, ref)
 			continue
@@ -430,7 +431,7 @@ func (c *Catalog) uploadMissing(ctx context.Context, r *Report) error {
 			}
 			continue
 		}
-		r.act("stored the content of %s/%s in the shared index", v.Slug, short(v.Hash))
+		r.Act("stored the content of %s/%s in the shared index", v.Slug, datadir.ShortHash(v.Hash))
 	}
 	if n := len(r.Unfetchable); n > 0 {
 		c.log.Warn("versions whose content is in no host's reach from here: the shared index lacks it and this host does not hold it "+

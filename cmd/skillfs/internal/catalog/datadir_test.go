@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 )
 
@@ -254,7 +255,7 @@ func TestDamagedDataDirectoryIsRefused(t *testing.T) {
 			before := storeListing(t, home)
 			tc.damage(t, home)
 			_, err := Open(ctx, home, Options{})
-			var de *DamagedError
+			var de *datadir.DamagedError
 			if !errors.As(err, &de) || !errors.Is(err, skills.ErrDamaged) {
 				t.Fatalf("Open = %v, want a DamagedError", err)
 			}
@@ -264,8 +265,8 @@ func TestDamagedDataDirectoryIsRefused(t *testing.T) {
 			if after := storeListing(t, home); !slices.Equal(before, after) {
 				t.Fatalf("store changed:\n%q\n%q", before, after)
 			}
-			r, err := Check(ctx, home, true)
-			if err != nil || r.OK || r.Index == IndexOK {
+			r, err := datadir.Check(ctx, home, true)
+			if err != nil || r.OK || r.Index == datadir.IndexOK {
 				t.Fatalf("Check = %+v, %v", r, err)
 			}
 
@@ -449,7 +450,7 @@ func TestRepairQuarantinesTamperedContent(t *testing.T) {
 	if err := os.WriteFile(p, []byte("changed behind our back\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Check(ctx, home, true)
+	r, err := datadir.Check(ctx, home, true)
 	if err != nil || r.OK || len(r.Mismatched) != 1 || r.Mismatched[0].Hash != top.Version {
 		t.Fatalf("Check = %+v, %v", r, err)
 	}
@@ -514,7 +515,7 @@ func TestBackfillLeavesOnlyTheMetadata(t *testing.T) {
 	base, _ := c.db.Skill(ctx, "base")
 	dir := c.store.VersionPath("base", base.Version)
 	before, _ := os.ReadDir(dir)
-	if err := c.backfillMeta(ctx, VersionRef{"base", base.Version}); err != nil {
+	if err := c.dataDir().BackfillMeta(ctx, datadir.VersionRef{Slug: "base", Hash: base.Version}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.ReadDir(dir)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -357,7 +358,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if held {
 		u.Status = UpdateHeld
 		u.Note = fmt.Sprintf("the source still holds %s, a version it delivered before: the current version differs "+
-			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", short(st.hash))
+			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", datadir.ShortHash(st.hash))
 		return u
 	}
 	if req.DryRun {

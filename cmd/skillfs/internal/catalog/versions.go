@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -89,10 +90,10 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 	for i, h := range []string{from, to} {
 		dir, err := c.versionDir(ctx, slug, h)
 		if err != nil {
-			return skills.DiffStat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", short(h))
+			return skills.DiffStat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", datadir.ShortHash(h))
 		}
 		if _, err := os.Lstat(dir); err != nil {
-			return skills.DiffStat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
+			return skills.DiffStat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", datadir.ShortHash(h))
 		}
 		dirs[i] = dir
 	}
@@ -107,9 +108,9 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 	if err != nil {
 		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
 		if errors.Is(err, fs.ErrNotExist) {
-			return skills.DiffStat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", short(from), short(to))
+			return skills.DiffStat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", datadir.ShortHash(from), datadir.ShortHash(to))
 		}
-		return skills.DiffStat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
+		return skills.DiffStat{}, fmt.Errorf("versions %s and %s could not be compared: %w", datadir.ShortHash(from), datadir.ShortHash(to), errors.Unwrap(err))
 	}
 	return stat, nil
 }
@@ -192,7 +193,7 @@ func (c *Catalog) DiffEach(ctx context.Context, as, slug, a, b string, text bool
 		return each(fc)
 	})
 	if err != nil {
-		return st, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
+		return st, fmt.Errorf("diff %q %s..%s: %w", slug, datadir.ShortHash(from), datadir.ShortHash(to), err)
 	}
 	return st, nil
 }
@@ -306,11 +307,11 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 	}
 	data, err := skills.ReadManifest(filepath.Join(dir, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
-		return nil, fmt.Errorf("read version %s of %q: %w", short(v.Hash), slug, err)
+		return nil, fmt.Errorf("read version %s of %q: %w", datadir.ShortHash(v.Hash), slug, err)
 	}
 	m, warnings, err := skills.ParseStored(data, slug)
 	if err != nil {
-		return nil, fmt.Errorf("version %s of %q: %w", short(v.Hash), slug, err)
+		return nil, fmt.Errorf("version %s of %q: %w", datadir.ShortHash(v.Hash), slug, err)
 	}
 	next := *s
 	next.Name, next.Description = m.Name, m.Description
@@ -321,7 +322,7 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 		return nil, err
 	}
 	if err := policy.ValidateDependencies(snap, &next); err != nil {
-		return nil, fmt.Errorf("roll %q back to %s: %w", slug, short(v.Hash), err)
+		return nil, fmt.Errorf("roll %q back to %s: %w", slug, datadir.ShortHash(v.Hash), err)
 	}
 	if err := c.db.AddVersion(ctx, &next, v); err != nil { // stored already: only made current
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/skills"
 )
@@ -116,7 +117,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 			t.Fatalf("update after a rollback (dry run %v): %+v", dry, u)
 		}
 		if cur, n := currentOf(t, c, "notes"); cur != v1 || n != 2 {
-			t.Fatalf("a held update installed something: current %s of %d versions", short(cur), n)
+			t.Fatalf("a held update installed something: current %s of %d versions", datadir.ShortHash(cur), n)
 		}
 	}
 	if u = updateOnly(t, c, "notes", true, true); u.Status != UpdateAvailable {
@@ -126,7 +127,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 		t.Fatalf("--force: %+v", u)
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != v2 || n != 2 {
-		t.Fatalf("after --force: current %s of %d versions", short(cur), n)
+		t.Fatalf("after --force: current %s of %d versions", datadir.ShortHash(cur), n)
 	}
 
 	// An online edit is held the same way.
@@ -143,7 +144,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 		t.Fatalf("update to new content: %+v", u)
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != u.To || n != 4 {
-		t.Fatalf("after the new content: current %s of %d versions", short(cur), n)
+		t.Fatalf("after the new content: current %s of %d versions", datadir.ShortHash(cur), n)
 	}
 }
 
@@ -299,7 +300,7 @@ func TestVersionsWithMissingContent(t *testing.T) {
 	if vs[0].DiffStat == nil || vs[0].DiffStat.FilesChanged != 1 || vs[0].DiffStatError != "" {
 		t.Errorf("the newest pair: %+v", vs[0])
 	}
-	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+short(hashes[0])+" is missing from the store") ||
+	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+datadir.ShortHash(hashes[0])+" is missing from the store") ||
 		strings.Contains(vs[1].DiffStatError, c.home) {
 		t.Errorf("the pair with the missing version: %+v", vs[1])
 	}
