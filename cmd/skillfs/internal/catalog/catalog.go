@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog/confine"
+	"skillfs/cmd/skillfs/internal/catalog/content"
 	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
@@ -56,10 +57,10 @@ type Catalog struct {
 	// data directory as a host (of a fleet, or the only one).
 	shared bool
 	host   string
-	cache  *contentCache // this process's knowledge of the store's copies
-	imp    *importLock   // shared while importing, exclusive to sweep and reconcile
-	pub    *os.File      // publish lock: exclusive from choosing a slug to the index row
-	pubMu  sync.Mutex    // the same between goroutines (flock does not exclude within a process)
+	cache  *content.Cache // this host's copies of versions, as this process knows them
+	imp    *importLock    // shared while importing, exclusive to sweep and reconcile
+	pub    *os.File       // publish lock: exclusive from choosing a slug to the index row
+	pubMu  sync.Mutex     // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see skills.DiffBudget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
@@ -153,7 +154,6 @@ func openShared(ctx context.Context, home string, opts Options) (*Catalog, error
 	if err != nil {
 		return nil, err
 	}
-	c.shared = true
 	if c.host, err = c.store.EnsureID(datadir.NewIdentity()); err != nil {
 		c.Close()
 		return nil, err
@@ -220,8 +220,10 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		}
 		return nil, err
 	}
-	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub, roots: opts.ImportRoots,
-		store: &skills.Store{Root: filepath.Join(home, storeDir)}, cache: newContentCache()}, nil
+	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub, roots: opts.ImportRoots,
+		store: &skills.Store{Root: filepath.Join(home, storeDir)}, shared: opts.Index != ""}
+	c.cache = content.New(c.store, db, c.log, c.lim, c.shared, c.sharedLock)
+	return c, nil
 }
 
 // bindIdentity ties index and store to one data directory identity: a new
@@ -275,7 +277,7 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *datadir.State) error {
 
 // Close ends the background fetches and releases the index.
 func (c *Catalog) Close() error {
-	c.cache.close()
+	c.cache.Close()
 	err := c.db.Close()
 	c.imp.close()
 	c.pub.Close()

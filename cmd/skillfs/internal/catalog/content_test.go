@@ -335,7 +335,7 @@ func testDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T, index str
 	if !errors.Is(err, syscall.EIO) || len(data) != 0 {
 		t.Fatalf("read of a damaged copy = %q, %v; want no bytes and EIO", data, err)
 	}
-	b.cache.bg.Wait() // the fetch the damage started
+	b.cache.WaitFetches() // the fetch the damage started
 	if data, err := readbench.ReadCold(p); err != nil || string(data) != "# deep\n" {
 		t.Fatalf("read after the copy was fetched again = %q, %v", data, err)
 	}

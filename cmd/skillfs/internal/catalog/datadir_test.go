@@ -195,7 +195,7 @@ func copyTree(t testing.TB, src, dst string) {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Chmod(dirs[i].p, dirs[i].m)
 	}
-	t.Cleanup(func() { forceRemoveAll(dst) })
+	t.Cleanup(func() { datadir.RemoveTree(dst) })
 }
 
 // A missing, empty or foreign index beside published content is a damaged
@@ -406,7 +406,7 @@ func TestReconcileQuarantinesAndRestores(t *testing.T) {
 		t.Fatalf("not restored: %v", err)
 	}
 	c.Close()
-	forceRemoveAll(filepath.Join(home, storeDir, "quarantine"))
+	datadir.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
 }
 
 // Versions published before versions carried metadata get it at the next
@@ -467,7 +467,7 @@ func TestRepairQuarantinesTamperedContent(t *testing.T) {
 	if now.Version != vs[1] {
 		t.Errorf("top after repair at %s, want the older intact %s", now.Version, vs[1])
 	}
-	forceRemoveAll(filepath.Join(home, storeDir, "quarantine"))
+	datadir.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
 }
 
 // A repair never runs under a live daemon.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -123,7 +124,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	keep := false
 	defer func() {
 		if !keep {
-			forceRemoveAll(dir)
+			datadir.RemoveTree(dir)
 		}
 	}()
 	var errs []error
@@ -225,12 +226,12 @@ func (c *Catalog) loadDraft(ctx context.Context, actor skills.User, id string) (
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound) // another user's draft is not disclosed
 	}
 	if c.now().After(d.ExpiresAt) {
-		forceRemoveAll(dir)
+		datadir.RemoveTree(dir)
 		return nil, "", fmt.Errorf("draft %q expired at %s: prepare it again: %w", id, d.ExpiresAt.Format(time.RFC3339), skills.ErrNotFound)
 	}
 	switch creator, err := c.db.User(ctx, d.Creator); {
 	case errors.Is(err, skills.ErrNotFound), err == nil && registered(creator) != rec.CreatorSince:
-		forceRemoveAll(dir)
+		datadir.RemoveTree(dir)
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
 	case err != nil:
 		return nil, "", err
@@ -276,7 +277,7 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 	}
 	err = c.install(ctx, installer, req, sel, res)
 	if err == nil {
-		forceRemoveAll(dir)
+		datadir.RemoveTree(dir)
 		c.log.Info("import confirmed", "draft", id, "installed", len(res.Installed))
 	}
 	return res, err
@@ -292,7 +293,7 @@ func (c *Catalog) Discard(ctx context.Context, as, id string) error {
 	if err != nil {
 		return err
 	}
-	forceRemoveAll(dir)
+	datadir.RemoveTree(dir)
 	return nil
 }
 
@@ -322,7 +323,7 @@ func (c *Catalog) removeDrafts(drop func(*Draft) bool) int {
 			}
 		}
 		if drop(d) {
-			forceRemoveAll(dir)
+			datadir.RemoveTree(dir)
 			n++
 		}
 	}
@@ -378,7 +379,7 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
-	defer forceRemoveAll(work)
+	defer datadir.RemoveTree(work)
 	path := filepath.Join(work, file)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -66,7 +67,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	defer forceRemoveAll(work)
+	defer datadir.RemoveTree(work)
 	tree := filepath.Join(work, "tree")
 	if _, err := skills.StageDir(current, tree, c.lim); err != nil {
 		return nil, fmt.Errorf("copy the current version: %w", err)
@@ -78,7 +79,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	defer forceRemoveAll(staging) // a no-op once published
+	defer datadir.RemoveTree(staging) // a no-op once published
 	st, err := c.stageTree(actor, s, tree, staging)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -470,7 +471,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest, gs skills.
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
-	cleanup := func() { forceRemoveAll(work) }
+	cleanup := func() { datadir.RemoveTree(work) }
 	fail := func(err error) (*source, error) { cleanup(); return nil, err }
 
 	// "PATH#ref" and "file://PATH[#ref]" name a local repository: resolve
@@ -602,15 +603,4 @@ func isZip(path string, f io.Reader) bool {
 		return false
 	}
 	return bytes.Equal(magic, []byte("PK\x03\x04")) || bytes.Equal(magic, []byte("PK\x05\x06"))
-}
-
-// forceRemoveAll removes a tree even when published content made it read-only.
-func forceRemoveAll(path string) {
-	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(path)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -50,7 +51,7 @@ func (r *importRun) importOne(ctx context.Context, f found) (*Installed, error) 
 	if err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
-	defer forceRemoveAll(staging) // a no-op once published (renamed away)
+	defer datadir.RemoveTree(staging) // a no-op once published (renamed away)
 	st, err := r.stage(f, staging)
 	if err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ func (r *importRun) planOne(ctx context.Context, f found, a *Available, taken ma
 	if err != nil {
 		return err
 	}
-	defer forceRemoveAll(staging)
+	defer datadir.RemoveTree(staging)
 	st, err := r.stage(f, filepath.Join(staging, "skill"))
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ func (c *Catalog) reconcileStore(ctx context.Context, r *datadir.Report) error {
 // dataDir is the data directory as check and repair work on it.
 func (c *Catalog) dataDir() *datadir.Dir {
 	return &datadir.Dir{Home: c.home, DB: c.db, Store: c.store, Log: c.log, Now: c.now, Limits: c.lim, Operator: Operator,
-		Shared: c.shared, UploadMissing: c.uploadMissing}
+		Shared: c.shared, UploadMissing: c.cache.UploadMissing}
 }
 
 // Repair makes a damaged data directory usable again and returns what it

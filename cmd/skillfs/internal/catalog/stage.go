@@ -263,7 +263,7 @@ func (st *staged) Publish(ctx context.Context) (*skills.Skill, error) {
 	// Other hosts learn of a version from its row: its content is in the
 	// shared index before, so every host that sees it can fetch it.
 	if c.shared {
-		if err := c.uploadVersion(ctx, sk.Slug, ver.Hash); err != nil {
+		if err := c.cache.Upload(ctx, sk.Slug, ver.Hash); err != nil {
 			if created {
 				c.store.RemoveVersion(sk.Slug, ver.Hash)
 			}

@@ -324,7 +324,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	defer forceRemoveAll(staging) // a no-op once published
+	defer datadir.RemoveTree(staging) // a no-op once published
 	st, err := (&importRun{c: c, actor: actor, req: plan.read, src: src}).stage(f, staging)
 	if err != nil {
 		return fail(err)

@@ -231,7 +231,7 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 	if err != nil || vs[0].DiffStat == nil || *vs[0].DiffStat != (skills.DiffStat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}) {
 		t.Fatalf("default budget: %v %+v", err, vs)
 	}
-	forceRemoveAll(c.store.VersionPath("other", vs[1].Hash))
+	datadir.RemoveTree(c.store.VersionPath("other", vs[1].Hash))
 	if again, err := c.Versions(ctx, "", "other"); err != nil || again[0].DiffStat == nil || *again[0].DiffStat != *vs[0].DiffStat || again[0].DiffStatError != "" {
 		t.Fatalf("kept stat after the content went: %v %+v", err, again)
 	}
@@ -292,7 +292,7 @@ func TestVersionsWithMissingContent(t *testing.T) {
 		}
 		hashes = append(hashes, res.Installed[0].Version)
 	}
-	forceRemoveAll(c.store.VersionPath("notes", hashes[0]))
+	datadir.RemoveTree(c.store.VersionPath("notes", hashes[0]))
 	vs, err := c.Versions(ctx, "", "notes")
 	if err != nil || len(vs) != 3 {
 		t.Fatalf("versions with one missing: %v %+v", err, vs)
