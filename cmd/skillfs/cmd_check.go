@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 )
 
@@ -22,7 +23,7 @@ func (c *cli) checkCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		var r *catalog.Report
+		var r *datadir.Report
 		shared := catalog.Options{Logger: c.logger(), Index: target}
 		switch {
 		case shared.Index != "" && *repair:
@@ -32,7 +33,7 @@ func (c *cli) checkCmd() *cobra.Command {
 		case *repair:
 			r, err = catalog.Repair(c.ctx, home, catalog.Options{Logger: c.logger()})
 		default:
-			r, err = catalog.Check(c.ctx, home, true)
+			r, err = datadir.Check(c.ctx, home, true)
 		}
 		if err != nil {
 			return err
@@ -56,7 +57,7 @@ func (c *cli) checkCmd() *cobra.Command {
 	return cmd
 }
 
-func printReport(c *cli, r *catalog.Report) {
+func printReport(c *cli, r *datadir.Report) {
 	w := c.stdout
 	fmt.Fprintf(w, "data directory: %s\n", r.Home)
 	fmt.Fprintf(w, "index:          %s", r.Index)
@@ -72,7 +73,7 @@ func printReport(c *cli, r *catalog.Report) {
 	if r.Shared {
 		fmt.Fprintf(w, "not cached:     %d versions (fetched from the shared index on first use)\n", r.NotCached)
 	}
-	list := func(title string, refs []catalog.VersionRef) {
+	list := func(title string, refs []datadir.VersionRef) {
 		for _, v := range refs {
 			fmt.Fprintf(w, "%s %s/%s\n", title, v.Slug, v.Hash)
 		}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/catalog/confine"
 	"skillfs/cmd/skillfs/internal/daemon"
 	"skillfs/skills"
 )
@@ -172,7 +173,7 @@ const importRootsEnv = "SKILLFS_IMPORT_ROOTS"
 // $SKILLFS_IMPORT_ROOTS): each an existing folder, none in /proc, /sys or
 // /dev. A bad one is a usage error (exit 2) naming it, before anything is
 // touched.
-func openImportRoots(given []string) (*catalog.ImportRoots, error) {
+func openImportRoots(given []string) (*confine.ImportRoots, error) {
 	paths, from := given, "--import-root"
 	if len(paths) == 0 {
 		for _, p := range filepath.SplitList(os.Getenv(importRootsEnv)) {
@@ -182,7 +183,7 @@ func openImportRoots(given []string) (*catalog.ImportRoots, error) {
 		}
 		from = "$" + importRootsEnv
 	}
-	roots, err := catalog.OpenImportRoots(paths)
+	roots, err := confine.OpenImportRoots(paths)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v: %w", from, err, errUsage)
 	}

@@ -5,8 +5,6 @@ package catalog
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/confine"
+	"skillfs/cmd/skillfs/internal/catalog/content"
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -42,7 +43,7 @@ type Options struct {
 	// ImportRoots are the folders a source named through the API may read
 	// (see OpenImportRoots); nil: none, so through the API only remote
 	// repositories and uploads are read.
-	ImportRoots *ImportRoots
+	ImportRoots *confine.ImportRoots
 }
 
 // Catalog is an open data directory: index, content store and limits.
@@ -58,14 +59,14 @@ type Catalog struct {
 	// data directory as a host (of a fleet, or the only one).
 	shared bool
 	host   string
-	cache  *contentCache // this process's knowledge of the store's copies
-	imp    *importLock   // shared while importing, exclusive to sweep and reconcile
-	pub    *os.File      // publish lock: exclusive from choosing a slug to the index row
-	pubMu  sync.Mutex    // the same between goroutines (flock does not exclude within a process)
+	cache  *content.Cache // this host's copies of versions, as this process knows them
+	imp    *importLock    // shared while importing, exclusive to sweep and reconcile
+	pub    *os.File       // publish lock: exclusive from choosing a slug to the index row
+	pubMu  sync.Mutex     // the same between goroutines (flock does not exclude within a process)
 	// diffLimit is the comparison budget of one request, bytes and steps
 	// (see diff.Budget; 0: the defaults). Tests make it smaller.
 	diffLimit [2]int64
-	roots     *ImportRoots // Options.ImportRoots
+	roots     *confine.ImportRoots // Options.ImportRoots
 	// gate bounds what comparisons hold together (LimitDiffs); nil: no
 	// bound but each request's own.
 	gate DiffGate
@@ -78,8 +79,8 @@ func (c *Catalog) diffBudget() *diff.Budget {
 
 // Layout of a data directory.
 const (
-	indexFile = "index.db"
-	storeDir  = "store"
+	indexFile = datadir.IndexFile
+	storeDir  = datadir.StoreDir
 	tmpDir    = "tmp"
 	lockFile  = "import.lock"
 	pubFile   = "publish.lock"
@@ -91,7 +92,7 @@ const (
 // imports left in the staging area when no other process is importing, and
 // never touches published content. A damaged data directory — an index that
 // is missing, empty or unreadable beside published content, or that belongs
-// to another data directory — is a *DamagedError (errors.Is(err,
+// to another data directory — is a *datadir.DamagedError (errors.Is(err,
 // skills.ErrDamaged)) and nothing is changed; `skillfs check --repair`
 // repairs it.
 func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
@@ -103,12 +104,12 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if opts.Index != "" {
 		return openShared(ctx, home, opts)
 	}
-	st, err := inspect(home)
+	st, err := datadir.Inspect(home)
 	if err != nil {
 		return nil, err
 	}
-	if problem := st.damage(); problem != "" {
-		return nil, &DamagedError{Home: home, Problem: problem}
+	if problem := st.Damage(); problem != "" {
+		return nil, &datadir.DamagedError{Home: home, Problem: problem}
 	}
 	c, err := openParts(home, opts)
 	if err != nil {
@@ -117,12 +118,12 @@ func Open(ctx context.Context, home string, opts Options) (*Catalog, error) {
 	if n, err := c.db.Count(ctx); err != nil {
 		c.Close()
 		return nil, err
-	} else if n.Skills == 0 && n.Users == 0 && st.stored > 0 {
+	} else if n.Skills == 0 && n.Users == 0 && st.Stored > 0 {
 		// Every index that ever served has its operator: this one was
 		// replaced by a new, empty database.
 		c.Close()
-		return nil, &DamagedError{Home: home, Problem: fmt.Sprintf(
-			"%s holds no skills and no users, but the content store holds %d published versions", indexFile, st.stored)}
+		return nil, &datadir.DamagedError{Home: home, Problem: fmt.Sprintf(
+			"%s holds no skills and no users, but the content store holds %d published versions", indexFile, st.Stored)}
 	}
 	if err := c.bindIdentity(ctx, st); err != nil {
 		c.Close()
@@ -155,8 +156,7 @@ func openShared(ctx context.Context, home string, opts Options) (*Catalog, error
 	if err != nil {
 		return nil, err
 	}
-	c.shared = true
-	if c.host, err = c.store.EnsureID(newIdentity()); err != nil {
+	if c.host, err = c.store.EnsureID(datadir.NewIdentity()); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -218,12 +218,14 @@ func openParts(home string, opts Options) (*Catalog, error) {
 		lock.Close()
 		pub.Close()
 		if errors.Is(err, skills.ErrDamaged) && opts.Index == "" {
-			return nil, &DamagedError{Home: home, Problem: fmt.Sprintf("the index cannot be read (%v)", err)}
+			return nil, &datadir.DamagedError{Home: home, Problem: fmt.Sprintf("the index cannot be read (%v)", err)}
 		}
 		return nil, err
 	}
-	return &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub, roots: opts.ImportRoots,
-		store: &store.Store{Root: filepath.Join(home, storeDir)}, cache: newContentCache()}, nil
+	c := &Catalog{home: home, db: db, lim: opts.Limits, log: opts.Logger, now: opts.Now, imp: &importLock{f: lock}, pub: pub, roots: opts.ImportRoots,
+		store: &store.Store{Root: filepath.Join(home, storeDir)}, shared: opts.Index != ""}
+	c.cache = content.New(c.store, db, c.log, c.lim, c.shared, c.sharedLock)
+	return c, nil
 }
 
 // bindIdentity ties index and store to one data directory identity: a new
@@ -232,12 +234,12 @@ func openParts(home string, opts Options) (*Catalog, error) {
 // either side has none, it binds them under the exclusive import lock and
 // reads both again, so processes starting together on a new data directory
 // agree on one identity.
-func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
+func (c *Catalog) bindIdentity(ctx context.Context, st *datadir.State) error {
 	idxID, err := c.db.DataDirID(ctx)
 	if err != nil {
 		return err
 	}
-	if idxID == "" || st.storeID == "" {
+	if idxID == "" || st.StoreID == "" {
 		release, _, err := c.imp.exclusive(true)
 		if err != nil {
 			return err
@@ -246,14 +248,14 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 		if idxID, err = c.db.DataDirID(ctx); err != nil {
 			return err
 		}
-		if st.storeID, err = c.store.ID(); err != nil {
+		if st.StoreID, err = c.store.ID(); err != nil {
 			return err
 		}
 	}
-	storeID := st.storeID
+	storeID := st.StoreID
 	switch {
 	case idxID == "" && storeID == "":
-		if storeID, err = c.store.EnsureID(newIdentity()); err != nil {
+		if storeID, err = c.store.EnsureID(datadir.NewIdentity()); err != nil {
 			return err
 		}
 		c.host = storeID
@@ -268,23 +270,16 @@ func (c *Catalog) bindIdentity(ctx context.Context, st *dirState) error {
 		}
 	}
 	if idxID != storeID {
-		return &DamagedError{Home: c.home, Problem: fmt.Sprintf(
+		return &datadir.DamagedError{Home: c.home, Problem: fmt.Sprintf(
 			"the index belongs to data directory %s, the content store to %s (an index copied from elsewhere?)", idxID, storeID)}
 	}
 	c.host = storeID
 	return nil
 }
 
-// newIdentity makes a random data directory identity.
-func newIdentity() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // Close ends the background fetches and releases the index.
 func (c *Catalog) Close() error {
-	c.cache.close()
+	c.cache.Close()
 	err := c.db.Close()
 	c.imp.close()
 	c.pub.Close()
@@ -316,14 +311,7 @@ func (c *Catalog) Store() *store.Store { return c.store }
 // is there (see EnsureVersion).
 func (c *Catalog) VersionPath(slug, hash string) string { return c.store.VersionPath(slug, hash) }
 
-func (c *Catalog) ensureOperator(ctx context.Context) error {
-	if _, err := c.db.User(ctx, Operator); err == nil {
-		return nil
-	} else if !errors.Is(err, skills.ErrNotFound) {
-		return err
-	}
-	return c.db.PutUser(ctx, skills.User{UID: Operator, Role: skills.RoleSuperadmin})
-}
+func (c *Catalog) ensureOperator(ctx context.Context) error { return c.dataDir().EnsureOperator(ctx) }
 
 // sweep removes what crashed imports left outside the published store —
 // staging directories, unpacked archives and clones, expired drafts — when

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	skfs "skillfs/fs"
 	"skillfs/fs/fusetest"
 	"skillfs/fs/readbench"
@@ -335,7 +336,7 @@ func testDamagedCacheIsRefusedQuarantinedAndFetchedAgain(t *testing.T, index str
 	if !errors.Is(err, syscall.EIO) || len(data) != 0 {
 		t.Fatalf("read of a damaged copy = %q, %v; want no bytes and EIO", data, err)
 	}
-	b.cache.bg.Wait() // the fetch the damage started
+	b.cache.WaitFetches() // the fetch the damage started
 	if data, err := readbench.ReadCold(p); err != nil || string(data) != "# deep\n" {
 		t.Fatalf("read after the copy was fetched again = %q, %v", data, err)
 	}
@@ -405,7 +406,7 @@ func TestDamagedCopyOfASingleHostStaysRefused(t *testing.T) {
 	if _, err := os.Lstat(dir); err != nil {
 		t.Fatalf("the only copy was moved: %v", err)
 	}
-	r, err := Check(ctx, c.Home(), true)
+	r, err := datadir.Check(ctx, c.Home(), true)
 	if err != nil || len(r.Mismatched) != 1 || r.OK {
 		t.Fatalf("check after the damage: %+v, %v", r, err)
 	}
@@ -513,7 +514,7 @@ func TestContentPublishedBeforeSharingIsStoredAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []VersionRef{{slug, hash}}
+	want := []datadir.VersionRef{{Slug: slug, Hash: hash}}
 	if ra.OK || !ra.Shared || !slices.Equal(ra.NoContent, want) || len(ra.Unfetchable) != 0 {
 		t.Errorf("check on the host that holds it: %+v", ra)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 	"skillfs/skills/git"
 )
@@ -304,7 +305,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 	in := res.Installed[0]
 	if v, verr := c.db.Version(ctx, in.Slug, in.Version); verr == nil && cs.Commit != "" && v.Commit != "" && v.Commit != cs.Commit {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the source changed since the curated list was refreshed: installed from commit %s, the list shows commit %s",
-			short(v.Commit), short(cs.Commit)))
+			datadir.ShortHash(v.Commit), datadir.ShortHash(cs.Commit)))
 	} else if verr != nil && !errors.Is(verr, skills.ErrNotFound) {
 		c.log.Warn("read installed version", "slug", in.Slug, "err", verr)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 	"skillfs/skills/store"
 )
@@ -195,7 +196,7 @@ func copyTree(t testing.TB, src, dst string) {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Chmod(dirs[i].p, dirs[i].m)
 	}
-	t.Cleanup(func() { forceRemoveAll(dst) })
+	t.Cleanup(func() { datadir.RemoveTree(dst) })
 }
 
 // A missing, empty or foreign index beside published content is a damaged
@@ -255,7 +256,7 @@ func TestDamagedDataDirectoryIsRefused(t *testing.T) {
 			before := storeListing(t, home)
 			tc.damage(t, home)
 			_, err := Open(ctx, home, Options{})
-			var de *DamagedError
+			var de *datadir.DamagedError
 			if !errors.As(err, &de) || !errors.Is(err, skills.ErrDamaged) {
 				t.Fatalf("Open = %v, want a DamagedError", err)
 			}
@@ -265,8 +266,8 @@ func TestDamagedDataDirectoryIsRefused(t *testing.T) {
 			if after := storeListing(t, home); !slices.Equal(before, after) {
 				t.Fatalf("store changed:\n%q\n%q", before, after)
 			}
-			r, err := Check(ctx, home, true)
-			if err != nil || r.OK || r.Index == IndexOK {
+			r, err := datadir.Check(ctx, home, true)
+			if err != nil || r.OK || r.Index == datadir.IndexOK {
 				t.Fatalf("Check = %+v, %v", r, err)
 			}
 
@@ -406,7 +407,7 @@ func TestReconcileQuarantinesAndRestores(t *testing.T) {
 		t.Fatalf("not restored: %v", err)
 	}
 	c.Close()
-	forceRemoveAll(filepath.Join(home, storeDir, "quarantine"))
+	datadir.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
 }
 
 // Versions published before versions carried metadata get it at the next
@@ -450,7 +451,7 @@ func TestRepairQuarantinesTamperedContent(t *testing.T) {
 	if err := os.WriteFile(p, []byte("changed behind our back\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Check(ctx, home, true)
+	r, err := datadir.Check(ctx, home, true)
 	if err != nil || r.OK || len(r.Mismatched) != 1 || r.Mismatched[0].Hash != top.Version {
 		t.Fatalf("Check = %+v, %v", r, err)
 	}
@@ -467,7 +468,7 @@ func TestRepairQuarantinesTamperedContent(t *testing.T) {
 	if now.Version != vs[1] {
 		t.Errorf("top after repair at %s, want the older intact %s", now.Version, vs[1])
 	}
-	forceRemoveAll(filepath.Join(home, storeDir, "quarantine"))
+	datadir.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
 }
 
 // A repair never runs under a live daemon.
@@ -515,7 +516,7 @@ func TestBackfillLeavesOnlyTheMetadata(t *testing.T) {
 	base, _ := c.db.Skill(ctx, "base")
 	dir := c.store.VersionPath("base", base.Version)
 	before, _ := os.ReadDir(dir)
-	if err := c.backfillMeta(ctx, VersionRef{"base", base.Version}); err != nil {
+	if err := c.dataDir().BackfillMeta(ctx, datadir.VersionRef{Slug: "base", Hash: base.Version}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.ReadDir(dir)

@@ -15,10 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 	skillsource "skillfs/skills/source"
-	"skillfs/skills/store"
 )
 
 // DraftTTL is how long a prepared import waits for its confirmation.
@@ -125,22 +125,23 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	keep := false
 	defer func() {
 		if !keep {
-			forceRemoveAll(dir)
+			datadir.RemoveTree(dir)
 		}
 	}()
 	var errs []error
+	run := &importRun{c: c, actor: actor, req: req, src: sel.src}
 	taken := map[string]bool{}
 	for i, f := range sel.found {
 		ds, err := (*DraftSkill)(nil), f.err // refused as --list and import refuse it
 		if err == nil {
-			ds, err = c.draftOne(ctx, actor, req, sel.src, f, filepath.Join(dir, strconv.Itoa(i)), taken)
+			ds, err = run.draftOne(ctx, f, filepath.Join(dir, strconv.Itoa(i)), taken)
 		}
 		if err != nil {
 			d.Failed = append(d.Failed, Failed{Source: f.Rel, Error: err.Error()})
 			errs = append(errs, fmt.Errorf("%s: %w", req.where(f), err))
 			continue
 		}
-		ds.Warnings = nonNilStrings(append(slices.Clone(sel.src.warnings), ds.Warnings...))
+		ds.Warnings = nonNil(append(slices.Clone(sel.src.warnings), ds.Warnings...))
 		d.Skills = append(d.Skills, *ds)
 	}
 	if len(d.Skills) == 0 {
@@ -159,22 +160,20 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 
 // draftOne stages one skill into dst and says where it would go.
 // Its slug joins taken.
-func (c *Catalog) draftOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, dst string, taken map[string]bool) (*DraftSkill, error) {
-	st, err := c.stageSkill(req, src, f, dst)
+func (r *importRun) draftOne(ctx context.Context, f found, dst string, taken map[string]bool) (*DraftSkill, error) {
+	st, err := r.stage(f, dst)
 	if err != nil {
 		return nil, err
 	}
-	hash, _, _, err := store.TreeHash(dst)
-	if err != nil {
+	if err := st.hashTree(); err != nil {
 		return nil, err
 	}
-	slug, _, sw, err := c.settle(ctx, actor, req, sourceKey(src.key, f.Candidate, req.Agents), f, st, taken)
-	if err != nil {
+	if err := st.settleSlug(ctx, taken); err != nil {
 		return nil, err
 	}
-	taken[slug] = true
-	return &DraftSkill{Slug: slug, Name: DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
-		Warnings: nonNilStrings(append(st.warnings, sw...)), Folder: f.Name, Rel: f.Rel, Version: hash,
+	taken[st.slug] = true
+	return &DraftSkill{Slug: st.slug, Name: DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
+		Warnings: nonNil(st.warnings), Folder: f.Name, Rel: f.Rel, Version: st.hash,
 		Plugin: f.Plugin, Want: f.want}, nil
 }
 
@@ -228,12 +227,12 @@ func (c *Catalog) loadDraft(ctx context.Context, actor skills.User, id string) (
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound) // another user's draft is not disclosed
 	}
 	if c.now().After(d.ExpiresAt) {
-		forceRemoveAll(dir)
+		datadir.RemoveTree(dir)
 		return nil, "", fmt.Errorf("draft %q expired at %s: prepare it again: %w", id, d.ExpiresAt.Format(time.RFC3339), skills.ErrNotFound)
 	}
 	switch creator, err := c.db.User(ctx, d.Creator); {
 	case errors.Is(err, skills.ErrNotFound), err == nil && registered(creator) != rec.CreatorSince:
-		forceRemoveAll(dir)
+		datadir.RemoveTree(dir)
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
 	case err != nil:
 		return nil, "", err
@@ -279,7 +278,7 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 	}
 	err = c.install(ctx, installer, req, sel, res)
 	if err == nil {
-		forceRemoveAll(dir)
+		datadir.RemoveTree(dir)
 		c.log.Info("import confirmed", "draft", id, "installed", len(res.Installed))
 	}
 	return res, err
@@ -295,7 +294,7 @@ func (c *Catalog) Discard(ctx context.Context, as, id string) error {
 	if err != nil {
 		return err
 	}
-	forceRemoveAll(dir)
+	datadir.RemoveTree(dir)
 	return nil
 }
 
@@ -325,7 +324,7 @@ func (c *Catalog) removeDrafts(drop func(*Draft) bool) int {
 			}
 		}
 		if drop(d) {
-			forceRemoveAll(dir)
+			datadir.RemoveTree(dir)
 			n++
 		}
 	}
@@ -381,7 +380,7 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
-	defer forceRemoveAll(work)
+	defer datadir.RemoveTree(work)
 	path := filepath.Join(work, file)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

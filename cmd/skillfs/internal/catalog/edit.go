@@ -9,16 +9,15 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	skillsource "skillfs/skills/source"
 	"slices"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
-	"skillfs/skills/manifest"
-	skillsource "skillfs/skills/source"
-	"skillfs/skills/store"
 )
 
 // EditableExtensions are the text files online editing may write.
@@ -69,7 +68,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	defer forceRemoveAll(work)
+	defer datadir.RemoveTree(work)
 	tree := filepath.Join(work, "tree")
 	if _, err := skillsource.StageDir(current, tree, c.lim); err != nil {
 		return nil, fmt.Errorf("copy the current version: %w", err)
@@ -81,22 +80,10 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	defer forceRemoveAll(staging) // a no-op once published
-	if _, err := skillsource.StageDir(tree, staging, c.lim); err != nil {
-		return nil, err
-	}
-	data, err := skills.ReadManifest(filepath.Join(staging, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
+	defer datadir.RemoveTree(staging) // a no-op once published
+	st, err := c.stageTree(actor, s, tree, staging)
 	if err != nil {
 		return nil, err
-	}
-	// Read as an import reads it (leniently), so that an edit of any file
-	// of an imported skill is not refused for what its import let pass.
-	m, warnings, err := manifest.ParseStored(data, slug)
-	if err != nil {
-		return nil, err
-	}
-	if m.Slug != slug {
-		return nil, fmt.Errorf("SKILL.md gives slug %q, but the slug of a skill cannot change (it is %q; keep a `slug: %s` line): %w", m.Slug, slug, slug, skills.ErrInvalid)
 	}
 	unlockPub, err := c.publishLock()
 	if err != nil {
@@ -107,24 +94,22 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	hash, files, size, err := store.TreeHash(staging)
+	// A new version of the skill as it is, its provenance kept; the
+	// version records the edit.
+	st.existing, st.plugin, st.origin = s, s.Plugin, s.Source
+	st.prov = skills.Version{SourceType: s.SourceType, Source: "edit:" + clean}
+	if err := st.hashTree(); err != nil {
+		return nil, err
+	}
+	if st.unchanged() {
+		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: st.hash, Warnings: append(st.warnings, "no change: no new version")}, nil
+	}
+	next, err := st.Publish(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if hash == s.Version {
-		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: hash, Warnings: append(warnings, "no change: no new version")}, nil
-	}
-	next := *s
-	next.Name, next.Description = m.Name, m.Description
-	next.SkillDependencies, next.ToolDependencies, next.MCPDependencies = m.SkillDependencies, m.ToolDependencies, m.MCPDependencies
-	next.UpdatedAt = c.now().UTC()
-	ver := &skills.Version{Slug: slug, Hash: hash, SourceType: s.SourceType, Source: "edit:" + clean,
-		Installer: actor.UID, InstalledAt: next.UpdatedAt, Previous: s.Version, Files: files, Bytes: size}
-	if err := c.publishVersion(ctx, staging, &next, ver, false); err != nil {
-		return nil, err
-	}
-	c.log.Info("skill edited", "slug", slug, "file", clean, "version", hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: hash, Warnings: nonNilStrings(warnings)}, nil
+	c.log.Info("skill edited", "slug", slug, "file", clean, "version", st.hash, "by", actor.UID)
+	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: st.hash, Warnings: nonNil(st.warnings)}, nil
 }
 
 // applyEdit writes or (content == nil) removes one file of a tree; a file
@@ -250,11 +235,4 @@ func (t *textWriter) finish() error {
 
 func (t *textWriter) notText() error {
 	return fmt.Errorf("%s: content is not UTF-8 text: %w", t.rel, skills.ErrInvalid)
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 )
 
@@ -331,7 +332,7 @@ func TestIndexIsOpenedOnlyThroughTheDriver(t *testing.T) {
 			}
 			return err
 		}},
-		{"check, hashing every version", func() error { _, err := Check(ctx, c.home, true); return err }},
+		{"check, hashing every version", func() error { _, err := datadir.Check(ctx, c.home, true); return err }},
 		{"reconcile the store", func() error { _, err := c.Reconcile(ctx); return err }},
 		{"tell whether it exists", func() error {
 			if !Exists(c.home) {

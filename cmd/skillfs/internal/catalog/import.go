@@ -3,21 +3,20 @@ package catalog
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	skillsource "skillfs/skills/source"
 	"slices"
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/git"
-	skillsource "skillfs/skills/source"
-	"skillfs/skills/store"
 )
 
 // ImportRequest says what to import and how.
@@ -69,7 +68,7 @@ type ImportRequest struct {
 }
 
 // display is the name of the source in messages, answers and logs, with
-// any credentials in its URL hidden (see git.RedactSource).
+// any credentials in its URL hidden (see git.Spec.String).
 func (r ImportRequest) display() string {
 	if r.Display != "" {
 		return r.Display
@@ -274,7 +273,7 @@ func (c *Catalog) selectSkills(ctx context.Context, actor skills.User, req Impor
 		fs = picked
 	}
 	if req.List {
-		res.Available = c.plan(ctx, actor, req, src, fs)
+		res.Available = (&importRun{c: c, actor: actor, req: req, src: src}).plan(ctx, fs)
 		src.cleanup()
 		return nil, nil
 	}
@@ -342,112 +341,6 @@ func inFolder(rel, dir string) bool {
 	return rel == dir || strings.HasPrefix(rel, dir+"/")
 }
 
-// plan says what importing each skill would do, staging each as an import
-// would (every check and limit, dependencies included) and keeping nothing.
-// The skills are planned in the order an import installs them, each seeing
-// the slugs and catalog entries of those before it; the listing keeps the
-// discovery order.
-func (c *Catalog) plan(ctx context.Context, actor skills.User, req ImportRequest, src *source, fs []found) []Available {
-	out := make([]Available, len(fs))
-	at := make(map[string]int, len(fs)) // by folder: the position in fs
-	for i, f := range fs {
-		at[f.Dir] = i
-		out[i] = f.available()
-	}
-	snap, err := c.snapshot(ctx)
-	taken := map[string]bool{}
-	for _, f := range dependencyOrder(fs) {
-		a := &out[at[f.Dir]]
-		switch {
-		case f.err != nil:
-		case err != nil:
-			a.Status, a.Error = StatusRefused, err.Error()
-		default:
-			if err := c.planOne(ctx, actor, req, src, f, a, taken, snap); err != nil {
-				a.Status, a.Error = StatusRefused, err.Error()
-			}
-		}
-	}
-	return out
-}
-
-// planOne fills a with what importing f would do. On success the slug it
-// would have joins taken, and the skill it would become joins snap, for
-// the dependencies of the skills planned after it.
-func (c *Catalog) planOne(ctx context.Context, actor skills.User, req ImportRequest, src *source, f found, a *Available, taken map[string]bool, snap policy.Catalog) error {
-	staging, err := c.store.NewStaging()
-	if err != nil {
-		return err
-	}
-	defer forceRemoveAll(staging)
-	st, err := c.stageSkill(req, src, f, filepath.Join(staging, "skill"))
-	if err != nil {
-		return err
-	}
-	key := sourceKey(src.key, f.Candidate, req.Agents)
-	slug, existing, sw, err := c.settle(ctx, actor, req, key, f, st, taken)
-	if err != nil {
-		return err
-	}
-	if err := rewriteSlugIfNeeded(st, slug); err != nil {
-		return err
-	}
-	hash, _, _, err := store.TreeHash(st.dir)
-	if err != nil {
-		return err
-	}
-	status := StatusUnchanged
-	if existing == nil || existing.Version != hash {
-		// What importOne checks before it publishes.
-		sk, err := c.skillEntry(actor, req, src, key, f, st.m, slug, hash, existing, c.now().UTC())
-		if err != nil {
-			return err
-		}
-		if err := policy.ValidateDependencies(snap, sk); err != nil {
-			return err
-		}
-		snap.Skills[slug] = sk
-		status = StatusUpdate
-		if existing == nil {
-			status = StatusInstall
-		}
-	}
-	taken[slug] = true
-	a.Slug, a.Name, a.Description = slug, DisplayName(f.Plugin, st.m.Name), st.m.Description
-	a.Warnings = nonNilStrings(append(append(slices.Clone(src.warnings), st.warnings...), sw...))
-	a.Status = status
-	return nil
-}
-
-// install imports every selected skill; per-skill failures go to
-// res.Failed. It fails when nothing could be installed.
-func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequest, sel *selection, res *ImportResult) error {
-	src := sel.src
-	var errs []error
-	for _, f := range sel.found {
-		inst, err := (*Installed)(nil), f.err // refused as --list says, e.g. past the source's limits
-		if err == nil {
-			inst, err = c.importOne(ctx, actor, req, src, f)
-		}
-		if err != nil {
-			where := req.where(f)
-			res.Failed = append(res.Failed, Failed{Source: where, Error: err.Error()})
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
-			c.log.Info("import failed", "source", where, "err", err)
-			continue
-		}
-		inst.Warnings = nonNilStrings(append(slices.Clone(src.warnings), inst.Warnings...))
-		res.Installed = append(res.Installed, *inst)
-	}
-	if len(res.Installed) == 0 && len(res.Failed) > 0 {
-		if len(errs) == 1 {
-			return errs[0]
-		}
-		return fmt.Errorf("no skill of %d imported from %q: %w", len(errs), req.display(), errors.Join(errs...))
-	}
-	return nil
-}
-
 // agentSource lists the skills of the agents' folders as candidates; those
 // that cannot be loaded at all are reported as failed, those another skill
 // hides as shadowed.
@@ -487,14 +380,14 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 	default:
 		req.Source = RemoteSource(req.Source)
 	}
-	if _, err := req.stat(req.Source); err != nil {
-		if gs := git.ParseSource(req.Source); gs.Path != "" {
-			if sub != "" && sub != gs.Path {
-				return nil, fmt.Errorf("source %q names the folder %q and --path %q: choose one: %w", req.display(), gs.Path, sub, skills.ErrInvalid)
-			}
-			sub, gs.Path = gs.Path, ""
-			req.Source = gs.Spec() // credentials and all: they are for this read
+	// The one parse of the source as a git spec, "URL#ref:path".
+	gs := git.ParseSource(req.Source)
+	if _, err := req.stat(req.Source); err != nil && gs.Path != "" {
+		if sub != "" && sub != gs.Path {
+			return nil, fmt.Errorf("source %q names the folder %q and --path %q: choose one: %w", req.display(), gs.Path, sub, skills.ErrInvalid)
 		}
+		sub, gs.Path = gs.Path, ""
+		req.Source = gs.Spec() // credentials and all: they are for this read
 	}
 	if sub != "" {
 		clean, err := skills.CleanRelPath(sub)
@@ -503,7 +396,7 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		}
 		sub = clean
 	}
-	src, err := c.resolveTree(ctx, req)
+	src, err := c.resolveTree(ctx, req, gs)
 	if err != nil || sub == "" {
 		return src, err
 	}
@@ -569,8 +462,9 @@ func (r ImportRequest) stat(p string) (os.FileInfo, error) {
 }
 
 // resolveTree turns the request's source into a directory tree: the whole
-// folder, archive or repository.
-func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, error) {
+// folder, archive or repository. gs is the source parsed as a git spec,
+// without its folder.
+func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest, gs git.Source) (*source, error) {
 	tmp := filepath.Join(c.home, tmpDir)
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
@@ -579,21 +473,18 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
-	cleanup := func() { forceRemoveAll(work) }
+	cleanup := func() { datadir.RemoveTree(work) }
 	fail := func(err error) (*source, error) { cleanup(); return nil, err }
 
 	// "PATH#ref" and "file://PATH[#ref]" name a local repository: resolve
 	// them to PATH and the ref, so every spelling has one identity. Both
 	// ask for git (a commit), where a plain PATH asks for the folder.
 	spec := req.Source
-	parsed := git.ParseSpec(spec) // once: every step below reads this
 	asGit := false
 	if _, err := req.stat(spec); err != nil {
-		gs := parsed.Git
 		if p := strings.TrimPrefix(gs.URL, "file://"); p != spec {
 			if _, err := req.stat(p); err == nil {
 				spec, asGit = p, true
-				parsed = git.ParseSpec(spec)
 				if req.Ref == "" {
 					req.Ref = gs.Ref
 				}
@@ -602,7 +493,7 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	}
 	fi, statErr := req.stat(spec)
 	local := statErr == nil
-	if p := localPath(spec, local); p != "" && !req.upload {
+	if p := localPath(spec, local, gs); p != "" && !req.upload {
 		if err := c.guardSource(req.display(), p, true); err != nil {
 			return fail(err)
 		}
@@ -627,17 +518,18 @@ func (c *Catalog) resolveTree(ctx context.Context, req ImportRequest) (*source, 
 	if local && !fi.IsDir() {
 		return c.resolveFile(spec, req.display(), work, cleanup)
 	}
-	if !local && !parsed.IsGit() {
+	if !local && !git.ParseSpec(spec).IsGit() {
 		return fail(fmt.Errorf("source %q: no such file, directory or git repository: %w", req.display(), skills.ErrNotFound))
 	}
-	gs := parsed.Git
 	if req.Ref != "" {
 		gs.Ref = req.Ref
 	}
 	key := "git:" + git.Source{URL: gs.URL}.String() // no credentials in provenance
 	if local {
+		// A repository on this machine: spec is its path, whichever way
+		// the source named it (PATH, PATH#ref, file://PATH).
 		abs, _ := filepath.Abs(spec)
-		gs.URL = abs
+		gs = git.Source{URL: abs, Ref: req.Ref}
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
@@ -713,15 +605,4 @@ func isZip(path string, f io.Reader) bool {
 		return false
 	}
 	return bytes.Equal(magic, []byte("PK\x03\x04")) || bytes.Equal(magic, []byte("PK\x05\x06"))
-}
-
-// forceRemoveAll removes a tree even when published content made it read-only.
-func forceRemoveAll(path string) {
-	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(path)
 }

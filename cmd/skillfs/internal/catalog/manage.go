@@ -134,7 +134,7 @@ func (c *Catalog) Delete(ctx context.Context, as, slug string) error {
 		return err
 	}
 	for _, v := range vs {
-		c.cache.forget(c.store.VersionPath(v.Slug, v.Hash))
+		c.cache.Forget(c.store.VersionPath(v.Slug, v.Hash))
 		if err := c.store.RemoveVersion(v.Slug, v.Hash); err != nil && (!c.shared || !errors.Is(err, skills.ErrNotFound)) {
 			c.log.Warn("remove deleted content", "slug", v.Slug, "version", v.Hash, "err", err)
 		}

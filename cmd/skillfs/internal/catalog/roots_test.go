@@ -9,14 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"skillfs/cmd/skillfs/internal/catalog/confine"
 	"skillfs/skills"
 	"skillfs/skills/gittest"
 )
 
 // rootsOf opens dirs as the import roots.
-func rootsOf(t testing.TB, dirs ...string) *ImportRoots {
+func rootsOf(t testing.TB, dirs ...string) *confine.ImportRoots {
 	t.Helper()
-	r, err := OpenImportRoots(dirs)
+	r, err := confine.OpenImportRoots(dirs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,147 +29,6 @@ func symlink(t testing.TB, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestOpenImportRoots: a root is an existing folder, never /proc, /sys or
-// /dev or a folder in them, however it is spelled; the error names it.
-func TestOpenImportRoots(t *testing.T) {
-	tmp := t.TempDir()
-	file := filepath.Join(tmp, "file")
-	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	symlink(t, "/proc", filepath.Join(tmp, "proc-link"))
-	symlink(t, "/sys/kernel", filepath.Join(tmp, "sys-link"))
-	for _, tc := range []struct {
-		root string
-		want error // nil: accepted
-	}{
-		{tmp, nil},
-		{"/", nil},
-		{filepath.Join(tmp, "missing"), skills.ErrNotFound},
-		{file, skills.ErrInvalid},
-		{"", skills.ErrInvalid},
-		{"/proc", ErrKernelRoot},
-		{"/proc/self", ErrKernelRoot},
-		{"/proc/self/fd", ErrKernelRoot},
-		{"/proc/self/cwd", ErrKernelRoot}, // a magic link to a folder elsewhere
-		{"/proc/self/root/tmp", ErrKernelRoot},
-		{"/sys", ErrKernelRoot},
-		{"/sys/kernel", ErrKernelRoot},
-		{"/dev", ErrKernelRoot},
-		{"/dev/shm", ErrKernelRoot},
-		{"/dev/pts", ErrKernelRoot},
-		{filepath.Join(tmp, "proc-link"), ErrKernelRoot},
-		{filepath.Join(tmp, "sys-link"), ErrKernelRoot},
-	} {
-		if tc.root == "/dev/shm" || tc.root == "/dev/pts" {
-			if _, err := os.Stat(tc.root); err != nil {
-				continue
-			}
-		}
-		r, err := OpenImportRoots([]string{tmp, tc.root})
-		switch {
-		case tc.want == nil && err != nil:
-			t.Errorf("root %q: %v", tc.root, err)
-		case tc.want == nil && len(r.Paths()) != 2:
-			t.Errorf("root %q: roots %q", tc.root, r.Paths())
-		case tc.want != nil && !errors.Is(err, tc.want):
-			t.Errorf("root %q: %v, want %v", tc.root, err, tc.want)
-		case tc.want != nil && !strings.Contains(err.Error(), `"`+tc.root+`"`):
-			t.Errorf("root %q: the error %q does not name it", tc.root, err)
-		}
-	}
-	t.Chdir(tmp)
-	if r, err := OpenImportRoots([]string{"."}); err != nil || r.Paths()[0] != tmp {
-		t.Errorf("a relative root: %v, %v; want %s", r.Paths(), err, tmp)
-	}
-}
-
-// TestImportRootsContain: what a path reaches, links followed, is inside a
-// root or refused; a link in a root that leads out is out, also when what
-// it leads to is missing; a missing path inside is inside (its read fails
-// as it would); /proc, /sys and /dev are out even under "/".
-func TestImportRootsContain(t *testing.T) {
-	base := t.TempDir()
-	root, out := filepath.Join(base, "root"), filepath.Join(base, "out")
-	skillDir(t, filepath.Join(root, "skill"), "name: in\ndescription: inside")
-	skillDir(t, out, "name: out\ndescription: OUTSIDE-SECRET")
-	symlink(t, "skill", filepath.Join(root, "rel"))
-	symlink(t, filepath.Join(root, "skill"), filepath.Join(root, "abs"))
-	symlink(t, out, filepath.Join(root, "out"))
-	symlink(t, filepath.Join(out, "SKILL.md"), filepath.Join(root, "outfile"))
-	symlink(t, filepath.Join(out, "missing"), filepath.Join(root, "dangling"))
-	symlink(t, "../out", filepath.Join(root, "up"))
-	symlink(t, "/etc", filepath.Join(root, "etc"))
-	symlink(t, "/proc/self", filepath.Join(root, "self"))
-	r := rootsOf(t, root)
-	for p, in := range map[string]bool{
-		root:                                  true,
-		filepath.Join(root, "skill"):          true,
-		filepath.Join(root, "skill/SKILL.md"): true,
-		filepath.Join(root, "rel"):            true,
-		filepath.Join(root, "abs/SKILL.md"):   true,
-		filepath.Join(root, "missing"):        true,
-		filepath.Join(root, "skill/no/such"):  true,
-		filepath.Join(root, "out"):            false,
-		filepath.Join(root, "out/SKILL.md"):   false,
-		filepath.Join(root, "out/missing"):    false,
-		filepath.Join(root, "outfile"):        false,
-		filepath.Join(root, "dangling"):       false,
-		filepath.Join(root, "up/SKILL.md"):    false,
-		filepath.Join(root, "etc/shadow"):     false,
-		filepath.Join(root, "etc/no-such"):    false,
-		filepath.Join(root, "self/environ"):   false,
-		out:                                   false,
-		base:                                  false,
-		"/":                                   false,
-		"/etc/shadow":                         false,
-		"/etc/no-such-file":                   false,
-		"/no/such/folder":                     false,
-		"/proc/self/environ":                  false,
-	} {
-		if err := r.contains(p); (err == nil) != in {
-			t.Errorf("contains(%s) = %v, want inside: %v", p, err, in)
-		}
-	}
-	// "/" as a root holds everything but the kernel's folders.
-	all := rootsOf(t, "/")
-	for p, in := range map[string]bool{
-		"/etc/hostname":                true,
-		out:                            true,
-		"/no/such/folder":              true,
-		"/proc/self/environ":           false,
-		"/proc/self/root/etc/hostname": false, // /etc/hostname, through /proc
-		"/proc/1":                      false,
-		"/proc":                        false,
-		"/sys/kernel":                  false,
-		"/dev/null":                    false,
-		"/dev/shm/x":                   false,
-	} {
-		if err := all.contains(p); (err == nil) != in {
-			t.Errorf("under /: contains(%s) = %v, want inside: %v", p, err, in)
-		}
-	}
-	// No roots: nothing is inside.
-	for _, none := range []*ImportRoots{nil, rootsOf(t)} {
-		if err := none.contains(root); err == nil {
-			t.Errorf("no roots: %s is inside", root)
-		}
-	}
-	// A root swapped since the start for a link to another folder is not
-	// taken for the root: the root is the folder configured, by device and
-	// inode, wherever it went.
-	if err := os.Rename(root, root+".old"); err != nil {
-		t.Fatal(err)
-	}
-	symlink(t, out, root)
-	if err := r.contains(filepath.Join(root, "SKILL.md")); err == nil {
-		t.Errorf("a root swapped for a link to %s still holds what the link reaches", out)
-	}
-	if err := r.contains(filepath.Join(root+".old", "skill")); err != nil {
-		t.Errorf("the root moved: %v", err)
 	}
 }
 

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/diff"
 	"skillfs/skills/git"
-	"skillfs/skills/store"
 )
 
 // UpdateRequest asks to re-read the recorded sources of skills.
@@ -149,7 +149,7 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	case len(req.Slugs) == 0:
 		return res, fmt.Errorf("name the skills to update, or all: %w", skills.ErrInvalid)
 	default:
-		for _, slug := range dedupeStrings(req.Slugs) {
+		for _, slug := range dedupe(req.Slugs) {
 			_, s, err := c.lookup(ctx, req.As, slug)
 			if err != nil {
 				return res, err
@@ -282,7 +282,8 @@ func describeRef(ref string) string {
 	return fmt.Sprintf("ref %q", ref)
 }
 
-func dedupeStrings(in []string) []string {
+// dedupe is in without repeats, in order.
+func dedupe(in []string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, s := range in {
@@ -314,9 +315,8 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if plan.err != nil {
 		return fail(plan.err)
 	}
-	ireq, rs := plan.read, plan.rs
-	u.Ref = ireq.Ref
-	src, f, err := c.findRecorded(ctx, ireq, rs)
+	u.Ref = plan.read.Ref
+	src, f, err := c.findRecorded(ctx, plan.read, plan.rs)
 	if err != nil {
 		return fail(err)
 	}
@@ -326,39 +326,33 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	defer forceRemoveAll(staging) // a no-op once published
-	st, err := c.stageSkill(ireq, src, f, staging)
+	defer datadir.RemoveTree(staging) // a no-op once published
+	st, err := (&importRun{c: c, actor: actor, req: plan.read, src: src}).stage(f, staging)
 	if err != nil {
 		return fail(err)
 	}
-	if err := rewriteSlugIfNeeded(st, s.Slug); err != nil {
+	// The skill keeps its slug and its recorded source, however the
+	// source is spelled now.
+	st.slug, st.origin, st.prov.Source = s.Slug, s.Source, s.Source
+	if err := st.writeSlug(); err != nil {
 		return fail(err)
 	}
-	u.Warnings = nonNilStrings(append(src.warnings, st.warnings...))
-	hash, files, size, err := store.TreeHash(staging)
-	if err != nil {
+	u.Warnings = nonNil(append(src.warnings, st.warnings...))
+	if err := st.hashTree(); err != nil {
 		return fail(err)
 	}
-	u.To = hash
-	if hash == s.Version {
+	u.To = st.hash
+	if st.hash == s.Version {
 		u.Status = UpdateUnchanged
 		return u
 	}
 	held := false
 	if !req.Force {
-		if held, err = c.deliveredBefore(ctx, s, hash); err != nil {
+		if held, err = c.deliveredBefore(ctx, s, st.hash); err != nil {
 			return fail(err)
 		}
 	}
-	current, err := c.versionDir(ctx, s.Slug, s.Version)
-	if err != nil {
-		return fail(err)
-	}
-	var stat diff.Stat
-	err = c.compare(ctx, current, staging, false, budget, nil, func(fc *diff.FileChange) error {
-		stat.Add(fc)
-		return nil
-	})
+	stat, err := c.stagedStat(ctx, s, st.dir, budget)
 	if err != nil {
 		return fail(err)
 	}
@@ -366,46 +360,65 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if held {
 		u.Status = UpdateHeld
 		u.Note = fmt.Sprintf("the source still holds %s, a version it delivered before: the current version differs "+
-			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", short(hash))
+			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", datadir.ShortHash(st.hash))
 		return u
 	}
 	if req.DryRun {
 		u.Status = UpdateAvailable
 		return u
 	}
-	unlock, err := c.publishLock()
+	from, err := c.publishUpdate(ctx, req, s, st, stat)
 	if err != nil {
 		return fail(err)
+	}
+	u.From, u.Status = from, UpdateUpdated
+	return u
+}
+
+// stagedStat is the diffstat of the staged tree dir against the current
+// version of s.
+func (c *Catalog) stagedStat(ctx context.Context, s *skills.Skill, dir string, budget *diff.Budget) (diff.Stat, error) {
+	var stat diff.Stat
+	current, err := c.versionDir(ctx, s.Slug, s.Version)
+	if err != nil {
+		return stat, err
+	}
+	err = c.compare(ctx, current, dir, false, budget, nil, func(fc *diff.FileChange) error {
+		stat.Add(fc)
+		return nil
+	})
+	return stat, err
+}
+
+// publishUpdate publishes st, staged from the recorded source of s, as the
+// skill's new version, unless its source changed meanwhile; from is the
+// version it replaced, and stat, when it is against that one, is kept for
+// `skill versions`.
+func (c *Catalog) publishUpdate(ctx context.Context, req UpdateRequest, s *skills.Skill, st *staged, stat diff.Stat) (from string, err error) {
+	unlock, err := c.publishLock()
+	if err != nil {
+		return "", err
 	}
 	defer unlock()
 	existing, err := c.db.Skill(ctx, s.Slug) // it may have changed meanwhile
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	if existing.Source != s.Source {
-		return fail(fmt.Errorf("its source changed meanwhile (now %s): run the update again: %w", existing.Source, skills.ErrExists))
+		return "", fmt.Errorf("its source changed meanwhile (now %s): run the update again: %w", existing.Source, skills.ErrExists)
 	}
-	now := c.now().UTC()
-	sk, err := c.skillEntry(actor, ireq, src, s.Source, f, st.m, s.Slug, hash, existing, now)
-	if err != nil {
-		return fail(err)
+	st.existing, st.plugin = existing, existing.Plugin
+	if _, err := st.Publish(ctx); err != nil {
+		return "", err
 	}
-	sk.Plugin = existing.Plugin
-	ver := &skills.Version{Slug: s.Slug, Hash: hash, SourceType: requestSourceType(ireq, src), Source: s.Source,
-		Ref: src.ref, Commit: src.commit, Worktree: src.worktree, Installer: actor.UID, InstalledAt: now,
-		Previous: existing.Version, Files: files, Bytes: size}
-	if err := c.publishVersion(ctx, staging, sk, ver, false); err != nil {
-		return fail(err)
-	}
-	u.From, u.Status = existing.Version, UpdateUpdated
 	// What `skill versions` shows for the new version (not for one --force
 	// made current again: it keeps the version it first replaced).
 	// Only a complete one (see Versions).
 	if !req.Force && existing.Version == s.Version && stat.NotCompared == 0 {
-		c.keepStat(ctx, s.Slug, index.DiffStatKey{Hash: hash, Against: s.Version}, stat)
+		c.keepStat(ctx, s.Slug, index.DiffStatKey{Hash: st.hash, Against: s.Version}, stat)
 	}
-	c.log.Info("skill updated", "slug", s.Slug, "from", existing.Version, "to", hash, "source", s.Source)
-	return u
+	c.log.Info("skill updated", "slug", s.Slug, "from", existing.Version, "to", st.hash, "source", s.Source)
+	return existing.Version, nil
 }
 
 // noSourceReason says why a skill cannot be updated from its source.

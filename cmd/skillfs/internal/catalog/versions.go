@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -92,10 +93,10 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 	for i, h := range []string{from, to} {
 		dir, err := c.versionDir(ctx, slug, h)
 		if err != nil {
-			return diff.Stat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", short(h))
+			return diff.Stat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", datadir.ShortHash(h))
 		}
 		if _, err := os.Lstat(dir); err != nil {
-			return diff.Stat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", short(h))
+			return diff.Stat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", datadir.ShortHash(h))
 		}
 		dirs[i] = dir
 	}
@@ -110,9 +111,9 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 	if err != nil {
 		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
 		if errors.Is(err, fs.ErrNotExist) {
-			return diff.Stat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", short(from), short(to))
+			return diff.Stat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", datadir.ShortHash(from), datadir.ShortHash(to))
 		}
-		return diff.Stat{}, fmt.Errorf("versions %s and %s could not be compared: %w", short(from), short(to), errors.Unwrap(err))
+		return diff.Stat{}, fmt.Errorf("versions %s and %s could not be compared: %w", datadir.ShortHash(from), datadir.ShortHash(to), errors.Unwrap(err))
 	}
 	return stat, nil
 }
@@ -195,7 +196,7 @@ func (c *Catalog) DiffEach(ctx context.Context, as, slug, a, b string, text bool
 		return each(fc)
 	})
 	if err != nil {
-		return st, fmt.Errorf("diff %q %s..%s: %w", slug, short(from), short(to), err)
+		return st, fmt.Errorf("diff %q %s..%s: %w", slug, datadir.ShortHash(from), datadir.ShortHash(to), err)
 	}
 	return st, nil
 }
@@ -309,11 +310,11 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 	}
 	data, err := skills.ReadManifest(filepath.Join(dir, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
-		return nil, fmt.Errorf("read version %s of %q: %w", short(v.Hash), slug, err)
+		return nil, fmt.Errorf("read version %s of %q: %w", datadir.ShortHash(v.Hash), slug, err)
 	}
 	m, warnings, err := manifest.ParseStored(data, slug)
 	if err != nil {
-		return nil, fmt.Errorf("version %s of %q: %w", short(v.Hash), slug, err)
+		return nil, fmt.Errorf("version %s of %q: %w", datadir.ShortHash(v.Hash), slug, err)
 	}
 	next := *s
 	next.Name, next.Description = m.Name, m.Description
@@ -324,12 +325,12 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 		return nil, err
 	}
 	if err := policy.ValidateDependencies(snap, &next); err != nil {
-		return nil, fmt.Errorf("roll %q back to %s: %w", slug, short(v.Hash), err)
+		return nil, fmt.Errorf("roll %q back to %s: %w", slug, datadir.ShortHash(v.Hash), err)
 	}
 	if err := c.db.AddVersion(ctx, &next, v); err != nil { // stored already: only made current
 		return nil, err
 	}
 	c.markCurrent(ctx, &next, v.Hash, next.UpdatedAt)
 	c.log.Info("skill rolled back", "slug", slug, "from", s.Version, "to", v.Hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: nonNilStrings(warnings)}, nil
+	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: nonNil(warnings)}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/skills"
 	"skillfs/skills/diff"
@@ -117,7 +118,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 			t.Fatalf("update after a rollback (dry run %v): %+v", dry, u)
 		}
 		if cur, n := currentOf(t, c, "notes"); cur != v1 || n != 2 {
-			t.Fatalf("a held update installed something: current %s of %d versions", short(cur), n)
+			t.Fatalf("a held update installed something: current %s of %d versions", datadir.ShortHash(cur), n)
 		}
 	}
 	if u = updateOnly(t, c, "notes", true, true); u.Status != UpdateAvailable {
@@ -127,7 +128,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 		t.Fatalf("--force: %+v", u)
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != v2 || n != 2 {
-		t.Fatalf("after --force: current %s of %d versions", short(cur), n)
+		t.Fatalf("after --force: current %s of %d versions", datadir.ShortHash(cur), n)
 	}
 
 	// An online edit is held the same way.
@@ -144,7 +145,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 		t.Fatalf("update to new content: %+v", u)
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != u.To || n != 4 {
-		t.Fatalf("after the new content: current %s of %d versions", short(cur), n)
+		t.Fatalf("after the new content: current %s of %d versions", datadir.ShortHash(cur), n)
 	}
 }
 
@@ -231,7 +232,7 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 	if err != nil || vs[0].DiffStat == nil || *vs[0].DiffStat != (diff.Stat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}) {
 		t.Fatalf("default budget: %v %+v", err, vs)
 	}
-	forceRemoveAll(c.store.VersionPath("other", vs[1].Hash))
+	datadir.RemoveTree(c.store.VersionPath("other", vs[1].Hash))
 	if again, err := c.Versions(ctx, "", "other"); err != nil || again[0].DiffStat == nil || *again[0].DiffStat != *vs[0].DiffStat || again[0].DiffStatError != "" {
 		t.Fatalf("kept stat after the content went: %v %+v", err, again)
 	}
@@ -292,7 +293,7 @@ func TestVersionsWithMissingContent(t *testing.T) {
 		}
 		hashes = append(hashes, res.Installed[0].Version)
 	}
-	forceRemoveAll(c.store.VersionPath("notes", hashes[0]))
+	datadir.RemoveTree(c.store.VersionPath("notes", hashes[0]))
 	vs, err := c.Versions(ctx, "", "notes")
 	if err != nil || len(vs) != 3 {
 		t.Fatalf("versions with one missing: %v %+v", err, vs)
@@ -300,7 +301,7 @@ func TestVersionsWithMissingContent(t *testing.T) {
 	if vs[0].DiffStat == nil || vs[0].DiffStat.FilesChanged != 1 || vs[0].DiffStatError != "" {
 		t.Errorf("the newest pair: %+v", vs[0])
 	}
-	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+short(hashes[0])+" is missing from the store") ||
+	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+datadir.ShortHash(hashes[0])+" is missing from the store") ||
 		strings.Contains(vs[1].DiffStatError, c.home) {
 		t.Errorf("the pair with the missing version: %+v", vs[1])
 	}

@@ -18,6 +18,7 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/catalog/confine"
 	"skillfs/fs/fusetest"
 	"skillfs/index"
 	"skillfs/skills"
@@ -42,7 +43,7 @@ func newTestDaemonOn(t testing.TB, wrap func(*index.DB) activation.Index, opens 
 // folders sources named through its API may read.
 func newTestDaemonRoots(t testing.TB, roots ...string) *Daemon {
 	t.Helper()
-	r, err := catalog.OpenImportRoots(roots)
+	r, err := confine.OpenImportRoots(roots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func newTestHost(t testing.TB, shared string) *Daemon {
 // newTestHostOn is newTestDaemonOn on the shared index at shared, with
 // the import roots roots (nil: none): the daemon New makes, without Serve
 // (nothing in the background: tests call its methods and handlers).
-func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activation.Index, opens bool, roots *catalog.ImportRoots) *Daemon {
+func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activation.Index, opens bool, roots *confine.ImportRoots) *Daemon {
 	t.Helper()
 	fusetest.Require(t)
 	ctx := context.Background()

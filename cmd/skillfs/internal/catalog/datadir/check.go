@@ -1,4 +1,4 @@
-package catalog
+package datadir
 
 import (
 	"context"
@@ -43,27 +43,27 @@ const (
 	IndexForeign = "foreign" // the index of another data directory
 )
 
-// dirState is what can be learnt of a data directory without opening its
+// State is what can be learnt of a data directory without opening its
 // index.
-type dirState struct {
-	indexExists  bool
-	indexEmpty   bool // zero bytes: SQLite would take it for a new database
-	indexNotFile bool // a FIFO, a directory...: never opened
-	walExists    bool
-	stored       int // version directories in the store
-	storeID      string
+type State struct {
+	IndexExists    bool
+	IndexZeroBytes bool // zero bytes: SQLite would take it for a new database
+	IndexNotFile   bool // a FIFO, a directory...: never opened
+	WALExists      bool
+	Stored         int // version directories in the store
+	StoreID        string
 }
 
-// inspect looks at a data directory's files.
-func inspect(home string) (*dirState, error) {
+// Inspect looks at a data directory's files.
+func Inspect(home string) (*State, error) {
 	// The order matters when another process is creating this data
 	// directory at the same time: it writes the index, then its write-ahead
 	// log, then the store's identity. Reading them in the reverse order
 	// never sees a later one without the earlier ones.
-	st := &dirState{}
-	store := &store.Store{Root: filepath.Join(home, storeDir)}
+	st := &State{}
+	store := &store.Store{Root: filepath.Join(home, StoreDir)}
 	var err error
-	if st.storeID, err = store.ID(); err != nil {
+	if st.StoreID, err = store.ID(); err != nil {
 		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
 	}
 	vs, err := store.Versions()
@@ -73,36 +73,36 @@ func inspect(home string) (*dirState, error) {
 		}
 	}
 	for _, hs := range vs {
-		st.stored += len(hs)
+		st.Stored += len(hs)
 	}
-	if _, err := os.Lstat(filepath.Join(home, indexFile+"-wal")); err == nil {
-		st.walExists = true
+	if _, err := os.Lstat(filepath.Join(home, IndexFile+"-wal")); err == nil {
+		st.WALExists = true
 	}
-	fi, err := os.Lstat(filepath.Join(home, indexFile))
+	fi, err := os.Lstat(filepath.Join(home, IndexFile))
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
-		st.indexExists, st.indexNotFile = true, true
+		st.IndexExists, st.IndexNotFile = true, true
 	case err == nil:
-		st.indexExists = true
-		st.indexEmpty = fi.Size() == 0
+		st.IndexExists = true
+		st.IndexZeroBytes = fi.Size() == 0
 	case !errors.Is(err, iofs.ErrNotExist):
 		return nil, fmt.Errorf("inspect data directory %s: %w", home, err)
 	}
 	return st, nil
 }
 
-// damage says what is wrong with a data directory before its index is
+// Damage says what is wrong with a data directory before its index is
 // opened, or "".
-func (st *dirState) damage() string {
+func (st *State) Damage() string {
 	switch {
-	case st.indexNotFile:
-		return fmt.Sprintf("%s is not a regular file", indexFile)
-	case !st.indexExists && st.walExists:
-		return fmt.Sprintf("%s is missing but its write-ahead log %s-wal is there", indexFile, indexFile)
-	case !st.indexExists && (st.stored > 0 || st.storeID != ""):
-		return fmt.Sprintf("%s is missing, but the content store holds %d published versions", indexFile, st.stored)
-	case st.indexEmpty && (st.stored > 0 || st.storeID != ""):
-		return fmt.Sprintf("%s is empty, but the content store holds %d published versions", indexFile, st.stored)
+	case st.IndexNotFile:
+		return fmt.Sprintf("%s is not a regular file", IndexFile)
+	case !st.IndexExists && st.WALExists:
+		return fmt.Sprintf("%s is missing but its write-ahead log %s-wal is there", IndexFile, IndexFile)
+	case !st.IndexExists && (st.Stored > 0 || st.StoreID != ""):
+		return fmt.Sprintf("%s is missing, but the content store holds %d published versions", IndexFile, st.Stored)
+	case st.IndexZeroBytes && (st.Stored > 0 || st.StoreID != ""):
+		return fmt.Sprintf("%s is empty, but the content store holds %d published versions", IndexFile, st.Stored)
 	}
 	return ""
 }
@@ -146,17 +146,27 @@ type Report struct {
 	OK          bool                `json:"ok"`
 }
 
-func newReport(home string) *Report {
+// NewReport is an empty report on home.
+func NewReport(home string) *Report {
 	return &Report{Home: home, Unexplained: []VersionRef{}, Missing: []VersionRef{}, Mismatched: []VersionRef{}, Unreadable: []VersionRef{},
 		NoMetadata: []VersionRef{}, Quarantine: []store.Quarantined{}, Actions: []string{}}
 }
 
-func (r *Report) act(format string, a ...any) {
+// Act records what a repair did.
+func (r *Report) Act(format string, a ...any) {
 	r.Actions = append(r.Actions, fmt.Sprintf(format, a...))
 }
 
-// finish sets OK: the index is sound and explains the store exactly.
-func (r *Report) finish() *Report {
+// SetQuarantine records what the quarantine holds (none: an empty list).
+func (r *Report) SetQuarantine(q []store.Quarantined) {
+	if q == nil {
+		q = []store.Quarantined{}
+	}
+	r.Quarantine = q
+}
+
+// Finish sets OK: the index is sound and explains the store exactly.
+func (r *Report) Finish() *Report {
 	r.OK = r.Index == IndexOK && len(r.Unexplained) == 0 && len(r.Missing) == 0 && len(r.Mismatched) == 0 &&
 		len(r.Unreadable) == 0 && len(r.NoContent) == 0 && len(r.Unfetchable) == 0
 	return r
@@ -174,49 +184,50 @@ func Check(ctx context.Context, home string, verify bool) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve data directory: %w", err)
 	}
-	r := newReport(home)
-	st, err := inspect(home)
+	r := NewReport(home)
+	st, err := Inspect(home)
 	if err != nil {
 		return nil, err
 	}
-	store := &store.Store{Root: filepath.Join(home, storeDir)}
-	r.Stored = st.stored
-	if r.Quarantine, err = store.Quarantined(); err != nil {
+	store := &store.Store{Root: filepath.Join(home, StoreDir)}
+	r.Stored = st.Stored
+	q, err := store.Quarantined()
+	if err != nil {
 		return nil, err
 	}
-	r.Quarantine = nonNilQ(r.Quarantine)
-	db, state, err := openForCheck(ctx, home, st)
+	r.SetQuarantine(q)
+	db, state, err := OpenForCheck(ctx, home, st)
 	r.Index = state
 	if err != nil {
 		r.IndexError = err.Error()
 	}
 	if db == nil {
-		return r.finish(), nil
+		return r.Finish(), nil
 	}
 	defer db.Close()
-	if err := compare(ctx, db, store, r, verify); err != nil {
+	if err := Compare(ctx, db, store, r, verify); err != nil {
 		return nil, err
 	}
-	return r.finish(), nil
+	return r.Finish(), nil
 }
 
-// openForCheck opens the index of an inspected data directory read-only in
+// OpenForCheck opens the index of an inspected data directory read-only in
 // spirit (it may be migrated), telling what state it is in. The index is
 // nil when it cannot be used.
-func openForCheck(ctx context.Context, home string, st *dirState) (*index.DB, string, error) {
+func OpenForCheck(ctx context.Context, home string, st *State) (*index.DB, string, error) {
 	switch {
-	case !st.indexExists && st.damage() == "":
+	case !st.IndexExists && st.Damage() == "":
 		return nil, IndexNew, nil
-	case !st.indexExists:
-		return nil, IndexMissing, errors.New(st.damage())
-	case st.indexEmpty && st.damage() != "":
-		return nil, IndexEmpty, errors.New(st.damage())
-	case st.indexEmpty:
+	case !st.IndexExists:
+		return nil, IndexMissing, errors.New(st.Damage())
+	case st.IndexZeroBytes && st.Damage() != "":
+		return nil, IndexEmpty, errors.New(st.Damage())
+	case st.IndexZeroBytes:
 		return nil, IndexNew, nil
-	case st.indexNotFile:
-		return nil, IndexDamaged, errors.New(st.damage())
+	case st.IndexNotFile:
+		return nil, IndexDamaged, errors.New(st.Damage())
 	}
-	db, err := index.Open(filepath.Join(home, indexFile))
+	db, err := index.Open(filepath.Join(home, IndexFile))
 	if err != nil {
 		return nil, IndexDamaged, err
 	}
@@ -229,25 +240,25 @@ func openForCheck(ctx context.Context, home string, st *dirState) (*index.DB, st
 		db.Close()
 		return nil, IndexDamaged, err
 	}
-	if id != "" && st.storeID != "" && id != st.storeID {
+	if id != "" && st.StoreID != "" && id != st.StoreID {
 		db.Close()
-		return nil, IndexForeign, fmt.Errorf("the index belongs to data directory %s, the content store to %s", id, st.storeID)
+		return nil, IndexForeign, fmt.Errorf("the index belongs to data directory %s, the content store to %s", id, st.StoreID)
 	}
 	n, err := db.Count(ctx)
 	if err != nil {
 		db.Close()
 		return nil, IndexDamaged, err
 	}
-	if n.Skills == 0 && n.Users == 0 && st.stored > 0 {
+	if n.Skills == 0 && n.Users == 0 && st.Stored > 0 {
 		db.Close()
-		return nil, IndexEmpty, fmt.Errorf("the index holds no skills and no users, but the content store holds %d published versions", st.stored)
+		return nil, IndexEmpty, fmt.Errorf("the index holds no skills and no users, but the content store holds %d published versions", st.Stored)
 	}
 	return db, IndexOK, nil
 }
 
-// compare fills the report with the differences between a usable index and
+// Compare fills the report with the differences between a usable index and
 // the store.
-func compare(ctx context.Context, db *index.DB, cs *store.Store, r *Report, verify bool) error {
+func Compare(ctx context.Context, db *index.DB, cs *store.Store, r *Report, verify bool) error {
 	n, err := db.Count(ctx)
 	if err != nil {
 		return err
@@ -293,6 +304,7 @@ func compare(ctx context.Context, db *index.DB, cs *store.Store, r *Report, veri
 // diffVersions lists what the store holds that the index does not know,
 // and what the index knows that the store does not hold, sorted.
 func diffVersions(indexed []*skills.Version, onDisk map[string][]string) (unexplained, missing []VersionRef) {
+	unexplained, missing = []VersionRef{}, []VersionRef{}
 	known := make(map[VersionRef]bool, len(indexed))
 	for _, v := range indexed {
 		known[VersionRef{v.Slug, v.Hash}] = true
@@ -309,7 +321,7 @@ func diffVersions(indexed []*skills.Version, onDisk map[string][]string) (unexpl
 	}
 	sortRefs(unexplained)
 	sortRefs(missing)
-	return nonNilRefs(unexplained), nonNilRefs(missing)
+	return unexplained, missing
 }
 
 func present(onDisk map[string][]string, slug, hash string) bool {
@@ -325,70 +337,11 @@ func sortRefs(r []VersionRef) {
 	})
 }
 
-func nonNilRefs(r []VersionRef) []VersionRef {
-	if r == nil {
-		return []VersionRef{}
+// ShortHash is a version hash (or a commit) as messages name it: its first
+// 12 characters.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
 	}
-	return r
-}
-
-func nonNilQ(q []store.Quarantined) []store.Quarantined {
-	if q == nil {
-		return []store.Quarantined{}
-	}
-	return q
-}
-
-// CheckShared checks a data directory that is one host of a fleet sharing
-// the index opts.Index: the index's integrity as this host reads it, and
-// this host's cache against it — versions it cannot explain, every cached
-// version against its hash, and the versions whose content the index
-// lacks. It changes neither: the index is the fleet's, and no host's check
-// repairs it. A data directory that does not exist is skills.ErrNotFound.
-func CheckShared(ctx context.Context, home string, opts Options) (*Report, error) {
-	if _, err := os.Stat(home); err != nil {
-		return nil, fmt.Errorf("data directory %q: %w", home, skills.ErrNotFound)
-	}
-	c, err := Open(ctx, home, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.cacheReport(ctx, true)
-}
-
-// cacheReport compares this host's cache with the shared index (hashing
-// every cached version when verify is set).
-func (c *Catalog) cacheReport(ctx context.Context, verify bool) (*Report, error) {
-	r := newReport(c.home)
-	r.Shared = true
-	if err := c.db.Check(ctx); err != nil {
-		r.Index, r.IndexError = IndexDamaged, err.Error()
-		return r.finish(), nil
-	}
-	r.Index = IndexOK
-	if err := compare(ctx, c.db, c.store, r, verify); err != nil {
-		return nil, err
-	}
-	r.Identity, r.NotCached, r.Missing = c.host, len(r.Missing), []VersionRef{}
-	onDisk, err := c.store.Versions()
-	if err != nil {
-		return nil, err
-	}
-	without, err := c.db.VersionsWithoutContent(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, v := range without {
-		if present(onDisk, v.Slug, v.Hash) {
-			r.NoContent = append(r.NoContent, VersionRef{v.Slug, v.Hash})
-		} else {
-			r.Unfetchable = append(r.Unfetchable, VersionRef{v.Slug, v.Hash})
-		}
-	}
-	if r.Quarantine, err = c.store.Quarantined(); err != nil {
-		return nil, err
-	}
-	r.Quarantine = nonNilQ(r.Quarantine)
-	return r.finish(), nil
+	return h
 }
