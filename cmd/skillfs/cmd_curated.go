@@ -9,6 +9,7 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 	"skillfs/skills/git"
+	"skillfs/skills/store"
 )
 
 // skillCurated manages the curated sources: the recommended list.
@@ -52,7 +53,7 @@ func (c *cli) printCuratedSources(list []skills.CuratedSource) {
 		if !s.RefreshedAt.IsZero() {
 			refreshed = s.RefreshedAt.Local().Format(time.DateTime)
 		}
-		rows[i] = []string{s.Source, orDash(s.Ref), fmt.Sprint(s.Skills), orDash(short(s.Commit)), refreshed, orDash(truncate(s.Error, 60))}
+		rows[i] = []string{s.Source, orDash(s.Ref), fmt.Sprint(s.Skills), orDash(store.ShortHash(s.Commit)), refreshed, orDash(truncate(s.Error, 60))}
 	}
 	c.table([]string{"SOURCE", "REF", "SKILLS", "COMMIT", "REFRESHED", "ERROR"}, rows)
 }

@@ -12,6 +12,7 @@ import (
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
+	"skillfs/skills/store"
 )
 
 func (c *cli) sessionCmd() *cobra.Command {
@@ -109,7 +110,7 @@ func (c *cli) sessionList() *cobra.Command {
 		}
 		rows := make([][]string, len(list))
 		for i, s := range list {
-			rows[i] = []string{s.ID, s.User, short(s.Host), strings.Join(s.Readable, ","), bindList(s.Binds)}
+			rows[i] = []string{s.ID, s.User, store.ShortHash(s.Host), strings.Join(s.Readable, ","), bindList(s.Binds)}
 		}
 		c.table([]string{"ID", "USER", "HOST", "READABLE", "MOUNTS"}, rows)
 		return nil

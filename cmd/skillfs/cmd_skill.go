@@ -17,6 +17,7 @@ import (
 	"skillfs/skills/git"
 	"skillfs/skills/manifest"
 	"skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 func (c *cli) skillCmd() *cobra.Command {
@@ -25,13 +26,6 @@ func (c *cli) skillCmd() *cobra.Command {
 		c.skillList(), c.skillShow(), c.skillValidate(), c.skillToggle("enable"), c.skillToggle("disable"),
 		c.skillDelete(), c.skillExport(), c.skillDeps(), c.skillShare(), c.skillCurated(), c.skillInstallCurated(), c.skillCatalog(),
 		c.skillVersions(), c.skillDiff(), c.skillRollback(), c.skillUpdate())
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 func (c *cli) skillImport() *cobra.Command {
@@ -133,7 +127,7 @@ func (c *cli) printImport(res *catalog.ImportResult) {
 		}
 	}
 	for _, in := range res.Installed {
-		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, short(in.Version))
+		fmt.Fprintf(c.stdout, "installed %s (%s) version %s\n", in.Slug, in.Name, store.ShortHash(in.Version))
 		if in.Readable != "" {
 			fmt.Fprintf(c.stdout, "  readable by: %s%s\n", in.Readable, shareHint(in))
 		}
@@ -270,7 +264,7 @@ func (c *cli) skillEdit() *cobra.Command {
 		if c.json {
 			return c.printJSON(in)
 		}
-		fmt.Fprintf(c.stdout, "%s: version %s\n", in.Slug, short(in.Version))
+		fmt.Fprintf(c.stdout, "%s: version %s\n", in.Slug, store.ShortHash(in.Version))
 		for _, w := range in.Warnings {
 			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
 		}
@@ -422,7 +416,7 @@ func (c *cli) skillList() *cobra.Command {
 			if !s.Enabled {
 				en = "no"
 			}
-			rows[i] = []string{s.Slug, truncate(catalog.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, short(s.Version), truncate(s.Description, 60)}
+			rows[i] = []string{s.Slug, truncate(catalog.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, store.ShortHash(s.Version), truncate(s.Description, 60)}
 		}
 		c.table([]string{"SLUG", "NAME", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
 		return nil
@@ -467,10 +461,10 @@ func (c *cli) skillShow() *cobra.Command {
 			if v.Hash == d.Version {
 				cur = "*"
 			}
-			fmt.Fprintf(w, " %s %s  %s  by %s  %d files, %d bytes  from %s", cur, short(v.Hash),
+			fmt.Fprintf(w, " %s %s  %s  by %s  %d files, %d bytes  from %s", cur, store.ShortHash(v.Hash),
 				v.InstalledAt.Format("2006-01-02 15:04:05"), v.Installer, v.Files, v.Bytes, v.Source)
 			if v.Commit != "" {
-				fmt.Fprintf(w, " @ %s", short(v.Commit))
+				fmt.Fprintf(w, " @ %s", store.ShortHash(v.Commit))
 			}
 			if v.Worktree != "" {
 				fmt.Fprintf(w, " (working tree %s)", v.Worktree)
@@ -636,13 +630,6 @@ func (c *cli) done(v any, format string, a ...any) error {
 	}
 	fmt.Fprintf(c.stdout, format+"\n", a...)
 	return nil
-}
-
-func short(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
 }
 
 func truncate(s string, n int) string {

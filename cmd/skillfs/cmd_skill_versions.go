@@ -9,6 +9,7 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills/diff"
 	"skillfs/skills/git"
+	"skillfs/skills/store"
 )
 
 func (c *cli) skillVersions() *cobra.Command {
@@ -37,16 +38,16 @@ func (c *cli) skillVersions() *cobra.Command {
 				src += "#" + v.Ref
 			}
 			if v.Commit != "" {
-				src += " @ " + short(v.Commit)
+				src += " @ " + store.ShortHash(v.Commit)
 			}
 			changes := "first version"
 			switch {
 			case v.DiffStat != nil:
-				changes = fmt.Sprintf("%s vs %s", diffStatLine(*v.DiffStat), short(v.Against))
+				changes = fmt.Sprintf("%s vs %s", diffStatLine(*v.DiffStat), store.ShortHash(v.Against))
 			case v.DiffStatError != "":
-				changes = fmt.Sprintf("not compared with %s: %s", short(v.Against), v.DiffStatError)
+				changes = fmt.Sprintf("not compared with %s: %s", store.ShortHash(v.Against), v.DiffStatError)
 			}
-			rows[i] = []string{cur + short(v.Hash), v.InstalledAt.Local().Format("2006-01-02 15:04:05"), v.Installer,
+			rows[i] = []string{cur + store.ShortHash(v.Hash), v.InstalledAt.Local().Format("2006-01-02 15:04:05"), v.Installer,
 				fmt.Sprintf("%d files, %d bytes", v.Files, v.Bytes), changes, src}
 		}
 		c.table([]string{"VERSION", "INSTALLED", "BY", "SIZE", "CHANGES", "SOURCE"}, rows)
@@ -104,11 +105,11 @@ func (c *cli) skillDiff() *cobra.Command {
 		d.DiffStat = st
 		w := bufio.NewWriter(c.stdout)
 		defer w.Flush()
-		from := short(d.From)
+		from := store.ShortHash(d.From)
 		if from == "" {
 			from = "(nothing)"
 		}
-		fmt.Fprintf(w, "%s %s..%s: %s\n", d.Slug, from, short(d.To), diffStatLine(d.DiffStat))
+		fmt.Fprintf(w, "%s %s..%s: %s\n", d.Slug, from, store.ShortHash(d.To), diffStatLine(d.DiffStat))
 		for _, f := range d.Files {
 			line := fmt.Sprintf("%-7s %s", f.Status, f.Path)
 			if !f.LinesUnknown {
@@ -158,10 +159,10 @@ func (c *cli) skillRollback() *cobra.Command {
 			return c.printJSON(in)
 		}
 		if in.Previous == "" {
-			fmt.Fprintf(c.stdout, "%s: %s is the current version already: nothing changed\n", in.Slug, short(in.Version))
+			fmt.Fprintf(c.stdout, "%s: %s is the current version already: nothing changed\n", in.Slug, store.ShortHash(in.Version))
 			return nil
 		}
-		fmt.Fprintf(c.stdout, "%s rolled back to %s (was %s); open sessions see it when they refresh\n", in.Slug, short(in.Version), short(in.Previous))
+		fmt.Fprintf(c.stdout, "%s rolled back to %s (was %s); open sessions see it when they refresh\n", in.Slug, store.ShortHash(in.Version), store.ShortHash(in.Previous))
 		for _, w := range in.Warnings {
 			fmt.Fprintf(c.stdout, "  warning: %s\n", w)
 		}
@@ -225,11 +226,11 @@ func (c *cli) printUpdate(res *catalog.UpdateResult) {
 			if u.Status == catalog.UpdateAvailable {
 				verb = "would update"
 			}
-			fmt.Fprintf(c.stdout, "%s: %s %s → %s (%s)\n", u.Slug, verb, short(u.From), short(u.To), diffStatLine(*u.DiffStat))
+			fmt.Fprintf(c.stdout, "%s: %s %s → %s (%s)\n", u.Slug, verb, store.ShortHash(u.From), store.ShortHash(u.To), diffStatLine(*u.DiffStat))
 		case catalog.UpdateHeld:
-			fmt.Fprintf(c.stdout, "%s: held at %s: %s\n", u.Slug, short(u.From), u.Note)
+			fmt.Fprintf(c.stdout, "%s: held at %s: %s\n", u.Slug, store.ShortHash(u.From), u.Note)
 		case catalog.UpdateUnchanged:
-			fmt.Fprintf(c.stdout, "%s: unchanged (%s)\n", u.Slug, short(u.From))
+			fmt.Fprintf(c.stdout, "%s: unchanged (%s)\n", u.Slug, store.ShortHash(u.From))
 		case catalog.UpdateNoSource:
 			fmt.Fprintf(c.stdout, "%s: %s\n", u.Slug, u.Error)
 		default:

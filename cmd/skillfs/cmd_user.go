@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
 )
@@ -163,7 +164,7 @@ func (c *cli) toolList(what string, mcp bool) *cobra.Command {
 			return err
 		}
 		if c.json {
-			return c.printJSON(nonNil(names))
+			return c.printJSON(api.NonNil(names))
 		}
 		for _, n := range names {
 			fmt.Fprintln(c.stdout, n)

@@ -196,3 +196,12 @@ func hashFile(p string, info iofs.FileInfo) ([]byte, int64, error) {
 	}
 	return h.Sum(nil), n, nil
 }
+
+// ShortHash is a version's tree hash (or a commit) as people read it: its
+// first 12 characters.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

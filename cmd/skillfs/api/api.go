@@ -55,3 +55,12 @@ type Error struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 }
+
+// NonNil is l, or an empty list for nil: a list the API (and the CLI's
+// JSON) answers is [] when empty, never null.
+func NonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}

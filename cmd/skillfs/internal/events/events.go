@@ -23,12 +23,12 @@ type Adds struct {
 }
 
 // AddsOf is the payload of activated event e.
-func AddsOf(e api.Event) Adds { return Adds{Tools: nonNil(e.Tools), MCPs: nonNil(e.MCPs)} }
+func AddsOf(e api.Event) Adds { return Adds{Tools: api.NonNil(e.Tools), MCPs: api.NonNil(e.MCPs)} }
 
 // Activated is the activated event of session's first open of slug at at,
 // adding what a holds.
 func (a Adds) Activated(session, slug string, at time.Time) api.Event {
-	return api.Event{Type: skills.EventActivated, Session: session, Slug: slug, At: at, Tools: nonNil(a.Tools), MCPs: nonNil(a.MCPs)}
+	return api.Event{Type: skills.EventActivated, Session: session, Slug: slug, At: at, Tools: api.NonNil(a.Tools), MCPs: api.NonNil(a.MCPs)}
 }
 
 // movedTo is the stored payload of a moved event.
@@ -55,21 +55,13 @@ func FromStored(s skills.Event) api.Event {
 	case skills.EventActivated:
 		var a Adds
 		json.Unmarshal(s.Payload, &a) // checked when stored; an empty payload adds nothing
-		e.Tools, e.MCPs = nonNil(a.Tools), nonNil(a.MCPs)
+		e.Tools, e.MCPs = api.NonNil(a.Tools), api.NonNil(a.MCPs)
 	case skills.EventMoved:
 		var m movedTo
 		json.Unmarshal(s.Payload, &m) // checked when stored
 		e.Host = m.Host
 	}
 	return e
-}
-
-// nonNil is l, or an empty list for nil: a list that encodes as [].
-func nonNil(l []string) []string {
-	if l == nil {
-		return []string{}
-	}
-	return l
 }
 
 // SubscriberBuffer is how many events a stream may fall behind the live
