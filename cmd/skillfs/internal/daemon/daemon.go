@@ -1,7 +1,9 @@
 // Package daemon is `skillfs serve`: it owns the shared FUSE mount, the
-// sessions served in it and their binds, the activation recorder, this
-// daemon as a host of its catalog, and its health. It serves them through
-// the HTTP API of package server, which it starts on a Unix socket.
+// sessions served in it and their binds (made by package fs/bind), this
+// daemon as a host of its catalog, its health and its metrics. New builds
+// it — the recorder of package activation as the mount's sink, the event
+// hub of package events — and Serve serves it through the HTTP API of
+// package server, on a Unix socket and the listeners configured.
 package daemon
 
 import (
