@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,7 +14,7 @@ import (
 // documentedMetrics reads the metrics table of API.md: each row's metric
 // and its labels, as written ("`op`, `errno`").
 func documentedMetrics(t *testing.T) map[string][]string {
-	data, err := os.ReadFile("API.md")
+	data, err := os.ReadFile(filepath.Join("..", "..", "api", "API.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
