@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"golang.org/x/sys/unix"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // targetTree is a data directory and an outside directory, with symlinks
@@ -27,16 +29,13 @@ func newTargetTree(t *testing.T) *targetTree {
 		t.Fatal(err)
 	}
 	tt := &targetTree{root: root, home: filepath.Join(root, "home"), outside: filepath.Join(root, "outside")}
-	for _, dir := range []string{filepath.Join(tt.home, "store"), tt.outside} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for link, to := range map[string]string{"to-home": tt.home, "to-outside": tt.outside, "dangling": filepath.Join(tt.home, "new")} {
-		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		"home/store": skilltest.Dir(),
+		"outside":    skilltest.Dir(),
+		"to-home":    skilltest.Symlink(tt.home),
+		"to-outside": skilltest.Symlink(tt.outside),
+		"dangling":   skilltest.Symlink(filepath.Join(tt.home, "new")),
+	})
 	var st unix.Stat_t
 	if err := unix.Stat(tt.home, &st); err != nil {
 		t.Fatal(err)
@@ -138,9 +137,7 @@ func TestOpenTargetWithoutCreate(t *testing.T) {
 // directory (a sandbox's namespace), nothing is refused for it.
 func TestOpenTargetCoversDataDirectory(t *testing.T) {
 	tt := newTargetTree(t)
-	if err := os.Symlink(tt.root, filepath.Join(tt.outside, "up")); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteDir(t, tt.outside, fstest.MapFS{"up": skilltest.Symlink(tt.root)})
 	for name, target := range map[string]string{
 		"the parent":             tt.root,
 		"a grandparent":          filepath.Dir(tt.root),

@@ -3,23 +3,23 @@ package diff
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
-// diffTree writes a tree of regular files.
+// diffTree writes a tree of regular files, 0644, and returns its folder.
 func diffTree(t *testing.T, files map[string]string) string {
 	t.Helper()
-	root := t.TempDir()
+	tree := fstest.MapFS{}
 	for p, body := range files {
-		writeTree(t, root, tfile{name: p, body: body, mode: 0o644})
+		tree[p] = skilltest.File(body)
 	}
-	return root
+	return skilltest.WriteDir(t, t.TempDir(), tree)
 }
 
 func TestDiffTreesExact(t *testing.T) {
@@ -470,11 +470,11 @@ func BenchmarkDiffLargeTree(b *testing.B) {
 		root  string
 		files map[string]string
 	}{{a, ta}, {c, tb}} {
+		tree := fstest.MapFS{}
 		for p, body := range side.files {
-			if err := os.WriteFile(filepath.Join(side.root, p), []byte(body), 0o644); err != nil {
-				b.Fatal(err)
-			}
+			tree[p] = skilltest.File(body)
 		}
+		skilltest.WriteDir(b, side.root, tree)
 	}
 	for _, text := range []bool{false, true} {
 		b.Run(map[bool]string{false: "counts", true: "text"}[text], func(b *testing.B) {

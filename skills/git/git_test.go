@@ -21,56 +21,9 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
-
-// requireGit skips without a git binary, except in CI where it fails.
-func requireGit(tb testing.TB) string {
-	tb.Helper()
-	p, err := exec.LookPath("git")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("git is required when CI=true: %v", err)
-		}
-		tb.Skipf("git not installed: %v", err)
-	}
-	return p
-}
-
-// fixtureGitEnv isolates the git commands that build fixtures from the
-// machine's configuration and makes their commits reproducible.
-var fixtureGitEnv = []string{
-	"GIT_CONFIG_NOSYSTEM=1",
-	"GIT_CONFIG_GLOBAL=/dev/null",
-	"GIT_TERMINAL_PROMPT=0",
-	"GIT_AUTHOR_NAME=Fixture", "GIT_AUTHOR_EMAIL=fixture@example.com", "GIT_AUTHOR_DATE=2024-01-02T03:04:05Z",
-	"GIT_COMMITTER_NAME=Fixture", "GIT_COMMITTER_EMAIL=fixture@example.com", "GIT_COMMITTER_DATE=2024-01-02T03:04:05Z",
-}
-
-// testGit runs git in dir for a fixture and returns its trimmed output.
-func testGit(tb testing.TB, dir string, args ...string) string {
-	tb.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), fixtureGitEnv...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		tb.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func writeTestFile(tb testing.TB, path string, data []byte, mode os.FileMode) {
-	tb.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, mode); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		tb.Fatal(err)
-	}
-}
 
 // fixtureRepo is a repository with history to clone:
 //
@@ -85,39 +38,39 @@ type fixtureRepo struct {
 
 func makeFixtureRepo(tb testing.TB) fixtureRepo {
 	tb.Helper()
-	requireGit(tb)
+	gittest.Require(tb)
 	r := fixtureRepo{dir: filepath.Join(tb.TempDir(), "src")}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	testGit(tb, r.dir, "init", "--quiet", "--initial-branch=main")
-	writeTestFile(tb, filepath.Join(r.dir, "SKILL.md"), []byte("---\nname: demo\ndescription: first\n---\n# v1\n"), 0o644)
-	testGit(tb, r.dir, "add", "-A")
-	testGit(tb, r.dir, "commit", "--quiet", "-m", "one")
-	r.c1 = testGit(tb, r.dir, "rev-parse", "HEAD")
-	testGit(tb, r.dir, "tag", "-a", "v1", "-m", "release one")
-	testGit(tb, r.dir, "tag", "clash")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "init", "--quiet", "--initial-branch=main")
+	skilltest.WriteFile(tb, filepath.Join(r.dir, "SKILL.md"), []byte("---\nname: demo\ndescription: first\n---\n# v1\n"), 0o644)
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "commit", "--quiet", "-m", "one")
+	r.c1 = gittest.Git(tb, r.dir, gittest.FixtureEnv, "rev-parse", "HEAD")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "tag", "-a", "v1", "-m", "release one")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "tag", "clash")
 
 	for i := 0; i < 4096; i++ {
 		r.blob = append(r.blob, byte(i*7), 0, 0xff)
 	}
-	writeTestFile(tb, filepath.Join(r.dir, "SKILL.md"), []byte("---\nname: demo\ndescription: second\n---\n# v2\n"), 0o644)
-	writeTestFile(tb, filepath.Join(r.dir, "scripts", "run.sh"), []byte("#!/bin/sh\necho run\n"), 0o755)
-	writeTestFile(tb, filepath.Join(r.dir, "assets", "blob.bin"), r.blob, 0o644)
+	skilltest.WriteFile(tb, filepath.Join(r.dir, "SKILL.md"), []byte("---\nname: demo\ndescription: second\n---\n# v2\n"), 0o644)
+	skilltest.WriteFile(tb, filepath.Join(r.dir, "scripts", "run.sh"), []byte("#!/bin/sh\necho run\n"), 0o755)
+	skilltest.WriteFile(tb, filepath.Join(r.dir, "assets", "blob.bin"), r.blob, 0o644)
 	if err := os.Symlink("SKILL.md", filepath.Join(r.dir, "link")); err != nil {
 		tb.Fatal(err)
 	}
-	testGit(tb, r.dir, "add", "-A")
-	testGit(tb, r.dir, "commit", "--quiet", "-m", "two")
-	r.c2 = testGit(tb, r.dir, "rev-parse", "HEAD")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "commit", "--quiet", "-m", "two")
+	r.c2 = gittest.Git(tb, r.dir, gittest.FixtureEnv, "rev-parse", "HEAD")
 
-	testGit(tb, r.dir, "checkout", "--quiet", "-b", "feature")
-	writeTestFile(tb, filepath.Join(r.dir, "feature.txt"), []byte("feature\n"), 0o644)
-	testGit(tb, r.dir, "add", "-A")
-	testGit(tb, r.dir, "commit", "--quiet", "-m", "three")
-	r.c3 = testGit(tb, r.dir, "rev-parse", "HEAD")
-	testGit(tb, r.dir, "branch", "clash")
-	testGit(tb, r.dir, "checkout", "--quiet", "main")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "checkout", "--quiet", "-b", "feature")
+	skilltest.WriteFile(tb, filepath.Join(r.dir, "feature.txt"), []byte("feature\n"), 0o644)
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "commit", "--quiet", "-m", "three")
+	r.c3 = gittest.Git(tb, r.dir, gittest.FixtureEnv, "rev-parse", "HEAD")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "branch", "clash")
+	gittest.Git(tb, r.dir, gittest.FixtureEnv, "checkout", "--quiet", "main")
 	return r
 }
 
@@ -253,7 +206,7 @@ func testCloneGitErrors(t *testing.T, r fixtureRepo) {
 	if err := os.MkdirAll(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testGit(t, empty, "init", "--quiet")
+	gittest.Git(t, empty, gittest.FixtureEnv, "init", "--quiet")
 	tests := []struct {
 		name string
 		src  Source
@@ -324,7 +277,7 @@ func testCloneGitNotFoundReasons(t *testing.T, r fixtureRepo) {
 func testCloneGitNonEmptyTarget(t *testing.T, r fixtureRepo) {
 	dir := t.TempDir()
 	keep := filepath.Join(dir, "keep.txt")
-	writeTestFile(t, keep, []byte("mine"), 0o644)
+	skilltest.WriteFile(t, keep, []byte("mine"), 0o644)
 	_, err := Clone(context.Background(), Source{URL: r.dir}, dir, CloneOptions{})
 	if !errors.Is(err, skills.ErrExists) {
 		t.Fatalf("err = %v, want ErrExists", err)
@@ -342,15 +295,15 @@ func hostileGitEnv(t *testing.T) (marker string) {
 	root := t.TempDir()
 	marker = filepath.Join(root, "hook-ran")
 	hook := []byte("#!/bin/sh\ntouch '" + marker + "'\n")
-	writeTestFile(t, filepath.Join(root, "template", "hooks", "post-checkout"), hook, 0o755)
-	writeTestFile(t, filepath.Join(root, "hooks", "post-checkout"), hook, 0o755)
+	skilltest.WriteFile(t, filepath.Join(root, "template", "hooks", "post-checkout"), hook, 0o755)
+	skilltest.WriteFile(t, filepath.Join(root, "hooks", "post-checkout"), hook, 0o755)
 	config := "[core]\n\thooksPath = " + filepath.Join(root, "hooks") + "\n" +
 		"[init]\n\ttemplateDir = " + filepath.Join(root, "template") + "\n" +
 		"[credential]\n\thelper = \"!f() { echo username=leak; echo password=leaked-secret; }; f\"\n" +
 		"[http]\n\textraHeader = X-Leak: leaked-secret\n" +
 		"[protocol \"file\"]\n\tallow = always\n"
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte(config), 0o644)
-	writeTestFile(t, filepath.Join(root, "home", ".gitconfig"), []byte(config), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte(config), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "home", ".gitconfig"), []byte(config), 0o644)
 	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
 	t.Setenv("GIT_TEMPLATE_DIR", filepath.Join(root, "template"))
 	t.Setenv("HOME", filepath.Join(root, "home"))
@@ -388,12 +341,12 @@ func testCloneGitRunsNoHooks(t *testing.T, r fixtureRepo) {
 // A wrapper that puts its own hooksPath in front of Clone's arguments
 // shows that Clone's own -c core.hooksPath takes effect.
 func testCloneGitOverridesHooksPath(t *testing.T, r fixtureRepo) {
-	gitBin := requireGit(t)
+	gitBin := gittest.Require(t)
 	root := t.TempDir()
 	marker := filepath.Join(root, "hook-ran")
-	writeTestFile(t, filepath.Join(root, "hooks", "post-checkout"), []byte("#!/bin/sh\ntouch '"+marker+"'\n"), 0o755)
+	skilltest.WriteFile(t, filepath.Join(root, "hooks", "post-checkout"), []byte("#!/bin/sh\ntouch '"+marker+"'\n"), 0o755)
 	wrapper := "#!/bin/sh\nexec '" + gitBin + "' -c core.hooksPath='" + filepath.Join(root, "hooks") + "' \"$@\"\n"
-	writeTestFile(t, filepath.Join(root, "bin", "git"), []byte(wrapper), 0o755)
+	skilltest.WriteFile(t, filepath.Join(root, "bin", "git"), []byte(wrapper), 0o755)
 	t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	ctrl := filepath.Join(t.TempDir(), "control")
@@ -414,7 +367,7 @@ func testCloneGitOverridesHooksPath(t *testing.T, r fixtureRepo) {
 }
 
 func TestCloneGitSendsNoCredentials(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	hostileGitEnv(t)
 	var authSeen atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -464,7 +417,7 @@ func TestCloneGitSendsNoCredentials(t *testing.T) {
 }
 
 func TestCloneGitCancel(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	started := make(chan struct{}, 1)
 	gone := make(chan struct{}, 1)
 	// The server never answers; only killing git and its remote helper
@@ -516,12 +469,12 @@ func TestCloneGitSkipsSubmodules(t *testing.T) {
 	if err := os.MkdirAll(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testGit(t, sub, "init", "--quiet")
-	writeTestFile(t, filepath.Join(sub, "inner.txt"), []byte("inner"), 0o644)
-	testGit(t, sub, "add", "-A")
-	testGit(t, sub, "commit", "--quiet", "-m", "sub")
-	testGit(t, r.dir, "-c", "protocol.file.allow=always", "submodule", "add", "--quiet", sub, "vendor/sub")
-	testGit(t, r.dir, "commit", "--quiet", "-m", "add submodule")
+	gittest.Git(t, sub, gittest.FixtureEnv, "init", "--quiet")
+	skilltest.WriteFile(t, filepath.Join(sub, "inner.txt"), []byte("inner"), 0o644)
+	gittest.Git(t, sub, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(t, sub, gittest.FixtureEnv, "commit", "--quiet", "-m", "sub")
+	gittest.Git(t, r.dir, gittest.FixtureEnv, "-c", "protocol.file.allow=always", "submodule", "add", "--quiet", sub, "vendor/sub")
+	gittest.Git(t, r.dir, gittest.FixtureEnv, "commit", "--quiet", "-m", "add submodule")
 
 	for _, m := range readModes {
 		dir := filepath.Join(t.TempDir(), "clone")
@@ -542,19 +495,19 @@ func TestCloneGitSkipsSubmodules(t *testing.T) {
 }
 
 func TestIsGitURL(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testGit(t, work, "init", "--quiet")
+	gittest.Git(t, work, gittest.FixtureEnv, "init", "--quiet")
 	bare := filepath.Join(root, "bare")
-	testGit(t, root, "init", "--quiet", "--bare", bare)
+	gittest.Git(t, root, gittest.FixtureEnv, "init", "--quiet", "--bare", bare)
 	plain := filepath.Join(root, "plain")
-	writeTestFile(t, filepath.Join(plain, "SKILL.md"), []byte("x"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(plain, "SKILL.md"), []byte("x"), 0o644)
 	file := filepath.Join(root, "file.txt")
-	writeTestFile(t, file, []byte("x"), 0o644)
+	skilltest.WriteFile(t, file, []byte("x"), 0o644)
 
 	tests := []struct {
 		name string
@@ -777,7 +730,7 @@ func testGitInput(tb testing.TB, dir string, stdin io.Reader, args ...string) st
 	tb.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), fixtureGitEnv...)
+	cmd.Env = append(os.Environ(), gittest.FixtureEnv...)
 	cmd.Stdin = stdin
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -813,12 +766,12 @@ type craftRepo struct {
 
 func newCraftRepo(tb testing.TB) *craftRepo {
 	tb.Helper()
-	requireGit(tb)
+	gittest.Require(tb)
 	dir := filepath.Join(tb.TempDir(), "craft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	testGit(tb, dir, "init", "--quiet", "--initial-branch=main")
+	gittest.Git(tb, dir, gittest.FixtureEnv, "init", "--quiet", "--initial-branch=main")
 	return &craftRepo{tb: tb, dir: dir}
 }
 
@@ -851,8 +804,8 @@ func (r *craftRepo) tree(entries ...craftEntry) string {
 // commit commits tree on branch (created or moved) and returns the commit.
 func (r *craftRepo) commit(branch, tree string) string {
 	r.tb.Helper()
-	c := testGit(r.tb, r.dir, "commit-tree", "-m", branch, tree)
-	testGit(r.tb, r.dir, "update-ref", "refs/heads/"+branch, c)
+	c := gittest.Git(r.tb, r.dir, gittest.FixtureEnv, "commit-tree", "-m", branch, tree)
+	gittest.Git(r.tb, r.dir, gittest.FixtureEnv, "update-ref", "refs/heads/"+branch, c)
 	return c
 }
 
@@ -861,42 +814,11 @@ func (r *craftRepo) manifest() string {
 	return r.blob(strings.NewReader("---\nname: crafted\ndescription: crafted tree\n---\n"))
 }
 
-// logGitCommands puts a git in front of PATH that records every command
-// line it runs, one a line, and returns a function reading them back.
-func logGitCommands(t *testing.T) func() []string {
-	t.Helper()
-	gitBin := requireGit(t)
-	root := t.TempDir()
-	logPath := filepath.Join(root, "commands")
-	wrapper := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + logPath + "'\nexec '" + gitBin + "' \"$@\"\n"
-	writeTestFile(t, filepath.Join(root, "bin", "git"), []byte(wrapper), 0o755)
-	t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-	return func() []string {
-		b, err := os.ReadFile(logPath)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
-		}
-		return strings.Split(strings.TrimSpace(string(b)), "\n")
-	}
-}
-
-// ranSubcommand reports whether one of the logged git command lines ran sub.
-func ranSubcommand(lines []string, sub string) bool {
-	for _, l := range lines {
-		for _, f := range strings.Fields(l) {
-			if f == sub {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // checkedOut reports whether any logged git command could have written a
 // work tree.
 func checkedOut(lines []string) bool {
-	return ranSubcommand(lines, "read-tree") || ranSubcommand(lines, "checkout") || ranSubcommand(lines, "checkout-index") ||
-		ranSubcommand(lines, "archive")
+	return gittest.RanSubcommand(lines, "read-tree") || gittest.RanSubcommand(lines, "checkout") || gittest.RanSubcommand(lines, "checkout-index") ||
+		gittest.RanSubcommand(lines, "archive")
 }
 
 // readModes are the two ways Clone reads a repository on this machine:
@@ -969,7 +891,7 @@ func wantLimit(t *testing.T, err error, limit, path string) *skills.LimitError {
 // most the target directory held meanwhile.
 func cloneRefused(t *testing.T, r *craftRepo, lim skills.Limits, viaClone bool, limit, path string) (le *skills.LimitError, took time.Duration, most int64) {
 	t.Helper()
-	commands := logGitCommands(t)
+	commands := gittest.LogCommands(t)
 	dir := filepath.Join(t.TempDir(), "clone")
 	peak := peakSize(dir)
 	begin := time.Now()
@@ -1027,13 +949,13 @@ func TestCloneGitRefusesTreeBomb(t *testing.T) {
 	for level := 0; level < 4; level++ {
 		var es []craftEntry
 		for i := 0; i < 10; i++ {
-			es = append(es, craftEntry{mode, h, "n" + itoa(i)})
+			es = append(es, craftEntry{mode, h, "n" + strconv.Itoa(i)})
 		}
 		h, mode = r.tree(es...), "040000"
 	}
 	var es []craftEntry
 	for i := 0; i < 10; i++ {
-		es = append(es, tree(h, "n"+itoa(i)))
+		es = append(es, tree(h, "n"+strconv.Itoa(i)))
 	}
 	r.commit("main", r.tree(append(es, file(r.manifest(), "SKILL.md"))...))
 
@@ -1078,7 +1000,7 @@ func TestCloneGitRefusesDepthBomb(t *testing.T) {
 
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
-			commands := logGitCommands(t)
+			commands := gittest.LogCommands(t)
 			dir := filepath.Join(t.TempDir(), "clone")
 			_, err := Clone(context.Background(), Source{URL: r.dir}, dir, CloneOptions{viaClone: m.viaClone})
 			wantRefused(t, err, skills.ErrLimit, dir)
@@ -1122,9 +1044,9 @@ func TestCloneGitRefusesUnsafePaths(t *testing.T) {
 	for i, tc := range tests {
 		for _, m := range readModes {
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
-				branch := "case" + itoa(i)
+				branch := "case" + strconv.Itoa(i)
 				r.commit(branch, tc.tree)
-				commands := logGitCommands(t)
+				commands := gittest.LogCommands(t)
 				dir := filepath.Join(t.TempDir(), "clone")
 				_, err := Clone(context.Background(), Source{URL: r.dir, Ref: branch}, dir, CloneOptions{viaClone: m.viaClone})
 				wantRefused(t, err, skills.ErrUnsafePath, dir)
@@ -1149,7 +1071,7 @@ func TestCloneGitCompressionRatio(t *testing.T) {
 	named := func(n int) string {
 		es := []craftEntry{file(r.manifest(), "SKILL.md")}
 		for i := 0; i < n; i++ {
-			es = append(es, file(h, "copy"+itoa(i)))
+			es = append(es, file(h, "copy"+strconv.Itoa(i)))
 		}
 		return r.tree(es...)
 	}
@@ -1186,7 +1108,7 @@ func TestCloneGitRefusesLargeFetch(t *testing.T) {
 
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
-			commands := logGitCommands(t)
+			commands := gittest.LogCommands(t)
 			dir := filepath.Join(t.TempDir(), "clone")
 			_, err := Clone(context.Background(), Source{URL: r.dir}, dir, CloneOptions{Limits: skills.Limits{MaxTotalBytes: 1 << 20}, viaClone: m.viaClone})
 			wantRefused(t, err, skills.ErrLimit, dir)
@@ -1201,7 +1123,7 @@ func TestCloneGitRefusesLargeFetch(t *testing.T) {
 			if le.Value <= 1<<20 {
 				t.Errorf("value %d, want over %d", le.Value, 1<<20)
 			}
-			if ranSubcommand(commands(), "ls-tree") || checkedOut(commands()) {
+			if gittest.RanSubcommand(commands(), "ls-tree") || checkedOut(commands()) {
 				t.Errorf("the tree was read or checked out after an oversized fetch")
 			}
 		})
@@ -1223,7 +1145,7 @@ func TestCloneGitRefusesGrowthAtCheckout(t *testing.T) {
 	r.commit("plain", r.tree(file(plain, ".gitattributes"), file(r.manifest(), "SKILL.md"), file(lines, "lines.txt")))
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
-			commands := logGitCommands(t)
+			commands := gittest.LogCommands(t)
 			dir := filepath.Join(t.TempDir(), "clone")
 			_, err := Clone(context.Background(), Source{URL: r.dir, Ref: "main"}, dir, CloneOptions{Limits: lim, viaClone: m.viaClone})
 			wantRefused(t, err, skills.ErrLimit, dir)
@@ -1235,7 +1157,7 @@ func TestCloneGitRefusesGrowthAtCheckout(t *testing.T) {
 			if le.Value <= 3<<19 {
 				t.Errorf("value %d, want over %d", le.Value, 3<<19)
 			}
-			if !ranSubcommand(commands(), writer) {
+			if !gittest.RanSubcommand(commands(), writer) {
 				t.Errorf("refused before %s, so this test proves nothing", writer)
 			}
 
@@ -1260,7 +1182,7 @@ func TestWatchSizeCancelsOnGrowth(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 0; ctx.Err() == nil && i < 1000; i++ {
-			os.WriteFile(filepath.Join(dir, "f"+itoa(i)), make([]byte, 4<<10), 0o644)
+			os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)), make([]byte, 4<<10), 0o644)
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
@@ -1285,7 +1207,7 @@ func TestWatchSizeCancelsOnGrowth(t *testing.T) {
 	if err := stop(); err != nil || ctx.Err() != context.Canceled {
 		t.Errorf("stop() = %v, ctx %v; want nil and a finished context", err, ctx.Err())
 	}
-	writeTestFile(t, filepath.Join(small, "x"), make([]byte, 2<<10), 0o644)
+	skilltest.WriteFile(t, filepath.Join(small, "x"), make([]byte, 2<<10), 0o644)
 	_, stop = watchSize(context.Background(), func() int64 { return diskBytes(small, "") }, 1<<10, func(n int64) error {
 		return &skills.LimitError{Limit: skills.LimitTotalBytes, Value: n, Max: 1 << 10}
 	})
@@ -1302,7 +1224,7 @@ func TestCloneGitWithinLimits(t *testing.T) {
 	r.commit("main", r.tree(file(r.manifest(), "SKILL.md"), tree(r.tree(file(r.blob(bytes.NewReader(data)), "noise.bin")), "assets")))
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
-			commands := logGitCommands(t)
+			commands := gittest.LogCommands(t)
 			dir := filepath.Join(t.TempDir(), "clone")
 			if _, err := Clone(context.Background(), Source{URL: r.dir}, dir, CloneOptions{viaClone: m.viaClone}); err != nil {
 				t.Fatal(err)
@@ -1317,10 +1239,10 @@ func TestCloneGitWithinLimits(t *testing.T) {
 			}
 			var list, checkout int
 			for i, l := range commands() {
-				if ranSubcommand([]string{l}, "ls-tree") {
+				if gittest.RanSubcommand([]string{l}, "ls-tree") {
 					list = i + 1
 				}
-				if ranSubcommand([]string{l}, writer) {
+				if gittest.RanSubcommand([]string{l}, writer) {
 					checkout = i + 1
 				}
 			}
@@ -1433,7 +1355,7 @@ func liveProcesses() ([]procInfo, error) {
 // git's whole process group killed and nothing left behind; a deadline of
 // the caller's context works the same way.
 func TestCloneGitTimeout(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	if _, err := liveProcesses(); err != nil {
 		t.Skipf("cannot list processes: %v", err)
 	}

@@ -10,19 +10,21 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
 
 // readLocalRepo reads src from its objects, checking that it was (git
 // archive ran, no clone), and returns the tree and the commit.
 func readLocalRepo(t *testing.T, src Source) (dir, commit string) {
 	t.Helper()
-	commands := logGitCommands(t)
+	commands := gittest.LogCommands(t)
 	dir = filepath.Join(t.TempDir(), "tree")
 	commit, err := Clone(context.Background(), src, dir, CloneOptions{})
 	if err != nil {
 		t.Fatalf("CloneGit(%v): %v", src, err)
 	}
-	if !ranSubcommand(commands(), "archive") || ranSubcommand(commands(), "clone") || ranSubcommand(commands(), "fetch") {
+	if !gittest.RanSubcommand(commands(), "archive") || gittest.RanSubcommand(commands(), "clone") || gittest.RanSubcommand(commands(), "fetch") {
 		t.Fatalf("%v was not read from its objects:\n%s", src, strings.Join(commands(), "\n"))
 	}
 	return dir, commit
@@ -42,31 +44,31 @@ func wantFile(t *testing.T, p, want string) {
 // either, so the files are those a checkout writes, and LFS pointers stay
 // pointers.
 func TestReadLocalGitIgnoresRepositoryConfig(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	repo := filepath.Join(t.TempDir(), "repo")
 	marker := filepath.Join(t.TempDir(), "ran")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testGit(t, repo, "init", "--quiet", "--initial-branch=main")
-	writeTestFile(t, filepath.Join(repo, "SKILL.md"), []byte(testManifest), 0o644)
-	writeTestFile(t, filepath.Join(repo, "ignored.txt"), []byte("kept\n"), 0o644)
-	writeTestFile(t, filepath.Join(repo, "subst.txt"), []byte("$Format:%H$\n"), 0o644)
+	gittest.Git(t, repo, gittest.FixtureEnv, "init", "--quiet", "--initial-branch=main")
+	skilltest.WriteFile(t, filepath.Join(repo, "SKILL.md"), []byte(skilltest.DemoManifest), 0o644)
+	skilltest.WriteFile(t, filepath.Join(repo, "ignored.txt"), []byte("kept\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(repo, "subst.txt"), []byte("$Format:%H$\n"), 0o644)
 	pointer := "version https://git-lfs.github.com/spec/v1\noid sha256:" + strings.Repeat("ab", 32) + "\nsize 12345\n"
-	writeTestFile(t, filepath.Join(repo, "assets", "model.bin"), []byte(pointer), 0o644)
-	writeTestFile(t, filepath.Join(repo, ".gitattributes"), []byte("*.txt filter=evil\n*.md filter=evil\n"+
+	skilltest.WriteFile(t, filepath.Join(repo, "assets", "model.bin"), []byte(pointer), 0o644)
+	skilltest.WriteFile(t, filepath.Join(repo, ".gitattributes"), []byte("*.txt filter=evil\n*.md filter=evil\n"+
 		"*.bin filter=lfs diff=lfs merge=lfs -text\nignored.txt export-ignore\nsubst.txt export-subst\n"), 0o644)
-	testGit(t, repo, "add", "-A")
-	testGit(t, repo, "commit", "--quiet", "-m", "one")
+	gittest.Git(t, repo, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(t, repo, gittest.FixtureEnv, "commit", "--quiet", "-m", "one")
 	run := "touch '" + marker + "'; cat"
 	for _, kv := range [][2]string{
 		{"filter.evil.smudge", run}, {"filter.evil.clean", "cat"}, {"filter.evil.required", "true"},
 		{"filter.lfs.smudge", run}, {"filter.lfs.process", run}, {"core.fsmonitor", run},
 		{"core.hooksPath", filepath.Join(repo, "hooks")}, {"core.attributesFile", filepath.Join(repo, "attrs")},
 	} {
-		testGit(t, repo, "config", kv[0], kv[1])
+		gittest.Git(t, repo, gittest.FixtureEnv, "config", kv[0], kv[1])
 	}
-	writeTestFile(t, filepath.Join(repo, "attrs"), []byte("* filter=evil\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(repo, "attrs"), []byte("* filter=evil\n"), 0o644)
 
 	// Control: git archive run in the repository runs its filter.
 	if out, err := exec.Command("git", "-C", repo, "archive", "--format=tar", "-o", filepath.Join(t.TempDir(), "a.tar"), "HEAD").CombinedOutput(); err != nil {
@@ -82,7 +84,7 @@ func TestReadLocalGitIgnoresRepositoryConfig(t *testing.T) {
 		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("ref %q: a command of the repository's configuration ran (marker: %v)", ref, err)
 		}
-		wantFile(t, filepath.Join(dir, "SKILL.md"), testManifest)
+		wantFile(t, filepath.Join(dir, "SKILL.md"), skilltest.DemoManifest)
 		wantFile(t, filepath.Join(dir, "ignored.txt"), "kept\n")
 		wantFile(t, filepath.Join(dir, "subst.txt"), "$Format:%H$\n")
 		wantFile(t, filepath.Join(dir, "assets", "model.bin"), pointer)
@@ -119,7 +121,7 @@ func TestReadLocalGitRefusesEntryNamedTwice(t *testing.T) {
 func TestReadLocalGitLayouts(t *testing.T) {
 	r := makeFixtureRepo(t)
 	wt := filepath.Join(t.TempDir(), "wt")
-	testGit(t, r.dir, "worktree", "add", "--quiet", wt, "feature")
+	gittest.Git(t, r.dir, gittest.FixtureEnv, "worktree", "add", "--quiet", wt, "feature")
 	dir, commit := readLocalRepo(t, Source{URL: wt, Ref: "v1"})
 	if commit != r.c1 {
 		t.Errorf("commit %s, want %s", commit, r.c1)
@@ -131,16 +133,16 @@ func TestReadLocalGitLayouts(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Skipf("this git cannot make a SHA-256 repository: %v\n%s", err, out)
 	}
-	writeTestFile(t, filepath.Join(sha, "SKILL.md"), []byte(testManifest), 0o644)
-	testGit(t, sha, "add", "-A")
-	testGit(t, sha, "commit", "--quiet", "-m", "one")
-	head := testGit(t, sha, "rev-parse", "HEAD")
+	skilltest.WriteFile(t, filepath.Join(sha, "SKILL.md"), []byte(skilltest.DemoManifest), 0o644)
+	gittest.Git(t, sha, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(t, sha, gittest.FixtureEnv, "commit", "--quiet", "-m", "one")
+	head := gittest.Git(t, sha, gittest.FixtureEnv, "rev-parse", "HEAD")
 	for _, ref := range []string{"", "main", head, head[:12]} {
 		dir, commit := readLocalRepo(t, Source{URL: sha, Ref: ref})
 		if commit != head {
 			t.Errorf("ref %q: commit %s, want %s", ref, commit, head)
 		}
-		wantFile(t, filepath.Join(dir, "SKILL.md"), testManifest)
+		wantFile(t, filepath.Join(dir, "SKILL.md"), skilltest.DemoManifest)
 	}
 }
 

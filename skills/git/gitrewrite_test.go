@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
 
 func TestResolveGitURL(t *testing.T) {
@@ -70,11 +72,11 @@ func TestResolveGitURL(t *testing.T) {
 }
 
 func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	root := t.TempDir()
 	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file:///srv/Mirror.dir/\"]\n\tinsteadOf = https://github.com/\n"+
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file:///srv/Mirror.dir/\"]\n\tinsteadOf = https://github.com/\n"+
 		"[URL \"https://m.example/x/\"]\n\tINSTEADOF = https://github.com/x/\n\tinsteadOf = git@github.com:x/\n"), 0o644)
 	got := gitRewrites()
 	want := []gitRewrite{{"file:///srv/Mirror.dir/", "https://github.com/"}, {"https://m.example/x/", "https://github.com/x/"}, {"https://m.example/x/", "git@github.com:x/"}}
@@ -115,9 +117,9 @@ func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
 
 	// Rules in an included file apply, as they do for git; of equally long
 	// prefixes, the base that appears first wins, as in git.
-	writeTestFile(t, filepath.Join(root, "included"), []byte("[url \"https://b.example/\"]\n\tinsteadOf = q://\n"+
+	skilltest.WriteFile(t, filepath.Join(root, "included"), []byte("[url \"https://b.example/\"]\n\tinsteadOf = q://\n"+
 		"[url \"https://a.example/\"]\n\tinsteadOf = p://\n[url \"https://b.example/\"]\n\tinsteadOf = p://\n"), 0o644)
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[include]\n\tpath = "+filepath.Join(root, "included")+"\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte("[include]\n\tpath = "+filepath.Join(root, "included")+"\n"), 0o644)
 	read, _, ok := rewriteGitURL("p://r.git", gitRewrites())
 	if !ok || read != "https://b.example/r.git" {
 		t.Errorf("p://r.git is read from %q (%v), want https://b.example/r.git as git reads it", read, ok)
@@ -132,7 +134,7 @@ func TestRewriteGitURLReadsTheConfiguration(t *testing.T) {
 func makeBareRepo(t *testing.T, dir, desc string) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
-	writeTestFile(t, filepath.Join(work, "SKILL.md"), []byte("---\nname: x\ndescription: "+desc+"\n---\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(work, "SKILL.md"), []byte("---\nname: x\ndescription: "+desc+"\n---\n"), 0o644)
 	env := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
 	for _, args := range [][]string{
@@ -153,14 +155,14 @@ func makeBareRepo(t *testing.T, dir, desc string) {
 // repository next to the mirror is never read, by any spelling of "..", nor
 // through a sibling folder whose name starts like the mirror's.
 func TestCloneGitRewriteStaysInItsFolder(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	root := t.TempDir()
 	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "mirrored")
 	makeBareRepo(t, filepath.Join(root, "private.git"), "PRIVATE")
 	makeBareRepo(t, filepath.Join(root, "mirror-x", "r.git"), "PRIVATE")
 	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://github.com/\n"+
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://github.com/\n"+
 		"[url \"file://"+filepath.Join(root, "mirror")+"\"]\n\tinsteadOf = https://mirror.example\n"), 0o644)
 
 	for _, m := range readModes {
@@ -193,12 +195,12 @@ func TestCloneGitRewriteStaysInItsFolder(t *testing.T) {
 // Git is handed the rewritten URL and no rewrite configuration: a URL is
 // rewritten once, as git does, never a second time by git itself.
 func TestCloneGitRewritesOnce(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	root := t.TempDir()
 	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "mirrored")
 	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://b.invalid/\n"+
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://b.invalid/\n"+
 		"[url \"https://b.invalid/\"]\n\tinsteadOf = https://a.invalid/\n"), 0o644)
 	if _, err := Clone(context.Background(), Source{URL: "https://b.invalid/o/r.git"}, filepath.Join(t.TempDir(), "c"), CloneOptions{viaClone: true}); err != nil {
 		t.Fatalf("the rewritten name: %v", err)
@@ -283,22 +285,22 @@ func FuzzResolveGitURL(f *testing.F) {
 // this machine, here) does not apply to a clone, so a name it maps is not
 // found, not read.
 func TestCloneGitIgnoresTheWorkingDirectory(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 	root := t.TempDir()
 	secret := filepath.Join(root, "secret")
-	writeTestFile(t, filepath.Join(secret, "SKILL.md"), []byte("---\nname: s\ndescription: secret\n---\n"), 0o644)
-	testGit(t, secret, "init", "-q")
-	testGit(t, secret, "add", ".")
-	testGit(t, secret, "commit", "-q", "-m", "x")
+	skilltest.WriteFile(t, filepath.Join(secret, "SKILL.md"), []byte("---\nname: s\ndescription: secret\n---\n"), 0o644)
+	gittest.Git(t, secret, gittest.FixtureEnv, "init", "-q")
+	gittest.Git(t, secret, gittest.FixtureEnv, "add", ".")
+	gittest.Git(t, secret, gittest.FixtureEnv, "commit", "-q", "-m", "x")
 	cwd := filepath.Join(root, "cwd")
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	const url = "https://example.invalid/acme/x.git"
-	testGit(t, cwd, "init", "-q")
-	testGit(t, cwd, "config", "url."+secret+".insteadOf", url)
+	gittest.Git(t, cwd, gittest.FixtureEnv, "init", "-q")
+	gittest.Git(t, cwd, gittest.FixtureEnv, "config", "url."+secret+".insteadOf", url)
 	t.Chdir(cwd)
 	dst := filepath.Join(root, "out")
 	_, err := Clone(context.Background(), Source{URL: url}, dst, CloneOptions{})

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
 
 func TestParseRemoteName(t *testing.T) {
@@ -72,7 +74,7 @@ func TestParseRemoteName(t *testing.T) {
 // whoever runs skillfs applies to a clone; the rest of it does not (see
 // the hostile configuration tests).
 func TestCloneGitHonoursURLRewrites(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	root := t.TempDir()
 	makeBareRepo(t, filepath.Join(root, "mirror", "o", "r.git"), "d")
 	src, ok := ParseRemoteName("o/r")
@@ -82,12 +84,12 @@ func TestCloneGitHonoursURLRewrites(t *testing.T) {
 	// Without the rewrite, the name cannot be reached: the control.
 	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "gitconfig"))
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file:///nonexistent/\"]\n\tinsteadOf = https://example.invalid/\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file:///nonexistent/\"]\n\tinsteadOf = https://example.invalid/\n"), 0o644)
 	if _, err := Clone(context.Background(), Source{URL: "https://github.com/o/r.git", Ref: "main"}, filepath.Join(root, "c0"),
 		CloneOptions{Timeout: 0}); err == nil {
 		t.Skip("github.com answered: this machine has network")
 	}
-	writeTestFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(root, "gitconfig"), []byte("[url \"file://"+filepath.Join(root, "mirror")+"/\"]\n\tinsteadOf = https://github.com/\n"), 0o644)
 	dir := filepath.Join(root, "clone")
 	commit, err := Clone(context.Background(), src, dir, CloneOptions{})
 	if err != nil {

@@ -1,6 +1,9 @@
-// Package gittest serves git repositories for tests (tests only): a
-// remote that git reads over HTTP, on a loopback port the test owns, so
-// that a "remote" source needs no network.
+// Package gittest builds and serves git repositories for tests (tests
+// only, standard library only): git commands run with an explicit
+// environment (FixtureEnv: isolated from the machine, reproducible
+// commits), a git that logs the commands a test makes, and a remote that
+// git reads over HTTP, on a loopback port the test owns, so that a
+// "remote" source needs no network.
 package gittest
 
 import (

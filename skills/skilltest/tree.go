@@ -4,7 +4,8 @@
 // packed into a ZIP (Zip, ZipFS); hostile archives get the knobs they need
 // (names and modes written verbatim, raw headers that lie about sizes,
 // patched and rebuilt central directories); Manifest and Skill make a
-// SKILL.md with frontmatter.
+// SKILL.md with frontmatter, DemoManifest is the one most tests stage;
+// AssertAbsent and AssertOnly check what a refused operation left on disk.
 //
 // In a tree, a file's zero permission bits mean 0644, a directory's
 // (Mode has fs.ModeDir) 0755; a symlink (fs.ModeSymlink) holds its target

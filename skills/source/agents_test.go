@@ -2,39 +2,35 @@ package source
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
 	"skillfs/skills/manifest"
+	"skillfs/skills/skilltest"
 )
 
 // writeAgentSkill writes a skill folder with one manifest file.
 func writeAgentSkill(tb testing.TB, dir, manifest, content string) {
 	tb.Helper()
-	writeTestFile(tb, filepath.Join(dir, manifest), []byte(content), 0o644)
+	skilltest.WriteFile(tb, filepath.Join(dir, manifest), []byte(content), 0o644)
 }
 
+// agentMkdirs creates the folders paths, with their parents.
 func agentMkdirs(tb testing.TB, paths ...string) {
 	tb.Helper()
 	for _, p := range paths {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			tb.Fatal(err)
-		}
+		skilltest.WriteDir(tb, p, nil)
 	}
 }
 
+// agentSymlink writes a symlink at link to target, with link's parents.
 func agentSymlink(tb testing.TB, target, link string) {
 	tb.Helper()
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Symlink(target, link); err != nil {
-		tb.Fatal(err)
-	}
+	skilltest.WriteDir(tb, filepath.Dir(link), fstest.MapFS{filepath.Base(link): skilltest.Symlink(target)})
 }
 
 func skillDoc(name, desc string) string {
@@ -71,7 +67,7 @@ func TestAgentDirs(t *testing.T) {
 		elsewhere,
 	)
 	agentSymlink(t, elsewhere, filepath.Join(home, ".agents", "skills"))
-	writeTestFile(t, filepath.Join(home, ".codex", "skills"), []byte("not a folder"), 0o644)
+	skilltest.WriteFile(t, filepath.Join(home, ".codex", "skills"), []byte("not a folder"), 0o644)
 
 	sameHome := filepath.Join(root, "same")
 	agentMkdirs(t, filepath.Join(sameHome, ".claude", "skills"), filepath.Join(sameHome, ".codex", "skills"))
@@ -188,7 +184,7 @@ func makeAgentFixture(tb testing.TB) agentFixture {
 	// skills nested where Claude Code does not look.
 	writeAgentSkill(tb, filepath.Join(uCodex, ".system", "skill-creator"), skills.ManifestName, skillDoc("skill-creator", "built in"))
 	writeAgentSkill(tb, filepath.Join(uCodex, ".hidden"), skills.ManifestName, skillDoc("hidden", "hidden"))
-	writeTestFile(tb, filepath.Join(uClaude, "README.md"), []byte("notes"), 0o644)
+	skilltest.WriteFile(tb, filepath.Join(uClaude, "README.md"), []byte("notes"), 0o644)
 	agentMkdirs(tb, filepath.Join(uClaude, "empty"))
 	writeAgentSkill(tb, filepath.Join(uClaude, "group", "nested"), skills.ManifestName, skillDoc("nested", "not a direct subfolder"))
 	return f

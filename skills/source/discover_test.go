@@ -8,15 +8,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // discoverCase is a tree to search and what Discover must find in it.
 type discoverCase struct {
 	name     string
-	tree     []tfile
+	tree     fstest.MapFS
 	links    [][2]string // target, link (relative to root); "$ROOT" and "$OUT" in a target are the root and a folder beside it
 	maxDepth int
 	want     []string // "Rel" or "Rel@plugin" of each candidate, in order
@@ -25,37 +27,36 @@ type discoverCase struct {
 }
 
 func TestDiscover(t *testing.T) {
-	m := func(dir string) tfile { return tfile{name: dir + "/SKILL.md", body: testManifest} }
 	cases := []discoverCase{
 		{
 			name: "root skill wins over everything",
-			tree: []tfile{{name: "SKILL.md", body: testManifest}, m("skills/a"), m("other/b"), m("plugins/p/skills/c")},
+			tree: fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest), "other/b/SKILL.md": skilltest.File(skilltest.DemoManifest), "plugins/p/skills/c/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{"."},
 		},
 		{
 			name: "root lowercase manifest",
-			tree: []tfile{{name: "skill.md", body: testManifest}, m("skills/a")},
+			tree: fstest.MapFS{"skill.md": skilltest.File(skilltest.DemoManifest), "skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{"."},
 		},
 		{
 			name: "skills dir sorted by name",
-			tree: []tfile{m("skills/zeta"), m("skills/alpha"), {name: "skills/beta/skill.md", body: "x"}, {name: "skills/no-manifest/README.md"}, {name: "skills/file.md"}},
+			tree: fstest.MapFS{"skills/zeta/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/alpha/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/beta/skill.md": skilltest.File("x"), "skills/no-manifest/README.md": skilltest.File(""), "skills/file.md": skilltest.File("")},
 			want: []string{"skills/alpha", "skills/beta", "skills/zeta"},
 		},
-		{name: "curated", tree: []tfile{m("skills/.curated/b"), m("skills/.curated/a")}, want: []string{"skills/.curated/a", "skills/.curated/b"}},
-		{name: "experimental", tree: []tfile{m("skills/.experimental/x")}, want: []string{"skills/.experimental/x"}},
-		{name: "system", tree: []tfile{m("skills/.system/x")}, want: []string{"skills/.system/x"}},
-		{name: "agents", tree: []tfile{m(".agents/skills/x")}, want: []string{".agents/skills/x"}},
-		{name: "claude", tree: []tfile{m(".claude/skills/x")}, want: []string{".claude/skills/x"}},
-		{name: "github", tree: []tfile{m(".github/skills/b"), m(".github/skills/a")}, want: []string{".github/skills/a", ".github/skills/b"}},
+		{name: "curated", tree: fstest.MapFS{"skills/.curated/b/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/.curated/a/SKILL.md": skilltest.File(skilltest.DemoManifest)}, want: []string{"skills/.curated/a", "skills/.curated/b"}},
+		{name: "experimental", tree: fstest.MapFS{"skills/.experimental/x/SKILL.md": skilltest.File(skilltest.DemoManifest)}, want: []string{"skills/.experimental/x"}},
+		{name: "system", tree: fstest.MapFS{"skills/.system/x/SKILL.md": skilltest.File(skilltest.DemoManifest)}, want: []string{"skills/.system/x"}},
+		{name: "agents", tree: fstest.MapFS{".agents/skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)}, want: []string{".agents/skills/x"}},
+		{name: "claude", tree: fstest.MapFS{".claude/skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)}, want: []string{".claude/skills/x"}},
+		{name: "github", tree: fstest.MapFS{".github/skills/b/SKILL.md": skilltest.File(skilltest.DemoManifest), ".github/skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest)}, want: []string{".github/skills/a", ".github/skills/b"}},
 		{
 			name: "github plugins",
-			tree: []tfile{m(".github/plugins/p/skills/x"), m(".github/plugins/q/skills/y"), {name: ".github/plugins/README.md"}},
+			tree: fstest.MapFS{".github/plugins/p/skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest), ".github/plugins/q/skills/y/SKILL.md": skilltest.File(skilltest.DemoManifest), ".github/plugins/README.md": skilltest.File("")},
 			want: []string{".github/plugins/p/skills/x@p", ".github/plugins/q/skills/y@q"},
 		},
 		{
 			name: "github skills beyond the search depth",
-			tree: []tfile{m(".github/skills/a"), m(".github/plugins/p/skills/x")},
+			tree: fstest.MapFS{".github/skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest), ".github/plugins/p/skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			// The recursive search sees one level only: the places are
 			// searched whatever the depth.
 			maxDepth: 1,
@@ -63,10 +64,17 @@ func TestDiscover(t *testing.T) {
 		},
 		{
 			name: "every place, the search and the plugins, sorted by Rel",
-			tree: []tfile{
-				m(".claude/skills/c"), m(".agents/skills/g"), m("skills/.system/s"), m("skills/.experimental/e"),
-				m("skills/.curated/k"), m("skills/b"), m("skills/a"), m("skills/.hidden/h"), m("elsewhere/z"),
-				m("plugins/p/skills/x"),
+			tree: fstest.MapFS{
+				".claude/skills/c/SKILL.md":       skilltest.File(skilltest.DemoManifest),
+				".agents/skills/g/SKILL.md":       skilltest.File(skilltest.DemoManifest),
+				"skills/.system/s/SKILL.md":       skilltest.File(skilltest.DemoManifest),
+				"skills/.experimental/e/SKILL.md": skilltest.File(skilltest.DemoManifest),
+				"skills/.curated/k/SKILL.md":      skilltest.File(skilltest.DemoManifest),
+				"skills/b/SKILL.md":               skilltest.File(skilltest.DemoManifest),
+				"skills/a/SKILL.md":               skilltest.File(skilltest.DemoManifest),
+				"skills/.hidden/h/SKILL.md":       skilltest.File(skilltest.DemoManifest),
+				"elsewhere/z/SKILL.md":            skilltest.File(skilltest.DemoManifest),
+				"plugins/p/skills/x/SKILL.md":     skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{
 				".agents/skills/g", ".claude/skills/c", "elsewhere/z", "plugins/p/skills/x@p",
@@ -75,46 +83,55 @@ func TestDiscover(t *testing.T) {
 		},
 		{
 			name: "standard places do not hide other folders",
-			tree: []tfile{m("skills/a"), m("b")},
+			tree: fstest.MapFS{"skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest), "b/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{"b", "skills/a"},
 		},
 		{
 			name: "standard places do not hide plugins",
-			tree: []tfile{m(".claude/skills/helper"), m("plugins/p/skills/setup"), m("plugins/q/skills/setup")},
+			tree: fstest.MapFS{".claude/skills/helper/SKILL.md": skilltest.File(skilltest.DemoManifest), "plugins/p/skills/setup/SKILL.md": skilltest.File(skilltest.DemoManifest), "plugins/q/skills/setup/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{".claude/skills/helper", "plugins/p/skills/setup@p", "plugins/q/skills/setup@q"},
 		},
 		{
 			name: "recursive search",
-			tree: []tfile{
-				m("b"), m("a/nested"), m("plugins/p/skills/x"), m("plugins/p/.claude/skills/y"),
-				m("node_modules/pkg"), m(".git/hooks"), m(".hidden/s"), m("__MACOSX/m"),
-				m("top/inner"), {name: "top/SKILL.md", body: testManifest},
-				m("d1/d2/d3/d4/d5/d6/d7/too-deep"),
+			tree: fstest.MapFS{
+				"b/SKILL.md":                             skilltest.File(skilltest.DemoManifest),
+				"a/nested/SKILL.md":                      skilltest.File(skilltest.DemoManifest),
+				"plugins/p/skills/x/SKILL.md":            skilltest.File(skilltest.DemoManifest),
+				"plugins/p/.claude/skills/y/SKILL.md":    skilltest.File(skilltest.DemoManifest),
+				"node_modules/pkg/SKILL.md":              skilltest.File(skilltest.DemoManifest),
+				".git/hooks/SKILL.md":                    skilltest.File(skilltest.DemoManifest),
+				".hidden/s/SKILL.md":                     skilltest.File(skilltest.DemoManifest),
+				"__MACOSX/m/SKILL.md":                    skilltest.File(skilltest.DemoManifest),
+				"top/inner/SKILL.md":                     skilltest.File(skilltest.DemoManifest),
+				"top/SKILL.md":                           skilltest.File(skilltest.DemoManifest),
+				"d1/d2/d3/d4/d5/d6/d7/too-deep/SKILL.md": skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"a/nested", "b", "plugins/p/.claude/skills/y", "plugins/p/skills/x@p", "top"},
 		},
 		{
 			name:     "bounded depth",
-			tree:     []tfile{m("a/b/c"), m("x/y")},
+			tree:     fstest.MapFS{"a/b/c/SKILL.md": skilltest.File(skilltest.DemoManifest), "x/y/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			maxDepth: 2,
 			want:     []string{"x/y"},
 		},
 		{
 			name: "skill inside another skill's folder is part of it",
-			tree: []tfile{
-				m("skills/outer"), m("skills/outer/inner"), m("skills/outer/skills/deeper"),
-				{name: ".claude-plugin/marketplace.json", body: `{"plugins": [{"name": "n", "source": "./", "skills": ["./skills/outer/inner", "./skills/outer/skills"]}]}`},
+			tree: fstest.MapFS{
+				"skills/outer/SKILL.md":               skilltest.File(skilltest.DemoManifest),
+				"skills/outer/inner/SKILL.md":         skilltest.File(skilltest.DemoManifest),
+				"skills/outer/skills/deeper/SKILL.md": skilltest.File(skilltest.DemoManifest),
+				".claude-plugin/marketplace.json":     skilltest.File(`{"plugins": [{"name": "n", "source": "./", "skills": ["./skills/outer/inner", "./skills/outer/skills"]}]}`),
 			},
 			want: []string{"skills/outer"},
 		},
 		{
 			name: "a skills folder that is itself a skill",
-			tree: []tfile{m("skills"), m("skills/a")},
+			tree: fstest.MapFS{"skills/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{"skills"},
 		},
 		{
 			name: "nothing",
-			tree: []tfile{{name: "README.md", body: "x"}, m("d1/d2/d3/deep")},
+			tree: fstest.MapFS{"README.md": skilltest.File("x"), "d1/d2/d3/deep/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			// Too deep for the search, and in no place.
 			maxDepth: 3,
 			wantErr:  skills.ErrNoManifest,
@@ -124,44 +141,44 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestDiscoverPlugins(t *testing.T) {
-	m := func(dir string) tfile { return tfile{name: dir + "/SKILL.md", body: testManifest} }
-	mp := func(body string) tfile { return tfile{name: ".claude-plugin/marketplace.json", body: body} }
-	pj := func(dir, body string) tfile { return tfile{name: dir + "/.claude-plugin/plugin.json", body: body} }
 	cases := []discoverCase{
 		{
 			name: "marketplace with two plugins holding the same skill name, beside a helper skill",
-			tree: []tfile{
-				mp(`{"name": "market", "owner": {"name": "o"}, "plugins": [
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"name": "market", "owner": {"name": "o"}, "plugins": [
 					{"name": "alpha", "source": "./plugins/one", "description": "d"},
 					{"name": "beta", "source": "./plugins/two"}]}`),
-				m("plugins/one/skills/setup"), m("plugins/two/skills/setup"), m(".claude/skills/helper"),
+				"plugins/one/skills/setup/SKILL.md": skilltest.File(skilltest.DemoManifest),
+				"plugins/two/skills/setup/SKILL.md": skilltest.File(skilltest.DemoManifest),
+				".claude/skills/helper/SKILL.md":    skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{".claude/skills/helper", "plugins/one/skills/setup@alpha", "plugins/two/skills/setup@beta"},
 		},
 		{
 			name: "plugin.json names the plugin when the marketplace entry does not",
-			tree: []tfile{
-				mp(`{"plugins": [{"source": "./plugins/one"}]}`),
-				pj("plugins/one", `{"name": "from-manifest"}`),
-				m("plugins/one/skills/a"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json":        skilltest.File(`{"plugins": [{"source": "./plugins/one"}]}`),
+				"plugins/one/.claude-plugin/plugin.json": skilltest.File(`{"name": "from-manifest"}`),
+				"plugins/one/skills/a/SKILL.md":          skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"plugins/one/skills/a@from-manifest"},
 		},
 		{
 			name: "marketplace name wins over plugin.json",
-			tree: []tfile{
-				mp(`{"plugins": [{"name": "azure", "source": "./.github/plugins/azure-skills", "skills": ["./skills/"]}]}`),
-				pj(".github/plugins/azure-skills", `{"name": "other", "skills": "./skills/"}`),
-				m(".github/plugins/azure-skills/skills/deploy"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json":                         skilltest.File(`{"plugins": [{"name": "azure", "source": "./.github/plugins/azure-skills", "skills": ["./skills/"]}]}`),
+				".github/plugins/azure-skills/.claude-plugin/plugin.json": skilltest.File(`{"name": "other", "skills": "./skills/"}`),
+				".github/plugins/azure-skills/skills/deploy/SKILL.md":     skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{".github/plugins/azure-skills/skills/deploy@azure"},
 		},
 		{
 			name: "plugin.json declares a custom skills folder",
-			tree: []tfile{
-				pj("plugins/p", `{"name": "pp", "skills": ["./custom", "./more/x"]}`),
-				m("plugins/p/custom/a"), m("plugins/p/more/x"),
-				m("plugins/p/skills/default"),
+			tree: fstest.MapFS{
+				"plugins/p/.claude-plugin/plugin.json": skilltest.File(`{"name": "pp", "skills": ["./custom", "./more/x"]}`),
+				"plugins/p/custom/a/SKILL.md":          skilltest.File(skilltest.DemoManifest),
+				"plugins/p/more/x/SKILL.md":            skilltest.File(skilltest.DemoManifest),
+				"plugins/p/skills/default/SKILL.md":    skilltest.File(skilltest.DemoManifest),
 			},
 			// Beyond the search: only the manifest finds them, and the
 			// declared folders replace the default one.
@@ -170,79 +187,84 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name:     "an empty list of skills folders declares none",
-			tree:     []tfile{pj("plugins/p", `{"name": "pp", "skills": []}`), m("plugins/p/skills/s"), m("skills/x")},
+			tree:     fstest.MapFS{"plugins/p/.claude-plugin/plugin.json": skilltest.File(`{"name": "pp", "skills": []}`), "plugins/p/skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			maxDepth: 1,
 			want:     []string{"skills/x"},
 		},
 		{
 			name: "pluginRoot beside sources that start with ./",
-			tree: []tfile{
-				mp(`{"metadata": {"pluginRoot": "./.github/plugins"}, "renames": {"azure-skills": "azure"}, "plugins": [
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"metadata": {"pluginRoot": "./.github/plugins"}, "renames": {"azure-skills": "azure"}, "plugins": [
 					{"name": "azure", "source": "./.github/plugins/azure-skills", "skills": ["./skills/"], "strict": true},
 					{"name": "wiki", "source": "./.github/plugins/deep-wiki"}]}`),
-				pj(".github/plugins/azure-skills", `{"name": "azure", "skills": "./skills/", "mcpServers": "./.mcp.json"}`),
-				m(".github/plugins/azure-skills/skills/deploy"), m(".github/plugins/deep-wiki/skills/wiki"),
+				".github/plugins/azure-skills/.claude-plugin/plugin.json": skilltest.File(`{"name": "azure", "skills": "./skills/", "mcpServers": "./.mcp.json"}`),
+				".github/plugins/azure-skills/skills/deploy/SKILL.md":     skilltest.File(skilltest.DemoManifest),
+				".github/plugins/deep-wiki/skills/wiki/SKILL.md":          skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{".github/plugins/azure-skills/skills/deploy@azure", ".github/plugins/deep-wiki/skills/wiki@wiki"},
 		},
 		{
 			name: "the path rule takes the plugin's name from its manifest",
-			tree: []tfile{
-				pj("plugins/p", `{"name": "pp", "skills": "./custom"}`),
-				m("plugins/p/custom/a"), m("plugins/p/skills/default"),
+			tree: fstest.MapFS{
+				"plugins/p/.claude-plugin/plugin.json": skilltest.File(`{"name": "pp", "skills": "./custom"}`),
+				"plugins/p/custom/a/SKILL.md":          skilltest.File(skilltest.DemoManifest),
+				"plugins/p/skills/default/SKILL.md":    skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"plugins/p/custom/a@pp", "plugins/p/skills/default@pp"},
 		},
 		{
 			name: "skills listed one by one from a root source",
-			tree: []tfile{
-				mp(`{"name": "anthropic-agent-skills", "plugins": [
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"name": "anthropic-agent-skills", "plugins": [
 					{"name": "document-skills", "source": "./", "strict": false, "skills": ["./skills/xlsx", "./skills/docx"]},
 					{"name": "example-skills", "source": "./", "strict": false, "skills": ["./skills/art", "./skills/docx"]}]}`),
-				m("skills/xlsx"), m("skills/docx"), m("skills/art"), m("skills/loose"),
+				"skills/xlsx/SKILL.md":  skilltest.File(skilltest.DemoManifest),
+				"skills/docx/SKILL.md":  skilltest.File(skilltest.DemoManifest),
+				"skills/art/SKILL.md":   skilltest.File(skilltest.DemoManifest),
+				"skills/loose/SKILL.md": skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"skills/art@example-skills", "skills/docx@document-skills", "skills/loose", "skills/xlsx@document-skills"},
 		},
 		{
 			name: "bare source under pluginRoot",
-			tree: []tfile{
-				mp(`{"metadata": {"pluginRoot": "./plugins"}, "plugins": [{"name": "formatter-plugin", "source": "formatter"}]}`),
-				m("plugins/formatter/skills/fmt"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json":       skilltest.File(`{"metadata": {"pluginRoot": "./plugins"}, "plugins": [{"name": "formatter-plugin", "source": "formatter"}]}`),
+				"plugins/formatter/skills/fmt/SKILL.md": skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"plugins/formatter/skills/fmt@formatter-plugin"},
 		},
 		{
 			name: "source written relative to pluginRoot",
-			tree: []tfile{
-				mp(`{"metadata": {"pluginRoot": "./vendor"}, "plugins": [{"name": "legacy", "source": "./x", "skills": "skills/"}]}`),
-				m("vendor/x/skills/s"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"metadata": {"pluginRoot": "./vendor"}, "plugins": [{"name": "legacy", "source": "./x", "skills": "skills/"}]}`),
+				"vendor/x/skills/s/SKILL.md":      skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"vendor/x/skills/s@legacy"},
 		},
 		{
 			name: "hidden skills folder declared",
-			tree: []tfile{
-				mp(`{"plugins": [{"name": "h", "source": "./.hidden/plug", "skills": "${CLAUDE_PLUGIN_ROOT}/skills"}]}`),
-				m(".hidden/plug/skills/s"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [{"name": "h", "source": "./.hidden/plug", "skills": "${CLAUDE_PLUGIN_ROOT}/skills"}]}`),
+				".hidden/plug/skills/s/SKILL.md":  skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{".hidden/plug/skills/s@h"},
 		},
 		{
 			name: "copilot marketplace",
-			tree: []tfile{
-				{name: ".github/plugin/marketplace.json", body: `{"plugins": [{"name": "cop", "source": "./tools/c", "skills": "skills/"}]}`},
-				m("tools/c/skills/s"),
+			tree: fstest.MapFS{
+				".github/plugin/marketplace.json": skilltest.File(`{"plugins": [{"name": "cop", "source": "./tools/c", "skills": "skills/"}]}`),
+				"tools/c/skills/s/SKILL.md":       skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"tools/c/skills/s@cop"},
 		},
 		{
 			name: "root plugin.json makes the repository a plugin",
-			tree: []tfile{pj(".", `{"name": "solo"}`), m("skills/a"), m(".claude/skills/b")},
+			tree: fstest.MapFS{".claude-plugin/plugin.json": skilltest.File(`{"name": "solo"}`), "skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest), ".claude/skills/b/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{".claude/skills/b", "skills/a@solo"},
 		},
 		{
 			name: "malformed marketplace falls back to the layout search",
-			tree: []tfile{mp(`{"plugins": [ {"name": "x", `), m("plugins/p/skills/s"), m("skills/x")},
+			tree: fstest.MapFS{".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [ {"name": "x", `), "plugins/p/skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{"plugins/p/skills/s@p", "skills/x"},
 			wantWarn: []string{
 				".claude-plugin/marketplace.json: not valid JSON",
@@ -251,26 +273,26 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name:     "marketplace that is no object",
-			tree:     []tfile{mp(`[1, 2]`), m("skills/x")},
+			tree:     fstest.MapFS{".claude-plugin/marketplace.json": skilltest.File(`[1, 2]`), "skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want:     []string{"skills/x"},
 			wantWarn: []string{".claude-plugin/marketplace.json: not a JSON object"},
 		},
 		{
 			name:     "marketplace without plugins",
-			tree:     []tfile{mp(`{"plugins": {"a": 1}}`), m("skills/x")},
+			tree:     fstest.MapFS{".claude-plugin/marketplace.json": skilltest.File(`{"plugins": {"a": 1}}`), "skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want:     []string{"skills/x"},
 			wantWarn: []string{".claude-plugin/marketplace.json: no list of plugins"},
 		},
 		{
 			name:     "malformed plugin.json",
-			tree:     []tfile{pj("plugins/p", `{"name": `), m("plugins/p/skills/s")},
+			tree:     fstest.MapFS{"plugins/p/.claude-plugin/plugin.json": skilltest.File(`{"name": `), "plugins/p/skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want:     []string{"plugins/p/skills/s@p"},
 			wantWarn: []string{"plugins/p/.claude-plugin/plugin.json: not valid JSON"},
 		},
 		{
 			name: "sources in other repositories",
-			tree: []tfile{
-				mp(`{"plugins": [
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [
 					{"name": "gh", "source": {"source": "github", "repo": "owner/repo"}},
 					{"name": "url", "source": "https://example.com/r.git"},
 					{"name": "scp", "source": "git@example.com:o/r.git"},
@@ -278,7 +300,7 @@ func TestDiscoverPlugins(t *testing.T) {
 					{"name": "odd", "source": 42},
 					{"name": "none"},
 					{"name": "local", "source": "./plugins/local"}]}`),
-				m("plugins/local/skills/s"),
+				"plugins/local/skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"plugins/local/skills/s@local"},
 			wantWarn: []string{
@@ -292,12 +314,12 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name: "declared paths outside the root",
-			tree: []tfile{
-				mp(`{"metadata": {"pluginRoot": "/etc"}, "plugins": [
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"metadata": {"pluginRoot": "/etc"}, "plugins": [
 					{"name": "up", "source": "../outside"},
 					{"name": "abs", "source": "/etc"},
 					{"name": "in", "source": "./plugins/in", "skills": ["../../../x", "/abs", "C:/win", "a\\b", "./ok"]}]}`),
-				m("plugins/in/ok/s"),
+				"plugins/in/ok/s/SKILL.md": skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"plugins/in/ok/s@in"},
 			wantWarn: []string{
@@ -312,10 +334,10 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name: "declared folders that are missing",
-			tree: []tfile{
-				mp(`{"plugins": [{"name": "gone", "source": "./plugins/gone"}, {"name": "p", "source": "./plugins/p", "skills": ["./nope", "./file"]}]}`),
-				{name: "plugins/p/file", body: "x"},
-				m("skills/s"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [{"name": "gone", "source": "./plugins/gone"}, {"name": "p", "source": "./plugins/p", "skills": ["./nope", "./file"]}]}`),
+				"plugins/p/file":                  skilltest.File("x"),
+				"skills/s/SKILL.md":               skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"skills/s"},
 			wantWarn: []string{
@@ -326,18 +348,20 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name: "bad names fall back to the folder",
-			tree: []tfile{
-				mp(`{"plugins": [{"name": "bad\u0001name", "source": "./plugins/p"}, {"name": ["x"], "source": "./plugins/q"}]}`),
-				m("plugins/p/skills/s"), m("plugins/q/skills/t"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [{"name": "bad\u0001name", "source": "./plugins/p"}, {"name": ["x"], "source": "./plugins/q"}]}`),
+				"plugins/p/skills/s/SKILL.md":     skilltest.File(skilltest.DemoManifest),
+				"plugins/q/skills/t/SKILL.md":     skilltest.File(skilltest.DemoManifest),
 			},
 			want:     []string{"plugins/p/skills/s@p", "plugins/q/skills/t@q"},
 			wantWarn: []string{"is not a usable name"},
 		},
 		{
 			name: "skills field of the wrong type",
-			tree: []tfile{
-				mp(`{"plugins": [{"name": "w", "source": "./plugins/w", "skills": {"a": 1}}, {"name": "v", "source": "./plugins/v", "skills": ["./s", 3]}]}`),
-				m("plugins/w/skills/s"), m("plugins/v/s/t"),
+			tree: fstest.MapFS{
+				".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [{"name": "w", "source": "./plugins/w", "skills": {"a": 1}}, {"name": "v", "source": "./plugins/v", "skills": ["./s", 3]}]}`),
+				"plugins/w/skills/s/SKILL.md":     skilltest.File(skilltest.DemoManifest),
+				"plugins/v/s/t/SKILL.md":          skilltest.File(skilltest.DemoManifest),
 			},
 			want: []string{"plugins/v/s/t@v", "plugins/w/skills/s@w"},
 			wantWarn: []string{
@@ -347,7 +371,7 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name: "a manifest that is not a regular file",
-			tree: []tfile{{name: ".claude-plugin/marketplace.json/"}, m("skills/s")},
+			tree: fstest.MapFS{".claude-plugin/marketplace.json": skilltest.Dir(), "skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want: []string{"skills/s"},
 			wantWarn: []string{
 				".claude-plugin/marketplace.json: a folder, not a file",
@@ -355,7 +379,7 @@ func TestDiscoverPlugins(t *testing.T) {
 		},
 		{
 			name:     "a manifest that is too big",
-			tree:     []tfile{mp(`{"plugins": [], "pad": "` + strings.Repeat("x", maxPluginManifest) + `"}`), m("skills/s")},
+			tree:     fstest.MapFS{".claude-plugin/marketplace.json": skilltest.File(`{"plugins": [], "pad": "` + strings.Repeat("x", maxPluginManifest) + `"}`), "skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			want:     []string{"skills/s"},
 			wantWarn: []string{".claude-plugin/marketplace.json: ", "not read"},
 		},
@@ -364,35 +388,34 @@ func TestDiscoverPlugins(t *testing.T) {
 }
 
 func TestDiscoverSymlinks(t *testing.T) {
-	m := func(dir string) tfile { return tfile{name: dir + "/SKILL.md", body: testManifest} }
 	cases := []discoverCase{
 		{
 			name:  "symlinked skill inside the root counts once, at its real path",
-			tree:  []tfile{m(".store/one"), m("skills/two")},
+			tree:  fstest.MapFS{".store/one/SKILL.md": skilltest.File(skilltest.DemoManifest), "skills/two/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{{"../.store/one", "skills/linked"}, {"../../.store/one", ".claude/skills/again"}, {"$ROOT/.store/one", "skills/absolute"}},
 			want:  []string{".store/one", "skills/two"},
 		},
 		{
 			name:  "symlinked skills dir",
-			tree:  []tfile{m("elsewhere/one")},
+			tree:  fstest.MapFS{"elsewhere/one/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{{"elsewhere", "skills"}},
 			want:  []string{"elsewhere/one"},
 		},
 		{
 			name:  "symlinked directory in the search",
-			tree:  []tfile{m(".vendor/deep/one")},
+			tree:  fstest.MapFS{".vendor/deep/one/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{{".vendor", "alias"}},
 			want:  []string{".vendor/deep/one"},
 		},
 		{
 			name:  "symlinked plugin folder",
-			tree:  []tfile{m(".cache/p/skills/s")},
+			tree:  fstest.MapFS{".cache/p/skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{{"../.cache/p", "plugins/linked"}},
 			want:  []string{".cache/p/skills/s@linked"},
 		},
 		{
 			name: "symlinks that lead outside are skipped",
-			tree: []tfile{m("skills/in")},
+			tree: fstest.MapFS{"skills/in/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{
 				{"$OUT/evil", "skills/absolute"}, {"../../outside/evil", "skills/relative"},
 				{"$OUT", "deep"}, {"../outside", "plugins"},
@@ -407,7 +430,7 @@ func TestDiscoverSymlinks(t *testing.T) {
 		},
 		{
 			name: "a marketplace reached through a link outside is not read",
-			tree: []tfile{m("skills/in")},
+			tree: fstest.MapFS{"skills/in/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{
 				{"$OUT/plugin", ".claude-plugin"},
 			},
@@ -416,7 +439,7 @@ func TestDiscoverSymlinks(t *testing.T) {
 		},
 		{
 			name:  "link loops end",
-			tree:  []tfile{m("a/b/skill")},
+			tree:  fstest.MapFS{"a/b/skill/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{{"..", "a/b/up"}, {"loop2", "loop1"}, {"loop1", "loop2"}},
 			want:  []string{"a/b/skill"},
 			wantWarn: []string{
@@ -425,7 +448,7 @@ func TestDiscoverSymlinks(t *testing.T) {
 		},
 		{
 			name:  "broken links are no skills",
-			tree:  []tfile{m("skills/ok")},
+			tree:  fstest.MapFS{"skills/ok/SKILL.md": skilltest.File(skilltest.DemoManifest)},
 			links: [][2]string{{"missing", "skills/broken"}},
 			want:  []string{"skills/ok"},
 		},
@@ -446,23 +469,20 @@ func runDiscoverCases(t *testing.T, cases []discoverCase) {
 			if err := os.Mkdir(root, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writeTree(t, out,
-				tfile{name: "evil/SKILL.md", body: testManifest},
-				tfile{name: "plugin/marketplace.json", body: `{"plugins": [{"name": "evil", "source": "./"}]}`},
-			)
-			writeTree(t, root, tc.tree...)
+			skilltest.WriteDir(t, out, fstest.MapFS{
+				"evil/SKILL.md":           skilltest.File(skilltest.DemoManifest),
+				"plugin/marketplace.json": skilltest.File(`{"plugins": [{"name": "evil", "source": "./"}]}`),
+			})
+			skilltest.WriteDir(t, root, tc.tree)
 			realRootDir, err := filepath.EvalSymlinks(root)
 			if err != nil {
 				t.Fatal(err)
 			}
+			links := fstest.MapFS{}
 			for _, l := range tc.links {
-				target := strings.NewReplacer("$ROOT", realRootDir, "$OUT", out).Replace(l[0])
-				p := filepath.Join(root, filepath.FromSlash(l[1]))
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				symlink(t, target, p)
+				links[l[1]] = skilltest.Symlink(strings.NewReplacer("$ROOT", realRootDir, "$OUT", out).Replace(l[0]))
 			}
+			skilltest.WriteDir(t, root, links)
 			got, warns, err := Discover(root, tc.maxDepth)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Discover error %v, want %v", err, tc.wantErr)
@@ -506,12 +526,11 @@ func checkWarnings(t *testing.T, warns, want []string) {
 
 func TestDiscoverSearchBounds(t *testing.T) {
 	root := t.TempDir()
-	m := func(dir string) tfile { return tfile{name: dir + "/SKILL.md", body: testManifest} }
-	tree := []tfile{m("skills/a"), m("plugins/p/skills/b"), m("zz/deep")}
+	tree := fstest.MapFS{"skills/a/SKILL.md": skilltest.File(skilltest.DemoManifest), "plugins/p/skills/b/SKILL.md": skilltest.File(skilltest.DemoManifest), "zz/deep/SKILL.md": skilltest.File(skilltest.DemoManifest)}
 	for i := range 20 {
-		tree = append(tree, tfile{name: fmt.Sprintf("d%02d/", i)})
+		tree[fmt.Sprintf("d%02d", i)] = skilltest.Dir()
 	}
-	writeTree(t, root, tree...)
+	skilltest.WriteDir(t, root, tree)
 
 	old := maxDiscoverDirs
 	t.Cleanup(func() { maxDiscoverDirs = old })
@@ -548,7 +567,7 @@ func TestDiscoverWarningsBounded(t *testing.T) {
 		fmt.Fprintf(&b, `{"name": "p%d", "source": "https://example.com/%d.git"}`, i, i)
 	}
 	b.WriteString("]}")
-	writeTree(t, root, tfile{name: ".claude-plugin/marketplace.json", body: b.String()}, tfile{name: "skills/s/SKILL.md", body: testManifest})
+	skilltest.WriteDir(t, root, fstest.MapFS{".claude-plugin/marketplace.json": skilltest.File(b.String()), "skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest)})
 	_, warns, err := Discover(root, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -569,11 +588,11 @@ func TestDiscoverTooManyPlugins(t *testing.T) {
 		fmt.Fprintf(&b, `{"name": "p%d", "source": "./x/p%d"}`, i, i)
 	}
 	b.WriteString("]}")
-	writeTree(t, root,
-		tfile{name: ".claude-plugin/marketplace.json", body: b.String()},
-		tfile{name: "x/p0/skills/s/SKILL.md", body: testManifest},
-		tfile{name: fmt.Sprintf("x/p%d/skills/t/SKILL.md", maxPlugins), body: testManifest},
-	)
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		".claude-plugin/marketplace.json":                  skilltest.File(b.String()),
+		"x/p0/skills/s/SKILL.md":                           skilltest.File(skilltest.DemoManifest),
+		fmt.Sprintf("x/p%d/skills/t/SKILL.md", maxPlugins): skilltest.File(skilltest.DemoManifest),
+	})
 	got, warns, err := Discover(root, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -651,14 +670,14 @@ func FuzzDiscoverPluginManifests(f *testing.F) {
 		}
 		base := t.TempDir()
 		root := filepath.Join(base, "repo")
-		writeTree(t, base,
-			tfile{name: "outside/evil/SKILL.md", body: testManifest},
-			tfile{name: "repo/.claude-plugin/marketplace.json", body: string(marketplace)},
-			tfile{name: "repo/plugins/p/.claude-plugin/plugin.json", body: string(plugin)},
-			tfile{name: "repo/plugins/p/skills/s/SKILL.md", body: testManifest},
-			tfile{name: "repo/plugins/p/custom/c/SKILL.md", body: testManifest},
-		)
-		symlink(t, "../../../outside", filepath.Join(root, "plugins/p/link"))
+		skilltest.WriteDir(t, base, fstest.MapFS{
+			"outside/evil/SKILL.md":                     skilltest.File(skilltest.DemoManifest),
+			"repo/.claude-plugin/marketplace.json":      skilltest.File(string(marketplace)),
+			"repo/plugins/p/.claude-plugin/plugin.json": skilltest.File(string(plugin)),
+			"repo/plugins/p/skills/s/SKILL.md":          skilltest.File(skilltest.DemoManifest),
+			"repo/plugins/p/custom/c/SKILL.md":          skilltest.File(skilltest.DemoManifest),
+			"repo/plugins/p/link":                       skilltest.Symlink("../../../outside"),
+		})
 		real, err := filepath.EvalSymlinks(root)
 		if err != nil {
 			t.Fatal(err)
@@ -701,7 +720,7 @@ func TestDiscoverRepeatedDeclarationsAreCheap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeTree(t, root, tfile{name: "x/SKILL.md", body: testManifest})
+	skilltest.WriteDir(t, root, fstest.MapFS{"x/SKILL.md": skilltest.File(skilltest.DemoManifest)})
 	paths := strings.TrimSuffix(strings.Repeat(`".",`, maxDeclaredPaths), ",")
 	var b strings.Builder
 	b.WriteString(`{"plugins":[`)
@@ -712,7 +731,7 @@ func TestDiscoverRepeatedDeclarationsAreCheap(t *testing.T) {
 		fmt.Fprintf(&b, `{"name":"p%d","source":".","skills":[%s]}`, n, paths)
 	}
 	b.WriteString("]}")
-	writeTree(t, root, tfile{name: ".claude-plugin/marketplace.json", body: b.String()})
+	skilltest.WriteDir(t, root, fstest.MapFS{".claude-plugin/marketplace.json": skilltest.File(b.String())})
 	done := make(chan []Candidate, 1)
 	go func() {
 		cands, _, _ := Discover(root, 0)

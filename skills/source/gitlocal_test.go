@@ -1,35 +1,44 @@
 package source
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
 	"skillfs/skills/git"
+	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
 
 // A symlink of the repository stays a symlink, whatever it points at; the
 // staging step then keeps it inside the repository or leaves it out.
 func TestReadLocalGitSymlinks(t *testing.T) {
-	requireGit(t)
+	gittest.Require(t)
 	repo := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testGit(t, repo, "init", "--quiet", "--initial-branch=main")
-	writeTestFile(t, filepath.Join(repo, "SKILL.md"), []byte(testManifest), 0o644)
-	writeTestFile(t, filepath.Join(repo, "docs", "guide.md"), []byte("guide\n"), 0o644)
-	for link, target := range map[string]string{"passwd": "/etc/passwd", "up": "../../outside", "guide": "docs/guide.md"} {
-		if err := os.Symlink(target, filepath.Join(repo, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testGit(t, repo, "add", "-A")
-	testGit(t, repo, "commit", "--quiet", "-m", "links")
+	skilltest.WriteDir(t, repo, fstest.MapFS{
+		"SKILL.md":      skilltest.File(skilltest.DemoManifest),
+		"docs/guide.md": skilltest.File("guide\n"),
+		"passwd":        skilltest.Symlink("/etc/passwd"),
+		"up":            skilltest.Symlink("../../outside"),
+		"guide":         skilltest.Symlink("docs/guide.md"),
+	})
+	gittest.Git(t, repo, gittest.FixtureEnv, "init", "--quiet", "--initial-branch=main")
+	gittest.Git(t, repo, gittest.FixtureEnv, "add", "-A")
+	gittest.Git(t, repo, gittest.FixtureEnv, "commit", "--quiet", "-m", "links")
 
-	dir, _ := readLocalRepo(t, git.Source{URL: "file://" + repo})
+	// Read from its objects (git archive), not cloned.
+	commands := gittest.LogCommands(t)
+	dir := filepath.Join(t.TempDir(), "tree")
+	if _, err := git.Clone(context.Background(), git.Source{URL: "file://" + repo}, dir, git.CloneOptions{}); err != nil {
+		t.Fatalf("Clone: %v", err)
+	}
+	if lines := commands(); !gittest.RanSubcommand(lines, "archive") || gittest.RanSubcommand(lines, "clone") || gittest.RanSubcommand(lines, "fetch") {
+		t.Fatalf("%s was not read from its objects:\n%s", repo, strings.Join(lines, "\n"))
+	}
 	for link, target := range map[string]string{"passwd": "/etc/passwd", "up": "../../outside", "guide": "docs/guide.md"} {
 		if got, err := os.Readlink(filepath.Join(dir, link)); err != nil || got != target {
 			t.Errorf("%s -> %q (%v), want a link to %q", link, got, err, target)
@@ -40,9 +49,11 @@ func TestReadLocalGitSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantFile(t, filepath.Join(staged, "guide"), "guide\n")
+	if got, err := os.ReadFile(filepath.Join(staged, "guide")); err != nil || string(got) != "guide\n" {
+		t.Errorf("guide = %q, %v; want the file it links to", got, err)
+	}
 	for _, left := range []string{"passwd", "up"} {
-		assertAbsent(t, filepath.Join(staged, left))
+		skilltest.AssertAbsent(t, filepath.Join(staged, left))
 		if !strings.Contains(strings.Join(res.Warnings, "\n"), `"`+left+`"`) {
 			t.Errorf("no warning names the link %s left out: %q", left, res.Warnings)
 		}

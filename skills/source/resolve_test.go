@@ -2,36 +2,37 @@ package source
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
 	"skillfs/skills/git"
+	"skillfs/skills/skilltest"
 )
 
 func TestSubRoot(t *testing.T) {
 	base := t.TempDir()
 	root := filepath.Join(base, "checkout")
-	writeTree(t, base,
-		tfile{name: "checkout/skills/x/SKILL.md", body: testManifest},
-		tfile{name: "checkout/file.txt", body: "x"},
-		tfile{name: "outside/secret/SKILL.md", body: testManifest},
-	)
-	symlink(t, "skills", filepath.Join(root, "alias"))
-	symlink(t, "../outside/secret", filepath.Join(root, "escape"))
-	symlink(t, filepath.Join(base, "outside"), filepath.Join(root, "absolute"))
-	symlink(t, "../checkout/skills", filepath.Join(root, "roundabout"))
-	symlink(t, "missing", filepath.Join(root, "broken"))
 	realBase, err := filepath.EvalSymlinks(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, filepath.Join(realBase, "checkout", "skills"), filepath.Join(root, "absolute-inside"))
 	real := filepath.Join(realBase, "checkout")
 	linkedRoot := filepath.Join(base, "linked-checkout")
-	symlink(t, "checkout", linkedRoot)
+	skilltest.WriteDir(t, base, fstest.MapFS{
+		"checkout/skills/x/SKILL.md": skilltest.File(skilltest.DemoManifest),
+		"checkout/file.txt":          skilltest.File("x"),
+		"outside/secret/SKILL.md":    skilltest.File(skilltest.DemoManifest),
+		"checkout/alias":             skilltest.Symlink("skills"),
+		"checkout/escape":            skilltest.Symlink("../outside/secret"),
+		"checkout/absolute":          skilltest.Symlink(filepath.Join(base, "outside")),
+		"checkout/roundabout":        skilltest.Symlink("../checkout/skills"),
+		"checkout/broken":            skilltest.Symlink("missing"),
+		"checkout/absolute-inside":   skilltest.Symlink(filepath.Join(realBase, "checkout", "skills")),
+		"linked-checkout":            skilltest.Symlink("checkout"),
+	})
 
 	tests := []struct {
 		name, root, rel string
@@ -85,7 +86,7 @@ func TestSubRoot(t *testing.T) {
 // git.ParseSource keeps of an unsafe path, SubRoot refuses.
 func TestSubRootOfParsedSource(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, tfile{name: "plugins/p/skills/s/SKILL.md", body: testManifest})
+	skilltest.WriteDir(t, root, fstest.MapFS{"plugins/p/skills/s/SKILL.md": skilltest.File(skilltest.DemoManifest)})
 	for _, p := range []string{"../x", "a/../../x", "/etc", `a\b`, "C:/x", "%2e%2e/x", "/"} {
 		g := git.ParseSource("https://example.com/r.git#v1:" + p)
 		if g.Path == "" {
@@ -115,17 +116,15 @@ func TestResolveInRootNeverLooksOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(real, "a"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteDir(t, real, fstest.MapFS{"a": skilltest.Dir()})
 	for i, target := range []string{"/nonexistent/x", "../nonexistent", "a/../../nonexistent", real + "-sibling/x", real + "/../x"} {
-		link := filepath.Join(real, "l"+string(rune('0'+i)))
-		symlink(t, target, link)
-		if _, _, err := resolveInRoot(real, filepath.Base(link)); !errors.Is(err, errOutside) {
+		link := "l" + string(rune('0'+i))
+		skilltest.WriteDir(t, real, fstest.MapFS{link: skilltest.Symlink(target)})
+		if _, _, err := resolveInRoot(real, link); !errors.Is(err, errOutside) {
 			t.Errorf("link to %q: %v, want errOutside", target, err)
 		}
 	}
-	symlink(t, real+"/a", filepath.Join(real, "abs"))
+	skilltest.WriteDir(t, real, fstest.MapFS{"abs": skilltest.Symlink(real + "/a")})
 	if got, fi, err := resolveInRoot(real, "abs"); err != nil || got != "a" || !fi.IsDir() {
 		t.Errorf("absolute link inside: %q, %v", got, err)
 	}
@@ -140,18 +139,18 @@ func TestReadSkillManifestSkipsLinksAsStagingDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := filepath.Join(base, "repo")
-	writeTree(t, base,
-		tfile{name: "outside/SKILL.md", body: "---\nname: outside\ndescription: x\n---\n"},
-		tfile{name: "repo/out/skill.md", body: testManifest},
-		tfile{name: "repo/loop/skill.md", body: testManifest},
-		tfile{name: "repo/alone/README.md", body: "x"},
-	)
-	symlink(t, "../../outside/SKILL.md", filepath.Join(root, "out", "SKILL.md"))
-	symlink(t, "SKILL.md", filepath.Join(root, "loop", "SKILL.md"))
-	symlink(t, "../../outside/SKILL.md", filepath.Join(root, "alone", "SKILL.md"))
+	skilltest.WriteDir(t, base, fstest.MapFS{
+		"outside/SKILL.md":     skilltest.File("---\nname: outside\ndescription: x\n---\n"),
+		"repo/out/skill.md":    skilltest.File(skilltest.DemoManifest),
+		"repo/loop/skill.md":   skilltest.File(skilltest.DemoManifest),
+		"repo/alone/README.md": skilltest.File("x"),
+		"repo/out/SKILL.md":    skilltest.Symlink("../../outside/SKILL.md"),
+		"repo/loop/SKILL.md":   skilltest.Symlink("SKILL.md"),
+		"repo/alone/SKILL.md":  skilltest.Symlink("../../outside/SKILL.md"),
+	})
 	for _, dir := range []string{"out", "loop"} {
 		data, err := ReadSkillManifest(root, filepath.Join(root, dir), 1<<20)
-		if err != nil || string(data) != testManifest {
+		if err != nil || string(data) != skilltest.DemoManifest {
 			t.Errorf("%s: %q, %v; want the skill.md beside the link", dir, data, err)
 		}
 		// Staging agrees.

@@ -2,124 +2,23 @@ package source
 
 import (
 	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/store"
+
+	"golang.org/x/sys/unix"
 )
-
-// tfile is one entry of a test tree: a name ending in "/" is a directory.
-// A zero mode means 0644 for files and 0755 for directories.
-type tfile struct {
-	name string
-	body string
-	mode os.FileMode
-}
-
-// writeTree creates the entries under root, parents as needed.
-func writeTree(tb testing.TB, root string, files ...tfile) {
-	tb.Helper()
-	for _, f := range files {
-		p := filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(f.name, "/")))
-		if strings.HasSuffix(f.name, "/") {
-			mode := f.mode
-			if mode == 0 {
-				mode = 0o755
-			}
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				tb.Fatal(err)
-			}
-			if err := os.Chmod(p, mode); err != nil {
-				tb.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		mode := f.mode
-		if mode == 0 {
-			mode = 0o644
-		}
-		if err := os.WriteFile(p, []byte(f.body), mode); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
-// treeEntryInfo is what a test compares between two trees.
-type treeEntryInfo struct {
-	mode  os.FileMode
-	body  string
-	mtime int64 // Unix seconds
-}
-
-// readTree lists every entry under root by slash path, without following
-// symlinks.
-func readTree(tb testing.TB, root string) map[string]treeEntryInfo {
-	tb.Helper()
-	out := map[string]treeEntryInfo{}
-	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		e := treeEntryInfo{mode: fi.Mode(), mtime: fi.ModTime().Unix()}
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			e.body = string(b)
-		}
-		out[filepath.ToSlash(rel)] = e
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
-// assertAbsent fails unless p does not exist.
-func assertAbsent(tb testing.TB, p string) {
-	tb.Helper()
-	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-		tb.Fatalf("%s was left behind (lstat: %v)", p, err)
-	}
-}
-
-// assertOnly fails unless dir holds exactly the given names.
-func assertOnly(tb testing.TB, dir string, names ...string) {
-	tb.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
-	}
-	sort.Strings(names)
-	if !slices.Equal(got, names) {
-		tb.Fatalf("%s holds %q, want %q", dir, got, names)
-	}
-}
 
 // limitOf returns the name of the limit err hit, or "".
 func limitOf(err error) string {
@@ -130,23 +29,21 @@ func limitOf(err error) string {
 	return ""
 }
 
-const testManifest = "---\nname: demo\ndescription: A demo skill.\n---\nUse it.\n"
-
 func TestStageDirCopiesTree(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "demo")
-	writeTree(t, src,
-		tfile{name: "skill.md", body: testManifest},
-		tfile{name: "scripts/run.sh", body: "#!/bin/sh\necho hi\n", mode: 0o700},
-		tfile{name: "scripts/lib.py", body: "x = 1\n", mode: 0o600},
-		tfile{name: "scripts/all.sh", body: "#!/bin/sh\n", mode: 0o777},
-		tfile{name: "references/", mode: 0o700},
-		tfile{name: "assets/empty/"},
-		tfile{name: ".DS_Store", body: "junk"},
-		tfile{name: "assets/.DS_Store", body: "junk"},
-		tfile{name: "__MACOSX/._x", body: "junk"},
-		tfile{name: ".git/HEAD", body: "ref: refs/heads/main\n"},
-		tfile{name: "assets/.hidden", body: "kept"},
-	)
+	skilltest.WriteDir(t, src, fstest.MapFS{
+		"skill.md":         skilltest.File(skilltest.DemoManifest),
+		"scripts/run.sh":   {Data: []byte("#!/bin/sh\necho hi\n"), Mode: 0o700},
+		"scripts/lib.py":   {Data: []byte("x = 1\n"), Mode: 0o600},
+		"scripts/all.sh":   {Data: []byte("#!/bin/sh\n"), Mode: 0o777},
+		"references":       {Mode: fs.ModeDir | 0o700},
+		"assets/empty":     skilltest.Dir(),
+		".DS_Store":        skilltest.File("junk"),
+		"assets/.DS_Store": skilltest.File("junk"),
+		"__MACOSX/._x":     skilltest.File("junk"),
+		".git/HEAD":        skilltest.File("ref: refs/heads/main\n"),
+		"assets/.hidden":   skilltest.File("kept"),
+	})
 	old := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
 	for _, p := range []string{"skill.md", "scripts/run.sh", "scripts", "assets/empty"} {
 		if err := os.Chtimes(filepath.Join(src, p), old, old); err != nil {
@@ -158,7 +55,7 @@ func TestStageDirCopiesTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readTree(t, dst)
+	got := skilltest.ReadDir(t, dst)
 	want := map[string]os.FileMode{
 		"SKILL.md":       0o644,
 		"scripts":        os.ModeDir | 0o755,
@@ -179,19 +76,19 @@ func TestStageDirCopiesTree(t *testing.T) {
 			t.Errorf("%s missing", p)
 			continue
 		}
-		if e.mode != m {
-			t.Errorf("%s mode %v, want %v", p, e.mode, m)
+		if e.Mode != m {
+			t.Errorf("%s mode %v, want %v", p, e.Mode, m)
 		}
 	}
-	if got["SKILL.md"].body != testManifest || got["scripts/run.sh"].body != "#!/bin/sh\necho hi\n" {
+	if string(got["SKILL.md"].Data) != skilltest.DemoManifest || string(got["scripts/run.sh"].Data) != "#!/bin/sh\necho hi\n" {
 		t.Errorf("contents changed: %+v", got)
 	}
 	for _, p := range []string{"SKILL.md", "scripts/run.sh", "scripts", "assets/empty"} {
-		if got[p].mtime != old.Unix() {
-			t.Errorf("%s mtime %v, want %v", p, time.Unix(got[p].mtime, 0).UTC(), old)
+		if got[p].ModTime.Unix() != old.Unix() {
+			t.Errorf("%s mtime %v, want %v", p, got[p].ModTime.UTC(), old)
 		}
 	}
-	if res.Files != 5 || res.Bytes != int64(len(testManifest)+len("#!/bin/sh\necho hi\n")+len("x = 1\n")+len("#!/bin/sh\n")+len("kept")) {
+	if res.Files != 5 || res.Bytes != int64(len(skilltest.DemoManifest)+len("#!/bin/sh\necho hi\n")+len("x = 1\n")+len("#!/bin/sh\n")+len("kept")) {
 		t.Errorf("result %+v", res)
 	}
 	// Other tools' bookkeeping (.git, .DS_Store, __MACOSX) is left out
@@ -211,12 +108,12 @@ func TestCheckNotLeftOutAgreesWithStaging(t *testing.T) {
 	} {
 		t.Run(p, func(t *testing.T) {
 			src := t.TempDir()
-			writeTree(t, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: p, body: "x"})
+			skilltest.WriteDir(t, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), p: skilltest.File("x")})
 			dst := filepath.Join(t.TempDir(), "out")
 			if _, err := StageDir(src, dst, skills.DefaultLimits()); err != nil {
 				t.Fatal(err)
 			}
-			_, stored := readTree(t, dst)[p]
+			_, stored := skilltest.ReadDir(t, dst)[p]
 			err := CheckNotLeftOut(p)
 			switch {
 			case stored && err != nil:
@@ -232,14 +129,14 @@ func TestCheckNotLeftOutAgreesWithStaging(t *testing.T) {
 
 func TestStageDirKeepsBothManifestCases(t *testing.T) {
 	src := t.TempDir()
-	writeTree(t, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "skill.md", body: "other"})
+	skilltest.WriteDir(t, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), "skill.md": skilltest.File("other")})
 	dst := filepath.Join(t.TempDir(), "out")
 	res, err := StageDir(src, dst, skills.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readTree(t, dst)
-	if got["SKILL.md"].body != testManifest || got["skill.md"].body != "other" || len(res.Warnings) != 0 {
+	got := skilltest.ReadDir(t, dst)
+	if string(got["SKILL.md"].Data) != skilltest.DemoManifest || string(got["skill.md"].Data) != "other" || len(res.Warnings) != 0 {
 		t.Errorf("got %v, warnings %q", got, res.Warnings)
 	}
 }
@@ -247,16 +144,14 @@ func TestStageDirKeepsBothManifestCases(t *testing.T) {
 func TestStageDirFollowsOnlyTheNamedRoot(t *testing.T) {
 	base := t.TempDir()
 	real := filepath.Join(base, "real")
-	writeTree(t, real, tfile{name: "SKILL.md", body: testManifest})
+	skilltest.WriteDir(t, real, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
 	link := filepath.Join(base, "link")
-	if err := os.Symlink(real, link); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteDir(t, base, fstest.MapFS{"link": skilltest.Symlink(real)})
 	dst := filepath.Join(base, "out")
 	if _, err := StageDir(link, dst, skills.DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
-	if got := readTree(t, dst); got["SKILL.md"].body != testManifest {
+	if got := skilltest.ReadDir(t, dst); string(got["SKILL.md"].Data) != skilltest.DemoManifest {
 		t.Errorf("got %v", got)
 	}
 }
@@ -272,19 +167,23 @@ func TestStageDirRejects(t *testing.T) {
 		wantPath  string // for special files
 	}{
 		{
-			name:    "no manifest",
-			setup:   func(tb testing.TB, src string) { writeTree(tb, src, tfile{name: "README.md", body: "x"}) },
+			name: "no manifest",
+			setup: func(tb testing.TB, src string) {
+				skilltest.WriteDir(tb, src, fstest.MapFS{"README.md": skilltest.File("x")})
+			},
 			wantErr: skills.ErrNoManifest,
 		},
 		{
-			name:    "manifest only deeper down",
-			setup:   func(tb testing.TB, src string) { writeTree(tb, src, tfile{name: "sub/SKILL.md", body: testManifest}) },
+			name: "manifest only deeper down",
+			setup: func(tb testing.TB, src string) {
+				skilltest.WriteDir(tb, src, fstest.MapFS{"sub/SKILL.md": skilltest.File(skilltest.DemoManifest)})
+			},
 			wantErr: skills.ErrNoManifest,
 		},
 		{
 			name: "fifo",
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "scripts/"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), "scripts": skilltest.Dir()})
 				if err := syscall.Mkfifo(filepath.Join(src, "scripts", "pipe"), 0o644); err != nil {
 					tb.Fatal(err)
 				}
@@ -295,7 +194,7 @@ func TestStageDirRejects(t *testing.T) {
 		{
 			name: "socket",
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: testManifest})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
 				l, err := net.Listen("unix", filepath.Join(src, "sock"))
 				if err != nil {
 					tb.Fatal(err)
@@ -311,7 +210,7 @@ func TestStageDirRejects(t *testing.T) {
 				if os.Geteuid() != 0 {
 					tb.Skip("creating a device node needs root")
 				}
-				writeTree(tb, src, tfile{name: "SKILL.md", body: testManifest})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
 				err := unix.Mknod(filepath.Join(src, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3)))
 				if errors.Is(err, unix.EPERM) {
 					tb.Skip("mknod not permitted here, even as root")
@@ -326,21 +225,23 @@ func TestStageDirRejects(t *testing.T) {
 		{
 			name: "invalid UTF-8 name",
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "bad\xffname.txt", body: "x"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
+				// No path of a tree (not UTF-8): written on its own.
+				skilltest.WriteFile(tb, filepath.Join(src, "bad\xffname.txt"), []byte("x"), 0o644)
 			},
 			wantErr: skills.ErrUnsafePath,
 		},
 		{
 			name: "backslash in name",
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: `a\..\b`, body: "x"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), `a\..\b`: skilltest.File("x")})
 			},
 			wantErr: skills.ErrUnsafePath,
 		},
 		{
 			name: "percent-encoded parent in name",
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "%2e%2e/x", body: "x"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), "%2e%2e/x": skilltest.File("x")})
 			},
 			wantErr: skills.ErrUnsafePath,
 		},
@@ -348,7 +249,7 @@ func TestStageDirRejects(t *testing.T) {
 			name: "nesting too deep",
 			lim:  small,
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: "m"}, tfile{name: "a/b/c/d"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File("m"), "a/b/c/d": skilltest.File("")})
 			},
 			wantErr:   skills.ErrLimit,
 			wantLimit: skills.LimitDepth,
@@ -357,7 +258,7 @@ func TestStageDirRejects(t *testing.T) {
 			name: "deep empty directories",
 			lim:  small,
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: "m"}, tfile{name: "a/b/c/d/"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File("m"), "a/b/c/d": skilltest.Dir()})
 			},
 			wantErr:   skills.ErrLimit,
 			wantLimit: skills.LimitDepth,
@@ -366,7 +267,7 @@ func TestStageDirRejects(t *testing.T) {
 			name: "file over the size limit",
 			lim:  small,
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: "m"}, tfile{name: "big", body: strings.Repeat("x", 61)})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File("m"), "big": skilltest.File(strings.Repeat("x", 61))})
 			},
 			wantErr:   skills.ErrLimit,
 			wantLimit: skills.LimitFileBytes,
@@ -375,7 +276,7 @@ func TestStageDirRejects(t *testing.T) {
 			name: "total over the limit",
 			lim:  small,
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: strings.Repeat("m", 50)}, tfile{name: "x", body: strings.Repeat("x", 51)})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File(strings.Repeat("m", 50)), "x": skilltest.File(strings.Repeat("x", 51))})
 			},
 			wantErr:   skills.ErrLimit,
 			wantLimit: skills.LimitTotalBytes,
@@ -384,7 +285,7 @@ func TestStageDirRejects(t *testing.T) {
 			name: "too many files",
 			lim:  small,
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: "m"}, tfile{name: "a"}, tfile{name: "b"}, tfile{name: "c"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File("m"), "a": skilltest.File(""), "b": skilltest.File(""), "c": skilltest.File("")})
 			},
 			wantErr:   skills.ErrLimit,
 			wantLimit: skills.LimitFiles,
@@ -393,7 +294,7 @@ func TestStageDirRejects(t *testing.T) {
 			name: "too many entries",
 			lim:  small,
 			setup: func(tb testing.TB, src string) {
-				writeTree(tb, src, tfile{name: "SKILL.md", body: "m"}, tfile{name: "a/"}, tfile{name: "b/"}, tfile{name: "c/"}, tfile{name: "d/"}, tfile{name: "e/"})
+				skilltest.WriteDir(tb, src, fstest.MapFS{"SKILL.md": skilltest.File("m"), "a": skilltest.Dir(), "b": skilltest.Dir(), "c": skilltest.Dir(), "d": skilltest.Dir(), "e": skilltest.Dir()})
 			},
 			wantErr:   skills.ErrLimit,
 			wantLimit: skills.LimitEntries,
@@ -424,23 +325,16 @@ func TestStageDirRejects(t *testing.T) {
 					t.Errorf("error %v does not name %q", err, tc.wantPath)
 				}
 			}
-			assertAbsent(t, dst)
+			skilltest.AssertAbsent(t, dst)
 		})
-	}
-}
-
-func symlink(tb testing.TB, target, p string) {
-	tb.Helper()
-	if err := os.Symlink(target, p); err != nil {
-		tb.Fatal(err)
 	}
 }
 
 func TestStageDirRefusesNonEmptyDestination(t *testing.T) {
 	src := t.TempDir()
-	writeTree(t, src, tfile{name: "SKILL.md", body: testManifest})
+	skilltest.WriteDir(t, src, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
 	dst := t.TempDir()
-	writeTree(t, dst, tfile{name: "keep.txt", body: "mine"})
+	skilltest.WriteDir(t, dst, fstest.MapFS{"keep.txt": skilltest.File("mine")})
 	if _, err := StageDir(src, dst, skills.DefaultLimits()); !errors.Is(err, skills.ErrExists) {
 		t.Fatalf("error %v, want ErrExists", err)
 	}
@@ -489,14 +383,17 @@ func TestCopyCountedEnforcesLimitsOnBytesSeen(t *testing.T) {
 // and limited as copies are.
 func TestStageDirLink(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "demo")
-	writeTree(t, src, tfile{name: "SKILL.md", body: testManifest}, tfile{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755},
-		tfile{name: "assets/data.bin", body: strings.Repeat("d", 1000)})
+	skilltest.WriteDir(t, src, fstest.MapFS{
+		"SKILL.md":        skilltest.File(skilltest.DemoManifest),
+		"scripts/run.sh":  skilltest.Executable("#!/bin/sh\n"),
+		"assets/data.bin": skilltest.File(strings.Repeat("d", 1000)),
+	})
 	dst := filepath.Join(t.TempDir(), "staged")
 	res, err := StageDirOpts(src, dst, skills.DefaultLimits(), StageOptions{Link: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Files != 3 || res.Bytes != int64(len(testManifest)+len("#!/bin/sh\n")+1000) {
+	if res.Files != 3 || res.Bytes != int64(len(skilltest.DemoManifest)+len("#!/bin/sh\n")+1000) {
 		t.Errorf("staged %d files, %d bytes", res.Files, res.Bytes)
 	}
 	for _, rel := range []string{"SKILL.md", "scripts/run.sh", "assets/data.bin"} {

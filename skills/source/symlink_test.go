@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/store"
 )
 
@@ -30,17 +33,17 @@ func linkRepo(tb testing.TB) (outside, root, skill string) {
 	outside = filepath.Join(base, "outside")
 	root = filepath.Join(base, "repo")
 	skill = filepath.Join(root, "skills", "demo")
-	writeTree(tb, outside,
-		tfile{name: "secret.txt", body: secret},
-		tfile{name: "dir/secret.md", body: secret},
-	)
-	writeTree(tb, root,
-		tfile{name: "shared/doc.md", body: "shared doc\n"},
-		tfile{name: "shared/dir/a.md", body: "a in shared dir\n"},
-		tfile{name: "shared/dir/sub/run.sh", body: "#!/bin/sh\necho shared\n", mode: 0o755},
-		tfile{name: "skills/demo/SKILL.md", body: testManifest},
-		tfile{name: "skills/demo/references/local.md", body: "local reference\n"},
-	)
+	skilltest.WriteDir(tb, outside, fstest.MapFS{
+		"secret.txt":    skilltest.File(secret),
+		"dir/secret.md": skilltest.File(secret),
+	})
+	skilltest.WriteDir(tb, root, fstest.MapFS{
+		"shared/doc.md":                   skilltest.File("shared doc\n"),
+		"shared/dir/a.md":                 skilltest.File("a in shared dir\n"),
+		"shared/dir/sub/run.sh":           skilltest.Executable("#!/bin/sh\necho shared\n"),
+		"skills/demo/SKILL.md":            skilltest.File(skilltest.DemoManifest),
+		"skills/demo/references/local.md": skilltest.File("local reference\n"),
+	})
 	return outside, root, skill
 }
 
@@ -58,13 +61,13 @@ func stageLinks(tb testing.TB, skill, root string, lim skills.Limits) (*StageRes
 
 // checkPlain fails unless the staged tree holds only regular files and
 // directories, none of them holding the secret.
-func checkPlain(tb testing.TB, tree map[string]treeEntryInfo) {
+func checkPlain(tb testing.TB, tree fstest.MapFS) {
 	tb.Helper()
 	for p, e := range tree {
-		if !e.mode.IsRegular() && !e.mode.IsDir() {
-			tb.Errorf("%s is staged as %v: only files and folders may be", p, e.mode)
+		if !e.Mode.IsRegular() && !e.Mode.IsDir() {
+			tb.Errorf("%s is staged as %v: only files and folders may be", p, e.Mode)
 		}
-		if strings.Contains(e.body, secret) {
+		if strings.Contains(string(e.Data), secret) {
 			tb.Errorf("%s holds a file from outside the source root", p)
 		}
 	}
@@ -82,52 +85,52 @@ func skippedLink(rel, target, why string) string {
 // target, and nothing from outside the root is read.
 func TestStageSymlinksConfinedToRoot(t *testing.T) {
 	outside, root, skill := linkRepo(t)
-	link := func(target, rel string) {
-		t.Helper()
-		p := filepath.Join(skill, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		symlink(t, target, p)
-	}
-	// Inside the skill folder.
-	link("local.md", "references/inskill.md")
-	link("references", "refs")
-	// Outside the skill folder, inside the repository.
-	link("../../../shared/doc.md", "references/shared.md")
-	link("../../shared/dir", "shareddir")
-	link(filepath.Join(root, "shared", "doc.md"), "absolute-inside.md")
-	link("references/../../../shared/doc.md", "dotdot-inside.md")
-	// In a linked folder: a relative link resolved where it really lies,
-	// and one that escapes from there.
-	symlink(t, "a.md", filepath.Join(root, "shared", "dir", "alias.md"))
-	symlink(t, "../../../outside/secret.txt", filepath.Join(root, "shared", "dir", "up.txt"))
-	// Escaping, dangling and looping.
-	link("../../../outside/secret.txt", "escape.txt")
-	link(filepath.Join(outside, "secret.txt"), "absolute.txt")
-	link("../../../outside/dir", "escape-dir")
-	link("/", "slash")
-	link("missing.md", "dangling.md")
-	link("references/local.md/x", "through-a-file")
-	link("loop-b", "loop-a")
-	link("loop-a", "loop-b")
-	link("self", "self")
-	link("..", "parent")
-	link(".", "here")
-	link("../..", "repo")
-	link("../..", "references/up")
-	// A chain that ends outside, and one that passes outside and comes back:
-	// neither is followed, since following would read a link outside.
-	symlink(t, "../../outside/secret.txt", filepath.Join(root, "shared", "out-link"))
-	link("../../shared/out-link", "chain-out.txt")
-	symlink(t, filepath.Join(root, "shared", "doc.md"), filepath.Join(outside, "back-in.md"))
-	link("../../../outside/back-in.md", "chain-back.md")
+	skilltest.WriteDir(t, skill, fstest.MapFS{
+		// Inside the skill folder.
+		"references/inskill.md": skilltest.Symlink("local.md"),
+		"refs":                  skilltest.Symlink("references"),
+		// Outside the skill folder, inside the repository.
+		"references/shared.md": skilltest.Symlink("../../../shared/doc.md"),
+		"shareddir":            skilltest.Symlink("../../shared/dir"),
+		"absolute-inside.md":   skilltest.Symlink(filepath.Join(root, "shared", "doc.md")),
+		"dotdot-inside.md":     skilltest.Symlink("references/../../../shared/doc.md"),
+		// Escaping, dangling and looping.
+		"escape.txt":     skilltest.Symlink("../../../outside/secret.txt"),
+		"absolute.txt":   skilltest.Symlink(filepath.Join(outside, "secret.txt")),
+		"escape-dir":     skilltest.Symlink("../../../outside/dir"),
+		"slash":          skilltest.Symlink("/"),
+		"dangling.md":    skilltest.Symlink("missing.md"),
+		"through-a-file": skilltest.Symlink("references/local.md/x"),
+		"loop-a":         skilltest.Symlink("loop-b"),
+		"loop-b":         skilltest.Symlink("loop-a"),
+		"self":           skilltest.Symlink("self"),
+		"parent":         skilltest.Symlink(".."),
+		"here":           skilltest.Symlink("."),
+		"repo":           skilltest.Symlink("../.."),
+		"references/up":  skilltest.Symlink("../.."),
+		// A chain that ends outside, and one that passes outside and comes back:
+		// neither is followed, since following would read a link outside.
+		"chain-out.txt": skilltest.Symlink("../../shared/out-link"),
+		"chain-back.md": skilltest.Symlink("../../../outside/back-in.md"),
+	})
+	// In a linked folder, a relative link resolved where it really lies and
+	// one that escapes from there; the first link of a chain that ends
+	// outside.
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		"shared/dir/alias.md": skilltest.Symlink("a.md"),
+		"shared/dir/up.txt":   skilltest.Symlink("../../../outside/secret.txt"),
+		"shared/out-link":     skilltest.Symlink("../../outside/secret.txt"),
+	})
+	// The middle of a chain that passes outside and comes back.
+	skilltest.WriteDir(t, outside, fstest.MapFS{
+		"back-in.md": skilltest.Symlink(filepath.Join(root, "shared", "doc.md")),
+	})
 
 	res, dst := stageLinks(t, skill, root, skills.DefaultLimits())
-	got := readTree(t, dst)
+	got := skilltest.ReadDir(t, dst)
 	checkPlain(t, got)
 	want := map[string]string{
-		"SKILL.md":              testManifest,
+		"SKILL.md":              skilltest.DemoManifest,
 		"references/local.md":   "local reference\n",
 		"references/inskill.md": "local reference\n",
 		"references/shared.md":  "shared doc\n",
@@ -149,10 +152,10 @@ func TestStageSymlinksConfinedToRoot(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("%s was not staged", p)
-		case body == "" && !e.mode.IsDir():
-			t.Errorf("%s is %v, want a folder", p, e.mode)
-		case body != "" && e.body != body:
-			t.Errorf("%s holds %q, want %q", p, e.body, body)
+		case body == "" && !e.Mode.IsDir():
+			t.Errorf("%s is %v, want a folder", p, e.Mode)
+		case body != "" && string(e.Data) != body:
+			t.Errorf("%s holds %q, want %q", p, string(e.Data), body)
 		}
 	}
 	for p := range got {
@@ -160,10 +163,10 @@ func TestStageSymlinksConfinedToRoot(t *testing.T) {
 			t.Errorf("%s was staged, and should not be", p)
 		}
 	}
-	if m := got["shareddir/sub/run.sh"].mode; m != 0o755 {
+	if m := got["shareddir/sub/run.sh"].Mode; m != 0o755 {
 		t.Errorf("run.sh through a linked folder has mode %v, want 0755", m)
 	}
-	if m := got["references/shared.md"].mode; m != 0o644 {
+	if m := got["references/shared.md"].Mode; m != 0o644 {
 		t.Errorf("a linked file has mode %v, want 0644", m)
 	}
 
@@ -229,11 +232,8 @@ func TestStageSymlinkedManifest(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			outside, root, skill := linkRepo(t)
-			writeTree(t, root, tfile{name: "manifests/demo.md", body: testManifest}, tfile{name: "skills/demo/docs/manual.md", body: testManifest})
-			if err := os.Remove(filepath.Join(skill, skills.ManifestName)); err != nil {
-				t.Fatal(err)
-			}
-			symlink(t, tc.target(outside, root), filepath.Join(skill, skills.ManifestName))
+			skilltest.WriteDir(t, root, fstest.MapFS{"manifests/demo.md": skilltest.File(skilltest.DemoManifest), "skills/demo/docs/manual.md": skilltest.File(skilltest.DemoManifest)})
+			skilltest.WriteDir(t, skill, fstest.MapFS{skills.ManifestName: skilltest.Symlink(tc.target(outside, root))})
 			dst := filepath.Join(t.TempDir(), "staged")
 			res, err := StageDirOpts(skill, dst, skills.DefaultLimits(), StageOptions{Root: root})
 			if tc.wantErr != nil {
@@ -243,16 +243,16 @@ func TestStageSymlinkedManifest(t *testing.T) {
 				if strings.Contains(err.Error(), skill) {
 					t.Errorf("error names the skill folder's path: %v", err)
 				}
-				assertAbsent(t, dst)
+				skilltest.AssertAbsent(t, dst)
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := readTree(t, dst)
+			got := skilltest.ReadDir(t, dst)
 			checkPlain(t, got)
-			if e := got[skills.ManifestName]; e.body != testManifest || e.mode != 0o644 {
-				t.Errorf("SKILL.md staged as %v %q", e.mode, e.body)
+			if e := got[skills.ManifestName]; string(e.Data) != skilltest.DemoManifest || e.Mode != 0o644 {
+				t.Errorf("SKILL.md staged as %v %q", e.Mode, string(e.Data))
 			}
 			if len(res.Warnings) != 0 {
 				t.Errorf("warnings %q", res.Warnings)
@@ -265,19 +265,21 @@ func TestStageSymlinkedManifest(t *testing.T) {
 // is the root: a link to its parent's files is left out.
 func TestStageDirConfinesToTheSkillFolder(t *testing.T) {
 	_, _, skill := linkRepo(t)
-	symlink(t, "../../shared/doc.md", filepath.Join(skill, "shared.md"))
-	symlink(t, "references/local.md", filepath.Join(skill, "local.md"))
+	skilltest.WriteDir(t, skill, fstest.MapFS{
+		"shared.md": skilltest.Symlink("../../shared/doc.md"),
+		"local.md":  skilltest.Symlink("references/local.md"),
+	})
 	dst := filepath.Join(t.TempDir(), "staged")
 	res, err := StageDir(skill, dst, skills.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readTree(t, dst)
+	got := skilltest.ReadDir(t, dst)
 	if _, ok := got["shared.md"]; ok {
 		t.Error("a link out of the skill folder was staged with no root given")
 	}
-	if got["local.md"].body != "local reference\n" {
-		t.Errorf("local.md = %q", got["local.md"].body)
+	if string(got["local.md"].Data) != "local reference\n" {
+		t.Errorf("local.md = %q", string(got["local.md"].Data))
 	}
 	want := []string{skippedLink("shared.md", "../../shared/doc.md", "it leads outside the source")}
 	if !slices.Equal(res.Warnings, want) {
@@ -288,38 +290,40 @@ func TestStageDirConfinesToTheSkillFolder(t *testing.T) {
 // TestStageDirOptsSkillOutsideRoot: a skill folder must lie in its root.
 func TestStageDirOptsSkillOutsideRoot(t *testing.T) {
 	outside, root, _ := linkRepo(t)
-	writeTree(t, outside, tfile{name: "skill/SKILL.md", body: testManifest})
+	skilltest.WriteDir(t, outside, fstest.MapFS{"skill/SKILL.md": skilltest.File(skilltest.DemoManifest)})
 	dst := filepath.Join(t.TempDir(), "staged")
 	if _, err := StageDirOpts(filepath.Join(outside, "skill"), dst, skills.DefaultLimits(), StageOptions{Root: root}); !errors.Is(err, skills.ErrUnsafePath) {
 		t.Fatalf("error %v, want ErrUnsafePath", err)
 	}
-	assertAbsent(t, dst)
+	skilltest.AssertAbsent(t, dst)
 }
 
 // TestStageSymlinkFarmHitsLimits: links that copy one folder many times are
 // bounded by the limits like any other content.
 func TestStageSymlinkFarmHitsLimits(t *testing.T) {
 	_, root, skill := linkRepo(t)
+	farm := fstest.MapFS{}
 	for i := 0; i < 5; i++ {
-		writeTree(t, root, tfile{name: "shared/big/f" + itoa(i), body: strings.Repeat("x", 10)})
+		farm["shared/big/f"+strconv.Itoa(i)] = skilltest.File(strings.Repeat("x", 10))
 	}
 	for i := 0; i < 10; i++ {
-		symlink(t, "../../shared/big", filepath.Join(skill, "copy"+itoa(i)))
+		farm["skills/demo/copy"+strconv.Itoa(i)] = skilltest.Symlink("../../shared/big")
 	}
+	skilltest.WriteDir(t, root, farm)
 	dst := filepath.Join(t.TempDir(), "staged")
 	_, err := StageDirOpts(skill, dst, skills.Limits{MaxFiles: 20}, StageOptions{Root: root})
 	if limitOf(err) != skills.LimitFiles {
 		t.Fatalf("error %v, want the files limit", err)
 	}
-	assertAbsent(t, dst)
+	skilltest.AssertAbsent(t, dst)
 	// A chain of folders linking to the next, each holding the link to the
 	// next again, stops at the depth limit.
 	_, root2, skill2 := linkRepo(t)
-	symlink(t, "../deep", filepath.Join(root2, "shared", "dir", "again"))
+	skilltest.WriteDir(t, root2, fstest.MapFS{"shared/dir/again": skilltest.Symlink("../deep")})
 	if err := os.Rename(filepath.Join(root2, "shared", "dir"), filepath.Join(root2, "shared", "deep")); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, "../../shared/deep", filepath.Join(skill2, "deep"))
+	skilltest.WriteDir(t, skill2, fstest.MapFS{"deep": skilltest.Symlink("../../shared/deep")})
 	res, err := StageDirOpts(skill2, dst, skills.DefaultLimits(), StageOptions{Root: root2})
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +349,7 @@ func TestStageSpecialFilesAllNamed(t *testing.T) {
 	t.Run("a link to a fifo", func(t *testing.T) {
 		_, root, skill := linkRepo(t)
 		mkfifo(t, filepath.Join(root, "shared", "pipe"))
-		symlink(t, "../../../shared/pipe", filepath.Join(skill, "references", "pipe"))
+		skilltest.WriteDir(t, skill, fstest.MapFS{"references/pipe": skilltest.Symlink("../../../shared/pipe")})
 		dst := filepath.Join(t.TempDir(), "staged")
 		_, err := StageDirOpts(skill, dst, skills.DefaultLimits(), StageOptions{Root: root})
 		var se *skills.SpecialFileError
@@ -355,15 +359,17 @@ func TestStageSpecialFilesAllNamed(t *testing.T) {
 		if want := `"references/pipe" is a symlink to "../../../shared/pipe", a fifo`; !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
-		assertAbsent(t, dst)
+		skilltest.AssertAbsent(t, dst)
 	})
 	t.Run("several", func(t *testing.T) {
 		_, root, skill := linkRepo(t)
 		mkfifo(t, filepath.Join(skill, "a-pipe"))
 		mkfifo(t, filepath.Join(skill, "scripts", "pipe"))
 		mkfifo(t, filepath.Join(root, "shared", "pipe"))
-		symlink(t, "../../../shared/pipe", filepath.Join(skill, "references", "pipe"))
-		symlink(t, "../../shared/dir", filepath.Join(skill, "linked"))
+		skilltest.WriteDir(t, skill, fstest.MapFS{
+			"references/pipe": skilltest.Symlink("../../../shared/pipe"),
+			"linked":          skilltest.Symlink("../../shared/dir"),
+		})
 		mkfifo(t, filepath.Join(root, "shared", "dir", "pipe"))
 		dst := filepath.Join(t.TempDir(), "staged")
 		_, err := StageDirOpts(skill, dst, skills.DefaultLimits(), StageOptions{Root: root})
@@ -391,13 +397,8 @@ func TestStageSpecialFilesAllNamed(t *testing.T) {
 		if strings.Contains(err.Error(), root) {
 			t.Errorf("message names a path of the machine: %v", err)
 		}
-		assertAbsent(t, dst)
+		skilltest.AssertAbsent(t, dst)
 	})
-}
-
-// zlink is a symlink entry of a test archive.
-func zlink(name, target string) zentry {
-	return zentry{name: name, body: target, mode: os.ModeSymlink | 0o777}
 }
 
 // TestExtractZipSymlinks: symlink entries whose targets stay inside the
@@ -406,21 +407,21 @@ func zlink(name, target string) zentry {
 // the entry and its target.
 func TestExtractZipSymlinks(t *testing.T) {
 	zp := filepath.Join(t.TempDir(), "a.zip")
-	writeFile(t, zp, buildZip(t,
-		zentry{name: "skill/SKILL.md", body: testManifest},
-		zentry{name: "shared/doc.md", body: "shared doc\n"},
-		zentry{name: "shared/tools/run.sh", body: "#!/bin/sh\n", mode: 0o755},
-		zlink("skill/references/doc.md", "../../shared/doc.md"),
-		zlink("skill/tools", "../shared/tools"),
-		zlink("skill/local.md", "SKILL.md"),
-		zlink("skill/up", "../../etc"),
-		zlink("skill/passwd", "/etc/passwd"),
-		zlink("skill/sneaky", "references/../../../x"),
-		zlink("skill/nul", "a\x00b"),
-		zlink("skill/back", `..\..\x`),
-		zlink("skill/empty", ""),
-		zlink("skill/long", strings.Repeat("a/", 2049)),
-	))
+	skilltest.WriteFile(t, zp, skilltest.Zip(t,
+		skilltest.ZipEntry{Name: "skill/SKILL.md", Data: []byte(skilltest.DemoManifest)},
+		skilltest.ZipEntry{Name: "shared/doc.md", Data: []byte("shared doc\n")},
+		skilltest.ZipEntry{Name: "shared/tools/run.sh", Data: []byte("#!/bin/sh\n"), Mode: 0o755},
+		skilltest.ZipEntry{Name: "skill/references/doc.md", Data: []byte("../../shared/doc.md"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/tools", Data: []byte("../shared/tools"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/local.md", Data: []byte("SKILL.md"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/up", Data: []byte("../../etc"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/passwd", Data: []byte("/etc/passwd"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/sneaky", Data: []byte("references/../../../x"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/nul", Data: []byte("a\x00b"), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/back", Data: []byte(`..\..\x`), Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/empty", Mode: os.ModeSymlink | 0o777},
+		skilltest.ZipEntry{Name: "skill/long", Data: []byte(strings.Repeat("a/", 2049)), Mode: os.ModeSymlink | 0o777},
+	), 0o644)
 	dst := filepath.Join(t.TempDir(), "unpacked")
 	warnings, err := ExtractZip(zp, dst, skills.DefaultLimits())
 	if err != nil {
@@ -443,16 +444,16 @@ func TestExtractZipSymlinks(t *testing.T) {
 			t.Errorf("%s: link to %q (%v), want %q", name, got, err, target)
 		}
 	}
-	assertOnly(t, filepath.Join(dst, "skill"), "SKILL.md", "references", "tools", "local.md")
+	skilltest.AssertOnly(t, filepath.Join(dst, "skill"), "SKILL.md", "references", "tools", "local.md")
 
 	staged := filepath.Join(t.TempDir(), "staged")
 	res, err := StageDirOpts(filepath.Join(dst, "skill"), staged, skills.DefaultLimits(), StageOptions{Root: dst})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readTree(t, staged)
+	got := skilltest.ReadDir(t, staged)
 	checkPlain(t, got)
-	if got["references/doc.md"].body != "shared doc\n" || got["tools/run.sh"].body != "#!/bin/sh\n" || got["tools/run.sh"].mode != 0o755 || got["local.md"].body != testManifest {
+	if string(got["references/doc.md"].Data) != "shared doc\n" || string(got["tools/run.sh"].Data) != "#!/bin/sh\n" || got["tools/run.sh"].Mode != 0o755 || string(got["local.md"].Data) != skilltest.DemoManifest {
 		t.Errorf("staged %v", got)
 	}
 	if len(res.Warnings) != 0 {
@@ -463,21 +464,21 @@ func TestExtractZipSymlinks(t *testing.T) {
 // TestExtractZipSymlinkClashes: a link may not be a parent of another
 // entry, nor share its name: nothing could be written through it.
 func TestExtractZipSymlinkClashes(t *testing.T) {
-	cases := map[string][]zentry{
-		"link, then an entry below it": {zentry{name: "SKILL.md", body: testManifest}, zlink("d", "x"), zentry{name: "d/f", body: "f"}},
-		"entry, then a link above it":  {zentry{name: "SKILL.md", body: testManifest}, zentry{name: "d/f", body: "f"}, zlink("d", "x")},
-		"file and link of one name":    {zentry{name: "SKILL.md", body: testManifest}, zentry{name: "f", body: "f"}, zlink("f", "SKILL.md")},
-		"link twice":                   {zentry{name: "SKILL.md", body: testManifest}, zlink("l", "SKILL.md"), zlink("./l", "SKILL.md")},
+	cases := map[string][]skilltest.ZipEntry{
+		"link, then an entry below it": {skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}, skilltest.ZipEntry{Name: "d", Data: []byte("x"), Mode: os.ModeSymlink | 0o777}, skilltest.ZipEntry{Name: "d/f", Data: []byte("f")}},
+		"entry, then a link above it":  {skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}, skilltest.ZipEntry{Name: "d/f", Data: []byte("f")}, skilltest.ZipEntry{Name: "d", Data: []byte("x"), Mode: os.ModeSymlink | 0o777}},
+		"file and link of one name":    {skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}, skilltest.ZipEntry{Name: "f", Data: []byte("f")}, skilltest.ZipEntry{Name: "f", Data: []byte("SKILL.md"), Mode: os.ModeSymlink | 0o777}},
+		"link twice":                   {skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}, skilltest.ZipEntry{Name: "l", Data: []byte("SKILL.md"), Mode: os.ModeSymlink | 0o777}, skilltest.ZipEntry{Name: "./l", Data: []byte("SKILL.md"), Mode: os.ModeSymlink | 0o777}},
 	}
 	for name, entries := range cases {
 		t.Run(name, func(t *testing.T) {
 			zp := filepath.Join(t.TempDir(), "a.zip")
-			writeFile(t, zp, buildZip(t, entries...))
+			skilltest.WriteFile(t, zp, skilltest.Zip(t, entries...), 0o644)
 			dst := filepath.Join(t.TempDir(), "out")
 			if _, err := ExtractZip(zp, dst, skills.DefaultLimits()); !errors.Is(err, skills.ErrUnsafePath) {
 				t.Fatalf("error %v, want ErrUnsafePath", err)
 			}
-			assertAbsent(t, dst)
+			skilltest.AssertAbsent(t, dst)
 		})
 	}
 }
@@ -511,7 +512,7 @@ func TestStagerConfinedByDescriptor(t *testing.T) {
 		t.Errorf("listing a folder outside the root: %v, want ErrUnsafePath", err)
 	}
 	// A folder swapped for a link is not listed through it.
-	symlink(t, filepath.Join(outside, "dir"), filepath.Join(root, "swapped"))
+	skilltest.WriteDir(t, root, fstest.MapFS{"swapped": skilltest.Symlink(filepath.Join(outside, "dir"))})
 	if _, err := s.readDir(filepath.Join(root, "swapped"), "swapped"); !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("listing through a link: %v, want ELOOP or ENOTDIR", err)
 	}
@@ -521,7 +522,7 @@ func TestStagerConfinedByDescriptor(t *testing.T) {
 // they all link to counts once for each, and Used adds up what each stored.
 func TestStageUsageOfOneSource(t *testing.T) {
 	_, root, skill := linkRepo(t)
-	symlink(t, "../../shared", filepath.Join(skill, "shared"))
+	skilltest.WriteDir(t, skill, fstest.MapFS{"shared": skilltest.Symlink("../../shared")})
 	lim := skills.DefaultLimits()
 	one, _ := stageLinks(t, skill, root, lim)
 	lim.MaxFiles = 2*one.Files + 1 // room for two copies, not three
@@ -547,12 +548,8 @@ func TestStageUsageOfOneSource(t *testing.T) {
 // hooks are never stored.
 func TestStageSymlinkIntoGitLeftOut(t *testing.T) {
 	_, root, skill := linkRepo(t)
-	writeTree(t, root, tfile{name: ".git/config", body: "[core]\n"}, tfile{name: ".git/hooks/post-checkout", body: "#!/bin/sh\n", mode: 0o755})
-	for link, target := range map[string]string{"git": "../../.git", "config": "../../.git/config"} {
-		if err := os.Symlink(target, filepath.Join(skill, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	skilltest.WriteDir(t, root, fstest.MapFS{".git/config": skilltest.File("[core]\n"), ".git/hooks/post-checkout": skilltest.Executable("#!/bin/sh\n")})
+	skilltest.WriteDir(t, skill, fstest.MapFS{"git": skilltest.Symlink("../../.git"), "config": skilltest.Symlink("../../.git/config")})
 	res, dst := stageLinks(t, skill, root, skills.DefaultLimits())
 	for _, name := range []string{"git", "config"} {
 		if _, err := os.Lstat(filepath.Join(dst, name)); !errors.Is(err, os.ErrNotExist) {

@@ -11,77 +11,15 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
-
-// zentry is one entry of a test archive. A zero mode means a regular 0644
-// file; names are written verbatim, whatever they hold.
-type zentry struct {
-	name     string
-	body     string
-	mode     os.FileMode
-	modified time.Time
-	store    bool   // no compression
-	unixMode uint32 // raw Unix mode for the external attributes, overriding mode
-}
-
-// buildZip returns an archive of the entries.
-func buildZip(tb testing.TB, entries ...zentry) []byte {
-	tb.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, e := range entries {
-		h := &zip.FileHeader{Name: e.name, Method: zip.Deflate, Modified: e.modified}
-		if e.store || strings.HasSuffix(e.name, "/") {
-			h.Method = zip.Store
-		}
-		mode := e.mode
-		if mode == 0 {
-			mode = 0o644
-		}
-		h.SetMode(mode)
-		if e.unixMode != 0 {
-			h.CreatorVersion = 3<<8 | 20
-			h.ExternalAttrs = e.unixMode << 16
-		}
-		w, err := zw.CreateHeader(h)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := io.WriteString(w, e.body); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func writeFile(tb testing.TB, p string, b []byte) {
-	tb.Helper()
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-// deflated compresses b at the best ratio.
-func deflated(tb testing.TB, b []byte) []byte {
-	tb.Helper()
-	var buf bytes.Buffer
-	w, _ := flate.NewWriter(&buf, flate.BestCompression)
-	if _, err := w.Write(b); err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // overlapZip builds an archive whose central directory lists n names that
 // all point at one local entry holding size zero bytes: the overlapping-files
@@ -89,7 +27,7 @@ func deflated(tb testing.TB, b []byte) []byte {
 func overlapZip(tb testing.TB, n int, size int) []byte {
 	tb.Helper()
 	plain := make([]byte, size)
-	comp := deflated(tb, plain)
+	comp := skilltest.Deflate(plain)
 	crc := crc32.ChecksumIEEE(plain)
 	var buf bytes.Buffer
 	le := func(v any) { _ = binary.Write(&buf, binary.LittleEndian, v) }
@@ -108,7 +46,7 @@ func overlapZip(tb testing.TB, n int, size int) []byte {
 	buf.Write(comp)
 	cdStart := buf.Len()
 	for i := 0; i < n; i++ {
-		nm := "f" + strings.Repeat("0", 4-len(itoa(i))) + itoa(i)
+		nm := "f" + strings.Repeat("0", 4-len(strconv.Itoa(i))) + strconv.Itoa(i)
 		le(uint32(0x02014b50))
 		le(uint16(3<<8 | 20))
 		le(uint16(20))
@@ -139,74 +77,48 @@ func overlapZip(tb testing.TB, n int, size int) []byte {
 	return buf.Bytes()
 }
 
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
-}
-
 // lyingZip holds one entry whose header claims fewer bytes than its data
 // inflates to.
 func lyingZip(tb testing.TB, claimed uint64, real int) []byte {
 	tb.Helper()
 	plain := make([]byte, real)
-	comp := deflated(tb, plain)
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: "SKILL.md", Method: zip.Deflate, CRC32: crc32.ChecksumIEEE(plain),
-		CompressedSize64: uint64(len(comp)), UncompressedSize64: claimed}
-	h.SetMode(0o644)
-	w, err := zw.CreateRaw(h)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := w.Write(comp); err != nil {
-		tb.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
+	comp := skilltest.Deflate(plain)
+	return skilltest.Zip(tb, skilltest.RawEntry("SKILL.md", zip.Deflate, comp, crc32.ChecksumIEEE(plain), uint64(len(comp)), claimed))
 }
 
 func TestExtractZip(t *testing.T) {
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-	data := buildZip(t,
-		zentry{name: "./", mode: os.ModeDir | 0o755},
-		zentry{name: "demo/", mode: os.ModeDir | 0o700, modified: old},
-		zentry{name: "demo/SKILL.md", body: testManifest, modified: old},
-		zentry{name: "demo/scripts/run.sh", body: "#!/bin/sh\n", mode: 0o700, modified: old},
-		zentry{name: "demo/scripts/data.bin", body: "\x00\x01", mode: 0o600, store: true},
-		zentry{name: "demo/assets/empty/", mode: os.ModeDir | 0o755},
-		zentry{name: "demo/./refs//a.md", body: "a"},
-		zentry{name: "demo/refs/A.md", body: "A", unixMode: 0o100744},
-		zentry{name: "demo/refs/typeless", body: "t", unixMode: 0o755},
+	data := skilltest.Zip(t,
+		skilltest.ZipEntry{Name: "./", Mode: os.ModeDir | 0o755},
+		skilltest.ZipEntry{Name: "demo/", Mode: os.ModeDir | 0o700, Modified: old},
+		skilltest.ZipEntry{Name: "demo/SKILL.md", Data: []byte(skilltest.DemoManifest), Modified: old},
+		skilltest.ZipEntry{Name: "demo/scripts/run.sh", Data: []byte("#!/bin/sh\n"), Mode: 0o700, Modified: old},
+		skilltest.ZipEntry{Name: "demo/scripts/data.bin", Data: []byte("\x00\x01"), Mode: 0o600, Store: true},
+		skilltest.ZipEntry{Name: "demo/assets/empty/", Mode: os.ModeDir | 0o755},
+		skilltest.ZipEntry{Name: "demo/./refs//a.md", Data: []byte("a")},
+		skilltest.ZipEntry{Name: "demo/refs/A.md", Data: []byte("A"), UnixMode: 0o100744},
+		skilltest.ZipEntry{Name: "demo/refs/typeless", Data: []byte("t"), UnixMode: 0o755},
 	)
 	base := t.TempDir()
 	zp := filepath.Join(base, "a.zip")
-	writeFile(t, zp, data)
+	skilltest.WriteFile(t, zp, data, 0o644)
 	dst := filepath.Join(base, "out")
 	if _, err := ExtractZip(zp, dst, skills.DefaultLimits()); err != nil {
 		t.Fatal(err)
 	}
-	got := readTree(t, dst)
-	want := map[string]treeEntryInfo{
-		"demo":                  {mode: os.ModeDir | 0o755, mtime: old.Unix()},
-		"demo/SKILL.md":         {mode: 0o644, body: testManifest, mtime: old.Unix()},
-		"demo/scripts":          {mode: os.ModeDir | 0o755},
-		"demo/scripts/run.sh":   {mode: 0o755, body: "#!/bin/sh\n", mtime: old.Unix()},
-		"demo/scripts/data.bin": {mode: 0o644, body: "\x00\x01"},
-		"demo/assets":           {mode: os.ModeDir | 0o755},
-		"demo/assets/empty":     {mode: os.ModeDir | 0o755},
-		"demo/refs":             {mode: os.ModeDir | 0o755},
-		"demo/refs/a.md":        {mode: 0o644, body: "a"},
-		"demo/refs/A.md":        {mode: 0o755, body: "A"},
-		"demo/refs/typeless":    {mode: 0o755, body: "t"},
+	got := skilltest.ReadDir(t, dst)
+	want := fstest.MapFS{
+		"demo":                  {Mode: os.ModeDir | 0o755, ModTime: old},
+		"demo/SKILL.md":         {Mode: 0o644, Data: []byte(skilltest.DemoManifest), ModTime: old},
+		"demo/scripts":          {Mode: os.ModeDir | 0o755},
+		"demo/scripts/run.sh":   {Mode: 0o755, Data: []byte("#!/bin/sh\n"), ModTime: old},
+		"demo/scripts/data.bin": {Mode: 0o644, Data: []byte("\x00\x01")},
+		"demo/assets":           {Mode: os.ModeDir | 0o755},
+		"demo/assets/empty":     {Mode: os.ModeDir | 0o755},
+		"demo/refs":             {Mode: os.ModeDir | 0o755},
+		"demo/refs/a.md":        {Mode: 0o644, Data: []byte("a")},
+		"demo/refs/A.md":        {Mode: 0o755, Data: []byte("A")},
+		"demo/refs/typeless":    {Mode: 0o755, Data: []byte("t")},
 	}
 	if len(got) != len(want) {
 		t.Errorf("extracted %v, want %v", got, want)
@@ -216,18 +128,18 @@ func TestExtractZip(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("%s missing", p)
-		case g.mode != w.mode || g.body != w.body:
-			t.Errorf("%s = %v %q, want %v %q", p, g.mode, g.body, w.mode, w.body)
-		case w.mtime != 0 && g.mtime != w.mtime:
-			t.Errorf("%s mtime %v, want %v", p, time.Unix(g.mtime, 0).UTC(), old)
+		case g.Mode != w.Mode || string(g.Data) != string(w.Data):
+			t.Errorf("%s = %v %q, want %v %q", p, g.Mode, string(g.Data), w.Mode, string(w.Data))
+		case !w.ModTime.IsZero() && g.ModTime.Unix() != w.ModTime.Unix():
+			t.Errorf("%s mtime %v, want %v", p, g.ModTime.UTC(), old)
 		}
 	}
 }
 
 func TestExtractZipRejects(t *testing.T) {
-	ok := zentry{name: "SKILL.md", body: testManifest}
+	ok := skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}
 	small := skills.Limits{MaxFiles: 3, MaxEntries: 5, MaxDepth: 3, MaxFileBytes: 1000, MaxTotalBytes: 1500}
-	big := func(n int) string { return strings.Repeat("x", n) }
+	big := func(n int) []byte { return bytes.Repeat([]byte("x"), n) }
 	cases := []struct {
 		name      string
 		archive   func(tb testing.TB) []byte
@@ -235,39 +147,39 @@ func TestExtractZipRejects(t *testing.T) {
 		wantErr   error
 		wantLimit string
 	}{
-		{name: "parent", archive: entries(ok, zentry{name: "../evil.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "parent inside", archive: entries(ok, zentry{name: "a/../../evil.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "parent dir entry", archive: entries(ok, zentry{name: "../", mode: os.ModeDir | 0o755}), wantErr: skills.ErrUnsafePath},
-		{name: "absolute", archive: entries(ok, zentry{name: "/etc/cron.d/evil", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "drive letter", archive: entries(ok, zentry{name: "C:/evil.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "percent-encoded parent", archive: entries(ok, zentry{name: "%2e%2e/evil.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "mixed-case encoded parent and slash", archive: entries(ok, zentry{name: "%2E%2e%2Fevil.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "double-encoded parent", archive: entries(ok, zentry{name: "a/%252e%252e/%252e%252e/evil", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "backslash parent", archive: entries(ok, zentry{name: `..\evil.txt`, body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "backslash separator", archive: entries(ok, zentry{name: `scripts\run.sh`, body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "NUL in name", archive: entries(ok, zentry{name: "a\x00.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "non-UTF-8 name", archive: entries(ok, zentry{name: "caf\xe9.txt", body: "x"}), wantErr: skills.ErrUnsafePath},
-		{name: "symlink dir entry", archive: entries(ok, zentry{name: "up/", unixMode: 0o120777}), wantErr: skills.ErrSpecialFile},
-		{name: "fifo entry", archive: entries(ok, zentry{name: "pipe", mode: os.ModeNamedPipe | 0o644}), wantErr: skills.ErrSpecialFile},
-		{name: "device entry", archive: entries(ok, zentry{name: "null", mode: os.ModeDevice | os.ModeCharDevice | 0o666}), wantErr: skills.ErrSpecialFile},
-		{name: "duplicate file", archive: entries(ok, zentry{name: "a.txt", body: "1"}, zentry{name: "a.txt", body: "2"}), wantErr: skills.ErrUnsafePath},
-		{name: "duplicate after cleaning", archive: entries(ok, zentry{name: "a/b.txt", body: "1"}, zentry{name: "./a//b.txt", body: "2"}), wantErr: skills.ErrUnsafePath},
+		{name: "parent", archive: entries(ok, skilltest.ZipEntry{Name: "../evil.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "parent inside", archive: entries(ok, skilltest.ZipEntry{Name: "a/../../evil.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "parent dir entry", archive: entries(ok, skilltest.ZipEntry{Name: "../", Mode: os.ModeDir | 0o755}), wantErr: skills.ErrUnsafePath},
+		{name: "absolute", archive: entries(ok, skilltest.ZipEntry{Name: "/etc/cron.d/evil", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "drive letter", archive: entries(ok, skilltest.ZipEntry{Name: "C:/evil.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "percent-encoded parent", archive: entries(ok, skilltest.ZipEntry{Name: "%2e%2e/evil.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "mixed-case encoded parent and slash", archive: entries(ok, skilltest.ZipEntry{Name: "%2E%2e%2Fevil.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "double-encoded parent", archive: entries(ok, skilltest.ZipEntry{Name: "a/%252e%252e/%252e%252e/evil", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "backslash parent", archive: entries(ok, skilltest.ZipEntry{Name: `..\evil.txt`, Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "backslash separator", archive: entries(ok, skilltest.ZipEntry{Name: `scripts\run.sh`, Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "NUL in name", archive: entries(ok, skilltest.ZipEntry{Name: "a\x00.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "non-UTF-8 name", archive: entries(ok, skilltest.ZipEntry{Name: "caf\xe9.txt", Data: []byte("x")}), wantErr: skills.ErrUnsafePath},
+		{name: "symlink dir entry", archive: entries(ok, skilltest.ZipEntry{Name: "up/", UnixMode: 0o120777}), wantErr: skills.ErrSpecialFile},
+		{name: "fifo entry", archive: entries(ok, skilltest.ZipEntry{Name: "pipe", Mode: os.ModeNamedPipe | 0o644}), wantErr: skills.ErrSpecialFile},
+		{name: "device entry", archive: entries(ok, skilltest.ZipEntry{Name: "null", Mode: os.ModeDevice | os.ModeCharDevice | 0o666}), wantErr: skills.ErrSpecialFile},
+		{name: "duplicate file", archive: entries(ok, skilltest.ZipEntry{Name: "a.txt", Data: []byte("1")}, skilltest.ZipEntry{Name: "a.txt", Data: []byte("2")}), wantErr: skills.ErrUnsafePath},
+		{name: "duplicate after cleaning", archive: entries(ok, skilltest.ZipEntry{Name: "a/b.txt", Data: []byte("1")}, skilltest.ZipEntry{Name: "./a//b.txt", Data: []byte("2")}), wantErr: skills.ErrUnsafePath},
 		{name: "duplicate manifest", archive: entries(ok, ok), wantErr: skills.ErrUnsafePath},
-		{name: "duplicate dir", archive: entries(ok, zentry{name: "d/", mode: os.ModeDir | 0o755}, zentry{name: "d/", mode: os.ModeDir | 0o755}), wantErr: skills.ErrUnsafePath},
-		{name: "file then dir", archive: entries(ok, zentry{name: "a", body: "1"}, zentry{name: "a/", mode: os.ModeDir | 0o755}), wantErr: skills.ErrUnsafePath},
-		{name: "dir then file", archive: entries(ok, zentry{name: "a/", mode: os.ModeDir | 0o755}, zentry{name: "a", body: "1"}), wantErr: skills.ErrUnsafePath},
-		{name: "file then child", archive: entries(ok, zentry{name: "a", body: "1"}, zentry{name: "a/b", body: "2"}), wantErr: skills.ErrUnsafePath},
-		{name: "child then file", archive: entries(ok, zentry{name: "a/b", body: "2"}, zentry{name: "a", body: "1"}), wantErr: skills.ErrUnsafePath},
+		{name: "duplicate dir", archive: entries(ok, skilltest.ZipEntry{Name: "d/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "d/", Mode: os.ModeDir | 0o755}), wantErr: skills.ErrUnsafePath},
+		{name: "file then dir", archive: entries(ok, skilltest.ZipEntry{Name: "a", Data: []byte("1")}, skilltest.ZipEntry{Name: "a/", Mode: os.ModeDir | 0o755}), wantErr: skills.ErrUnsafePath},
+		{name: "dir then file", archive: entries(ok, skilltest.ZipEntry{Name: "a/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "a", Data: []byte("1")}), wantErr: skills.ErrUnsafePath},
+		{name: "file then child", archive: entries(ok, skilltest.ZipEntry{Name: "a", Data: []byte("1")}, skilltest.ZipEntry{Name: "a/b", Data: []byte("2")}), wantErr: skills.ErrUnsafePath},
+		{name: "child then file", archive: entries(ok, skilltest.ZipEntry{Name: "a/b", Data: []byte("2")}, skilltest.ZipEntry{Name: "a", Data: []byte("1")}), wantErr: skills.ErrUnsafePath},
 		{name: "directory with data", archive: func(tb testing.TB) []byte { return lyingDirZip(tb) }, wantErr: zip.ErrFormat},
-		{name: "too many files", lim: small, archive: entries(ok, zentry{name: "a"}, zentry{name: "b"}, zentry{name: "c"}), wantErr: skills.ErrLimit, wantLimit: skills.LimitFiles},
-		{name: "too many entries", lim: small, archive: entries(ok, zentry{name: "a/b/c"}, zentry{name: "d/e"}, zentry{name: "f/"}), wantErr: skills.ErrLimit, wantLimit: skills.LimitEntries},
-		{name: "too many archive entries", lim: small, archive: entries(ok, zentry{name: "a/", mode: os.ModeDir | 0o755}, zentry{name: "b/", mode: os.ModeDir | 0o755}, zentry{name: "c/", mode: os.ModeDir | 0o755}, zentry{name: "d/", mode: os.ModeDir | 0o755}, zentry{name: "e/", mode: os.ModeDir | 0o755}), wantErr: skills.ErrLimit, wantLimit: skills.LimitEntries},
-		{name: "nesting too deep", lim: small, archive: entries(ok, zentry{name: "a/b/c/d.txt"}), wantErr: skills.ErrLimit, wantLimit: skills.LimitDepth},
-		{name: "deep dir entry", lim: small, archive: entries(ok, zentry{name: "a/b/c/d/", mode: os.ModeDir | 0o755}), wantErr: skills.ErrLimit, wantLimit: skills.LimitDepth},
-		{name: "file over the size limit", lim: small, archive: entries(ok, zentry{name: "big", body: big(1001)}), wantErr: skills.ErrLimit, wantLimit: skills.LimitFileBytes},
-		{name: "total over the limit", lim: small, archive: entries(zentry{name: "SKILL.md", body: big(800)}, zentry{name: "b", body: big(800)}), wantErr: skills.ErrLimit, wantLimit: skills.LimitTotalBytes},
+		{name: "too many files", lim: small, archive: entries(ok, skilltest.ZipEntry{Name: "a"}, skilltest.ZipEntry{Name: "b"}, skilltest.ZipEntry{Name: "c"}), wantErr: skills.ErrLimit, wantLimit: skills.LimitFiles},
+		{name: "too many entries", lim: small, archive: entries(ok, skilltest.ZipEntry{Name: "a/b/c"}, skilltest.ZipEntry{Name: "d/e"}, skilltest.ZipEntry{Name: "f/"}), wantErr: skills.ErrLimit, wantLimit: skills.LimitEntries},
+		{name: "too many archive entries", lim: small, archive: entries(ok, skilltest.ZipEntry{Name: "a/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "b/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "c/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "d/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "e/", Mode: os.ModeDir | 0o755}), wantErr: skills.ErrLimit, wantLimit: skills.LimitEntries},
+		{name: "nesting too deep", lim: small, archive: entries(ok, skilltest.ZipEntry{Name: "a/b/c/d.txt"}), wantErr: skills.ErrLimit, wantLimit: skills.LimitDepth},
+		{name: "deep dir entry", lim: small, archive: entries(ok, skilltest.ZipEntry{Name: "a/b/c/d/", Mode: os.ModeDir | 0o755}), wantErr: skills.ErrLimit, wantLimit: skills.LimitDepth},
+		{name: "file over the size limit", lim: small, archive: entries(ok, skilltest.ZipEntry{Name: "big", Data: big(1001)}), wantErr: skills.ErrLimit, wantLimit: skills.LimitFileBytes},
+		{name: "total over the limit", lim: small, archive: entries(skilltest.ZipEntry{Name: "SKILL.md", Data: big(800)}, skilltest.ZipEntry{Name: "b", Data: big(800)}), wantErr: skills.ErrLimit, wantLimit: skills.LimitTotalBytes},
 		{name: "compression bomb entry", archive: func(tb testing.TB) []byte {
-			return buildZip(tb, ok, zentry{name: "zeros", body: string(make([]byte, 8<<20))})
+			return skilltest.Zip(tb, ok, skilltest.ZipEntry{Name: "zeros", Data: make([]byte, 8<<20)})
 		}, wantErr: skills.ErrLimit, wantLimit: skills.LimitCompression},
 		{name: "overlapping entries bomb", archive: func(tb testing.TB) []byte { return overlapZip(tb, 200, 1<<20) }, wantErr: skills.ErrLimit, wantLimit: skills.LimitCompression},
 		{name: "overlapping entries over total", archive: func(tb testing.TB) []byte { return overlapZip(tb, 300, 1<<20) }, wantErr: skills.ErrLimit, wantLimit: skills.LimitTotalBytes},
@@ -275,44 +187,44 @@ func TestExtractZipRejects(t *testing.T) {
 		// sizes: here too small for any ratio or size limit.
 		{name: "overlapping entries within the limits", archive: func(tb testing.TB) []byte { return overlapZip(tb, 3, 1<<10) }, wantErr: zip.ErrFormat},
 		{name: "encrypted entry", archive: func(tb testing.TB) []byte {
-			b := buildZip(tb, ok, zentry{name: "secret.txt", body: "plain text, flagged encrypted"})
+			b := skilltest.Zip(tb, ok, skilltest.ZipEntry{Name: "secret.txt", Data: []byte("plain text, flagged encrypted")})
 			b[bytes.LastIndex(b, []byte{'P', 'K', 1, 2})+8] |= 1
 			return b
 		}, wantErr: skills.ErrInvalid},
 		{name: "directory end implying a negative offset", archive: func(tb testing.TB) []byte {
-			b := buildZip(tb, ok)
+			b := skilltest.Zip(tb, ok)
 			binary.LittleEndian.PutUint32(b[len(b)-22+16:], 1<<30)
 			return b
 		}, wantErr: zip.ErrFormat},
 		{name: "header understates size", archive: func(tb testing.TB) []byte { return lyingZip(tb, 100, 4<<20) }, wantErr: zip.ErrFormat},
 		{name: "truncated", archive: func(tb testing.TB) []byte {
-			b := buildZip(tb, ok, zentry{name: "scripts/run.sh", body: big(5000)})
+			b := skilltest.Zip(tb, ok, skilltest.ZipEntry{Name: "scripts/run.sh", Data: big(5000)})
 			return b[:len(b)/2]
 		}, wantErr: zip.ErrFormat},
 		{name: "truncated central directory", archive: func(tb testing.TB) []byte {
-			b := buildZip(tb, ok, zentry{name: "scripts/run.sh", body: big(5000)})
+			b := skilltest.Zip(tb, ok, skilltest.ZipEntry{Name: "scripts/run.sh", Data: big(5000)})
 			return b[:len(b)-10]
 		}, wantErr: zip.ErrFormat},
 		{name: "corrupt data", archive: func(tb testing.TB) []byte {
-			b := buildZip(tb, zentry{name: "SKILL.md", body: testManifest, store: true})
+			b := skilltest.Zip(tb, skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest), Store: true})
 			i := bytes.Index(b, []byte("A demo skill"))
 			b[i] ^= 0xff
 			return b
 		}, wantErr: zip.ErrChecksum},
 		{name: "corrupt central directory", archive: func(tb testing.TB) []byte {
-			b := buildZip(tb, ok, zentry{name: "b", body: "b"})
+			b := skilltest.Zip(tb, ok, skilltest.ZipEntry{Name: "b", Data: []byte("b")})
 			i := bytes.LastIndex(b, []byte{'P', 'K', 1, 2})
 			b[i+2] = 9
 			return b
 		}, wantErr: zip.ErrFormat},
-		{name: "not an archive", archive: func(tb testing.TB) []byte { return []byte(testManifest) }, wantErr: zip.ErrFormat},
+		{name: "not an archive", archive: func(tb testing.TB) []byte { return []byte(skilltest.DemoManifest) }, wantErr: zip.ErrFormat},
 		{name: "empty file", archive: func(tb testing.TB) []byte { return nil }, wantErr: zip.ErrFormat},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			base := t.TempDir()
 			zp := filepath.Join(base, "a.zip")
-			writeFile(t, zp, tc.archive(t))
+			skilltest.WriteFile(t, zp, tc.archive(t), 0o644)
 			dst := filepath.Join(base, "out")
 			_, err := ExtractZip(zp, dst, tc.lim)
 			if !errors.Is(err, tc.wantErr) {
@@ -321,32 +233,23 @@ func TestExtractZipRejects(t *testing.T) {
 			if got := limitOf(err); got != tc.wantLimit {
 				t.Errorf("limit %q, want %q (%v)", got, tc.wantLimit, err)
 			}
-			assertAbsent(t, dst)
-			assertOnly(t, base, "a.zip")
+			skilltest.AssertAbsent(t, dst)
+			skilltest.AssertOnly(t, base, "a.zip")
 		})
 	}
 }
 
-func entries(es ...zentry) func(testing.TB) []byte {
-	return func(tb testing.TB) []byte { return buildZip(tb, es...) }
+func entries(es ...skilltest.ZipEntry) func(testing.TB) []byte {
+	return func(tb testing.TB) []byte { return skilltest.Zip(tb, es...) }
 }
 
-// lyingDirZip holds a directory entry that carries data.
+// lyingDirZip holds a directory entry whose header claims four bytes of
+// data (archive/zip writes no data for a directory: the header lies).
 func lyingDirZip(tb testing.TB) []byte {
 	tb.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
 	h := &zip.FileHeader{Name: "d/", Method: zip.Store, CRC32: crc32.ChecksumIEEE([]byte("data")), CompressedSize64: 4, UncompressedSize64: 4}
 	h.SetMode(os.ModeDir | 0o755)
-	w, err := zw.CreateRaw(h)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	io.WriteString(w, "data")
-	if err := zw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
+	return skilltest.Zip(tb, skilltest.ZipEntry{Raw: h})
 }
 
 // TestExtractZipBomb streams a 1 GiB run of zeros into a ~1 MiB archive on
@@ -367,7 +270,7 @@ func TestExtractZipBomb(t *testing.T) {
 	if w, err := zw.Create("SKILL.md"); err != nil {
 		t.Fatal(err)
 	} else {
-		io.WriteString(w, testManifest)
+		io.WriteString(w, skilltest.DemoManifest)
 	}
 	w, err := zw.Create("assets/zeros.bin")
 	if err != nil {
@@ -410,8 +313,8 @@ func TestExtractZipBomb(t *testing.T) {
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("took %v to refuse", d)
 			}
-			assertAbsent(t, dst)
-			assertOnly(t, base, "a.zip")
+			skilltest.AssertAbsent(t, dst)
+			skilltest.AssertOnly(t, base, "a.zip")
 		})
 	}
 }
@@ -419,7 +322,7 @@ func TestExtractZipBomb(t *testing.T) {
 func TestExtractZipNoManifest(t *testing.T) {
 	base := t.TempDir()
 	zp := filepath.Join(base, "a.zip")
-	writeFile(t, zp, buildZip(t, zentry{name: "demo/README.md", body: "no manifest"}))
+	skilltest.WriteFile(t, zp, skilltest.Zip(t, skilltest.ZipEntry{Name: "demo/README.md", Data: []byte("no manifest")}), 0o644)
 	dst := filepath.Join(base, "out")
 	if _, err := ExtractZip(zp, dst, skills.DefaultLimits()); err != nil {
 		t.Fatal(err)
@@ -431,19 +334,19 @@ func TestExtractZipNoManifest(t *testing.T) {
 	if _, err := StageDir(filepath.Join(dst, "demo"), stage, skills.DefaultLimits()); !errors.Is(err, skills.ErrNoManifest) {
 		t.Errorf("StageDir: %v, want ErrNoManifest", err)
 	}
-	assertAbsent(t, stage)
+	skilltest.AssertAbsent(t, stage)
 }
 
 func TestExtractZipRefusesNonEmptyDestination(t *testing.T) {
 	base := t.TempDir()
 	zp := filepath.Join(base, "a.zip")
-	writeFile(t, zp, buildZip(t, zentry{name: "SKILL.md", body: testManifest}))
+	skilltest.WriteFile(t, zp, skilltest.Zip(t, skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}), 0o644)
 	dst := filepath.Join(base, "out")
-	writeTree(t, dst, tfile{name: "keep", body: "mine"})
+	skilltest.WriteDir(t, dst, fstest.MapFS{"keep": skilltest.File("mine")})
 	if _, err := ExtractZip(zp, dst, skills.DefaultLimits()); !errors.Is(err, skills.ErrExists) {
 		t.Fatalf("error %v, want ErrExists", err)
 	}
-	assertOnly(t, dst, "keep")
+	skilltest.AssertOnly(t, dst, "keep")
 }
 
 // FuzzExtractZip feeds arbitrary bytes as an archive: ExtractZip must never
@@ -452,16 +355,16 @@ func TestExtractZipRefusesNonEmptyDestination(t *testing.T) {
 // that stay inside dst lexically, never in the place of a directory, and
 // none was followed: nothing appeared outside dst.
 func FuzzExtractZip(f *testing.F) {
-	f.Add(buildZip(f, zentry{name: "SKILL.md", body: testManifest}, zentry{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755}))
-	f.Add(buildZip(f, zentry{name: "d/", mode: os.ModeDir | 0o755}, zentry{name: "d/SKILL.md", body: testManifest, store: true}))
-	f.Add(buildZip(f, zentry{name: "../x", body: "x"}))
-	f.Add(buildZip(f, zentry{name: "%2e%2e/x", body: "x"}))
-	f.Add(buildZip(f, zentry{name: "l", body: "/etc", mode: os.ModeSymlink | 0o777}))
-	f.Add(buildZip(f, zentry{name: "d/l", body: "../x", mode: os.ModeSymlink | 0o777}, zentry{name: "x/f", body: "f"}))
-	f.Add(buildZip(f, zentry{name: "d/l", body: "../../x", mode: os.ModeSymlink | 0o777}, zentry{name: "d/l/f", body: "f"}))
-	f.Add(buildZip(f, zentry{name: "l", body: ".", mode: os.ModeSymlink | 0o777}, zentry{name: "m", body: "l/l/..", mode: os.ModeSymlink | 0o777}))
-	f.Add(buildZip(f, zentry{name: "a", body: "1"}, zentry{name: "a/b", body: "2"}))
-	f.Add(buildZip(f, zentry{name: "a/b/c/d/e/f/g/h/i/j", body: "deep"}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "SKILL.md", Data: []byte(skilltest.DemoManifest)}, skilltest.ZipEntry{Name: "scripts/run.sh", Data: []byte("#!/bin/sh\n"), Mode: 0o755}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "d/", Mode: os.ModeDir | 0o755}, skilltest.ZipEntry{Name: "d/SKILL.md", Data: []byte(skilltest.DemoManifest), Store: true}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "../x", Data: []byte("x")}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "%2e%2e/x", Data: []byte("x")}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "l", Data: []byte("/etc"), Mode: os.ModeSymlink | 0o777}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "d/l", Data: []byte("../x"), Mode: os.ModeSymlink | 0o777}, skilltest.ZipEntry{Name: "x/f", Data: []byte("f")}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "d/l", Data: []byte("../../x"), Mode: os.ModeSymlink | 0o777}, skilltest.ZipEntry{Name: "d/l/f", Data: []byte("f")}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "l", Data: []byte("."), Mode: os.ModeSymlink | 0o777}, skilltest.ZipEntry{Name: "m", Data: []byte("l/l/.."), Mode: os.ModeSymlink | 0o777}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "a", Data: []byte("1")}, skilltest.ZipEntry{Name: "a/b", Data: []byte("2")}))
+	f.Add(skilltest.Zip(f, skilltest.ZipEntry{Name: "a/b/c/d/e/f/g/h/i/j", Data: []byte("deep")}))
 	f.Add(overlapZip(f, 4, 4096))
 	f.Add(lyingZip(f, 10, 4096))
 	f.Add(lyingDirZip(f))
@@ -470,15 +373,15 @@ func FuzzExtractZip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		base := t.TempDir()
 		zp := filepath.Join(base, "a.zip")
-		writeFile(t, zp, data)
+		skilltest.WriteFile(t, zp, data, 0o644)
 		dst := filepath.Join(base, "out")
 		_, err := ExtractZip(zp, dst, lim)
 		if err != nil {
-			assertAbsent(t, dst)
-			assertOnly(t, base, "a.zip")
+			skilltest.AssertAbsent(t, dst)
+			skilltest.AssertOnly(t, base, "a.zip")
 			return
 		}
-		assertOnly(t, base, "a.zip", "out")
+		skilltest.AssertOnly(t, base, "a.zip", "out")
 		var files, entries int
 		var total int64
 		werr := filepath.Walk(dst, func(p string, fi os.FileInfo, err error) error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // chunkStore is a content-addressed chunk store in memory, as a shared
@@ -84,22 +85,9 @@ func sampleTree(t *testing.T) string {
 		"deep/er/than.txt":  "x",
 		skills.MetaFileName: "{}",
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "empty-dir"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tree := skilltest.Files(files)
+	tree["empty-dir"] = skilltest.Dir()
+	skilltest.WriteDir(t, dir, tree)
 	old := time.Date(2024, 1, 2, 3, 4, 5, 600, time.UTC)
 	for _, p := range []string{"a/b.txt", "a", "empty-dir", "scripts/run.sh"} {
 		if err := os.Chtimes(filepath.Join(dir, p), old, old); err != nil {

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/source"
 )
 
@@ -15,15 +17,15 @@ import (
 // and back in: the tree hash, bytes, execute bits and mtimes all survive.
 func TestRoundTrip(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "demo")
-	writeTree(t, src,
-		tfile{name: "SKILL.md", body: testManifest},
-		tfile{name: "scripts/run.sh", body: "#!/bin/sh\necho ok\n", mode: 0o750},
-		tfile{name: "scripts/helper.py", body: "print(1)\n", mode: 0o640},
-		tfile{name: "assets/font.bin", body: string([]byte{0, 1, 2, 255, 254, 0, 0, 7})},
-		tfile{name: "assets/empty/"},
-		tfile{name: "references/a-b.md", body: "dash"},
-		tfile{name: "references/a/b.md", body: "slash"},
-	)
+	skilltest.WriteDir(t, src, fstest.MapFS{
+		"SKILL.md":          skilltest.File(skilltest.DemoManifest),
+		"scripts/run.sh":    {Data: []byte("#!/bin/sh\necho ok\n"), Mode: 0o750},
+		"scripts/helper.py": {Data: []byte("print(1)\n"), Mode: 0o640},
+		"assets/font.bin":   skilltest.File(string([]byte{0, 1, 2, 255, 254, 0, 0, 7})),
+		"assets/empty":      skilltest.Dir(),
+		"references/a-b.md": skilltest.File("dash"),
+		"references/a/b.md": skilltest.File("slash"),
+	})
 	old := time.Date(2019, 6, 7, 8, 9, 10, 0, time.UTC)
 	for _, p := range []string{"SKILL.md", "scripts/run.sh", "assets/empty", "references"} {
 		if err := os.Chtimes(filepath.Join(src, p), old, old); err != nil {
@@ -83,17 +85,17 @@ func TestRoundTrip(t *testing.T) {
 	if h2 != h1 || files2 != files || n2 != n || res.Files != files || res.Bytes != n {
 		t.Fatalf("round trip: hash %s/%d/%d (staged %d/%d), want %s/%d/%d", h2, files2, n2, res.Files, res.Bytes, h1, files, n)
 	}
-	orig, back := readTree(t, src), readTree(t, tree2)
+	orig, back := skilltest.ReadDir(t, src), skilltest.ReadDir(t, tree2)
 	if len(orig) != len(back) {
 		t.Fatalf("round trip has %d entries, want %d", len(back), len(orig))
 	}
 	for p, o := range orig {
 		b := back[p]
-		if b.body != o.body || b.mode.IsDir() != o.mode.IsDir() || b.mode&0o100 != o.mode&0o100 {
-			t.Errorf("%s: %v %q, want %v %q", p, b.mode, b.body, o.mode, o.body)
+		if string(b.Data) != string(o.Data) || b.Mode.IsDir() != o.Mode.IsDir() || b.Mode&0o100 != o.Mode&0o100 {
+			t.Errorf("%s: %v %q, want %v %q", p, b.Mode, string(b.Data), o.Mode, string(o.Data))
 		}
-		if b.mtime != o.mtime {
-			t.Errorf("%s: mtime %v, want %v", p, time.Unix(b.mtime, 0).UTC(), time.Unix(o.mtime, 0).UTC())
+		if b.ModTime.Unix() != o.ModTime.Unix() {
+			t.Errorf("%s: mtime %v, want %v", p, b.ModTime.UTC(), o.ModTime.UTC())
 		}
 	}
 	if _, created, err := s.Publish(tree2, "demo", h2, nil); err != nil || created {
@@ -105,7 +107,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := os.RemoveAll(st2); err != nil {
 		t.Fatal(err)
 	}
-	assertOnly(t, filepath.Join(s.Root, ".staging"))
+	skilltest.AssertOnly(t, filepath.Join(s.Root, ".staging"))
 }
 
 func TestWriteZipRefuses(t *testing.T) {
@@ -115,13 +117,15 @@ func TestWriteZipRefuses(t *testing.T) {
 		setup   func(tb testing.TB, dir string)
 		wantErr error
 	}{
-		{name: "symlink in tree", setup: func(tb testing.TB, dir string) { symlink(tb, "SKILL.md", filepath.Join(dir, "l")) }, wantErr: skills.ErrSpecialFile},
+		{name: "symlink in tree", setup: func(tb testing.TB, dir string) {
+			skilltest.WriteDir(tb, dir, fstest.MapFS{"l": skilltest.Symlink("SKILL.md")})
+		}, wantErr: skills.ErrSpecialFile},
 		{name: "escaping prefix", prefix: "../x", setup: func(testing.TB, string) {}, wantErr: skills.ErrUnsafePath},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeTree(t, dir, tfile{name: "SKILL.md", body: testManifest})
+			skilltest.WriteDir(t, dir, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
 			tc.setup(t, dir)
 			if err := WriteZip(discard{}, dir, tc.prefix); !errors.Is(err, tc.wantErr) {
 				t.Fatalf("WriteZip error %v, want %v", err, tc.wantErr)

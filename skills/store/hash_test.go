@@ -5,17 +5,21 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
-// encodeTree is the TreeHash encoding as documented, written out by hand for
-// a list of entries already in bytewise path order.
-func encodeTree(entries []tfile) string {
+// encodeTree is the TreeHash encoding as documented, written out by hand
+// for a tree, its entries taken in bytewise path order.
+func encodeTree(tree fstest.MapFS) string {
 	h := sha256.New()
 	h.Write([]byte("skillfs-tree-v1\x00"))
 	num := func(n int) {
@@ -23,42 +27,42 @@ func encodeTree(entries []tfile) string {
 		binary.BigEndian.PutUint64(b[:], uint64(n))
 		h.Write(b[:])
 	}
-	for _, e := range entries {
-		if e.name[len(e.name)-1] == '/' {
-			p := e.name[:len(e.name)-1]
+	for _, name := range slices.Sorted(maps.Keys(tree)) {
+		e := tree[name]
+		if e.Mode.IsDir() {
 			h.Write([]byte("d-"))
-			num(len(p))
-			h.Write([]byte(p))
+			num(len(name))
+			h.Write([]byte(name))
 			continue
 		}
-		if e.mode&0o100 != 0 {
+		if e.Mode&0o100 != 0 {
 			h.Write([]byte("fx"))
 		} else {
 			h.Write([]byte("f-"))
 		}
-		num(len(e.name))
-		h.Write([]byte(e.name))
-		num(len(e.body))
-		sum := sha256.Sum256([]byte(e.body))
+		num(len(name))
+		h.Write([]byte(name))
+		num(len(e.Data))
+		sum := sha256.Sum256(e.Data)
 		h.Write(sum[:])
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 func TestTreeHashEncoding(t *testing.T) {
-	// Listed in bytewise path order: "a-b" sorts between "a" and "a/b",
-	// which a per-directory walk would not produce.
-	tree := []tfile{
-		{name: "SKILL.md", body: testManifest},
-		{name: "a/"},
-		{name: "a-b", body: "dash"},
-		{name: "a/b", body: "slash"},
-		{name: "a/empty/"},
-		{name: "scripts/"},
-		{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755},
+	// In bytewise path order "a-b" sorts between "a" and "a/b", which a
+	// per-directory walk would not produce.
+	tree := fstest.MapFS{
+		"SKILL.md":       skilltest.File(skilltest.DemoManifest),
+		"a":              skilltest.Dir(),
+		"a-b":            skilltest.File("dash"),
+		"a/b":            skilltest.File("slash"),
+		"a/empty":        skilltest.Dir(),
+		"scripts":        skilltest.Dir(),
+		"scripts/run.sh": skilltest.Executable("#!/bin/sh\n"),
 	}
 	dir := t.TempDir()
-	writeTree(t, dir, tree...)
+	skilltest.WriteDir(t, dir, tree)
 	got, files, n, err := TreeHash(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -69,18 +73,18 @@ func TestTreeHashEncoding(t *testing.T) {
 	if len(got) != 64 {
 		t.Errorf("hash %q is not 64 hex digits", got)
 	}
-	wantBytes := int64(len(testManifest) + len("dash") + len("slash") + len("#!/bin/sh\n"))
+	wantBytes := int64(len(skilltest.DemoManifest) + len("dash") + len("slash") + len("#!/bin/sh\n"))
 	if files != 4 || n != wantBytes {
 		t.Errorf("files %d bytes %d, want 4 %d", files, n, wantBytes)
 	}
 }
 
 func TestTreeHashIdentity(t *testing.T) {
-	base := []tfile{
-		{name: "SKILL.md", body: testManifest},
-		{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755},
-		{name: "x", body: ""},
-		{name: "assets/"},
+	base := fstest.MapFS{
+		"SKILL.md":       skilltest.File(skilltest.DemoManifest),
+		"scripts/run.sh": skilltest.Executable("#!/bin/sh\n"),
+		"x":              skilltest.File(""),
+		"assets":         skilltest.Dir(),
 	}
 	cases := []struct {
 		name   string
@@ -112,7 +116,7 @@ func TestTreeHashIdentity(t *testing.T) {
 			chmod(tb, filepath.Join(dir, "scripts/run.sh"), 0o644)
 		}},
 		{name: "content", change: func(tb testing.TB, dir string) {
-			writeTree(tb, dir, tfile{name: "SKILL.md", body: testManifest + " "})
+			skilltest.WriteDir(tb, dir, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest + " ")})
 		}},
 		{name: "renamed", change: func(tb testing.TB, dir string) {
 			if err := os.Rename(filepath.Join(dir, "x"), filepath.Join(dir, "y")); err != nil {
@@ -120,13 +124,13 @@ func TestTreeHashIdentity(t *testing.T) {
 			}
 		}},
 		{name: "empty dir added", change: func(tb testing.TB, dir string) {
-			writeTree(tb, dir, tfile{name: "assets/more/"})
+			skilltest.WriteDir(tb, dir, fstest.MapFS{"assets/more": skilltest.Dir()})
 		}},
 		{name: "empty file becomes empty dir", change: func(tb testing.TB, dir string) {
 			if err := os.Remove(filepath.Join(dir, "x")); err != nil {
 				tb.Fatal(err)
 			}
-			writeTree(tb, dir, tfile{name: "x/"})
+			skilltest.WriteDir(tb, dir, fstest.MapFS{"x": skilltest.Dir()})
 		}},
 		{name: "file moved into a dir", change: func(tb testing.TB, dir string) {
 			if err := os.Rename(filepath.Join(dir, "x"), filepath.Join(dir, "assets", "x")); err != nil {
@@ -135,7 +139,7 @@ func TestTreeHashIdentity(t *testing.T) {
 		}},
 	}
 	ref := t.TempDir()
-	writeTree(t, ref, base...)
+	skilltest.WriteDir(t, ref, base)
 	want, _, _, err := TreeHash(ref)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +147,7 @@ func TestTreeHashIdentity(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeTree(t, dir, base...)
+			skilltest.WriteDir(t, dir, base)
 			tc.change(t, dir)
 			got, _, _, err := TreeHash(dir)
 			if err != nil {
@@ -165,8 +169,8 @@ func chmod(tb testing.TB, p string, m os.FileMode) {
 
 func TestTreeHashRejectsSymlink(t *testing.T) {
 	dir := t.TempDir()
-	writeTree(t, dir, tfile{name: "SKILL.md", body: testManifest})
-	symlink(t, "SKILL.md", filepath.Join(dir, "link"))
+	skilltest.WriteDir(t, dir, fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest)})
+	skilltest.WriteDir(t, dir, fstest.MapFS{"link": skilltest.Symlink("SKILL.md")})
 	_, _, _, err := TreeHash(dir)
 	var se *skills.SpecialFileError
 	if !errors.Is(err, skills.ErrSpecialFile) || !errors.As(err, &se) || se.Path != "link" {

@@ -10,9 +10,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/source"
 )
 
@@ -29,7 +31,7 @@ func testMeta(slug string) *VersionMeta {
 // not part of the content's hash, and is not exported.
 func TestPublishWritesMetadata(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	dir, _, err := s.Publish(staged, "demo", h, testMeta("demo"))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +62,7 @@ func TestPublishWritesMetadata(t *testing.T) {
 // Versions published before metadata existed get it without a new hash.
 func TestWriteMetaBackfills(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	if _, _, err := s.Publish(staged, "demo", h, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestWriteMetaBackfills(t *testing.T) {
 // Metadata that names another version is not believed.
 func TestReadMetaRefusesAForeignRecord(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	if _, _, err := s.Publish(staged, "demo", h, testMeta("other")); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestReadMetaRefusesAForeignRecord(t *testing.T) {
 // content still matches its name.
 func TestQuarantineAndRestore(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	if _, _, err := s.Publish(staged, "demo", h, testMeta("demo")); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestQuarantineAndRestore(t *testing.T) {
 	if rel != "store/quarantine/demo/"+h {
 		t.Errorf("quarantined at %q", rel)
 	}
-	assertAbsent(t, s.VersionPath("demo", h))
+	skilltest.AssertAbsent(t, s.VersionPath("demo", h))
 	q, err := s.Quarantined()
 	if err != nil || len(q) != 1 || q[0].Slug != "demo" || q[0].Hash != h || q[0].Reason != "not in the index" {
 		t.Fatalf("Quarantined = %+v, %v", q, err)
@@ -140,7 +142,7 @@ func TestQuarantineAndRestore(t *testing.T) {
 	if _, err := s.Quarantine("demo", h, "first"); err != nil {
 		t.Fatal(err)
 	}
-	staged, _ = stageInto(t, s, demoTree...)
+	staged, _ = stageInto(t, s, demoTree)
 	if _, _, err := s.Publish(staged, "demo", h, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -269,19 +271,19 @@ func TestOpenRegularRefusesSpecialFiles(t *testing.T) {
 func TestStageDirReservedNames(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		files   []tfile
+		files   fstest.MapFS
 		wantErr error
 		warn    string
 	}{
-		{"reserved file", []tfile{{name: "SKILL.md", body: testManifest}, {name: "docs/.skillfs-x", body: "x"}}, skills.ErrUnsafePath, ""},
-		{"reserved dir", []tfile{{name: "SKILL.md", body: testManifest}, {name: ".skillfs/"}}, skills.ErrUnsafePath, ""},
-		{"store metadata skipped", []tfile{{name: "SKILL.md", body: testManifest}, {name: skills.MetaFileName, body: "{}"}}, nil, "skillfs metadata"},
-		{"directory named SKILL.md", []tfile{{name: "SKILL.md/"}}, skills.ErrNoManifest, ""},
-		{"SKILL.md over the manifest limit", []tfile{{name: "SKILL.md", body: testManifest + strings.Repeat("x", 4<<20)}}, skills.ErrLimit, ""},
+		{"reserved file", fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), "docs/.skillfs-x": skilltest.File("x")}, skills.ErrUnsafePath, ""},
+		{"reserved dir", fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), ".skillfs": skilltest.Dir()}, skills.ErrUnsafePath, ""},
+		{"store metadata skipped", fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest), skills.MetaFileName: skilltest.File("{}")}, nil, "skillfs metadata"},
+		{"directory named SKILL.md", fstest.MapFS{"SKILL.md": skilltest.Dir()}, skills.ErrNoManifest, ""},
+		{"SKILL.md over the manifest limit", fstest.MapFS{"SKILL.md": skilltest.File(skilltest.DemoManifest + strings.Repeat("x", 4<<20))}, skills.ErrLimit, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := t.TempDir()
-			writeTree(t, src, tc.files...)
+			skilltest.WriteDir(t, src, tc.files)
 			dst := filepath.Join(t.TempDir(), "out")
 			res, err := source.StageDir(src, dst, skills.DefaultLimits())
 			if tc.wantErr != nil {
@@ -291,7 +293,7 @@ func TestStageDirReservedNames(t *testing.T) {
 				if strings.Contains(err.Error(), src) {
 					t.Errorf("error names the source root %q: %v", src, err)
 				}
-				assertAbsent(t, dst)
+				skilltest.AssertAbsent(t, dst)
 				return
 			}
 			if err != nil {
@@ -300,7 +302,7 @@ func TestStageDirReservedNames(t *testing.T) {
 			if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], tc.warn) {
 				t.Errorf("warnings %q, want one with %q", res.Warnings, tc.warn)
 			}
-			assertAbsent(t, filepath.Join(dst, skills.MetaFileName))
+			skilltest.AssertAbsent(t, filepath.Join(dst, skills.MetaFileName))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/source"
 )
 
@@ -15,7 +16,7 @@ import (
 // version visible, and writes no file of the tree with a sync of its own.
 func TestPublishSyncsOnceBeforeRename(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	var syncs []string
 	syncfsHook = func(p string) { syncs = append(syncs, p) }
 	var atRename int
@@ -44,14 +45,14 @@ func TestPublishSyncsOnceBeforeRename(t *testing.T) {
 // fails it) publishes nothing and leaves nothing behind.
 func TestPublishStoppedBeforeRename(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	publishHook = func() error { return errors.New("stopped") }
 	t.Cleanup(func() { publishHook = nil })
 	if _, _, err := s.Publish(staged, "demo", h, nil); err == nil {
 		t.Fatal("Publish succeeded with the rename refused")
 	}
-	assertAbsent(t, staged)
-	assertAbsent(t, s.VersionPath("demo", h))
+	skilltest.AssertAbsent(t, staged)
+	skilltest.AssertAbsent(t, s.VersionPath("demo", h))
 	if vs, err := s.Versions(); err != nil || len(vs) != 0 {
 		t.Fatalf("Versions = %v, %v; want none", vs, err)
 	}
@@ -69,7 +70,7 @@ func TestPublishCrashBeforeRename(t *testing.T) {
 		// Nothing of the test's own temporary directories: os.Exit skips
 		// their cleanup.
 		src := filepath.Join(filepath.Dir(root), "src")
-		writeTree(t, src, demoTree...)
+		skilltest.WriteDir(t, src, demoTree)
 		staged, err := s.NewStaging()
 		if err != nil {
 			t.Fatal(err)
@@ -104,12 +105,12 @@ func TestPublishCrashBeforeRename(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(leftover, "SKILL.md")); err != nil || fi.Mode().Perm() != 0o444 {
 		t.Fatalf("the crash came before the tree was frozen, so this test proves nothing: %v, %v", fi, err)
 	}
-	assertOnly(t, filepath.Join(root, storeSkillsDir))
+	skilltest.AssertOnly(t, filepath.Join(root, storeSkillsDir))
 	s, err := Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertOnly(t, filepath.Join(root, storeStagingDir))
+	skilltest.AssertOnly(t, filepath.Join(root, storeStagingDir))
 	if vs, err := s.Versions(); err != nil || len(vs) != 0 {
 		t.Fatalf("Versions after the crash = %v, %v; want none", vs, err)
 	}

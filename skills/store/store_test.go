@@ -2,23 +2,26 @@ package store
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/source"
 )
 
 // stageInto stages a fresh tree into the store's staging area and returns
 // the staged directory and its hash.
-func stageInto(tb testing.TB, s *Store, files ...tfile) (string, string) {
+func stageInto(tb testing.TB, s *Store, tree fstest.MapFS) (string, string) {
 	tb.Helper()
 	src := tb.TempDir()
-	writeTree(tb, src, files...)
+	skilltest.WriteDir(tb, src, tree)
 	st, err := s.NewStaging()
 	if err != nil {
 		tb.Fatal(err)
@@ -62,26 +65,26 @@ func openTestStore(tb testing.TB) *Store {
 	return s
 }
 
-var demoTree = []tfile{
-	{name: "SKILL.md", body: testManifest},
-	{name: "scripts/run.sh", body: "#!/bin/sh\n", mode: 0o755},
-	{name: "assets/empty/"},
+var demoTree = fstest.MapFS{
+	"SKILL.md":       skilltest.File(skilltest.DemoManifest),
+	"scripts/run.sh": skilltest.Executable("#!/bin/sh\n"),
+	"assets/empty":   skilltest.Dir(),
 }
 
 func TestOpenStoreSweepsStaging(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root,
-		tfile{name: ".staging/stage-1/tree/SKILL.md", body: "half"},
-		tfile{name: ".staging/stage-2/"},
-	)
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		".staging/stage-1/tree/SKILL.md": skilltest.File("half"),
+		".staging/stage-2":               skilltest.Dir(),
+	})
 	// A crash in the middle of publishing can leave read-only leftovers.
 	chmod(t, filepath.Join(root, ".staging/stage-1/tree"), 0o555)
 	s, err := Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertOnly(t, filepath.Join(root, ".staging"))
-	assertOnly(t, filepath.Join(root, "skills"))
+	skilltest.AssertOnly(t, filepath.Join(root, ".staging"))
+	skilltest.AssertOnly(t, filepath.Join(root, "skills"))
 	if s.Root != root {
 		t.Errorf("Root %q, want %q", s.Root, root)
 	}
@@ -89,7 +92,7 @@ func TestOpenStoreSweepsStaging(t *testing.T) {
 
 func TestPublish(t *testing.T) {
 	s := openTestStore(t)
-	staged, h := stageInto(t, s, demoTree...)
+	staged, h := stageInto(t, s, demoTree)
 	dir, created, err := s.Publish(staged, "demo", h, nil)
 	if err != nil || !created {
 		t.Fatalf("Publish = %q, %v, %v", dir, created, err)
@@ -97,8 +100,8 @@ func TestPublish(t *testing.T) {
 	if dir != s.VersionPath("demo", h) {
 		t.Errorf("published at %q, VersionPath says %q", dir, s.VersionPath("demo", h))
 	}
-	assertAbsent(t, staged)
-	got := readTree(t, dir)
+	skilltest.AssertAbsent(t, staged)
+	got := skilltest.ReadDir(t, dir)
 	want := map[string]os.FileMode{
 		"SKILL.md":       0o444,
 		"scripts":        os.ModeDir | 0o555,
@@ -107,8 +110,8 @@ func TestPublish(t *testing.T) {
 		"assets/empty":   os.ModeDir | 0o555,
 	}
 	for p, m := range want {
-		if got[p].mode != m {
-			t.Errorf("%s mode %v, want %v", p, got[p].mode, m)
+		if got[p].Mode != m {
+			t.Errorf("%s mode %v, want %v", p, got[p].Mode, m)
 		}
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode() != os.ModeDir|0o555 {
@@ -119,7 +122,7 @@ func TestPublish(t *testing.T) {
 	}
 
 	// The same content again, from another source, is no new version.
-	again, h2 := stageInto(t, s, demoTree...)
+	again, h2 := stageInto(t, s, demoTree)
 	if h2 != h {
 		t.Fatalf("same content hashed to %s and %s", h, h2)
 	}
@@ -127,10 +130,12 @@ func TestPublish(t *testing.T) {
 	if err != nil || created || dir2 != dir {
 		t.Fatalf("second Publish = %q, %v, %v", dir2, created, err)
 	}
-	assertAbsent(t, again)
+	skilltest.AssertAbsent(t, again)
 
 	// Different content is a second version beside the first.
-	other, h3 := stageInto(t, s, append(slices.Clone(demoTree), tfile{name: "new.md", body: "n"})...)
+	bigger := maps.Clone(demoTree)
+	bigger["new.md"] = skilltest.File("n")
+	other, h3 := stageInto(t, s, bigger)
 	if _, created, err := s.Publish(other, "demo", h3, nil); err != nil || !created {
 		t.Fatalf("third Publish: %v %v", created, err)
 	}
@@ -147,18 +152,18 @@ func TestPublish(t *testing.T) {
 	if err := s.RemoveVersion("demo", h); err != nil {
 		t.Fatal(err)
 	}
-	assertAbsent(t, dir)
+	skilltest.AssertAbsent(t, dir)
 	if err := s.RemoveVersion("demo", h); !errors.Is(err, skills.ErrNotFound) {
 		t.Errorf("removing twice: %v, want ErrNotFound", err)
 	}
 	if err := s.RemoveVersion("demo", h3); err != nil {
 		t.Fatal(err)
 	}
-	assertAbsent(t, filepath.Join(s.Root, "skills", "demo"))
+	skilltest.AssertAbsent(t, filepath.Join(s.Root, "skills", "demo"))
 	if vs, err := s.Versions(); err != nil || len(vs) != 0 {
 		t.Errorf("Versions after removal = %v, %v", vs, err)
 	}
-	assertOnly(t, filepath.Join(s.Root, ".staging"))
+	skilltest.AssertOnly(t, filepath.Join(s.Root, ".staging"))
 }
 
 func TestPublishRefuses(t *testing.T) {
@@ -183,10 +188,10 @@ func TestPublishRefuses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			staged, h := stageInto(t, s, demoTree...)
+			staged, h := stageInto(t, s, demoTree)
 			if tc.outside {
 				staged = t.TempDir()
-				writeTree(t, staged, demoTree...)
+				skilltest.WriteDir(t, staged, demoTree)
 			}
 			if tc.hash != nil {
 				h = tc.hash(h)
@@ -219,7 +224,7 @@ func TestPublishRace(t *testing.T) {
 	staged := make([]string, n)
 	var h string
 	for i := range staged {
-		staged[i], h = stageInto(t, s, demoTree...)
+		staged[i], h = stageInto(t, s, demoTree)
 	}
 	var wg sync.WaitGroup
 	created := make([]bool, n)
@@ -240,7 +245,7 @@ func TestPublishRace(t *testing.T) {
 		if created[i] {
 			wins++
 		}
-		assertAbsent(t, staged[i])
+		skilltest.AssertAbsent(t, staged[i])
 	}
 	if wins != 1 {
 		t.Errorf("%d publishes created the version, want 1", wins)
@@ -274,8 +279,8 @@ func TestStoreNames(t *testing.T) {
 // damaged copy is in the quarantine with its reason, not deleted.
 func TestReplaceDamagedCopy(t *testing.T) {
 	s := openTestStore(t)
-	tree := []tfile{{name: "SKILL.md", body: "---\nname: demo\ndescription: d\n---\n"}, {name: "notes.md", body: "good"}}
-	staged, h := stageInto(t, s, tree...)
+	tree := fstest.MapFS{"SKILL.md": skilltest.File("---\nname: demo\ndescription: d\n---\n"), "notes.md": skilltest.File("good")}
+	staged, h := stageInto(t, s, tree)
 	dir, _, err := s.Publish(staged, "demo", h, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +292,7 @@ func TestReplaceDamagedCopy(t *testing.T) {
 	if err := os.WriteFile(notes, []byte("BAD!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	good, h2 := stageInto(t, s, tree...)
+	good, h2 := stageInto(t, s, tree)
 	if h2 != h {
 		t.Fatalf("the same tree hashed to %s and %s", h, h2)
 	}
@@ -307,9 +312,9 @@ func TestReplaceDamagedCopy(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(s.Root, strings.TrimPrefix(q, "store/")+".reason")); err != nil || !strings.Contains(string(b), "damaged in a test") {
 		t.Errorf("the quarantine's reason: %q, %v", b, err)
 	}
-	assertAbsent(t, good)
+	skilltest.AssertAbsent(t, good)
 	// A tree that does not hash to the version replaces nothing.
-	wrong, _ := stageInto(t, s, tfile{name: "SKILL.md", body: "---\nname: demo\ndescription: other\n---\n"})
+	wrong, _ := stageInto(t, s, fstest.MapFS{"SKILL.md": skilltest.File("---\nname: demo\ndescription: other\n---\n")})
 	if _, _, err := s.Replace(wrong, "demo", h, nil, "x"); !errors.Is(err, skills.ErrInvalid) {
 		t.Errorf("Replace with a tree of another hash: %v, want ErrInvalid", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/cmd/skillfs/api"
@@ -22,6 +23,7 @@ import (
 	"skillfs/fs/fusetest"
 	"skillfs/index"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // newTestDaemon is a daemon over a fresh data directory with a real mount,
@@ -82,11 +84,7 @@ func newTestHostOn(t testing.TB, shared string, wrap func(*index.DB) activation.
 // install imports a one-file skill with the given frontmatter.
 func install(t testing.TB, d *Daemon, front string, share string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "src")
-	os.MkdirAll(dir, 0o755)
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := skilltest.WriteDir(t, filepath.Join(t.TempDir(), "src"), skilltest.Skill(front, "body\n", nil))
 	req := catalog.ImportRequest{Source: dir}
 	if share != "" {
 		req.Share = &skills.Share{Read: skills.Scope{Kind: share}}
@@ -255,9 +253,9 @@ func TestDraftSources(t *testing.T) {
 	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
 		t.Fatal(err)
 	}
-	secret := filepath.Join(root, "secret")
-	os.MkdirAll(secret, 0o755)
-	os.WriteFile(filepath.Join(secret, "SKILL.md"), []byte("---\nname: secret\ndescription: TOP-SECRET-CONTENT\n---\n"), 0o600)
+	secret := skilltest.WriteDir(t, filepath.Join(root, "secret"), fstest.MapFS{
+		"SKILL.md": {Data: []byte(skilltest.Manifest("name: secret\ndescription: TOP-SECRET-CONTENT", "")), Mode: 0o600},
+	})
 	for _, src := range []string{secret, filepath.Join(secret, "SKILL.md"), "file://" + secret, "/dev/zero", "/etc/shadow"} {
 		body, _ := json.Marshal(map[string]any{"source": src})
 		code, out := post(t, d, "/v1/drafts", "alice", "application/json", body)

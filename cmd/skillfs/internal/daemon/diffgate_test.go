@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // TestDiffGate: comparisons are granted their bytes while the whole holds
@@ -78,10 +78,8 @@ func TestDiffAnswer(t *testing.T) {
 	d.diffs.wait = 100 * time.Millisecond
 	d.cat.LimitDiffs(d.diffs)
 	src := filepath.Join(t.TempDir(), "notes")
-	os.MkdirAll(src, 0o755)
 	write := func(notes string) {
-		os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("---\nname: notes\ndescription: x\n---\nbody\n"), 0o644)
-		os.WriteFile(filepath.Join(src, "notes.txt"), []byte(notes), 0o644)
+		skilltest.WriteDir(t, src, skilltest.Skill("name: notes\ndescription: x", "body\n", map[string]string{"notes.txt": notes}))
 	}
 	write(strings.Repeat("one\n", 100))
 	if _, err := d.cat.Import(ctx, catalog.ImportRequest{Source: src}); err != nil {

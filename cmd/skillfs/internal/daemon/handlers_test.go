@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/cmd/skillfs/api"
@@ -19,6 +19,7 @@ import (
 	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // The API's handlers, tested in-process over a real HTTP server with every
@@ -162,9 +163,9 @@ func TestErrorStatuses(t *testing.T) {
 	ctx := context.Background()
 	two := t.TempDir()
 	for _, name := range []string{"one", "two"} {
-		dir := filepath.Join(two, name)
-		os.MkdirAll(dir, 0o755)
-		os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: "+name+"\ndescription: one of two\n---\n"), 0o644)
+		skilltest.WriteDir(t, filepath.Join(two, name), fstest.MapFS{
+			"SKILL.md": skilltest.File(skilltest.Manifest("name: "+name+"\ndescription: one of two", "")),
+		})
 	}
 	d := newTestDaemonRoots(t, two)
 	if err := d.cat.PutUser(ctx, "", skills.User{UID: "alice", Role: skills.RoleUser}, true); err != nil {
@@ -372,11 +373,9 @@ func TestUserRoutesTellNothingOfOthers(t *testing.T) {
 		}
 	}
 	// An admin deletes bob, handing his skills to root.
-	dir := filepath.Join(t.TempDir(), "bobs")
-	os.MkdirAll(dir, 0o755)
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: bobs\ndescription: bob's\n---\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := skilltest.WriteDir(t, filepath.Join(t.TempDir(), "bobs"), fstest.MapFS{
+		"SKILL.md": skilltest.File(skilltest.Manifest("name: bobs\ndescription: bob's", "")),
+	})
 	if _, err := d.cat.Import(ctx, catalog.ImportRequest{Source: dir, As: "bob"}); err != nil {
 		t.Fatal(err)
 	}

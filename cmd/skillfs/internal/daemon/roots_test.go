@@ -6,27 +6,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
+	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
-
-// writeSkillMD writes dir/SKILL.md with the frontmatter front.
-func writeSkillMD(t testing.TB, dir, front string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestDraftsOnlyInsideImportRoots: through the API an admin
 // and a superadmin (X-Skillfs-As) draft local paths only inside the import
@@ -37,11 +28,9 @@ func TestDraftsOnlyInsideImportRoots(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	root, out := filepath.Join(base, "root"), filepath.Join(base, "out")
-	writeSkillMD(t, filepath.Join(root, "pdf"), "name: pdf\ndescription: inside the root")
-	writeSkillMD(t, out, "name: secret\ndescription: OUTSIDE-SECRET")
-	if err := os.Symlink(out, filepath.Join(root, "link-out")); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteDir(t, filepath.Join(root, "pdf"), skilltest.Skill("name: pdf\ndescription: inside the root", "body\n", nil))
+	skilltest.WriteDir(t, out, skilltest.Skill("name: secret\ndescription: OUTSIDE-SECRET", "body\n", nil))
+	skilltest.WriteDir(t, root, fstest.MapFS{"link-out": skilltest.Symlink(out)})
 	t.Setenv("SKILLFS_TEST_ENV_MARKER", "ENVIRON-SECRET") // in /proc/self/environ of this process, the daemon's
 	d := newTestDaemonRoots(t, root)
 	for _, u := range []skills.User{{UID: "carol", Role: skills.RoleAdmin}, {UID: "sam", Role: skills.RoleSuperadmin}} {
@@ -97,21 +86,16 @@ func TestDraftsOnlyInsideImportRoots(t *testing.T) {
 func TestUpdateThroughTheAPIChecksTheSource(t *testing.T) {
 	ctx := context.Background()
 	work := filepath.Join(t.TempDir(), "curated")
-	writeSkillMD(t, work, "name: pdf\ndescription: curated")
+	skilltest.WriteDir(t, work, skilltest.Skill("name: pdf\ndescription: curated", "body\n", nil))
 	git := func(args ...string) {
 		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@a"}, args...)...)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
+		gittest.Git(t, work, gittest.FixtureEnv, args...)
 	}
 	git("init", "-q", "-b", "main")
 	git("add", ".")
 	git("commit", "-q", "-m", "curated")
 	git("checkout", "-q", "-b", "secretbranch")
-	writeSkillMD(t, work, "name: pdf\ndescription: UNCURATED-SECRET")
+	skilltest.WriteDir(t, work, skilltest.Skill("name: pdf\ndescription: UNCURATED-SECRET", "body\n", nil))
 	git("commit", "-q", "-am", "not curated")
 	git("checkout", "-q", "main")
 	d := newTestDaemon(t)

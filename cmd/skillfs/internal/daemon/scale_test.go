@@ -11,6 +11,7 @@ import (
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/store"
 )
 
@@ -25,12 +26,7 @@ func scaleCatalog(b testing.TB, d *Daemon, n int) {
 		slug := fmt.Sprintf("s%05d", i)
 		hash := fmt.Sprintf("%064x", i+1)
 		dir := d.cat.VersionPath(slug, hash)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: "+slug+"\ndescription: d\n---\n"), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		skilltest.WriteFile(b, filepath.Join(dir, "SKILL.md"), []byte(skilltest.Manifest("name: "+slug+"\ndescription: d", "")), 0o644)
 		s := &skills.Skill{Slug: slug, Name: slug, Description: "d", SourceType: skills.SourceUpload, Source: "/src/" + slug,
 			Share: skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}, Enabled: true, Creator: "operator",
 			CreatedAt: now, UpdatedAt: now}

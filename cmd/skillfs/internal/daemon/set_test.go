@@ -11,23 +11,20 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // installFrom imports the skill in dir (a new version when dir was
 // imported before), readable by everyone.
 func installFrom(t testing.TB, d *Daemon, dir, manifest string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(manifest), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteDir(t, dir, fstest.MapFS{"SKILL.md": skilltest.File(manifest)})
 	req := catalog.ImportRequest{Source: dir, Share: &skills.Share{Read: skills.Scope{Kind: skills.ScopeGlobal}}}
 	if _, err := d.cat.Import(context.Background(), req); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
+	"skillfs/skills/skilltest"
 )
 
 // Handlers served over fakes of their dependencies: no daemon, no mount.
@@ -94,9 +94,7 @@ func TestExportFailureIsNoArchive(t *testing.T) {
 	dir := t.TempDir()
 	big := make([]byte, 1<<20) // random: the archive cannot shrink it below the writer's buffer
 	rand.Read(big)
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), big, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteFile(t, filepath.Join(dir, "SKILL.md"), big, 0o644)
 	var logged bytes.Buffer
 	cut := New(Config{Skills: exportOf{dir: dir}, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	req := httptest.NewRequest("GET", "/v1/skills/x/export", nil)
