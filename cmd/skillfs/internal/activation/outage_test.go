@@ -45,7 +45,7 @@ func open(t testing.TB, r *Recorder, session, slug string, n int) {
 // first open, one activated event published with that time.
 func TestOutageFirstActivationsAreJournaled(t *testing.T) {
 	ctx := context.Background()
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	r, f, j := flakyRecorder(t, db, filepath.Join(t.TempDir(), JournalName))
 	events := r.events.(*eventLog)
 
@@ -101,7 +101,7 @@ func TestOutageFirstActivationsAreJournaled(t *testing.T) {
 // it but before clearing the file finds it again and counts nothing twice.
 func TestJournalReplayedAfterACrash(t *testing.T) {
 	ctx := context.Background()
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	path := filepath.Join(t.TempDir(), JournalName)
 	r, f, j := flakyRecorder(t, db, path)
 	f.Down.Store(true)
@@ -158,7 +158,7 @@ func TestJournalReplayedAfterACrash(t *testing.T) {
 // first activation by its time, a batch by its id.
 func TestLostAnswersAreNotCountedTwice(t *testing.T) {
 	ctx := context.Background()
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	r, f, j := flakyRecorder(t, db, filepath.Join(t.TempDir(), JournalName))
 	f.Lose.Store(true)
 	open(t, r, "s1", "a", 1)

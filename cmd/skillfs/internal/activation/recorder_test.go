@@ -5,44 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
+	"skillfs/cmd/skillfs/internal/activation/activationtest"
 	"sync"
 	"testing"
-	"time"
 
 	"skillfs/index"
 	"skillfs/skills"
 )
 
 var discard = slog.New(slog.DiscardHandler)
-
-// openDB opens a new index with users alice and bob and alice's open
-// session s1.
-func openDB(t testing.TB) *index.DB {
-	t.Helper()
-	db, err := index.Open(filepath.Join(t.TempDir(), "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	addUsers(t, db, "alice", "bob")
-	s := &skills.Session{ID: "s1", UID: "alice", Requested: []string{}, Preload: []string{},
-		Pins: []skills.Pin{}, CreatedAt: time.Now()}
-	if err := db.CreateSession(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-// addUsers registers ordinary users, whom sessions may then name.
-func addUsers(t testing.TB, db *index.DB, uids ...string) {
-	t.Helper()
-	for _, uid := range uids {
-		if err := db.PutUser(context.Background(), skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // eventLog is the daemon's event log as the recorder sees it (Events): it
 // stores activated events with the change they report, as the daemon's
@@ -103,7 +74,7 @@ func opens(t testing.TB, db *index.DB, r *Recorder) map[string]int64 {
 }
 
 func TestRecorderFirstDurableThenBatched(t *testing.T) {
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	events := &eventLog{}
 	r := NewRecorder(db, events, discard, nil)
 
@@ -151,7 +122,7 @@ func TestRecorderFirstDurableThenBatched(t *testing.T) {
 // TestActivationsNeverMissAFlushingBatch: a query during a flush sees every
 // open, never a batch that has left memory but is not stored yet.
 func TestActivationsNeverMissAFlushingBatch(t *testing.T) {
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	r := NewRecorder(db, &eventLog{}, discard, nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -183,7 +154,7 @@ func TestActivationsNeverMissAFlushingBatch(t *testing.T) {
 }
 
 func TestRecorderKeepsOpensWhenFlushFails(t *testing.T) {
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	r := NewRecorder(db, &eventLog{}, discard, nil)
 	r.Opened("s1", "a")
 	r.Opened("s1", "a")

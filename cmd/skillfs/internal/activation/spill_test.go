@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"skillfs/cmd/skillfs/internal/activation/activationtest"
 	"testing"
 	"time"
 )
@@ -35,7 +36,7 @@ func legacySpill(t testing.TB, seq uint32, batches []spillRecord) []byte {
 // file could be removed.
 func TestSpillOfAnEarlierVersionIsDelivered(t *testing.T) {
 	ctx := context.Background()
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	home := t.TempDir()
 	at := time.Now().UTC().UnixNano()
 	raw := legacySpill(t, 7, []spillRecord{{ID: "old-1", Deltas: []spillDelta{{Session: "s1", Slug: "pdf", Opens: 5, LastAt: at}}}})

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"skillfs/cmd/skillfs/internal/activation/activationtest"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func wantSeries(t testing.TB, got, want map[string]float64) {
 // counts a failure and keeps the opens counted once.
 func TestMetricsCountWhatTheRecorderRecords(t *testing.T) {
 	ctx := context.Background()
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	if err := db.CreateSession(ctx, &skills.Session{ID: "s2", UID: "bob", Requested: []string{}, Preload: []string{},
 		Pins: []skills.Pin{}, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)

@@ -3,48 +3,18 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
+	"skillfs/cmd/skillfs/internal/activation/activationtest"
 	"testing"
-	"time"
 
 	"skillfs/cmd/skillfs/internal/events"
-	"skillfs/index"
 	"skillfs/skills"
 )
-
-// openDB opens a new index with users alice and bob and alice's open
-// session s1.
-func openDB(t testing.TB) *index.DB {
-	t.Helper()
-	db, err := index.Open(filepath.Join(t.TempDir(), "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	addUsers(t, db, "alice", "bob")
-	s := &skills.Session{ID: "s1", UID: "alice", Requested: []string{}, Preload: []string{},
-		Pins: []skills.Pin{}, CreatedAt: time.Now()}
-	if err := db.CreateSession(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-// addUsers registers ordinary users, whom sessions may then name.
-func addUsers(t testing.TB, db *index.DB, uids ...string) {
-	t.Helper()
-	for _, uid := range uids {
-		if err := db.PutUser(context.Background(), skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestRecorderPublishesThroughTheHub: a session's first open of a skill is
 // published on the hub as the activated event the log stores, with its id;
 // a later open publishes nothing.
 func TestRecorderPublishesThroughTheHub(t *testing.T) {
-	db := openDB(t)
+	db := activationtest.OpenDB(t)
 	h := events.NewHub(db)
 	sub := h.Subscribe("s1")
 	defer h.Unsubscribe(sub)

@@ -1,11 +1,12 @@
 // Package activationtest helps test the activation recorder and what uses
-// it: an index the test makes unreachable, and the activated events of the
-// log counted.
+// it: an index with a session to record for, one the test makes
+// unreachable, and the activated events of the log counted.
 package activationtest
 
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,4 +94,33 @@ func ActivatedEvents(t testing.TB, db *index.DB) map[Key]int {
 		}
 	}
 	return out
+}
+
+// OpenDB opens a new SQLite index in a temporary folder with the ordinary
+// users alice and bob and alice's open session s1, whose opens a recorder
+// can then record.
+func OpenDB(t testing.TB) *index.DB {
+	t.Helper()
+	db, err := index.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	AddUsers(t, db, "alice", "bob")
+	s := &skills.Session{ID: "s1", UID: "alice", Requested: []string{}, Preload: []string{},
+		Pins: []skills.Pin{}, CreatedAt: time.Now()}
+	if err := db.CreateSession(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// AddUsers registers ordinary users, whom sessions may then name.
+func AddUsers(t testing.TB, db *index.DB, uids ...string) {
+	t.Helper()
+	for _, uid := range uids {
+		if err := db.PutUser(context.Background(), skills.User{UID: uid, Role: skills.RoleUser}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
