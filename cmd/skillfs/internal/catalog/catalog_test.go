@@ -873,15 +873,15 @@ func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := readFound(src, cands, skills.DefaultLimits().MaxManifest, 3<<20)
+	fs := skillsource.ReadFound(src, cands, skills.DefaultLimits().MaxManifest, 3<<20)
 	var refused []string
 	for _, f := range fs {
-		if f.m != nil && f.m.Body != "" {
-			t.Errorf("%s: the body is kept (%d bytes)", f.Rel, len(f.m.Body))
+		if f.Manifest != nil && f.Manifest.Body != "" {
+			t.Errorf("%s: the body is kept (%d bytes)", f.Rel, len(f.Manifest.Body))
 		}
-		if f.err != nil {
-			if !errors.Is(f.err, skills.ErrLimit) {
-				t.Errorf("%s: %v", f.Rel, f.err)
+		if f.Err != nil {
+			if !errors.Is(f.Err, skills.ErrLimit) {
+				t.Errorf("%s: %v", f.Rel, f.Err)
 			}
 			refused = append(refused, f.Name)
 		}
@@ -966,8 +966,8 @@ func TestLongPluginNamespace(t *testing.T) {
 		{"alpha", strings.Repeat("s", 63), ""},
 		{"alpha", strings.Repeat("s", 62), "a-" + strings.Repeat("s", 62)},
 	} {
-		if got := namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !manifest.ValidSlug(got) {
-			t.Errorf("namespaced(%q, %q) = %q, want %q", tc.plugin, tc.slug, got, tc.want)
+		if got := skillsource.Namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !manifest.ValidSlug(got) {
+			t.Errorf("Namespaced(%q, %q) = %q, want %q", tc.plugin, tc.slug, got, tc.want)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	skillsource "skillfs/skills/source"
 	"slices"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
+	skillsource "skillfs/skills/source"
 )
 
 // EditableExtensions are the text files online editing may write.
@@ -102,14 +102,14 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 		return nil, err
 	}
 	if st.unchanged() {
-		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: st.hash, Warnings: append(st.warnings, "no change: no new version")}, nil
+		return &Installed{Slug: slug, Name: skillsource.DisplayName(s.Plugin, s.Name), Version: st.hash, Warnings: append(st.warnings, "no change: no new version")}, nil
 	}
 	next, err := st.Publish(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.log.Info("skill edited", "slug", slug, "file", clean, "version", st.hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: st.hash, Warnings: nonNil(st.warnings)}, nil
+	return &Installed{Slug: slug, Name: skillsource.DisplayName(next.Plugin, next.Name), Version: st.hash, Warnings: nonNil(st.warnings)}, nil
 }
 
 // applyEdit writes or (content == nil) removes one file of a tree; a file

@@ -13,6 +13,7 @@ import (
 	"skillfs/skills"
 	"skillfs/skills/diff"
 	"skillfs/skills/git"
+	skillsource "skillfs/skills/source"
 )
 
 // UpdateRequest asks to re-read the recorded sources of skills.
@@ -320,8 +321,8 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	defer src.cleanup()
-	u.Commit = src.commit
+	defer src.Close()
+	u.Commit = src.Commit
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return fail(err)
@@ -337,7 +338,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err := st.writeSlug(); err != nil {
 		return fail(err)
 	}
-	u.Warnings = nonNil(append(src.warnings, st.warnings...))
+	u.Warnings = nonNil(append(src.Warnings, st.warnings...))
 	if err := st.hashTree(); err != nil {
 		return fail(err)
 	}
@@ -466,30 +467,30 @@ func (c *Catalog) recordedRef(ctx context.Context, s *skills.Skill) (string, err
 
 // findRecorded reads the source again and finds the skill's folder in it.
 // The caller cleans up the source.
-func (c *Catalog) findRecorded(ctx context.Context, req ImportRequest, rs recordedSource) (*source, found, error) {
+func (c *Catalog) findRecorded(ctx context.Context, req ImportRequest, rs recordedSource) (*source, skillsource.Found, error) {
 	src, cands, err := c.discover(ctx, req, &ImportResult{})
 	if err != nil {
-		return nil, found{}, err
+		return nil, skillsource.Found{}, err
 	}
 	rel := rs.rel
 	if rel == "" {
 		rel = "."
 	}
 	lim := c.lim.WithDefaults()
-	for _, f := range readFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes) {
+	for _, f := range skillsource.ReadFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes) {
 		if f.Rel != rel {
 			continue
 		}
-		if f.err != nil {
-			src.cleanup()
-			return nil, found{}, f.err
+		if f.Err != nil {
+			src.Close()
+			return nil, skillsource.Found{}, f.Err
 		}
 		return src, f, nil
 	}
-	src.cleanup()
+	src.Close()
 	where := rs.base
 	if rs.rel != "" {
 		where += "//" + rs.rel
 	}
-	return nil, found{}, fmt.Errorf("the source holds no skill at %s any more: %w", where, skills.ErrNotFound)
+	return nil, skillsource.Found{}, fmt.Errorf("the source holds no skill at %s any more: %w", where, skills.ErrNotFound)
 }

@@ -12,6 +12,7 @@ import (
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/diff"
+	skillsource "skillfs/skills/source"
 	"skillfs/skills/store"
 )
 
@@ -276,7 +277,7 @@ func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 	// path, a name is that repository (nothing is looked up on disk).
 	// What it may read on this machine the catalog checks (admins
 	// only, inside the import roots) before anything is read.
-	req.Source = catalog.APISource(req.Source)
+	req.Source = skillsource.ExpandNameNoWorkDir(req.Source)
 	dr, err := a.Drafts.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
 		Skills: req.Skills, All: req.All, Replace: req.Replace, As: actingAs(r), API: true})
 	reply(w, dr, err)
