@@ -112,19 +112,19 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 
 // diff answers the diff of two versions as the files are compared: the
 // answer holds one file's change at a time, never the whole (see
-// catalog.DiffJSON). A comparison the daemon cannot grant its memory soon
+// diff.JSONWriter). A comparison the daemon cannot grant its memory soon
 // is answered 503 busy with Retry-After (the daemon's diff gate). A failure
 // once the answer has begun (a file of the store gone, the client gone)
 // cuts it short: the client gets no JSON that looks whole.
 func (a *API) diff(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var j *catalog.DiffJSON
+	var j *diff.JSONWriter
 	st, err := a.Skills.DiffEach(r.Context(), actingAs(r), r.PathValue("slug"), q.Get("a"), q.Get("b"), true,
 		func(head *catalog.Diff) error {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			j = catalog.NewDiffJSON(w)
-			return j.Start(head)
+			j = diff.NewJSONWriter(w)
+			return j.Start(head.Slug, head.From, head.To)
 		},
 		func(fc *diff.FileChange) error { return j.File(fc) })
 	if err == nil {
