@@ -228,7 +228,7 @@ func (c *Catalog) readCurated(ctx context.Context, req ImportRequest) (string, [
 		}
 		a := available(f)
 		list = append(list, skills.CuratedSkill{Slug: a.Slug, Name: a.Name, Description: a.Description, Path: f.Rel,
-			Origin: sourceKey(src.Key, f.Candidate, false)})
+			Origin: skillsource.SkillKey(src.Key, f.Candidate, false)})
 	}
 	if len(list) == 0 {
 		return "", nil, fmt.Errorf("%q holds no skill that can be read: %w", req.display(), skills.ErrNoManifest)

@@ -60,7 +60,7 @@ type staged struct {
 
 	// Where it comes from: its plugin, the slug it asks for when that is
 	// its plugin's (skillsource.Found.Want), its provenance key
-	// (sourceKey), and the provenance its version records (source type,
+	// (skillsource.SkillKey), and the provenance its version records (source type,
 	// source, ref, commit, working-tree state).
 	plugin, want, origin string
 	prov                 skills.Version
@@ -117,7 +117,7 @@ func (r *importRun) stage(f skillsource.Found, dst string) (*staged, error) {
 		warnings = append(warnings, fmt.Sprintf("folder %q differs from slug %q: the slug is the identity", f.Name, m.Slug))
 	}
 	st := &staged{c: c, actor: r.actor, dir: dst, data: data, m: m, warnings: warnings,
-		plugin: f.Plugin, want: f.Want, origin: sourceKey(src.Key, f.Candidate, req.Agents),
+		plugin: f.Plugin, want: f.Want, origin: skillsource.SkillKey(src.Key, f.Candidate, req.Agents),
 		builtin: req.Builtin, replace: req.Replace, share: req.Share}
 	st.prov = skills.Version{SourceType: requestSourceType(req, src), Source: st.origin, Ref: src.Ref, Commit: src.Commit, Worktree: src.Worktree}
 	return st, nil
@@ -323,18 +323,6 @@ func stageRoot(req ImportRequest, src *source) string {
 		return ""
 	}
 	return src.Root
-}
-
-// sourceKey is the provenance of one skill of a source: same key, same
-// source, so a reinstall makes a new version.
-func sourceKey(key string, cand skillsource.Candidate, agents bool) string {
-	switch {
-	case agents:
-		return key + cand.Rel // the agent folder's real path
-	case cand.Rel != ".":
-		return key + "//" + cand.Rel
-	}
-	return key
 }
 
 // defaultShare: builtins are for everyone; anything else starts private to
