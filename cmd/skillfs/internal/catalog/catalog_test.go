@@ -17,6 +17,7 @@ import (
 
 	"skillfs/skills"
 	"skillfs/skills/manifest"
+	"skillfs/skills/skilltest"
 	skillsource "skillfs/skills/source"
 )
 
@@ -71,13 +72,7 @@ func openWith(t testing.TB, opts Options) *Catalog {
 
 func skillDir(t testing.TB, dir, front string) string {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return skilltest.WriteDir(t, dir, skilltest.Skill(front, "body\n", nil))
 }
 
 // leftovers lists what an import may leave behind by mistake.

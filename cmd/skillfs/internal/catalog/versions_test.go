@@ -16,6 +16,7 @@ import (
 	"skillfs/index"
 	"skillfs/skills"
 	"skillfs/skills/diff"
+	"skillfs/skills/skilltest"
 )
 
 // putUsers adds ordinary users.
@@ -31,9 +32,7 @@ func putUsers(t testing.TB, c *Catalog, uids ...string) {
 // writeNotes rewrites notes.txt of a skill folder.
 func writeNotes(t testing.TB, dir, body string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteFile(t, filepath.Join(dir, "notes.txt"), []byte(body), 0o644)
 }
 
 // TestUpdateRefusesAReaderUpFront: a user who reads a skill but may not
