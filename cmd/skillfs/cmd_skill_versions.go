@@ -129,12 +129,12 @@ func (c *cli) skillDiff() *cobra.Command {
 }
 
 // diffJSON prints the diff of two versions of slug as JSON while it is
-// made, a file at a time (catalog.DiffJSON).
+// made, a file at a time (diff.JSONWriter).
 func (c *cli) diffJSON(cat *catalog.Catalog, slug, a, b string, text bool) error {
-	var j *catalog.DiffJSON
+	var j *diff.JSONWriter
 	st, err := cat.DiffEach(c.ctx, c.as, slug, a, b, text, func(head *catalog.Diff) error {
-		j = catalog.NewDiffJSON(c.stdout)
-		return j.Start(head)
+		j = diff.NewJSONWriter(c.stdout)
+		return j.Start(head.Slug, head.From, head.To)
 	}, func(fc *diff.FileChange) error { return j.File(fc) })
 	if err != nil {
 		return err

@@ -347,5 +347,5 @@ func readAgentManifest(path string) ([]byte, error) {
 // parseAgentManifest parses leniently, with the folder name for a skill whose
 // frontmatter has no usable name: agents name such skills after their folder.
 func parseAgentManifest(data []byte, folder string) (*manifest.Manifest, []string, error) {
-	return manifest.ParseWith(data, manifest.ParseOptions{Mode: manifest.Lenient, Folder: folder})
+	return ParseManifest(data, folder)
 }

@@ -1,6 +1,8 @@
 // Package catalog is the skill catalog as operators and the daemon use it: it
 // joins the content store and the index, applies the access policy, and runs
 // every import through one path — stage, validate, hash, publish atomically.
+// Its sources are read by skills/source, under the catalog's policy of who
+// may read what (see package confine).
 package catalog
 
 import (

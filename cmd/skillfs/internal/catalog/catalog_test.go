@@ -14,10 +14,10 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
-	"unicode/utf8"
 
 	"skillfs/skills"
 	"skillfs/skills/manifest"
+	"skillfs/skills/skilltest"
 	skillsource "skillfs/skills/source"
 )
 
@@ -72,13 +72,7 @@ func openWith(t testing.TB, opts Options) *Catalog {
 
 func skillDir(t testing.TB, dir, front string) string {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return skilltest.WriteDir(t, dir, skilltest.Skill(front, "body\n", nil))
 }
 
 // leftovers lists what an import may leave behind by mistake.
@@ -506,36 +500,6 @@ func TestEditStreams(t *testing.T) {
 	}
 }
 
-// FuzzTextWriter: however content is cut into writes, it passes exactly
-// when it is UTF-8 without NUL, and then passes unchanged.
-func FuzzTextWriter(f *testing.F) {
-	f.Add([]byte("naïve café 日本語 🎉"), uint8(1))
-	f.Add([]byte("caf\xc3"), uint8(2))
-	f.Add([]byte("a\x00b"), uint8(3))
-	f.Add([]byte("\xf0\x9f\x8e"), uint8(1))
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		if chunk == 0 {
-			chunk = 1
-		}
-		var out bytes.Buffer
-		tw := &textWriter{w: &out, rel: "f.md", max: 1 << 20}
-		var err error
-		for i := 0; i < len(data) && err == nil; i += int(chunk) {
-			_, err = tw.Write(data[i:min(i+int(chunk), len(data))])
-		}
-		if err == nil {
-			err = tw.finish()
-		}
-		want := utf8.Valid(data) && bytes.IndexByte(data, 0) < 0
-		if (err == nil) != want {
-			t.Fatalf("%q in chunks of %d: err %v, want valid=%v", data, chunk, err, want)
-		}
-		if err == nil && !bytes.Equal(out.Bytes(), data) {
-			t.Fatalf("passed %q, wrote %q", data, out.Bytes())
-		}
-	})
-}
-
 // --skill takes globs, --ignore leaves skills out.
 func TestImportGlobsAndIgnore(t *testing.T) {
 	ctx := context.Background()
@@ -873,15 +837,15 @@ func TestReadingManySkillsOfOneLargeManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := readFound(src, cands, skills.DefaultLimits().MaxManifest, 3<<20)
+	fs := skillsource.ReadFound(src, cands, skills.DefaultLimits().MaxManifest, 3<<20)
 	var refused []string
 	for _, f := range fs {
-		if f.m != nil && f.m.Body != "" {
-			t.Errorf("%s: the body is kept (%d bytes)", f.Rel, len(f.m.Body))
+		if f.Manifest != nil && f.Manifest.Body != "" {
+			t.Errorf("%s: the body is kept (%d bytes)", f.Rel, len(f.Manifest.Body))
 		}
-		if f.err != nil {
-			if !errors.Is(f.err, skills.ErrLimit) {
-				t.Errorf("%s: %v", f.Rel, f.err)
+		if f.Err != nil {
+			if !errors.Is(f.Err, skills.ErrLimit) {
+				t.Errorf("%s: %v", f.Rel, f.Err)
 			}
 			refused = append(refused, f.Name)
 		}
@@ -966,8 +930,8 @@ func TestLongPluginNamespace(t *testing.T) {
 		{"alpha", strings.Repeat("s", 63), ""},
 		{"alpha", strings.Repeat("s", 62), "a-" + strings.Repeat("s", 62)},
 	} {
-		if got := namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !manifest.ValidSlug(got) {
-			t.Errorf("namespaced(%q, %q) = %q, want %q", tc.plugin, tc.slug, got, tc.want)
+		if got := skillsource.Namespaced(tc.plugin, tc.slug); got != tc.want || got != "" && !manifest.ValidSlug(got) {
+			t.Errorf("Namespaced(%q, %q) = %q, want %q", tc.plugin, tc.slug, got, tc.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"skillfs/cmd/skillfs/internal/catalog/datadir"
@@ -25,6 +26,7 @@ import (
 	"skillfs/fs/readbench"
 	"skillfs/index/pgtest"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 	"skillfs/skills/store"
 )
 
@@ -70,34 +72,18 @@ func fleet(t testing.TB, index string) (a, b *Catalog) {
 // random bytes (none when big is 0).
 func fleetSkill(t testing.TB, big int) string {
 	t.Helper()
-	dir := skillDir(t, filepath.Join(t.TempDir(), "fleet-skill"), "name: fleet-skill\ndescription: served by every host")
-	files := map[string][]byte{
-		"scripts/run.sh":       []byte("#!/bin/sh\necho run\n"),
-		"references/a/deep.md": []byte("# deep\n"),
-		"assets/empty.txt":     nil,
-	}
+	tree := skilltest.Skill("name: fleet-skill\ndescription: served by every host", "body\n", map[string]string{
+		"scripts/run.sh":       "#!/bin/sh\necho run\n",
+		"references/a/deep.md": "# deep\n",
+		"assets/empty.txt":     "",
+	})
+	tree["empty-folder"] = skilltest.Dir()
 	if big > 0 {
 		data := make([]byte, big)
 		rand.Read(data)
-		files["assets/big.bin"] = data
+		tree["assets/big.bin"] = &fstest.MapFile{Data: data}
 	}
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, data, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "empty-folder"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return skilltest.WriteDir(t, filepath.Join(t.TempDir(), "fleet-skill"), tree)
 }
 
 // importOne imports src into c and returns the version installed.

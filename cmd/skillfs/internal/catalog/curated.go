@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/skills"
 	"skillfs/skills/git"
+	skillsource "skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 // Curated catalogs: sources an admin registers whose skills are offered to
@@ -36,19 +37,19 @@ type CuratedRequest struct {
 
 // curatedName is how a curated source is registered: an existing local
 // path as its absolute path, a common name of a hosted repository as the
-// git source it stands for (see RemoteSource), anything else as given.
-// Through the API, as APISource spells it.
+// git source it stands for (see skillsource.ExpandName), anything else as given.
+// Through the API, as skillsource.ExpandNameNoWorkDir spells it.
 func curatedName(source string, api bool) string {
 	source = strings.TrimSpace(source)
 	if api {
-		return APISource(source)
+		return skillsource.ExpandNameNoWorkDir(source)
 	}
 	if _, err := os.Lstat(source); err == nil {
 		if abs, err := filepath.Abs(source); err == nil {
 			return abs
 		}
 	}
-	return RemoteSource(source)
+	return skillsource.ExpandName(source)
 }
 
 // curatedNames are the registered names source may stand for, found
@@ -217,22 +218,22 @@ func (c *Catalog) readCurated(ctx context.Context, req ImportRequest) (string, [
 	if err != nil {
 		return "", nil, err
 	}
-	defer src.cleanup()
+	defer src.Close()
 	lim := c.lim.WithDefaults()
-	fs := readFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes)
+	fs := skillsource.ReadFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes)
 	list := []skills.CuratedSkill{}
 	for _, f := range fs {
-		if f.m == nil || src.only != "" && !inFolder(f.Rel, src.only) {
+		if f.Manifest == nil || src.Sub != "" && !skillsource.InFolder(f.Rel, src.Sub) {
 			continue
 		}
-		a := f.available()
+		a := available(f)
 		list = append(list, skills.CuratedSkill{Slug: a.Slug, Name: a.Name, Description: a.Description, Path: f.Rel,
-			Origin: sourceKey(src.key, f.Candidate, false)})
+			Origin: skillsource.SkillKey(src.Key, f.Candidate, false)})
 	}
 	if len(list) == 0 {
 		return "", nil, fmt.Errorf("%q holds no skill that can be read: %w", req.display(), skills.ErrNoManifest)
 	}
-	return src.commit, list, nil
+	return src.Commit, list, nil
 }
 
 // Curated lists the skills of curated sources the actor has not installed:
@@ -305,7 +306,7 @@ func (c *Catalog) InstallCurated(ctx context.Context, req CuratedRequest) (*Impo
 	in := res.Installed[0]
 	if v, verr := c.db.Version(ctx, in.Slug, in.Version); verr == nil && cs.Commit != "" && v.Commit != "" && v.Commit != cs.Commit {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the source changed since the curated list was refreshed: installed from commit %s, the list shows commit %s",
-			datadir.ShortHash(v.Commit), datadir.ShortHash(cs.Commit)))
+			store.ShortHash(v.Commit), store.ShortHash(cs.Commit)))
 	} else if verr != nil && !errors.Is(verr, skills.ErrNotFound) {
 		c.log.Warn("read installed version", "slug", in.Slug, "err", verr)
 	}

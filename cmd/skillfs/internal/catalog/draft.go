@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -106,14 +107,14 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	if sel == nil {
 		return nil, fmt.Errorf("prepare needs skills to install, not --list: %w", skills.ErrInvalid)
 	}
-	defer sel.src.cleanup()
+	defer sel.src.Close()
 
 	b := make([]byte, 16)
 	rand.Read(b)
 	now := c.now().UTC()
 	d := &Draft{ID: hex.EncodeToString(b), Source: req.display(), Creator: actor.UID, CreatedAt: now,
 		ExpiresAt: now.Add(DraftTTL), Skills: []DraftSkill{}, Failed: res.Failed,
-		Key: sel.src.key, SourceType: sel.src.sourceType, Ref: sel.src.ref, Commit: sel.src.commit, Worktree: sel.src.worktree,
+		Key: sel.src.Key, SourceType: sel.src.Type, Ref: sel.src.Ref, Commit: sel.src.Commit, Worktree: sel.src.Worktree,
 		Agents: req.Agents, Replace: req.Replace, Builtin: req.Builtin}
 	if d.Failed == nil {
 		d.Failed = []Failed{}
@@ -132,7 +133,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	run := &importRun{c: c, actor: actor, req: req, src: sel.src}
 	taken := map[string]bool{}
 	for i, f := range sel.found {
-		ds, err := (*DraftSkill)(nil), f.err // refused as --list and import refuse it
+		ds, err := (*DraftSkill)(nil), f.Err // refused as --list and import refuse it
 		if err == nil {
 			ds, err = run.draftOne(ctx, f, filepath.Join(dir, strconv.Itoa(i)), taken)
 		}
@@ -141,7 +142,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 			errs = append(errs, fmt.Errorf("%s: %w", req.where(f), err))
 			continue
 		}
-		ds.Warnings = nonNil(append(slices.Clone(sel.src.warnings), ds.Warnings...))
+		ds.Warnings = api.NonNil(append(slices.Clone(sel.src.Warnings), ds.Warnings...))
 		d.Skills = append(d.Skills, *ds)
 	}
 	if len(d.Skills) == 0 {
@@ -160,7 +161,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 
 // draftOne stages one skill into dst and says where it would go.
 // Its slug joins taken.
-func (r *importRun) draftOne(ctx context.Context, f found, dst string, taken map[string]bool) (*DraftSkill, error) {
+func (r *importRun) draftOne(ctx context.Context, f skillsource.Found, dst string, taken map[string]bool) (*DraftSkill, error) {
 	st, err := r.stage(f, dst)
 	if err != nil {
 		return nil, err
@@ -172,9 +173,9 @@ func (r *importRun) draftOne(ctx context.Context, f found, dst string, taken map
 		return nil, err
 	}
 	taken[st.slug] = true
-	return &DraftSkill{Slug: st.slug, Name: DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
-		Warnings: nonNil(st.warnings), Folder: f.Name, Rel: f.Rel, Version: st.hash,
-		Plugin: f.Plugin, Want: f.want}, nil
+	return &DraftSkill{Slug: st.slug, Name: skillsource.DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
+		Warnings: api.NonNil(st.warnings), Folder: f.Name, Rel: f.Rel, Version: st.hash,
+		Plugin: f.Plugin, Want: f.Want}, nil
 }
 
 // draftRecord is a draft as its folder keeps it: the draft, and when its
@@ -269,12 +270,12 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 		return res, err
 	}
 	req := ImportRequest{Source: d.Source, As: d.Creator, Share: share, Replace: d.Replace, Builtin: d.Builtin, Agents: d.Agents}
-	src := &source{key: d.Key, sourceType: d.SourceType, ref: d.Ref, commit: d.Commit, worktree: d.Worktree, cleanup: func() {}}
+	src := &source{Tree: skillsource.Tree{Key: d.Key, Type: d.SourceType, Ref: d.Ref, Commit: d.Commit, Worktree: d.Worktree}}
 	sel := &selection{src: src}
 	for i, ds := range d.Skills {
-		sel.found = append(sel.found, found{
+		sel.found = append(sel.found, skillsource.Found{
 			Candidate: skillsource.Candidate{Name: ds.Folder, Rel: ds.Rel, Dir: filepath.Join(dir, strconv.Itoa(i)), Plugin: ds.Plugin},
-			want:      ds.Want})
+			Want:      ds.Want})
 	}
 	err = c.install(ctx, installer, req, sel, res)
 	if err == nil {

@@ -2,26 +2,10 @@ package catalog
 
 import (
 	"path/filepath"
-	"strings"
 
 	"skillfs/cmd/skillfs/internal/catalog/confine"
 	"skillfs/index"
-	"skillfs/skills/git"
 )
-
-// localPath is the path on this machine that the source spec names, if
-// any: spec itself when it exists or is absolute, else the path of a
-// file:// URL (gs: spec parsed as a git source); "" for anything else (a
-// remote URL, a repository name).
-func localPath(spec string, exists bool, gs git.Source) string {
-	if exists || filepath.IsAbs(spec) {
-		return spec
-	}
-	if p, ok := strings.CutPrefix(gs.URL, "file://"); ok && filepath.IsAbs(p) {
-		return p
-	}
-	return ""
-}
 
 // guardSource refuses a local source that is a file of the index, is or
 // lies inside the data directory, or (walked: a folder whose tree is read)

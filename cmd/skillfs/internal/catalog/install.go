@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
+	skillsource "skillfs/skills/source"
 )
 
 // install imports every selected skill; per-skill failures go to
@@ -19,7 +21,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 	run := &importRun{c: c, actor: actor, req: req, src: sel.src}
 	var errs []error
 	for _, f := range sel.found {
-		inst, err := (*Installed)(nil), f.err // refused as --list says, e.g. past the source's limits
+		inst, err := (*Installed)(nil), f.Err // refused as --list says, e.g. past the source's limits
 		if err == nil {
 			inst, err = run.importOne(ctx, f)
 		}
@@ -30,7 +32,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 			c.log.Info("import failed", "source", where, "err", err)
 			continue
 		}
-		inst.Warnings = nonNil(append(slices.Clone(sel.src.warnings), inst.Warnings...))
+		inst.Warnings = api.NonNil(append(slices.Clone(sel.src.Warnings), inst.Warnings...))
 		res.Installed = append(res.Installed, *inst)
 	}
 	if len(res.Installed) == 0 && len(res.Failed) > 0 {
@@ -45,7 +47,7 @@ func (c *Catalog) install(ctx context.Context, actor skills.User, req ImportRequ
 // importOne stages one skill of the source, validates it, settles its slug
 // and publishes it. On any error nothing is left: no staging, no content,
 // no row.
-func (r *importRun) importOne(ctx context.Context, f found) (*Installed, error) {
+func (r *importRun) importOne(ctx context.Context, f skillsource.Found) (*Installed, error) {
 	c := r.c
 	staging, err := c.store.NewStaging()
 	if err != nil {
@@ -77,8 +79,8 @@ func (r *importRun) importOne(ctx context.Context, f found) (*Installed, error) 
 	}
 	if st.unchanged() {
 		ex := st.existing
-		return &Installed{Slug: st.slug, Name: DisplayName(ex.Plugin, ex.Name), Version: st.hash,
-			Warnings: nonNil(append(st.warnings, "content identical to the current version: no new version")),
+		return &Installed{Slug: st.slug, Name: skillsource.DisplayName(ex.Plugin, ex.Name), Version: st.hash,
+			Warnings: api.NonNil(append(st.warnings, "content identical to the current version: no new version")),
 			Readable: policy.FormatScope(ex.Share.Read)}, nil
 	}
 	sk, err := st.Publish(ctx)
@@ -86,7 +88,7 @@ func (r *importRun) importOne(ctx context.Context, f found) (*Installed, error) 
 		return nil, err
 	}
 	c.log.Info("skill installed", "slug", st.slug, "version", st.hash, "source", st.origin)
-	in := &Installed{Slug: st.slug, Name: DisplayName(sk.Plugin, sk.Name), Version: st.hash, Warnings: nonNil(st.warnings),
+	in := &Installed{Slug: st.slug, Name: skillsource.DisplayName(sk.Plugin, sk.Name), Version: st.hash, Warnings: api.NonNil(st.warnings),
 		Readable: policy.FormatScope(sk.Share.Read)}
 	if want := st.wantedSlug(); st.existing == nil && st.slug != want && strings.HasPrefix(st.slug, want+"-v") {
 		in.RenamedFrom = want
@@ -100,19 +102,19 @@ func (r *importRun) importOne(ctx context.Context, f found) (*Installed, error) 
 // The skills are planned in the order an import installs them, each seeing
 // the slugs and catalog entries of those before it; the listing keeps the
 // discovery order.
-func (r *importRun) plan(ctx context.Context, fs []found) []Available {
+func (r *importRun) plan(ctx context.Context, fs []skillsource.Found) []Available {
 	out := make([]Available, len(fs))
 	at := make(map[string]int, len(fs)) // by folder: the position in fs
 	for i, f := range fs {
 		at[f.Dir] = i
-		out[i] = f.available()
+		out[i] = available(f)
 	}
 	snap, err := r.c.snapshot(ctx)
 	taken := map[string]bool{}
-	for _, f := range dependencyOrder(fs) {
+	for _, f := range skillsource.DependencyOrder(fs) {
 		a := &out[at[f.Dir]]
 		switch {
-		case f.err != nil:
+		case f.Err != nil:
 		case err != nil:
 			a.Status, a.Error = StatusRefused, err.Error()
 		default:
@@ -127,7 +129,7 @@ func (r *importRun) plan(ctx context.Context, fs []found) []Available {
 // planOne fills a with what importing f would do. On success the slug it
 // would have joins taken, and the skill it would become joins snap, for
 // the dependencies of the skills planned after it.
-func (r *importRun) planOne(ctx context.Context, f found, a *Available, taken map[string]bool, snap policy.Catalog) error {
+func (r *importRun) planOne(ctx context.Context, f skillsource.Found, a *Available, taken map[string]bool, snap policy.Catalog) error {
 	staging, err := r.c.store.NewStaging()
 	if err != nil {
 		return err
@@ -163,8 +165,8 @@ func (r *importRun) planOne(ctx context.Context, f found, a *Available, taken ma
 		}
 	}
 	taken[st.slug] = true
-	a.Slug, a.Name, a.Description = st.slug, DisplayName(f.Plugin, st.m.Name), st.m.Description
-	a.Warnings = nonNil(append(slices.Clone(r.src.warnings), st.warnings...))
+	a.Slug, a.Name, a.Description = st.slug, skillsource.DisplayName(f.Plugin, st.m.Name), st.m.Description
+	a.Warnings = api.NonNil(append(slices.Clone(r.src.Warnings), st.warnings...))
 	a.Status = status
 	return nil
 }

@@ -10,24 +10,25 @@ import (
 	"testing"
 
 	"skillfs/skills"
+	skillsource "skillfs/skills/source"
 )
 
 // A path that exists wins over the common name of a repository it looks
 // like; a name that is no path is the repository.
 func TestRemoteSourcePrecedence(t *testing.T) {
 	t.Chdir(t.TempDir())
-	if got := RemoteSource("acme/skills"); got != "https://github.com/acme/skills.git" {
+	if got := skillsource.ExpandName("acme/skills"); got != "https://github.com/acme/skills.git" {
 		t.Errorf("acme/skills with no such folder = %q", got)
 	}
-	if got := RemoteSource("acme/skills/x#v1"); got != "https://github.com/acme/skills.git#v1:x" {
+	if got := skillsource.ExpandName("acme/skills/x#v1"); got != "https://github.com/acme/skills.git#v1:x" {
 		t.Errorf("acme/skills/x#v1 = %q", got)
 	}
 	if err := os.MkdirAll(filepath.Join("acme", "skills"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"acme/skills", "./acme/skills", "./missing/repo", "/nonexistent/o/r"} {
-		if got := RemoteSource(s); got != s {
-			t.Errorf("RemoteSource(%q) = %q, want the path as given", s, got)
+		if got := skillsource.ExpandName(s); got != s {
+			t.Errorf("ExpandName(%q) = %q, want the path as given", s, got)
 		}
 	}
 	if got := curatedName("acme/skills", false); !filepath.IsAbs(got) {
@@ -50,8 +51,8 @@ func TestAPISourceIgnoresTheWorkingDirectory(t *testing.T) {
 		"./acme/skills":      "./acme/skills",
 		"plain":              "plain",
 	} {
-		if got := APISource(in); got != want {
-			t.Errorf("APISource(%q) = %q, want %q", in, got, want)
+		if got := skillsource.ExpandNameNoWorkDir(in); got != want {
+			t.Errorf("ExpandNameNoWorkDir(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if got := curatedName("acme/skills", true); got != "https://github.com/acme/skills.git" {

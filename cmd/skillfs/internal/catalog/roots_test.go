@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/cmd/skillfs/internal/catalog/confine"
 	"skillfs/skills"
 	"skillfs/skills/gittest"
+	"skillfs/skills/skilltest"
 )
 
 // rootsOf opens dirs as the import roots.
@@ -22,14 +24,6 @@ func rootsOf(t testing.TB, dirs ...string) *confine.ImportRoots {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// symlink makes a symbolic link at link to target.
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestAPISourcesOnlyInsideImportRoots: through the API, an admin's and a
@@ -44,7 +38,7 @@ func TestAPISourcesOnlyInsideImportRoots(t *testing.T) {
 	root, out := filepath.Join(base, "root"), filepath.Join(base, "out")
 	skillDir(t, filepath.Join(root, "pdf"), "name: pdf\ndescription: inside the root")
 	skillDir(t, out, "name: secret\ndescription: OUTSIDE-SECRET")
-	symlink(t, out, filepath.Join(root, "link-out"))
+	skilltest.WriteDir(t, root, fstest.MapFS{"link-out": skilltest.Symlink(out)})
 	t.Setenv("SKILLFS_TEST_ENV_MARKER", "ENVIRON-SECRET")
 	c := openWith(t, Options{ImportRoots: rootsOf(t, root)})
 	putUsers(t, c, "alice")

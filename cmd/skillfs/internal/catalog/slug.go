@@ -7,6 +7,7 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	skillsource "skillfs/skills/source"
 )
 
 // maxSuffix bounds the -vN search for a free slug.
@@ -34,7 +35,7 @@ func (st *staged) settleSlug(ctx context.Context, taken map[string]bool) error {
 	if st.plugin != "" {
 		other := own
 		if want == own {
-			other = namespaced(st.plugin, own)
+			other = skillsource.Namespaced(st.plugin, own)
 		}
 		if other != "" && other != want {
 			slug, existing, err := st.sameSource(ctx, other, taken)
@@ -154,7 +155,7 @@ func reserved(actor skills.User, b *skills.Skill) error {
 		return fmt.Errorf("slug %q is reserved: no install may take it; %s: %w", b.Slug, rename, skills.ErrExists)
 	}
 	return fmt.Errorf("slug %q is reserved by the builtin skill %q (%s): no other install may take a builtin's slug; "+
-		"%s: %w", b.Slug, b.Slug, DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
+		"%s: %w", b.Slug, b.Slug, skillsource.DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
 }
 
 // sameSource looks for the skill of the staged skill's source among base

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	skillsource "skillfs/skills/source"
 	"slices"
 	"syscall"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/manifest"
+	skillsource "skillfs/skills/source"
 	"skillfs/skills/store"
 )
 
@@ -59,9 +59,9 @@ type staged struct {
 	warnings []string
 
 	// Where it comes from: its plugin, the slug it asks for when that is
-	// its plugin's (found.want), its provenance key (sourceKey), and the
-	// provenance its version records (source type, source, ref, commit,
-	// working-tree state).
+	// its plugin's (skillsource.Found.Want), its provenance key
+	// (skillsource.SkillKey), and the provenance its version records (source type,
+	// source, ref, commit, working-tree state).
 	plugin, want, origin string
 	prov                 skills.Version
 	// How the request settles it: a builtin re-synced, --replace, and the
@@ -88,9 +88,9 @@ type staged struct {
 // target, and a folder every skill links to must not count once per skill.
 // The skills of the agents' folders, each its own root, are counted each
 // on its own.
-func (r *importRun) stage(f found, dst string) (*staged, error) {
+func (r *importRun) stage(f skillsource.Found, dst string) (*staged, error) {
 	c, req, src := r.c, r.req, r.src
-	opts := skillsource.StageOptions{Root: stageRoot(req, src), Link: src.owned && !req.Agents}
+	opts := skillsource.StageOptions{Root: stageRoot(req, src), Link: src.Owned && !req.Agents}
 	before := src.used
 	if !req.Agents {
 		opts.Used = &src.used
@@ -108,7 +108,7 @@ func (r *importRun) stage(f found, dst string) (*staged, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, mw, err := parseImported(data, f.Name)
+	m, mw, err := skillsource.ParseManifest(data, f.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +117,9 @@ func (r *importRun) stage(f found, dst string) (*staged, error) {
 		warnings = append(warnings, fmt.Sprintf("folder %q differs from slug %q: the slug is the identity", f.Name, m.Slug))
 	}
 	st := &staged{c: c, actor: r.actor, dir: dst, data: data, m: m, warnings: warnings,
-		plugin: f.Plugin, want: f.want, origin: sourceKey(src.key, f.Candidate, req.Agents),
+		plugin: f.Plugin, want: f.Want, origin: skillsource.SkillKey(src.Key, f.Candidate, req.Agents),
 		builtin: req.Builtin, replace: req.Replace, share: req.Share}
-	st.prov = skills.Version{SourceType: requestSourceType(req, src), Source: st.origin, Ref: src.ref, Commit: src.commit, Worktree: src.worktree}
+	st.prov = skills.Version{SourceType: requestSourceType(req, src), Source: st.origin, Ref: src.Ref, Commit: src.Commit, Worktree: src.Worktree}
 	return st, nil
 }
 
@@ -312,7 +312,7 @@ func requestSourceType(req ImportRequest, src *source) string {
 	if req.Builtin {
 		return skills.SourceBuiltin
 	}
-	return src.sourceType
+	return src.Type
 }
 
 // stageRoot is what the symlinks of a source's skills are confined to: the
@@ -322,19 +322,7 @@ func stageRoot(req ImportRequest, src *source) string {
 	if req.Agents {
 		return ""
 	}
-	return src.root
-}
-
-// sourceKey is the provenance of one skill of a source: same key, same
-// source, so a reinstall makes a new version.
-func sourceKey(key string, cand skillsource.Candidate, agents bool) string {
-	switch {
-	case agents:
-		return key + cand.Rel // the agent folder's real path
-	case cand.Rel != ".":
-		return key + "//" + cand.Rel
-	}
-	return key
+	return src.Root
 }
 
 // defaultShare: builtins are for everyone; anything else starts private to

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"skillfs/cmd/skillfs/api"
 	"skillfs/policy"
 	"skillfs/skills"
 )
@@ -29,21 +30,12 @@ type Summary struct {
 func Summarize(s *skills.Skill) Summary {
 	j := Summary{
 		Slug: s.Slug, Name: s.Name, Plugin: s.Plugin, Description: s.Description, Version: s.Version, Enabled: s.Enabled,
-		SourceType: s.SourceType, SkillDependencies: nonNil(s.SkillDependencies),
-		ToolDependencies: nonNil(s.ToolDependencies), MCPDependencies: nonNil(s.MCPDependencies), Creator: s.Creator,
+		SourceType: s.SourceType, SkillDependencies: api.NonNil(s.SkillDependencies),
+		ToolDependencies: api.NonNil(s.ToolDependencies), MCPDependencies: api.NonNil(s.MCPDependencies), Creator: s.Creator,
 	}
 	j.Share.Read = policy.FormatScope(s.Share.Read)
 	if s.Share.Manage.Kind != "" {
 		j.Share.Manage = policy.FormatScope(s.Share.Manage)
 	}
 	return j
-}
-
-// nonNil is s, or an empty slice for nil: lists in answers are [] rather
-// than null.
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

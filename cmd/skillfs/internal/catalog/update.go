@@ -3,16 +3,18 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/diff"
 	"skillfs/skills/git"
+	skillsource "skillfs/skills/source"
+	"skillfs/skills/store"
 )
 
 // UpdateRequest asks to re-read the recorded sources of skills.
@@ -85,35 +87,6 @@ func (r *UpdateResult) Failed() int {
 		}
 	}
 	return n
-}
-
-// recordedSource is where a skill was imported from, as import keyed it:
-// a git URL or a local path, and the skill's folder in it.
-type recordedSource struct {
-	kind string // "git" or "local"
-	base string // the URL or the absolute path
-	rel  string // the skill's folder, "" for the root
-}
-
-// parseSourceKey reads an import's provenance key (see sourceKey): ok is
-// false for a source there is nothing to re-read from.
-func parseSourceKey(key string) (recordedSource, bool) {
-	kind, rest, found := strings.Cut(key, ":")
-	if !found || (kind != "git" && kind != "local") || rest == "" {
-		return recordedSource{}, false
-	}
-	start := 0
-	if i := strings.Index(rest, "://"); i >= 0 {
-		start = i + 3
-	}
-	base, rel := rest, ""
-	if j := strings.Index(rest[start:], "//"); j >= 0 {
-		base, rel = rest[:start+j], rest[start+j+2:]
-	}
-	if base == "" || (kind == "local" && !filepath.IsAbs(base)) {
-		return recordedSource{}, false
-	}
-	return recordedSource{kind: kind, base: base, rel: rel}, true
 }
 
 // Update re-reads the recorded source of each skill asked for (git: the
@@ -192,14 +165,14 @@ func (c *Catalog) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 // not be read.
 type updatePlan struct {
 	read ImportRequest
-	rs   recordedSource
+	rs   skillsource.Recorded
 	none bool
 	err  error
 }
 
 // planUpdate says what updating s reads (see updateSource).
 func (c *Catalog) planUpdate(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill) updatePlan {
-	rs, ok := parseSourceKey(s.Source)
+	rs, ok := skillsource.ParseSkillKey(s.Source)
 	if s.SourceType == skills.SourceBuiltin || !ok {
 		return updatePlan{none: true}
 	}
@@ -215,13 +188,13 @@ func (c *Catalog) planUpdate(ctx context.Context, actor skills.User, req UpdateR
 // source that the actor may not read directly (could not draft) follows
 // that source as curated today: its curated ref, and no other; a ref the
 // actor names that is not that one is refused as the draft would be.
-func (c *Catalog) updateSource(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, rs recordedSource) (ImportRequest, error) {
+func (c *Catalog) updateSource(ctx context.Context, actor skills.User, req UpdateRequest, s *skills.Skill, rs skillsource.Recorded) (ImportRequest, error) {
 	// A recorded source is read as the daemon reads one: never relative to
 	// a working directory (recorded paths are absolute).
-	read := ImportRequest{Source: rs.base, Path: rs.rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout, recorded: true}
+	read := ImportRequest{Source: rs.Base, Path: rs.Rel, Ref: req.Ref, As: actor.UID, Timeout: req.Timeout, recorded: true}
 	refused := error(nil)
 	if req.API {
-		refused = c.checkSource(ctx, ImportRequest{Source: rs.base, As: actor.UID, API: true})
+		refused = c.checkSource(ctx, ImportRequest{Source: rs.Base, As: actor.UID, API: true})
 	}
 	if refused == nil {
 		read.inRoots = req.API
@@ -320,8 +293,8 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	defer src.cleanup()
-	u.Commit = src.commit
+	defer src.Close()
+	u.Commit = src.Commit
 	staging, err := c.store.NewStaging()
 	if err != nil {
 		return fail(err)
@@ -337,7 +310,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err := st.writeSlug(); err != nil {
 		return fail(err)
 	}
-	u.Warnings = nonNil(append(src.warnings, st.warnings...))
+	u.Warnings = api.NonNil(append(src.Warnings, st.warnings...))
 	if err := st.hashTree(); err != nil {
 		return fail(err)
 	}
@@ -360,7 +333,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if held {
 		u.Status = UpdateHeld
 		u.Note = fmt.Sprintf("the source still holds %s, a version it delivered before: the current version differs "+
-			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", datadir.ShortHash(st.hash))
+			"from the source's by a rollback or an edit (or the source went back to older content); --force installs the source's again", store.ShortHash(st.hash))
 		return u
 	}
 	if req.DryRun {
@@ -466,30 +439,30 @@ func (c *Catalog) recordedRef(ctx context.Context, s *skills.Skill) (string, err
 
 // findRecorded reads the source again and finds the skill's folder in it.
 // The caller cleans up the source.
-func (c *Catalog) findRecorded(ctx context.Context, req ImportRequest, rs recordedSource) (*source, found, error) {
+func (c *Catalog) findRecorded(ctx context.Context, req ImportRequest, rs skillsource.Recorded) (*source, skillsource.Found, error) {
 	src, cands, err := c.discover(ctx, req, &ImportResult{})
 	if err != nil {
-		return nil, found{}, err
+		return nil, skillsource.Found{}, err
 	}
-	rel := rs.rel
+	rel := rs.Rel
 	if rel == "" {
 		rel = "."
 	}
 	lim := c.lim.WithDefaults()
-	for _, f := range readFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes) {
+	for _, f := range skillsource.ReadFound(stageRoot(req, src), cands, lim.MaxManifest, lim.MaxTotalBytes) {
 		if f.Rel != rel {
 			continue
 		}
-		if f.err != nil {
-			src.cleanup()
-			return nil, found{}, f.err
+		if f.Err != nil {
+			src.Close()
+			return nil, skillsource.Found{}, f.Err
 		}
 		return src, f, nil
 	}
-	src.cleanup()
-	where := rs.base
-	if rs.rel != "" {
-		where += "//" + rs.rel
+	src.Close()
+	where := rs.Base
+	if rs.Rel != "" {
+		where += "//" + rs.Rel
 	}
-	return nil, found{}, fmt.Errorf("the source holds no skill at %s any more: %w", where, skills.ErrNotFound)
+	return nil, skillsource.Found{}, fmt.Errorf("the source holds no skill at %s any more: %w", where, skills.ErrNotFound)
 }

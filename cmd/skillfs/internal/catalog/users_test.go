@@ -227,8 +227,8 @@ func TestImportOfAUserDeletedMeanwhile(t *testing.T) {
 		t.Errorf("the old alice, with a new alice registered: %v, want not found", err)
 	}
 	src := skillDir(t, filepath.Join(t.TempDir(), "pdf"), "name: pdf\ndescription: x")
-	sel := &selection{src: &source{key: src, sourceType: skills.SourceUpload, cleanup: func() {}},
-		found: []found{{Candidate: skillsource.Candidate{Name: "pdf", Rel: ".", Dir: src}}}}
+	sel := &selection{src: &source{Tree: skillsource.Tree{Key: src, Type: skills.SourceUpload}},
+		found: []skillsource.Found{{Candidate: skillsource.Candidate{Name: "pdf", Rel: ".", Dir: src}}}}
 	if err := c.install(ctx, old, ImportRequest{Source: src}, sel, &ImportResult{}); !errors.Is(err, skills.ErrNotFound) {
 		t.Errorf("an import by the old alice: %v, want refused", err)
 	}

@@ -9,12 +9,13 @@ import (
 	"os"
 	"path/filepath"
 
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
+	"skillfs/cmd/skillfs/api"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/diff"
 	"skillfs/skills/manifest"
+	skillsource "skillfs/skills/source"
 	"skillfs/skills/store"
 )
 
@@ -93,10 +94,10 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 	for i, h := range []string{from, to} {
 		dir, err := c.versionDir(ctx, slug, h)
 		if err != nil {
-			return diff.Stat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", datadir.ShortHash(h))
+			return diff.Stat{}, fmt.Errorf("the content of version %s could not be fetched from the shared index (see the log)", store.ShortHash(h))
 		}
 		if _, err := os.Lstat(dir); err != nil {
-			return diff.Stat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", datadir.ShortHash(h))
+			return diff.Stat{}, fmt.Errorf("the content of version %s is missing from the store (see `skillfs check`)", store.ShortHash(h))
 		}
 		dirs[i] = dir
 	}
@@ -111,9 +112,9 @@ func (c *Catalog) versionStat(ctx context.Context, slug, from, to string, budget
 	if err != nil {
 		c.log.Warn("compare versions", "slug", slug, "from", from, "to", to, "err", err)
 		if errors.Is(err, fs.ErrNotExist) {
-			return diff.Stat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", datadir.ShortHash(from), datadir.ShortHash(to))
+			return diff.Stat{}, fmt.Errorf("a file of version %s or %s went missing from the store (see `skillfs check`)", store.ShortHash(from), store.ShortHash(to))
 		}
-		return diff.Stat{}, fmt.Errorf("versions %s and %s could not be compared: %w", datadir.ShortHash(from), datadir.ShortHash(to), errors.Unwrap(err))
+		return diff.Stat{}, fmt.Errorf("versions %s and %s could not be compared: %w", store.ShortHash(from), store.ShortHash(to), errors.Unwrap(err))
 	}
 	return stat, nil
 }
@@ -196,7 +197,7 @@ func (c *Catalog) DiffEach(ctx context.Context, as, slug, a, b string, text bool
 		return each(fc)
 	})
 	if err != nil {
-		return st, fmt.Errorf("diff %q %s..%s: %w", slug, datadir.ShortHash(from), datadir.ShortHash(to), err)
+		return st, fmt.Errorf("diff %q %s..%s: %w", slug, store.ShortHash(from), store.ShortHash(to), err)
 	}
 	return st, nil
 }
@@ -301,7 +302,7 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 		return nil, err
 	}
 	if s.Version == v.Hash {
-		return &Installed{Slug: slug, Name: DisplayName(s.Plugin, s.Name), Version: v.Hash,
+		return &Installed{Slug: slug, Name: skillsource.DisplayName(s.Plugin, s.Name), Version: v.Hash,
 			Warnings: []string{"it is the current version already: nothing changed"}}, nil
 	}
 	dir, err := c.versionDir(ctx, slug, v.Hash)
@@ -310,11 +311,11 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 	}
 	data, err := skills.ReadManifest(filepath.Join(dir, skills.ManifestName), skills.ManifestName, c.lim.MaxManifest, false)
 	if err != nil {
-		return nil, fmt.Errorf("read version %s of %q: %w", datadir.ShortHash(v.Hash), slug, err)
+		return nil, fmt.Errorf("read version %s of %q: %w", store.ShortHash(v.Hash), slug, err)
 	}
 	m, warnings, err := manifest.ParseStored(data, slug)
 	if err != nil {
-		return nil, fmt.Errorf("version %s of %q: %w", datadir.ShortHash(v.Hash), slug, err)
+		return nil, fmt.Errorf("version %s of %q: %w", store.ShortHash(v.Hash), slug, err)
 	}
 	next := *s
 	next.Name, next.Description = m.Name, m.Description
@@ -325,12 +326,12 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 		return nil, err
 	}
 	if err := policy.ValidateDependencies(snap, &next); err != nil {
-		return nil, fmt.Errorf("roll %q back to %s: %w", slug, datadir.ShortHash(v.Hash), err)
+		return nil, fmt.Errorf("roll %q back to %s: %w", slug, store.ShortHash(v.Hash), err)
 	}
 	if err := c.db.AddVersion(ctx, &next, v); err != nil { // stored already: only made current
 		return nil, err
 	}
 	c.markCurrent(ctx, &next, v.Hash, next.UpdatedAt)
 	c.log.Info("skill rolled back", "slug", slug, "from", s.Version, "to", v.Hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: nonNil(warnings)}, nil
+	return &Installed{Slug: slug, Name: skillsource.DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: api.NonNil(warnings)}, nil
 }

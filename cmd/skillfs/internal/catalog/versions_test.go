@@ -16,6 +16,8 @@ import (
 	"skillfs/index"
 	"skillfs/skills"
 	"skillfs/skills/diff"
+	"skillfs/skills/skilltest"
+	"skillfs/skills/store"
 )
 
 // putUsers adds ordinary users.
@@ -31,9 +33,7 @@ func putUsers(t testing.TB, c *Catalog, uids ...string) {
 // writeNotes rewrites notes.txt of a skill folder.
 func writeNotes(t testing.TB, dir, body string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteFile(t, filepath.Join(dir, "notes.txt"), []byte(body), 0o644)
 }
 
 // TestUpdateRefusesAReaderUpFront: a user who reads a skill but may not
@@ -118,7 +118,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 			t.Fatalf("update after a rollback (dry run %v): %+v", dry, u)
 		}
 		if cur, n := currentOf(t, c, "notes"); cur != v1 || n != 2 {
-			t.Fatalf("a held update installed something: current %s of %d versions", datadir.ShortHash(cur), n)
+			t.Fatalf("a held update installed something: current %s of %d versions", store.ShortHash(cur), n)
 		}
 	}
 	if u = updateOnly(t, c, "notes", true, true); u.Status != UpdateAvailable {
@@ -128,7 +128,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 		t.Fatalf("--force: %+v", u)
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != v2 || n != 2 {
-		t.Fatalf("after --force: current %s of %d versions", datadir.ShortHash(cur), n)
+		t.Fatalf("after --force: current %s of %d versions", store.ShortHash(cur), n)
 	}
 
 	// An online edit is held the same way.
@@ -145,7 +145,7 @@ func TestUpdateHoldsARollbackAndAnEdit(t *testing.T) {
 		t.Fatalf("update to new content: %+v", u)
 	}
 	if cur, n := currentOf(t, c, "notes"); cur != u.To || n != 4 {
-		t.Fatalf("after the new content: current %s of %d versions", datadir.ShortHash(cur), n)
+		t.Fatalf("after the new content: current %s of %d versions", store.ShortHash(cur), n)
 	}
 }
 
@@ -301,7 +301,7 @@ func TestVersionsWithMissingContent(t *testing.T) {
 	if vs[0].DiffStat == nil || vs[0].DiffStat.FilesChanged != 1 || vs[0].DiffStatError != "" {
 		t.Errorf("the newest pair: %+v", vs[0])
 	}
-	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+datadir.ShortHash(hashes[0])+" is missing from the store") ||
+	if vs[1].DiffStat != nil || !strings.Contains(vs[1].DiffStatError, "version "+store.ShortHash(hashes[0])+" is missing from the store") ||
 		strings.Contains(vs[1].DiffStatError, c.home) {
 		t.Errorf("the pair with the missing version: %+v", vs[1])
 	}

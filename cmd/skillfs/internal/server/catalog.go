@@ -12,6 +12,7 @@ import (
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/diff"
+	skillsource "skillfs/skills/source"
 	"skillfs/skills/store"
 )
 
@@ -111,19 +112,19 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 
 // diff answers the diff of two versions as the files are compared: the
 // answer holds one file's change at a time, never the whole (see
-// catalog.DiffJSON). A comparison the daemon cannot grant its memory soon
+// diff.JSONWriter). A comparison the daemon cannot grant its memory soon
 // is answered 503 busy with Retry-After (the daemon's diff gate). A failure
 // once the answer has begun (a file of the store gone, the client gone)
 // cuts it short: the client gets no JSON that looks whole.
 func (a *API) diff(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var j *catalog.DiffJSON
+	var j *diff.JSONWriter
 	st, err := a.Skills.DiffEach(r.Context(), actingAs(r), r.PathValue("slug"), q.Get("a"), q.Get("b"), true,
 		func(head *catalog.Diff) error {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			j = catalog.NewDiffJSON(w)
-			return j.Start(head)
+			j = diff.NewJSONWriter(w)
+			return j.Start(head.Slug, head.From, head.To)
 		},
 		func(fc *diff.FileChange) error { return j.File(fc) })
 	if err == nil {
@@ -276,7 +277,7 @@ func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 	// path, a name is that repository (nothing is looked up on disk).
 	// What it may read on this machine the catalog checks (admins
 	// only, inside the import roots) before anything is read.
-	req.Source = catalog.APISource(req.Source)
+	req.Source = skillsource.ExpandNameNoWorkDir(req.Source)
 	dr, err := a.Drafts.Prepare(r.Context(), catalog.ImportRequest{Source: req.Source, Ref: req.Ref, Path: req.Path,
 		Skills: req.Skills, All: req.All, Replace: req.Replace, As: actingAs(r), API: true})
 	reply(w, dr, err)

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // rootsOf opens dirs as the import roots.
@@ -20,36 +22,16 @@ func rootsOf(t testing.TB, dirs ...string) *ImportRoots {
 	return r
 }
 
-// symlink makes a symbolic link at link to target.
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// skillDir writes a folder holding a SKILL.md with the front matter front.
-func skillDir(t testing.TB, dir, front string) string {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\n"+front+"\n---\nbody\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // TestOpenImportRoots: a root is an existing folder, never /proc, /sys or
 // /dev or a folder in them, however it is spelled; the error names it.
 func TestOpenImportRoots(t *testing.T) {
 	tmp := t.TempDir()
 	file := filepath.Join(tmp, "file")
-	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	symlink(t, "/proc", filepath.Join(tmp, "proc-link"))
-	symlink(t, "/sys/kernel", filepath.Join(tmp, "sys-link"))
+	skilltest.WriteDir(t, tmp, fstest.MapFS{
+		"file":      skilltest.File("x"),
+		"proc-link": skilltest.Symlink("/proc"),
+		"sys-link":  skilltest.Symlink("/sys/kernel"),
+	})
 	for _, tc := range []struct {
 		root string
 		want error // nil: accepted
@@ -102,16 +84,18 @@ func TestOpenImportRoots(t *testing.T) {
 func TestImportRootsContain(t *testing.T) {
 	base := t.TempDir()
 	root, out := filepath.Join(base, "root"), filepath.Join(base, "out")
-	skillDir(t, filepath.Join(root, "skill"), "name: in\ndescription: inside")
-	skillDir(t, out, "name: out\ndescription: OUTSIDE-SECRET")
-	symlink(t, "skill", filepath.Join(root, "rel"))
-	symlink(t, filepath.Join(root, "skill"), filepath.Join(root, "abs"))
-	symlink(t, out, filepath.Join(root, "out"))
-	symlink(t, filepath.Join(out, "SKILL.md"), filepath.Join(root, "outfile"))
-	symlink(t, filepath.Join(out, "missing"), filepath.Join(root, "dangling"))
-	symlink(t, "../out", filepath.Join(root, "up"))
-	symlink(t, "/etc", filepath.Join(root, "etc"))
-	symlink(t, "/proc/self", filepath.Join(root, "self"))
+	skilltest.WriteDir(t, out, skilltest.Skill("name: out\ndescription: OUTSIDE-SECRET", "body\n", nil))
+	skilltest.WriteDir(t, root, fstest.MapFS{
+		"skill/SKILL.md": skilltest.File(skilltest.Manifest("name: in\ndescription: inside", "body\n")),
+		"rel":            skilltest.Symlink("skill"),
+		"abs":            skilltest.Symlink(filepath.Join(root, "skill")),
+		"out":            skilltest.Symlink(out),
+		"outfile":        skilltest.Symlink(filepath.Join(out, "SKILL.md")),
+		"dangling":       skilltest.Symlink(filepath.Join(out, "missing")),
+		"up":             skilltest.Symlink("../out"),
+		"etc":            skilltest.Symlink("/etc"),
+		"self":           skilltest.Symlink("/proc/self"),
+	})
 	r := rootsOf(t, root)
 	for p, in := range map[string]bool{
 		root:                                  true,
@@ -172,7 +156,7 @@ func TestImportRootsContain(t *testing.T) {
 	if err := os.Rename(root, root+".old"); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, out, root)
+	skilltest.WriteDir(t, base, fstest.MapFS{"root": skilltest.Symlink(out)})
 	if err := r.Contains(filepath.Join(root, "SKILL.md")); err == nil {
 		t.Errorf("a root swapped for a link to %s still holds what the link reaches", out)
 	}

@@ -169,7 +169,7 @@ func (c *Cache) Ensure(ctx context.Context, slug, hash string) (string, error) {
 		}
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return "", fmt.Errorf("the content of version %s of %q is missing from the store (see `skillfs check`): %w",
-				datadir.ShortHash(hash), slug, skills.ErrNotFound)
+				store.ShortHash(hash), slug, skills.ErrNotFound)
 		}
 		c.present.Store(dir, true)
 		return dir, nil
@@ -263,7 +263,7 @@ func (c *Cache) Verify(dir string, changed time.Time) error {
 // check --repair` quarantines it).
 func (c *Cache) verify(slug, hash, dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("version %s of %q is not in this host's store: %w", datadir.ShortHash(hash), slug, skills.ErrNotFound)
+		return fmt.Errorf("version %s of %q is not in this host's store: %w", store.ShortHash(hash), slug, skills.ErrNotFound)
 	}
 	at := store.ChangeClock()
 	got, _, _, err := store.TreeHash(dir)
@@ -272,7 +272,7 @@ func (c *Cache) verify(slug, hash, dir string) error {
 		c.verified.Store(dir, at)
 		return nil
 	case err != nil && !errors.Is(err, skills.ErrSpecialFile) && !errors.Is(err, iofs.ErrNotExist):
-		return fmt.Errorf("verify version %s of %q: %w", datadir.ShortHash(hash), slug, err)
+		return fmt.Errorf("verify version %s of %q: %w", store.ShortHash(hash), slug, err)
 	}
 	c.verified.Delete(dir)
 	c.damagedCopies.Add(1)
@@ -303,7 +303,7 @@ func (c *Cache) publishFetched(staging, slug, hash, dir string, meta *store.Vers
 	}
 	_, to, err := c.Store.Replace(staging, slug, hash, meta, "this host's copy no longer hashes to its name: "+derr.(error).Error())
 	if err != nil {
-		return fmt.Errorf("replace the damaged copy of version %s of %q: %w", datadir.ShortHash(hash), slug, err)
+		return fmt.Errorf("replace the damaged copy of version %s of %q: %w", store.ShortHash(hash), slug, err)
 	}
 	if to != "" {
 		c.Log.Warn("damaged copy of a version moved to the quarantine", "slug", slug, "version", hash, "to", to)
@@ -356,13 +356,13 @@ func (c *Cache) fill(ctx context.Context, slug, hash, dir string) (err error) {
 	m, err := c.DB.ContentManifest(ctx, slug, hash)
 	if errors.Is(err, skills.ErrNotFound) {
 		return fmt.Errorf("version %s of %q: its content is not in the shared index (the host that holds it stores it there when it starts): %w",
-			datadir.ShortHash(hash), slug, skills.ErrNotFound)
+			store.ShortHash(hash), slug, skills.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
 	if err := m.CheckLimits(c.Limits); err != nil {
-		return fmt.Errorf("version %s of %q in the shared index is over this host's limits: %w", datadir.ShortHash(hash), slug, err)
+		return fmt.Errorf("version %s of %q in the shared index is over this host's limits: %w", store.ShortHash(hash), slug, err)
 	}
 	staging, err := c.Store.NewStaging()
 	if err != nil {
@@ -382,7 +382,7 @@ func (c *Cache) fill(ctx context.Context, slug, hash, dir string) (err error) {
 			c.damagedCopies.Add(1)
 			return fmt.Errorf("the content of version %s of %q in the shared index is damaged: %w", hash, slug, err)
 		}
-		return fmt.Errorf("fetch version %s of %q: %w", datadir.ShortHash(hash), slug, err)
+		return fmt.Errorf("fetch version %s of %q: %w", store.ShortHash(hash), slug, err)
 	}
 	if got != hash {
 		c.damagedCopies.Add(1)
@@ -456,7 +456,7 @@ func (c *Cache) UploadMissing(ctx context.Context, r *datadir.Report) error {
 			}
 			continue
 		}
-		r.Act("stored the content of %s/%s in the shared index", v.Slug, datadir.ShortHash(v.Hash))
+		r.Act("stored the content of %s/%s in the shared index", v.Slug, store.ShortHash(v.Hash))
 	}
 	if n := len(r.Unfetchable); n > 0 {
 		c.Log.Warn("versions whose content is in no host's reach from here: the shared index lacks it and this host does not hold it "+

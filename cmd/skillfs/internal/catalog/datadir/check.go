@@ -336,12 +336,3 @@ func sortRefs(r []VersionRef) {
 		return r[i].Hash < r[j].Hash
 	})
 }
-
-// ShortHash is a version hash (or a commit) as messages name it: its first
-// 12 characters.
-func ShortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
-}

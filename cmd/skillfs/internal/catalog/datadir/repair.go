@@ -245,7 +245,7 @@ func (d *Dir) FixCurrentVersions(ctx context.Context, r *Report) error {
 			if err := d.DB.SetCurrentVersion(ctx, s.Slug, v.Hash); err != nil {
 				return err
 			}
-			r.Act("skill %s: its current version %s has no content; now at %s", s.Slug, ShortHash(s.Version), ShortHash(v.Hash))
+			r.Act("skill %s: its current version %s has no content; now at %s", s.Slug, store.ShortHash(s.Version), store.ShortHash(v.Hash))
 			moved = true
 			break
 		}
@@ -268,7 +268,7 @@ func (d *Dir) ForgetLost(ctx context.Context, r *Report) error {
 		err := d.DB.ForgetVersion(ctx, m.Slug, m.Hash)
 		switch {
 		case err == nil:
-			r.Act("forgot version %s/%s: its content is gone (see the quarantine for any copy)", m.Slug, ShortHash(m.Hash))
+			r.Act("forgot version %s/%s: its content is gone (see the quarantine for any copy)", m.Slug, store.ShortHash(m.Hash))
 		case errors.Is(err, skills.ErrInvalid), errors.Is(err, skills.ErrNotFound):
 		default:
 			return err
@@ -320,7 +320,7 @@ func (d *Dir) Rebuild(ctx context.Context, storeID string, r *Report) error {
 		if err := d.DB.RestoreSkill(ctx, s, vs); err != nil {
 			return err
 		}
-		r.Act("rebuilt skill %s with %d versions (current %s)", slug, len(vs), ShortHash(s.Version))
+		r.Act("rebuilt skill %s with %d versions (current %s)", slug, len(vs), store.ShortHash(s.Version))
 		people[s.Creator] = true
 		for _, v := range vs {
 			people[v.Installer] = true
@@ -440,7 +440,7 @@ func (d *Dir) recoverSkill(slug string, hashes []string, r *Report) (*skills.Ski
 		v := f.meta.Version
 		vs[i] = &v
 		if f.derived {
-			r.Act("version %s/%s had no metadata: its provenance is unknown (recorded as %q)", slug, ShortHash(v.Hash), v.Source)
+			r.Act("version %s/%s had no metadata: its provenance is unknown (recorded as %q)", slug, store.ShortHash(v.Hash), v.Source)
 		}
 	}
 	if !slices.ContainsFunc(vs, func(v *skills.Version) bool { return v.Hash == s.Version }) {
