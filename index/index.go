@@ -1,8 +1,9 @@
 // Package index keeps the catalog's index: skills and their versions,
 // users, registered tools and MCP servers, sessions with their pinned
 // readable sets and mounts, activations and the event log. It is the only
-// package that speaks SQL; everything it returns is a type from package
-// skills.
+// package that speaks SQL; what it returns are the domain's types (package
+// skills), with a version's content listing (skills/store) and the
+// statistics of a comparison (skills/diff).
 //
 // The index lives in one of two backends, chosen by what Open is given. A
 // path is a SQLite file, the embedded default: one host's. A postgres:// URL

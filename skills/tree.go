@@ -101,14 +101,15 @@ func FileKind(m iofs.FileMode) string {
 }
 
 // RemoveTree removes p and everything below it, making read-only directories
-// writable first. A missing p is not an error.
+// (published content, a staged copy of it) writable by their owner alone
+// first. A missing p is not an error.
 func RemoveTree(p string) error {
 	if _, err := os.Lstat(p); errors.Is(err, iofs.ErrNotExist) {
 		return nil
 	}
 	_ = filepath.WalkDir(p, func(q string, d iofs.DirEntry, err error) error {
 		if d != nil && d.IsDir() {
-			_ = os.Chmod(q, 0o755)
+			_ = os.Chmod(q, 0o700)
 		}
 		return nil
 	})

@@ -232,3 +232,12 @@ type Bind struct {
 	PID    int    `json:"pid,omitempty"`
 	NS     string `json:"ns,omitempty"`
 }
+
+// DisplayName is how a skill shows in listings and prompts: plugin:name for
+// the skills of a plugin.
+func DisplayName(plugin, name string) string {
+	if plugin == "" {
+		return name
+	}
+	return plugin + ":" + name
+}

@@ -416,7 +416,7 @@ func (c *cli) skillList() *cobra.Command {
 			if !s.Enabled {
 				en = "no"
 			}
-			rows[i] = []string{s.Slug, truncate(source.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, store.ShortHash(s.Version), truncate(s.Description, 60)}
+			rows[i] = []string{s.Slug, truncate(skills.DisplayName(s.Plugin, s.Name), 40), s.SourceType, en, store.ShortHash(s.Version), truncate(s.Description, 60)}
 		}
 		c.table([]string{"SLUG", "NAME", "SOURCE", "ENABLED", "VERSION", "DESCRIPTION"}, rows)
 		return nil
@@ -447,7 +447,7 @@ func (c *cli) skillShow() *cobra.Command {
 		j := catalog.Summarize(d.Skill)
 		w := bufio.NewWriter(c.stdout)
 		defer w.Flush()
-		fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, source.DisplayName(j.Plugin, j.Name), j.Description)
+		fmt.Fprintf(w, "slug:         %s\nname:         %s\ndescription:  %s\n", j.Slug, skills.DisplayName(j.Plugin, j.Name), j.Description)
 		fmt.Fprintf(w, "enabled:      %v\nsource:       %s (%s)\ncreator:      %s\n", j.Enabled, d.Source, j.SourceType, j.Creator)
 		fmt.Fprintf(w, "share:        read %s", j.Share.Read)
 		if j.Share.Manage != "" {

@@ -104,15 +104,6 @@ func Namespaced(plugin, slug string) string {
 	return p + "-" + slug
 }
 
-// DisplayName is how a skill shows in listings and prompts: plugin:name for
-// the skills of a plugin.
-func DisplayName(plugin, name string) string {
-	if plugin == "" {
-		return name
-	}
-	return plugin + ":" + name
-}
-
 // Slug is the slug the skill would get (Want), or its folder's name when
 // its SKILL.md could not be read.
 func (f Found) Slug() string {
@@ -178,7 +169,7 @@ func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
 func (f Found) Matches(pattern string) bool {
 	vals := []string{f.Name, f.Rel, f.Want}
 	if f.Manifest != nil {
-		vals = append(vals, f.Manifest.Slug, f.Manifest.Name, DisplayName(f.Plugin, f.Manifest.Name))
+		vals = append(vals, f.Manifest.Slug, f.Manifest.Name, skills.DisplayName(f.Plugin, f.Manifest.Name))
 	}
 	for _, v := range vals {
 		if v == "" {

@@ -37,7 +37,7 @@ type StageOptions struct {
 	// Used, when set, is what the other skills of the same source staged
 	// before this one add up to: this one is counted on top of it against
 	// the files, entries and total bytes limits, and on success Used
-	// includes it. The limits are those of a source (the README says so),
+	// includes it. The limits are those of a source (skills/FORMAT.md says so),
 	// and a symlink is stored as a copy of its target, so without this a
 	// file that many skills link to would count once per skill.
 	Used *Usage
@@ -199,7 +199,7 @@ type stager struct {
 
 // junkNames are the bookkeeping of other tools (git, the macOS Finder and
 // its archiver) that a skill never needs. Staging leaves them out wherever
-// they are, without a warning: every git checkout has one, and the README
+// they are, without a warning: every git checkout has one, and skills/FORMAT.md
 // says they are skipped.
 var junkNames = []string{".git", ".DS_Store", "__MACOSX"}
 

@@ -196,7 +196,7 @@ func copyTree(t testing.TB, src, dst string) {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Chmod(dirs[i].p, dirs[i].m)
 	}
-	t.Cleanup(func() { datadir.RemoveTree(dst) })
+	t.Cleanup(func() { skills.RemoveTree(dst) })
 }
 
 // A missing, empty or foreign index beside published content is a damaged
@@ -407,7 +407,7 @@ func TestReconcileQuarantinesAndRestores(t *testing.T) {
 		t.Fatalf("not restored: %v", err)
 	}
 	c.Close()
-	datadir.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
+	skills.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
 }
 
 // Versions published before versions carried metadata get it at the next
@@ -468,7 +468,7 @@ func TestRepairQuarantinesTamperedContent(t *testing.T) {
 	if now.Version != vs[1] {
 		t.Errorf("top after repair at %s, want the older intact %s", now.Version, vs[1])
 	}
-	datadir.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
+	skills.RemoveTree(filepath.Join(home, storeDir, "quarantine"))
 }
 
 // A repair never runs under a live daemon.

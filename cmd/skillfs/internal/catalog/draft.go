@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/api"
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 	skillsource "skillfs/skills/source"
@@ -126,7 +125,7 @@ func (c *Catalog) prepare(ctx context.Context, actor skills.User, req ImportRequ
 	keep := false
 	defer func() {
 		if !keep {
-			datadir.RemoveTree(dir)
+			skills.RemoveTree(dir)
 		}
 	}()
 	var errs []error
@@ -173,7 +172,7 @@ func (r *importRun) draftOne(ctx context.Context, f skillsource.Found, dst strin
 		return nil, err
 	}
 	taken[st.slug] = true
-	return &DraftSkill{Slug: st.slug, Name: skillsource.DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
+	return &DraftSkill{Slug: st.slug, Name: skills.DisplayName(f.Plugin, st.m.Name), Description: st.m.Description,
 		Warnings: api.NonNil(st.warnings), Folder: f.Name, Rel: f.Rel, Version: st.hash,
 		Plugin: f.Plugin, Want: f.Want}, nil
 }
@@ -228,12 +227,12 @@ func (c *Catalog) loadDraft(ctx context.Context, actor skills.User, id string) (
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound) // another user's draft is not disclosed
 	}
 	if c.now().After(d.ExpiresAt) {
-		datadir.RemoveTree(dir)
+		skills.RemoveTree(dir)
 		return nil, "", fmt.Errorf("draft %q expired at %s: prepare it again: %w", id, d.ExpiresAt.Format(time.RFC3339), skills.ErrNotFound)
 	}
 	switch creator, err := c.db.User(ctx, d.Creator); {
 	case errors.Is(err, skills.ErrNotFound), err == nil && registered(creator) != rec.CreatorSince:
-		datadir.RemoveTree(dir)
+		skills.RemoveTree(dir)
 		return nil, "", fmt.Errorf("draft %q: %w", id, skills.ErrNotFound)
 	case err != nil:
 		return nil, "", err
@@ -279,7 +278,7 @@ func (c *Catalog) Confirm(ctx context.Context, as, id string, share *skills.Shar
 	}
 	err = c.install(ctx, installer, req, sel, res)
 	if err == nil {
-		datadir.RemoveTree(dir)
+		skills.RemoveTree(dir)
 		c.log.Info("import confirmed", "draft", id, "installed", len(res.Installed))
 	}
 	return res, err
@@ -295,7 +294,7 @@ func (c *Catalog) Discard(ctx context.Context, as, id string) error {
 	if err != nil {
 		return err
 	}
-	datadir.RemoveTree(dir)
+	skills.RemoveTree(dir)
 	return nil
 }
 
@@ -325,7 +324,7 @@ func (c *Catalog) removeDrafts(drop func(*Draft) bool) int {
 			}
 		}
 		if drop(d) {
-			datadir.RemoveTree(dir)
+			skills.RemoveTree(dir)
 			n++
 		}
 	}
@@ -381,7 +380,7 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
-	defer datadir.RemoveTree(work)
+	defer skills.RemoveTree(work)
 	path := filepath.Join(work, file)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"skillfs/cmd/skillfs/api"
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 	skillsource "skillfs/skills/source"
@@ -55,7 +54,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	defer datadir.RemoveTree(work)
+	defer skills.RemoveTree(work)
 	tree := filepath.Join(work, "tree")
 	if _, err := skillsource.StageDir(current, tree, c.lim); err != nil {
 		return nil, fmt.Errorf("copy the current version: %w", err)
@@ -67,7 +66,7 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 	if err != nil {
 		return nil, err
 	}
-	defer datadir.RemoveTree(staging) // a no-op once published
+	defer skills.RemoveTree(staging) // a no-op once published
 	st, err := c.stageTree(actor, s, tree, staging)
 	if err != nil {
 		return nil, err
@@ -89,12 +88,12 @@ func (c *Catalog) Edit(ctx context.Context, as, slug, rel string, content io.Rea
 		return nil, err
 	}
 	if st.unchanged() {
-		return &Installed{Slug: slug, Name: skillsource.DisplayName(s.Plugin, s.Name), Version: st.hash, Warnings: append(st.warnings, "no change: no new version")}, nil
+		return &Installed{Slug: slug, Name: skills.DisplayName(s.Plugin, s.Name), Version: st.hash, Warnings: append(st.warnings, "no change: no new version")}, nil
 	}
 	next, err := st.Publish(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.log.Info("skill edited", "slug", slug, "file", clean, "version", st.hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: skillsource.DisplayName(next.Plugin, next.Name), Version: st.hash, Warnings: api.NonNil(st.warnings)}, nil
+	return &Installed{Slug: slug, Name: skills.DisplayName(next.Plugin, next.Name), Version: st.hash, Warnings: api.NonNil(st.warnings)}, nil
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"skillfs/skills"
-	skillsource "skillfs/skills/source"
 )
 
 // Tiers of the whole catalog, in the order it is listed.
@@ -53,7 +52,7 @@ func (c *Catalog) Entries(ctx context.Context, as string) ([]Entry, error) {
 		if s.SourceType == skills.SourceBuiltin {
 			tier = TierBuiltin
 		}
-		out = append(out, Entry{Tier: tier, Slug: s.Slug, Name: skillsource.DisplayName(s.Plugin, s.Name), Description: s.Description,
+		out = append(out, Entry{Tier: tier, Slug: s.Slug, Name: skills.DisplayName(s.Plugin, s.Name), Description: s.Description,
 			Active: s.Enabled, Source: s.Source, Version: s.Version})
 	}
 	for _, s := range curated {

@@ -140,7 +140,7 @@ type Available struct {
 func available(f skillsource.Found) Available {
 	a := Available{Name: f.Name, Slug: f.Slug(), Path: f.Rel, Plugin: f.Plugin}
 	if f.Manifest != nil {
-		a.Name, a.Description = skillsource.DisplayName(f.Plugin, f.Manifest.Name), f.Manifest.Description
+		a.Name, a.Description = skills.DisplayName(f.Plugin, f.Manifest.Name), f.Manifest.Description
 	}
 	if f.Err != nil {
 		a.Status, a.Error = StatusRefused, f.Err.Error()

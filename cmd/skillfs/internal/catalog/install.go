@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"skillfs/cmd/skillfs/api"
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/policy"
 	"skillfs/skills"
 	skillsource "skillfs/skills/source"
@@ -53,7 +52,7 @@ func (r *importRun) importOne(ctx context.Context, f skillsource.Found) (*Instal
 	if err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
-	defer datadir.RemoveTree(staging) // a no-op once published (renamed away)
+	defer skills.RemoveTree(staging) // a no-op once published (renamed away)
 	st, err := r.stage(f, staging)
 	if err != nil {
 		return nil, err
@@ -79,7 +78,7 @@ func (r *importRun) importOne(ctx context.Context, f skillsource.Found) (*Instal
 	}
 	if st.unchanged() {
 		ex := st.existing
-		return &Installed{Slug: st.slug, Name: skillsource.DisplayName(ex.Plugin, ex.Name), Version: st.hash,
+		return &Installed{Slug: st.slug, Name: skills.DisplayName(ex.Plugin, ex.Name), Version: st.hash,
 			Warnings: api.NonNil(append(st.warnings, "content identical to the current version: no new version")),
 			Readable: policy.FormatScope(ex.Share.Read)}, nil
 	}
@@ -88,7 +87,7 @@ func (r *importRun) importOne(ctx context.Context, f skillsource.Found) (*Instal
 		return nil, err
 	}
 	c.log.Info("skill installed", "slug", st.slug, "version", st.hash, "source", st.origin)
-	in := &Installed{Slug: st.slug, Name: skillsource.DisplayName(sk.Plugin, sk.Name), Version: st.hash, Warnings: api.NonNil(st.warnings),
+	in := &Installed{Slug: st.slug, Name: skills.DisplayName(sk.Plugin, sk.Name), Version: st.hash, Warnings: api.NonNil(st.warnings),
 		Readable: policy.FormatScope(sk.Share.Read)}
 	if want := st.wantedSlug(); st.existing == nil && st.slug != want && strings.HasPrefix(st.slug, want+"-v") {
 		in.RenamedFrom = want
@@ -134,7 +133,7 @@ func (r *importRun) planOne(ctx context.Context, f skillsource.Found, a *Availab
 	if err != nil {
 		return err
 	}
-	defer datadir.RemoveTree(staging)
+	defer skills.RemoveTree(staging)
 	st, err := r.stage(f, filepath.Join(staging, "skill"))
 	if err != nil {
 		return err
@@ -165,7 +164,7 @@ func (r *importRun) planOne(ctx context.Context, f skillsource.Found, a *Availab
 		}
 	}
 	taken[st.slug] = true
-	a.Slug, a.Name, a.Description = st.slug, skillsource.DisplayName(f.Plugin, st.m.Name), st.m.Description
+	a.Slug, a.Name, a.Description = st.slug, skills.DisplayName(f.Plugin, st.m.Name), st.m.Description
 	a.Warnings = api.NonNil(append(slices.Clone(r.src.Warnings), st.warnings...))
 	a.Status = status
 	return nil

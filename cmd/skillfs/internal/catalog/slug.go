@@ -155,7 +155,7 @@ func reserved(actor skills.User, b *skills.Skill) error {
 		return fmt.Errorf("slug %q is reserved: no install may take it; %s: %w", b.Slug, rename, skills.ErrExists)
 	}
 	return fmt.Errorf("slug %q is reserved by the builtin skill %q (%s): no other install may take a builtin's slug; "+
-		"%s: %w", b.Slug, b.Slug, skillsource.DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
+		"%s: %w", b.Slug, b.Slug, skills.DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
 }
 
 // sameSource looks for the skill of the staged skill's source among base

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/api"
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -299,7 +298,7 @@ func (c *Catalog) updateOne(ctx context.Context, actor skills.User, req UpdateRe
 	if err != nil {
 		return fail(err)
 	}
-	defer datadir.RemoveTree(staging) // a no-op once published
+	defer skills.RemoveTree(staging) // a no-op once published
 	st, err := (&importRun{c: c, actor: actor, req: plan.read, src: src}).stage(f, staging)
 	if err != nil {
 		return fail(err)

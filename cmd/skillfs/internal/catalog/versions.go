@@ -15,7 +15,6 @@ import (
 	"skillfs/skills"
 	"skillfs/skills/diff"
 	"skillfs/skills/manifest"
-	skillsource "skillfs/skills/source"
 	"skillfs/skills/store"
 )
 
@@ -302,7 +301,7 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 		return nil, err
 	}
 	if s.Version == v.Hash {
-		return &Installed{Slug: slug, Name: skillsource.DisplayName(s.Plugin, s.Name), Version: v.Hash,
+		return &Installed{Slug: slug, Name: skills.DisplayName(s.Plugin, s.Name), Version: v.Hash,
 			Warnings: []string{"it is the current version already: nothing changed"}}, nil
 	}
 	dir, err := c.versionDir(ctx, slug, v.Hash)
@@ -333,5 +332,5 @@ func (c *Catalog) Rollback(ctx context.Context, as, slug, version string) (*Inst
 	}
 	c.markCurrent(ctx, &next, v.Hash, next.UpdatedAt)
 	c.log.Info("skill rolled back", "slug", slug, "from", s.Version, "to", v.Hash, "by", actor.UID)
-	return &Installed{Slug: slug, Name: skillsource.DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: api.NonNil(warnings)}, nil
+	return &Installed{Slug: slug, Name: skills.DisplayName(next.Plugin, next.Name), Version: v.Hash, Previous: s.Version, Warnings: api.NonNil(warnings)}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"skillfs/cmd/skillfs/internal/catalog/datadir"
 	"skillfs/index"
 	"skillfs/skills"
 	"skillfs/skills/diff"
@@ -232,7 +231,7 @@ func TestVersionsDiffStatsAreBoundedAndKept(t *testing.T) {
 	if err != nil || vs[0].DiffStat == nil || *vs[0].DiffStat != (diff.Stat{FilesChanged: 2, Insertions: 6000, Deletions: 6000}) {
 		t.Fatalf("default budget: %v %+v", err, vs)
 	}
-	datadir.RemoveTree(c.store.VersionPath("other", vs[1].Hash))
+	skills.RemoveTree(c.store.VersionPath("other", vs[1].Hash))
 	if again, err := c.Versions(ctx, "", "other"); err != nil || again[0].DiffStat == nil || *again[0].DiffStat != *vs[0].DiffStat || again[0].DiffStatError != "" {
 		t.Fatalf("kept stat after the content went: %v %+v", err, again)
 	}
@@ -293,7 +292,7 @@ func TestVersionsWithMissingContent(t *testing.T) {
 		}
 		hashes = append(hashes, res.Installed[0].Version)
 	}
-	datadir.RemoveTree(c.store.VersionPath("notes", hashes[0]))
+	skills.RemoveTree(c.store.VersionPath("notes", hashes[0]))
 	vs, err := c.Versions(ctx, "", "notes")
 	if err != nil || len(vs) != 3 {
 		t.Fatalf("versions with one missing: %v %+v", err, vs)

@@ -144,7 +144,7 @@ var (
 	descBytes    = prometheus.NewDesc("skillfs_store_bytes", "Bytes of the files of the versions kept in the store, as the index recorded them at install.", nil, nil)
 	descFuseReqs = prometheus.NewDesc("skillfs_fuse_requests_total", "FUSE requests the kernel sent, by operation.", []string{"op"}, nil)
 	descFuseErrs = prometheus.NewDesc("skillfs_fuse_request_errors_total",
-		"FUSE requests answered with an error, by operation and errno (some are expected answers: see the README).", []string{"op", "errno"}, nil)
+		"FUSE requests answered with an error, by operation and errno (some are expected answers: see the metrics in cmd/skillfs/api/API.md).", []string{"op", "errno"}, nil)
 	descFetches      = prometheus.NewDesc("skillfs_content_fetches_total", "Versions fetched from the shared index into this host's store.", nil, nil)
 	descFetchedBytes = prometheus.NewDesc("skillfs_content_fetched_bytes_total", "Bytes those fetches read from the shared index.", nil, nil)
 	descFetchFails   = prometheus.NewDesc("skillfs_content_fetch_failures_total",

@@ -18,7 +18,6 @@ import (
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/manifest"
-	skillsource "skillfs/skills/source"
 )
 
 // Activations returns a session's activated skills (those still readable, in
@@ -172,7 +171,7 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 				// SKILL.md without one), as `skill list` shows it.
 				name = sk.Name
 			}
-			name = skillsource.DisplayName(sk.Plugin, name)
+			name = skills.DisplayName(sk.Plugin, name)
 		}
 		e := entry{slug: p.Slug, name: name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
 		if inline[p.Slug] {

@@ -21,8 +21,8 @@ func (a *API) sessionRoutes(mux *Mux) {
 	mux.HandleFunc("DELETE /v1/sessions/{id}", a.closeSession)
 	mux.HandleFunc("POST /v1/sessions/{id}/move", a.moveSession)
 	mux.HandleFunc("POST /v1/sessions/{id}/refresh", a.refresh)
-	mux.HandleFunc("POST /v1/sessions/{id}/mounts", a.mount)
-	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", a.unmount)
+	mux.HandleFunc("POST /v1/sessions/{id}/mounts", a.bind)
+	mux.HandleFunc("DELETE /v1/sessions/{id}/mounts", a.unbind)
 	mux.HandleFunc("GET /v1/sessions/{id}/activations", a.activations)
 	mux.HandleFunc("GET /v1/sessions/{id}/audit", a.audit)
 	mux.HandleFunc("GET /v1/sessions/{id}/prompt", a.prompt)
@@ -110,7 +110,7 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 	reply(w, info, err)
 }
 
-func (a *API) mount(w http.ResponseWriter, r *http.Request) {
+func (a *API) bind(w http.ResponseWriter, r *http.Request) {
 	var req skills.Bind
 	if !readJSON(w, r, &req) {
 		return
@@ -119,7 +119,7 @@ func (a *API) mount(w http.ResponseWriter, r *http.Request) {
 	reply(w, api.BindResult{Session: r.PathValue("id"), Target: b.Target, PID: b.PID}, err)
 }
 
-func (a *API) unmount(w http.ResponseWriter, r *http.Request) {
+func (a *API) unbind(w http.ResponseWriter, r *http.Request) {
 	target := r.URL.Query().Get("target")
 	pid := 0
 	if p := r.URL.Query().Get("pid"); p != "" {

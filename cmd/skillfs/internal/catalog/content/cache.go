@@ -368,7 +368,7 @@ func (c *Cache) fill(ctx context.Context, slug, hash, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer datadir.RemoveTree(staging) // a no-op once published
+	defer skills.RemoveTree(staging) // a no-op once published
 	got, err := store.WriteContent(staging, m.Entries, func(sum string) ([]byte, error) {
 		data, err := c.DB.Chunk(ctx, sum)
 		if errors.Is(err, skills.ErrNotFound) {

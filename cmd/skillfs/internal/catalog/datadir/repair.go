@@ -480,14 +480,3 @@ func (d *Dir) deriveMeta(slug, hash, dir string) (*store.VersionMeta, error) {
 	}, nil
 }
 
-// RemoveTree removes a tree of the data directory (a staging folder, a
-// temporary copy, a draft) even when published content made it read-only.
-func RemoveTree(path string) {
-	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(path)
-}
