@@ -479,4 +479,3 @@ func (d *Dir) deriveMeta(slug, hash, dir string) (*store.VersionMeta, error) {
 			Installer: d.Operator, InstalledAt: at, Files: files, Bytes: size},
 	}, nil
 }
-
