@@ -360,3 +360,24 @@ func TestAPIRepositoryObjectsInsideImportRoots(t *testing.T) {
 		t.Errorf("a repository of its own in the root: %+v, %v", d, err)
 	}
 }
+
+// TestExistingPathNamedLikeARef: a local repository whose own path holds a
+// "#" is that path, read at its HEAD; the text after "#" is no ref of it
+// (a path that exists is always that path), while PATH#ref, where only
+// PATH exists, still names the ref.
+func TestExistingPathNamedLikeARef(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	repo := filepath.Join(t.TempDir(), "repo#v1")
+	bareRepo(t, repo, "name: pdf\ndescription: V1")
+	gitBranch(t, repo, "main2", "name: pdf\ndescription: MAIN")
+	runGit(t, repo, "symbolic-ref", "HEAD", "refs/heads/main2")
+	d, err := c.Prepare(ctx, ImportRequest{Source: repo})
+	if err != nil || len(d.Skills) != 1 || d.Skills[0].Description != "MAIN" {
+		t.Fatalf("an existing path holding a #: %+v, %v; want its HEAD (MAIN)", d, err)
+	}
+	d, err = c.Prepare(ctx, ImportRequest{Source: repo + "#v1"})
+	if err != nil || len(d.Skills) != 1 || d.Skills[0].Description != "V1" {
+		t.Fatalf("PATH#v1: %+v, %v; want the tag (V1)", d, err)
+	}
+}
