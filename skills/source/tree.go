@@ -96,9 +96,9 @@ type ResolveOptions struct {
 	// ExpandNameNoWorkDir).
 	NoWorkDir bool
 	// Check, when set, is called with the spec as expanded (see
-	// ExpandName), before anything of it is looked up: the caller's check
-	// of who may read what it names.
-	Check func(spec string) error
+	// ExpandName) and parsed, before anything of it is looked up: the
+	// caller's check of who may read what it names.
+	Check func(spec git.Spec) error
 	// Guard, when set, is called with every path on this machine the spec
 	// names (and the source as messages name it) before anything of it is
 	// opened: the caller's fence around what no source may be.
@@ -139,13 +139,13 @@ func Resolve(ctx context.Context, spec string, opts ResolveOptions) (*Tree, erro
 	} else {
 		spec = ExpandName(spec)
 	}
+	// The one parse of the source as a git spec, "URL#ref:path".
+	gspec := git.ParseSpec(spec)
 	if opts.Check != nil {
-		if err := opts.Check(spec); err != nil {
+		if err := opts.Check(gspec); err != nil {
 			return nil, err
 		}
 	}
-	// The one parse of the source as a git spec, "URL#ref:path".
-	gspec := git.ParseSpec(spec)
 	sub := opts.Path
 	if _, err := opts.stat(spec); err != nil && gspec.Git.Path != "" {
 		if sub != "" && sub != gspec.Git.Path {

@@ -352,9 +352,9 @@ func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, erro
 		Ref: req.Ref, Path: req.Path, Display: req.Display, NoWorkDir: req.API || req.recorded,
 		Confine: c.objectsConfined(req), Log: c.log}
 	if req.API {
-		opts.Check = func(spec string) error {
-			req.Source = spec
-			return c.checkSource(ctx, req)
+		opts.Check = func(spec git.Spec) error {
+			req.Source = spec.Given
+			return c.checkSpec(ctx, req, spec)
 		}
 	}
 	if !req.upload {

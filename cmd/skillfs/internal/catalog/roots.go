@@ -19,10 +19,14 @@ import (
 // It reads nothing, and its answer for a path outside the roots is the same
 // whether the path exists or not.
 func (c *Catalog) checkSource(ctx context.Context, req ImportRequest) error {
+	return c.checkSpec(ctx, req, git.ParseSpec(req.Source))
+}
+
+// checkSpec is checkSource of the request's source parsed as spec.
+func (c *Catalog) checkSpec(ctx context.Context, req ImportRequest, spec git.Spec) error {
 	if strings.TrimSpace(req.Source) == "" {
 		return fmt.Errorf("no source given: name a git URL or repository, or send the skill as the body: %w", skills.ErrInvalid)
 	}
-	spec := git.ParseSpec(req.Source)
 	sp, perr := spec.LocalPaths()
 	if perr == nil && !sp.Local() {
 		return nil
