@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"net/http"
+	"skillfs/skills"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,7 @@ func (m *Metrics) addListener(lim *listenerLimits) {
 }
 
 // importStage counts the requests of one import stage that h answers, by
-// outcome: "ok", or the error code (ErrorCode) its status stands for.
+// outcome: "ok", or the code of the error it answered (see writeErr).
 func (m *Metrics) importStage(stage string, h http.HandlerFunc) http.Handler {
 	if m == nil {
 		return h
@@ -112,33 +113,28 @@ func (m *Metrics) importStage(stage string, h http.HandlerFunc) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r)
-		m.imports.WithLabelValues(stage, outcomeOf(sw.status)).Inc()
+		outcome := sw.code
+		switch {
+		case outcome != "":
+		case sw.status >= http.StatusBadRequest:
+			outcome = skills.ClassInternal.Name // an answer not in the error shape
+		default:
+			outcome = "ok"
+		}
+		m.imports.WithLabelValues(stage, outcome).Inc()
 		m.importSeconds.WithLabelValues(stage).Observe(time.Since(start).Seconds())
 	})
 }
 
-// importOutcomes are the outcomes outcomeOf names.
-var importOutcomes = []string{"ok", "invalid", "permission", "not_found", "conflict", "damaged", "internal"}
-
-// outcomeOf names the outcome of a request by its status: "ok", else the
-// error code ErrorCode gives that status.
-func outcomeOf(status int) string {
-	switch status {
-	case 0, http.StatusOK:
-		return "ok"
-	case http.StatusBadRequest:
-		return "invalid"
-	case http.StatusForbidden:
-		return "permission"
-	case http.StatusNotFound:
-		return "not_found"
-	case http.StatusConflict:
-		return "conflict"
-	case http.StatusServiceUnavailable:
-		return "damaged"
+// importOutcomes are the outcomes an import is counted under: "ok" and
+// every error code.
+var importOutcomes = func() []string {
+	out := []string{"ok"}
+	for _, c := range skills.Classes {
+		out = append(out, c.Name)
 	}
-	return "internal"
-}
+	return out
+}()
 
 // instrument counts the API requests h answers, by the pattern of the route
 // mux chose (never the raw path: the label stays bounded) and status.
@@ -167,10 +163,12 @@ func (m *Metrics) instrument(mux *http.ServeMux, h http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status a handler answered.
+// statusWriter remembers the status a handler answered, and the code of
+// the error it answered (writeErr), if any.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	code   string
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -11,13 +11,6 @@ import (
 	"skillfs/skills"
 )
 
-// ErrorCode names the kind of err for API clients, with its HTTP status
-// (skills.Kinds).
-func ErrorCode(err error) (string, int) {
-	k, _ := skills.KindOf(err)
-	return k.Name, k.HTTP
-}
-
 // unrouted answers a request no route takes, in the error shape: 405 with
 // the methods the path does take, else 404.
 func unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
@@ -40,11 +33,22 @@ func unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 }
 
 // writeErr answers err in the error shape, with the status of its kind
-// (and a Retry-After when it is a BusyError).
+// (and a Retry-After when it is a BusyError), and tells the writers that
+// count answers (statusWriter) its code.
 func writeErr(w http.ResponseWriter, err error) {
 	retryAfter(w, err)
-	code, status := ErrorCode(err)
-	writeJSON(w, status, api.Error{Error: skills.Message(err), Code: code})
+	k, _ := skills.KindOf(err)
+	for u := w; u != nil; {
+		if sw, ok := u.(*statusWriter); ok {
+			sw.code = k.Name
+		}
+		un, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		u = un.Unwrap()
+	}
+	writeJSON(w, k.HTTP, api.Error{Error: skills.Message(err), Code: k.Name})
 }
 
 // reply answers v, or err when it is not nil.
