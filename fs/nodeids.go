@@ -144,13 +144,6 @@ func (t *nodeTable) get(id uint64) (owner, bool) {
 	return o, ok
 }
 
-// len returns how many owners the table holds.
-func (t *nodeTable) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.owners)
-}
-
 // drop ends the service of an owner: it leaves the table now if the kernel
 // holds none of its nodes, else at the FORGET of the last.
 func (t *nodeTable) drop(id uint64, r *kernelRefs) {

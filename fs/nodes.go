@@ -177,15 +177,18 @@ func (s *Server) lookupSkill(ss *session, slug string, out *fuse.EntryOut) fuse.
 	if ss.gone.Load() {
 		return fuse.ENOENT
 	}
-	st := fuse.ENOENT
+	var tried *grant
 	for range 2 { // once more when a version swap dropped the grant found
-		if g := ss.grant(slug); g != nil {
-			if st = s.lookupGrant(g, out); st != fuse.ENOENT {
-				return st
-			}
+		g := ss.grant(slug)
+		if g == nil || g == tried {
+			break // the same grant would fail the same way (a walk is not remembered when it fails)
+		}
+		tried = g
+		if st := s.lookupGrant(g, out); st != fuse.ENOENT {
+			return st
 		}
 	}
-	return st
+	return fuse.ENOENT
 }
 
 // lookupGrant answers the lookup of the directory of skill grant g.

@@ -115,7 +115,8 @@ type Options struct {
 	// AuditReads counts, per session, the reads of every file that reach
 	// the daemon (reads the kernel serves from its page cache, or with
 	// Passthrough from the backing file, never do) and when the first of
-	// them came, for TakeReads. A read costs an atomic add.
+	// them came, for TakeReads. A read costs a map lookup under one lock
+	// shared by every read of the mount.
 	AuditReads bool
 
 	// kernelWritable leaves the mount writable at the VFS level so tests can
