@@ -50,6 +50,7 @@ func (c *Client) Call(ctx context.Context, method, path string, body, out any) (
 			return d.DialContext(ctx, "unix", c.Socket)
 		},
 	}}
+	defer hc.CloseIdleConnections() // a connection kept alive would hold one of the socket's slots
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

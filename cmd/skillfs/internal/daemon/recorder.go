@@ -63,7 +63,7 @@ type activatedEvents struct{ h *events.Hub }
 func (a activatedEvents) RecordActivated(store func(evs ...*skills.Event) error, evs ...activation.Activated) error {
 	out := make([]api.Event, len(evs))
 	for i, e := range evs {
-		out[i] = api.Event{Type: skills.EventActivated, Session: e.Session, Slug: e.Slug, At: e.At, Tools: e.Tools, MCPs: e.MCPs}
+		out[i] = events.Adds{Tools: e.Tools, MCPs: e.MCPs}.Activated(e.Session, e.Slug, e.At)
 	}
 	return a.h.Record(store, out...)
 }

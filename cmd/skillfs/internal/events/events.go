@@ -22,8 +22,8 @@ type Adds struct {
 	MCPs  []string `json:"mcps"`
 }
 
-// AddsOf is the payload of activated event e.
-func AddsOf(e api.Event) Adds { return Adds{Tools: api.NonNil(e.Tools), MCPs: api.NonNil(e.MCPs)} }
+// addsOf is the payload of activated event e.
+func addsOf(e api.Event) Adds { return Adds{Tools: api.NonNil(e.Tools), MCPs: api.NonNil(e.MCPs)} }
 
 // Activated is the activated event of session's first open of slug at at,
 // adding what a holds.
@@ -41,7 +41,7 @@ func Stored(e api.Event) *skills.Event {
 	s := &skills.Event{Type: e.Type, Session: e.Session, Slug: e.Slug, At: e.At}
 	switch e.Type {
 	case skills.EventActivated:
-		s.Payload, _ = json.Marshal(AddsOf(e)) // lists of strings always encode
+		s.Payload, _ = json.Marshal(addsOf(e)) // lists of strings always encode
 	case skills.EventMoved:
 		s.Payload, _ = json.Marshal(movedTo{Host: e.Host}) // a string always encodes
 	}
