@@ -51,7 +51,7 @@ const (
 )
 
 // Budget is what one request may spend comparing trees, shared by
-// every Trees call it makes. A file whose bytes do not fit what is
+// every comparison (TreeDiff.Each) it makes. A file whose bytes do not fit what is
 // left is reported not compared (FileChange.NotCompared) and the files
 // after it are still compared; once the steps run out, or no byte is
 // left, every file after is not compared. So the work and memory of a
@@ -200,29 +200,6 @@ func listTree(root string) (map[string]treeFile, error) {
 	return out, err
 }
 
-// Trees compares the published trees a (old) and b (new), either ""
-// for an empty tree, file by file in path order. With text set, changed
-// text files get a unified diff, all of them together cut at maxOutput
-// bytes (0: DefaultOutput); without, only the line counts, and no
-// edit script is built. The work is taken from budget (nil: a budget of
-// its own, NewBudget(0, 0)). It keeps every change; TreeDiff.Each
-// hands them on one at a time instead.
-func Trees(a, b string, text bool, maxOutput int, budget *Budget) ([]FileChange, error) {
-	td, err := Open(a, b)
-	if err != nil {
-		return nil, err
-	}
-	out := []FileChange{}
-	err = td.Each(text, maxOutput, budget, func(c *FileChange) error {
-		out = append(out, *c)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // TreeDiff is a comparison of two published trees, listed and not yet
 // read: what it will hold is known (Memory) before it runs (Each).
 type TreeDiff struct {
@@ -321,7 +298,7 @@ func pairMemory(sa, sb int64, text bool, longest int) int64 {
 	return n
 }
 
-// Each compares the trees file by file in path order, as Trees does,
+// Each compares the trees file by file in path order
 // and hands fn each file that changed, as it is made; an error of fn stops
 // it. The change is fn's to keep; none is kept here.
 func (td *TreeDiff) Each(text bool, maxOutput int, budget *Budget, fn func(*FileChange) error) error {

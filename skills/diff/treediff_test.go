@@ -41,7 +41,7 @@ func TestDiffTreesExact(t *testing.T) {
 		"run/tool.txt":      "x\n",
 		skills.MetaFileName: `{"other": true}`,
 	})
-	changes, err := Trees(a, b, true, 0, nil)
+	changes, err := trees(a, b, true, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +95,10 @@ changed tail.txt
 		t.Errorf("stat %+v", st)
 	}
 	// The other way round, and against itself.
-	if back, _ := Trees(b, a, false, 0, nil); StatOf(back) != (Stat{FilesAdded: 1, FilesRemoved: 1, FilesChanged: 3, Insertions: 3, Deletions: 5, LinesUnknown: 1}) {
+	if back, _ := trees(b, a, false, 0, nil); StatOf(back) != (Stat{FilesAdded: 1, FilesRemoved: 1, FilesChanged: 3, Insertions: 3, Deletions: 5, LinesUnknown: 1}) {
 		t.Errorf("reverse stat %+v", StatOf(back))
 	}
-	if none, _ := Trees(a, a, true, 0, nil); len(none) != 0 {
+	if none, _ := trees(a, a, true, 0, nil); len(none) != 0 {
 		t.Errorf("a tree differs from itself: %+v", none)
 	}
 }
@@ -109,7 +109,7 @@ func TestDiffTreesBounds(t *testing.T) {
 	big := strings.Repeat("line\n", MaxFileBytes/5+1)
 	a := diffTree(t, map[string]string{"big.txt": big, "x.txt": "1\n", "y.txt": "1\n"})
 	b := diffTree(t, map[string]string{"big.txt": big + "more\n", "x.txt": "2\n", "y.txt": "2\n"})
-	changes, err := Trees(a, b, true, 50, nil) // one 42-byte diff fits, two do not
+	changes, err := trees(a, b, true, 50, nil) // one 42-byte diff fits, two do not
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func diffAllocated(t *testing.T, a, b string, text bool) ([]FileChange, uint64) 
 	t.Helper()
 	var changes []FileChange
 	var err error
-	n := allocated(func() { changes, err = Trees(a, b, text, 0, nil) })
+	n := allocated(func() { changes, err = trees(a, b, text, 0, nil) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestDiffOfWhollyDifferentFilesIsBounded(t *testing.T) {
 	a, b = diffTree(t, many), diffTree(t, manyOther)
 	var changes []FileChange
 	budget := NewBudget(0, 0)
-	n := allocated(func() { changes, _ = Trees(a, b, false, 0, budget) })
+	n := allocated(func() { changes, _ = trees(a, b, false, 0, budget) })
 	if n > files<<20 {
 		t.Errorf("%d pairs: %d bytes allocated", files, n)
 	}
@@ -264,7 +264,7 @@ func TestDiffOfWhollyDifferentFilesIsBounded(t *testing.T) {
 		}
 	}
 	// The same request again comes out the same.
-	again, _ := Trees(a, b, false, 0, NewBudget(0, 0))
+	again, _ := trees(a, b, false, 0, NewBudget(0, 0))
 	if StatOf(again) != st {
 		t.Errorf("the same budget gave %+v, then %+v", st, StatOf(again))
 	}
@@ -312,7 +312,7 @@ func TestNumberingLinesIsCharged(t *testing.T) {
 	a := diffTree(t, map[string]string{"f.txt": "old\n" + same + "old\n"})
 	b := diffTree(t, map[string]string{"f.txt": "new\n" + same + "new\n"})
 	budget := NewBudget(0, 60000) // the search alone takes about 40,000 (a snake each way)
-	changes, err := Trees(a, b, false, 0, budget)
+	changes, err := trees(a, b, false, 0, budget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestNumberingLinesIsCharged(t *testing.T) {
 		t.Errorf("40,004 lines to number in 60,000 steps: %+v, %d steps left", changes, budget.Steps)
 	}
 	budget = NewBudget(0, 100000)
-	if changes, _ = Trees(a, b, false, 0, budget); len(changes) != 1 || changes[0].Added != 2 || changes[0].Removed != 2 {
+	if changes, _ = trees(a, b, false, 0, budget); len(changes) != 1 || changes[0].Added != 2 || changes[0].Removed != 2 {
 		t.Errorf("in 100,000 steps: %+v", changes)
 	}
 }
@@ -334,7 +334,7 @@ func TestFileOverTheBudgetLeavesTheOthers(t *testing.T) {
 	a := diffTree(t, map[string]string{"a.bin": big, "m.txt": mid + "old\n", "z.md": "one\n"})
 	b := diffTree(t, map[string]string{"a.bin": big, "m.txt": mid + "new\n", "z.md": "two\n"})
 	budget := NewBudget(150<<10, 0) // neither a.bin (4 MiB) nor m.txt (200 KB) fits
-	changes, err := Trees(a, b, true, 0, budget)
+	changes, err := trees(a, b, true, 0, budget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func TestFileDiffOverItsLimit(t *testing.T) {
 	lines := MaxFileOutput/300/2 + 100 // removed and added: past the limit
 	a := diffTree(t, map[string]string{"big.txt": long("a", lines), "z.txt": "one\n"})
 	b := diffTree(t, map[string]string{"big.txt": long("b", lines), "z.txt": "two\n"})
-	changes, err := Trees(a, b, true, 0, nil)
+	changes, err := trees(a, b, true, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,4 +501,27 @@ func BenchmarkDiffLargeTree(b *testing.B) {
 			b.ReportMetric(float64(bound)/(1<<20), "mem-bound-MiB")
 		})
 	}
+}
+
+// trees compares the published trees a (old) and b (new), either ""
+// for an empty tree, file by file in path order. With text set, changed
+// text files get a unified diff, all of them together cut at maxOutput
+// bytes (0: DefaultOutput); without, only the line counts, and no
+// edit script is built. The work is taken from budget (nil: a budget of
+// its own, NewBudget(0, 0)). It keeps every change, as the tests
+// want them; TreeDiff.Each hands them on one at a time.
+func trees(a, b string, text bool, maxOutput int, budget *Budget) ([]FileChange, error) {
+	td, err := Open(a, b)
+	if err != nil {
+		return nil, err
+	}
+	out := []FileChange{}
+	err = td.Each(text, maxOutput, budget, func(c *FileChange) error {
+		out = append(out, *c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"skillfs/skills"
-	"skillfs/skills/manifest"
 )
 
 // Agents whose skill folders AgentDirs knows.
@@ -282,10 +281,6 @@ func (s *agentScan) guarded(dir, manifest string) error {
 	return s.guard(filepath.Join(dir, manifest))
 }
 
-// agentManifestNames are the manifest names a skill folder may use, in
-// order of preference.
-var agentManifestNames = []string{skills.ManifestName, "skill.md"}
-
 // locateAgentSkill reports what sub, an entry of a folder being searched,
 // is: a skill (its real path and manifest name), a folder that is not one
 // (isDir), or something else. problem says why an entry that may have been
@@ -306,7 +301,7 @@ func locateAgentSkill(sub string, e iofs.DirEntry) (real, manifest string, isDir
 	if err != nil {
 		return "", "", false, fmt.Sprintf("skip %s: %v", sub, err)
 	}
-	for _, name := range agentManifestNames {
+	for _, name := range manifestNames {
 		if mfi, err := os.Stat(filepath.Join(sub, name)); err == nil && mfi.Mode().IsRegular() {
 			return real, name, true, ""
 		}
@@ -320,7 +315,7 @@ func loadAgentSkill(d AgentDir, dir, real, manifest, folder string) (FoundSkill,
 	if err != nil {
 		return FoundSkill{}, err
 	}
-	m, warnings, err := parseAgentManifest(data, folder)
+	m, warnings, err := ParseManifest(data, folder)
 	if err != nil {
 		return FoundSkill{}, err
 	}
@@ -342,10 +337,4 @@ func loadAgentSkill(d AgentDir, dir, real, manifest, folder string) (FoundSkill,
 // FIFO or device by that name is refused unread, without blocking.
 func readAgentManifest(path string) ([]byte, error) {
 	return skills.ReadManifest(path, filepath.Base(path), agentManifestMax, true)
-}
-
-// parseAgentManifest parses leniently, with the folder name for a skill whose
-// frontmatter has no usable name: agents name such skills after their folder.
-func parseAgentManifest(data []byte, folder string) (*manifest.Manifest, []string, error) {
-	return ParseManifest(data, folder)
 }

@@ -395,7 +395,7 @@ func FuzzParseAgentManifest(f *testing.F) {
 	f.Add([]byte("---\nname: [\n---\n"), "x")
 	f.Add([]byte("---\r\nslug: Bad Slug\r\ndescription: y\r\n---\r\n"), "good")
 	f.Fuzz(func(t *testing.T, data []byte, folder string) {
-		m, _, err := parseAgentManifest(data, folder)
+		m, _, err := ParseManifest(data, folder)
 		if err != nil {
 			return
 		}

@@ -373,7 +373,7 @@ func pluginByPath(rel string, names map[string]string) string {
 // that name counts, even a symlink: staging then rejects it by name, which
 // says more than silently finding no skill.
 func hasManifest(dir string) bool {
-	for _, n := range []string{skills.ManifestName, lowerManifestName} {
+	for _, n := range manifestNames {
 		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && !fi.IsDir() {
 			return true
 		}

@@ -177,7 +177,7 @@ func ReadSkillManifest(root, dir string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	var skipped []string // manifests that are links left out, and why
-	for _, name := range []string{skills.ManifestName, lowerManifestName} {
+	for _, name := range manifestNames {
 		rel, err := filepath.Rel(realRoot, filepath.Join(realDir, name))
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 			return nil, fmt.Errorf("%s: the skill folder is outside the source: %w", name, skills.ErrUnsafePath)

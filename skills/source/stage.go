@@ -19,6 +19,10 @@ import (
 // renamed to ManifestName in the staged copy.
 const lowerManifestName = "skill.md"
 
+// manifestNames are the names a skill's manifest may have, in order of
+// preference.
+var manifestNames = []string{skills.ManifestName, lowerManifestName}
+
 // StageResult describes a staged skill tree.
 type StageResult struct {
 	Files    int      // regular files copied

@@ -12,7 +12,13 @@ import (
 // holds either; see confine.SourceFence. Every way a local path becomes a source
 // calls it before opening anything of it.
 func (c *Catalog) guardSource(given, p string, walked bool) error {
-	return confine.NewSourceFence(c.home, c.db.Files()).Check(given, p, walked)
+	return c.sourceFence().Check(given, p, walked)
+}
+
+// sourceFence is the fence of the data directory and the index as they
+// are now.
+func (c *Catalog) sourceFence() *confine.SourceFence {
+	return confine.NewSourceFence(c.home, c.db.Files())
 }
 
 // CheckSource refuses, as a source is refused, a file a command reads

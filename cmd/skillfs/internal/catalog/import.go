@@ -324,15 +324,18 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 	// The home and project folders are named, not walked: only their
 	// agents' skill folders are read, and each skill found there (which
 	// may be a link to anywhere) is guarded before its SKILL.md is read.
+	// One fence for the whole scan: it measures the data directory and the
+	// index once, not once for each skill found.
+	fence := c.sourceFence()
 	for _, p := range []string{req.AgentHome, req.Project} {
 		if p != "" {
-			if err := c.guardSource(p, p, false); err != nil {
+			if err := fence.Check(p, p, false); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
 	list, shadowed, problems := skillsource.ScanAgentDirs(skillsource.AgentDirs(req.AgentHome, req.Project),
-		func(p string) error { return c.guardSource(p, p, true) })
+		func(p string) error { return fence.Check(p, p, true) })
 	for _, p := range problems {
 		res.Failed = append(res.Failed, Failed{Source: "agents", Error: p})
 	}

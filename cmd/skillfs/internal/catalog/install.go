@@ -149,12 +149,8 @@ func (r *importRun) planOne(ctx context.Context, f skillsource.Found, a *Availab
 	}
 	status := StatusUnchanged
 	if !st.unchanged() {
-		// What Publish checks.
-		sk, err := st.entry(r.c.now().UTC())
+		sk, err := st.checked(snap, r.c.now().UTC())
 		if err != nil {
-			return err
-		}
-		if err := policy.ValidateDependencies(snap, sk); err != nil {
 			return err
 		}
 		snap.Skills[st.slug] = sk

@@ -7,6 +7,7 @@ import (
 
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/manifest"
 	skillsource "skillfs/skills/source"
 )
 
@@ -26,10 +27,9 @@ const maxSuffix = 100
 // skill gets the new version and keeps its slug, so that one SOURCE//PATH
 // stays one skill.
 func (st *staged) settleSlug(ctx context.Context, taken map[string]bool) error {
-	own, want := st.m.Slug, st.m.Slug
+	own, want := st.m.Slug, st.wantedSlug()
 	var warnings []string
-	if st.want != "" && st.plugin != "" && st.want != own {
-		want = st.want
+	if want != own {
 		warnings = append(warnings, fmt.Sprintf("another skill of this source is also %q: installed as %q, the slug of plugin %q", own, want, st.plugin))
 	}
 	if st.plugin != "" {
@@ -101,7 +101,7 @@ func (st *staged) chooseSlug(ctx context.Context, want string, taken map[string]
 		slug := want
 		if n > 1 {
 			slug = fmt.Sprintf("%s-v%d", want, n)
-			if len(slug) > 64 {
+			if len(slug) > manifest.MaxSlugLen {
 				return "", nil, fmt.Errorf("slug %q is taken and %q is too long: %w", want, slug, skills.ErrExists)
 			}
 		}

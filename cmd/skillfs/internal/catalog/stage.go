@@ -233,6 +233,16 @@ func (st *staged) entry(now time.Time) (*skills.Skill, error) {
 	return sk, nil
 }
 
+// checked is the entry publishing st makes at now, its dependencies
+// validated against snap: what Publish checks, and --list predicts.
+func (st *staged) checked(snap policy.Catalog, now time.Time) (*skills.Skill, error) {
+	sk, err := st.entry(now)
+	if err != nil {
+		return nil, err
+	}
+	return sk, policy.ValidateDependencies(snap, sk)
+}
+
 // Publish makes the staged skill a new version of the skill it settled on,
 // or a new skill: it validates the entry's dependencies, moves the staged
 // tree into the store and records the version. The caller holds the
@@ -241,7 +251,11 @@ func (st *staged) entry(now time.Time) (*skills.Skill, error) {
 func (st *staged) Publish(ctx context.Context) (*skills.Skill, error) {
 	c := st.c
 	now := c.now().UTC()
-	sk, err := st.entry(now)
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := st.checked(snap, now)
 	if err != nil {
 		return nil, err
 	}
@@ -249,13 +263,6 @@ func (st *staged) Publish(ctx context.Context) (*skills.Skill, error) {
 	ver.Slug, ver.Hash, ver.Installer, ver.InstalledAt, ver.Files, ver.Bytes = st.slug, st.hash, st.actor.UID, now, st.files, st.bytes
 	if st.existing != nil {
 		ver.Previous = st.existing.Version
-	}
-	snap, err := c.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := policy.ValidateDependencies(snap, sk); err != nil {
-		return nil, err
 	}
 	ver.Path = store.VersionRelPath(sk.Slug, ver.Hash)
 	meta := &store.VersionMeta{Skill: *sk, Version: ver, CurrentSince: ver.InstalledAt}

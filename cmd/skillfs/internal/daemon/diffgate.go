@@ -26,7 +26,7 @@ const (
 
 // diffGate is the daemon's catalog.DiffGate: a weighted semaphore of the
 // bytes the comparisons running hold, each granted what its files' sizes
-// say it will hold at most (skills.TreeDiff.Memory) before it reads any,
+// say it will hold at most (diff.TreeDiff.Memory) before it reads any,
 // in the order they asked. A comparison larger than the whole runs alone.
 type diffGate struct {
 	sem     *semaphore.Weighted
