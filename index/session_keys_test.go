@@ -94,7 +94,9 @@ func testSessionKeyUniqueAmongOpen(t *testing.T, b backend) {
 	}
 }
 
-func TestSessionKeyConcurrentCreates(t *testing.T) { forEachBackend(t, testSessionKeyConcurrentCreates) }
+func TestSessionKeyConcurrentCreates(t *testing.T) {
+	forEachBackend(t, testSessionKeyConcurrentCreates)
+}
 
 // testSessionKeyConcurrentCreates has 20 creates of one key race: one
 // session is stored, each other create is told its id.

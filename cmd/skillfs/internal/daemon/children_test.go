@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/skills"
 )
 
@@ -357,5 +360,46 @@ func TestSessionKeyIsIdempotent(t *testing.T) {
 	// The operator too goes by the key of the user it asks for.
 	if _, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"a"}, Key: "thread-7"}); err != nil {
 		t.Errorf("the operator's own session with the key: %v", err)
+	}
+}
+
+// TestSessionCredentialOpensChildren: through the API with a session's
+// principal, a create opens a sub-agent of that session (a retry with its
+// key answers the same one); with a child's principal it is 403.
+func TestSessionCredentialOpensChildren(t *testing.T) {
+	d, _, parent := familyDaemon(t)
+	as := func(id string) *apitest.Checked {
+		h := d.http.Handler("")
+		return apitest.NewChecked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), server.Principal{Role: server.RoleSession, Session: id, Via: "sandbox-socket"})))
+		}))
+	}
+	create := func(c *apitest.Checked, body string) (int, api.SessionInfo, string) {
+		t.Helper()
+		code, _, out := c.Send("POST", "/v1/sessions", apitest.JSONHeader(), []byte(body))
+		var info api.SessionInfo
+		if code == http.StatusOK {
+			if err := json.Unmarshal(out, &info); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return code, info, string(out)
+	}
+	code, child, out := create(as(parent.ID), `{"skills":["a"],"key":"sub-1"}`)
+	if code != http.StatusOK || child.Parent != parent.ID || !slices.Equal(child.Readable, []string{"a"}) || child.Existing {
+		t.Fatalf("create as the parent: %d %s", code, out)
+	}
+	code, again, out := create(as(parent.ID), `{"skills":["b"],"key":"sub-1"}`)
+	if code != http.StatusOK || again.ID != child.ID || !again.Existing {
+		t.Errorf("the retry with the key: %d %s, want session %s, existing", code, out, child.ID)
+	}
+	if code, _, out := create(as(parent.ID), `{"skills":["e"]}`); code != http.StatusBadRequest || !strings.Contains(out, notInParent) {
+		t.Errorf("a skill outside the parent: %d %s", code, out)
+	}
+	if code, _, out := create(as(child.ID), `{}`); code != http.StatusForbidden {
+		t.Errorf("create as the child: %d %s, want 403", code, out)
+	}
+	if kids, err := d.db.OpenChildren(context.Background(), parent.ID); err != nil || len(kids) != 1 {
+		t.Errorf("children: %v, %v; want the one", kids, err)
 	}
 }
