@@ -403,3 +403,51 @@ func TestSessionCredentialOpensChildren(t *testing.T) {
 		t.Errorf("children: %v, %v; want the one", kids, err)
 	}
 }
+
+// TestChildMovesWithItsParent: a child is never moved alone; moving its
+// parent to another host moves it too, served there with its set, and
+// its binds on the old host are reported dropped.
+func TestChildMovesWithItsParent(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFleet(t)
+	install(t, a, "name: x\ndescription: x", skills.ScopeGlobal)
+	install(t, a, "name: y\ndescription: y", skills.ScopeGlobal)
+	parent, err := a.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x", "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := a.CreateSession(ctx, api.CreateRequest{Parent: parent.ID, Skills: []string{"y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := bindTarget(t)
+	if _, err := a.Bind(ctx, child.ID, target, 0); err != nil {
+		t.Fatal(err)
+	}
+	share(t, a, b)
+	if _, err := b.Move(ctx, child.ID, true); !errors.Is(err, skills.ErrInvalid) {
+		t.Fatalf("move a child alone: %v", err)
+	}
+	if s, _ := b.Session(ctx, child.ID); s.Host != a.host {
+		t.Fatalf("a refused move moved the child to %s", s.Host)
+	}
+	m, err := b.Move(ctx, parent.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.Dropped, []skills.Bind{{Target: target}}) {
+		t.Errorf("dropped binds %v, want the child's", m.Dropped)
+	}
+	if s, err := b.Session(ctx, child.ID); err != nil || s.Host != b.host {
+		t.Fatalf("the child after its parent's move: %+v, %v; want served by b", s, err)
+	}
+	if got := served(t, b, child.ID); !slices.Equal(got, []string{"y"}) {
+		t.Errorf("b serves the child %v, want y", got)
+	}
+	if err := b.CloseSession(ctx, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if closed, err := b.SessionClosed(ctx, child.ID); err != nil || !closed {
+		t.Errorf("the moved child after its parent closed: %v, %v", closed, err)
+	}
+}
