@@ -451,3 +451,47 @@ func TestChildMovesWithItsParent(t *testing.T) {
 		t.Errorf("the moved child after its parent closed: %v, %v", closed, err)
 	}
 }
+
+// TestSessionKeyAcrossHosts: creates with one key racing on two hosts of
+// one index open one session; every other create, on either host, is
+// answered that one, and no host serves a view for the creates that lost.
+func TestSessionKeyAcrossHosts(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFleet(t)
+	install(t, a, "name: x\ndescription: x", skills.ScopeGlobal)
+	share(t, a, b)
+	const n = 10
+	infos := make([]*api.SessionInfo, 2*n)
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range 2 * n {
+		d := a
+		if i%2 == 1 {
+			d = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			infos[i], errs[i] = d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x"}, Key: "thread"})
+		}()
+	}
+	wg.Wait()
+	made := 0
+	for i := range 2 * n {
+		if errs[i] != nil {
+			t.Fatalf("create %d: %v", i, errs[i])
+		}
+		if infos[i].ID != infos[0].ID {
+			t.Fatalf("two sessions for one key: %s and %s", infos[0].ID, infos[i].ID)
+		}
+		if !infos[i].Existing {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Errorf("%d creates made the session, want 1", made)
+	}
+	if got := a.fs.NumSessions() + b.fs.NumSessions(); got != 1 {
+		t.Errorf("the hosts serve %d views, want 1", got)
+	}
+}
