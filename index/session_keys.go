@@ -59,15 +59,18 @@ func decodeLabels(stored string) (map[string]string, error) {
 	return labels, nil
 }
 
+// checkKey checks session s's client key, if it has one.
+func checkKey(s *skills.Session) error {
+	if s.Key == "" {
+		return nil
+	}
+	return skills.CheckSessionKey(s.Key)
+}
+
 // checkParent checks, in the transaction that stores session s, what the
 // index knows of its parent: open, of the same user, no child itself. A
-// top-level session passes. Its key is checked too.
+// top-level session passes.
 func checkParent(ctx context.Context, tx *txn, s *skills.Session) error {
-	if s.Key != "" {
-		if err := skills.CheckSessionKey(s.Key); err != nil {
-			return err
-		}
-	}
 	if s.Parent == "" {
 		return nil
 	}

@@ -120,6 +120,9 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if err != nil {
 		return wrap(err)
 	}
+	if err := checkKey(s); err != nil {
+		return wrap(err)
+	}
 	err = db.write(ctx, func(tx *txn) error {
 		var user int
 		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users WHERE uid = ?", s.UID).Scan(&user)
