@@ -294,37 +294,13 @@ func TestChildFollowsItsParent(t *testing.T) {
 func TestSessionKeyIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	d, _, _ := familyDaemon(t)
-	const n = 20
-	infos := make([]*api.SessionInfo, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			infos[i], errs[i] = d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"a"}, Key: "thread-7",
-				Labels: map[string]string{"team": "x"}})
-		}()
-	}
-	wg.Wait()
-	made := 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("create %d: %v", i, errs[i])
-		}
-		if infos[i].ID != infos[0].ID {
-			t.Fatalf("two sessions for one key: %s and %s", infos[0].ID, infos[i].ID)
-		}
-		if !infos[i].Existing {
-			made++
-		}
-	}
-	if made != 1 {
-		t.Errorf("%d creates made the session, want 1", made)
-	}
-	id := infos[0].ID
-	if infos[0].Key != "thread-7" || infos[0].Labels["team"] != "x" {
-		t.Errorf("the session: %+v", infos[0])
+	info := createAtOnce(t, 20, func(int) (*api.SessionInfo, error) {
+		return d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"a"}, Key: "thread-7",
+			Labels: map[string]string{"team": "x"}})
+	})
+	id := info.ID
+	if info.Key != "thread-7" || info.Labels["team"] != "x" {
+		t.Errorf("the session: %+v", info)
 	}
 	list, err := d.Sessions(ctx, api.SessionQuery{User: "alice", Key: "thread-7"}, "", -1)
 	if err != nil || len(list) != 1 || list[0].ID != id {
@@ -460,24 +436,31 @@ func TestSessionKeyAcrossHosts(t *testing.T) {
 	a, b := newFleet(t)
 	install(t, a, "name: x\ndescription: x", skills.ScopeGlobal)
 	share(t, a, b)
-	const n = 10
-	infos := make([]*api.SessionInfo, 2*n)
-	errs := make([]error, 2*n)
+	createAtOnce(t, 20, func(i int) (*api.SessionInfo, error) {
+		return []*Daemon{a, b}[i%2].CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x"}, Key: "thread"})
+	})
+	if got := a.fs.NumSessions() + b.fs.NumSessions(); got != 1 {
+		t.Errorf("the hosts serve %d views, want 1", got)
+	}
+}
+
+// createAtOnce runs n creates of one key at once and checks that they
+// answered one session, which one of them made; it returns that session.
+func createAtOnce(t *testing.T, n int, create func(i int) (*api.SessionInfo, error)) *api.SessionInfo {
+	t.Helper()
+	infos := make([]*api.SessionInfo, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := range 2 * n {
-		d := a
-		if i%2 == 1 {
-			d = b
-		}
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			infos[i], errs[i] = d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x"}, Key: "thread"})
+			infos[i], errs[i] = create(i)
 		}()
 	}
 	wg.Wait()
 	made := 0
-	for i := range 2 * n {
+	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("create %d: %v", i, errs[i])
 		}
@@ -491,7 +474,5 @@ func TestSessionKeyAcrossHosts(t *testing.T) {
 	if made != 1 {
 		t.Errorf("%d creates made the session, want 1", made)
 	}
-	if got := a.fs.NumSessions() + b.fs.NumSessions(); got != 1 {
-		t.Errorf("the hosts serve %d views, want 1", got)
-	}
+	return infos[0]
 }
