@@ -44,6 +44,9 @@ type dialect struct {
 	// parameter, in a column named value: one parameter however long the
 	// list.
 	textList string
+	// labelsOf is a table of the labels of the session of the row of
+	// sessions at hand, in columns key and value.
+	labelsOf string
 	// restartEvents are the statements that make the ids events are given
 	// from now on higher than ?1 (and never lower than they were).
 	restartEvents []string
@@ -66,6 +69,7 @@ var sqliteDialect = &dialect{
 		applied_at INTEGER NOT NULL
 	) STRICT`,
 	textList: "json_each(?)",
+	labelsOf: "json_each(sessions.labels)",
 	restartEvents: []string{
 		"UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'events'",
 		"INSERT INTO sqlite_sequence (name, seq) SELECT 'events', ?1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events')",
@@ -95,6 +99,7 @@ var postgresDialect = &dialect{
 	lockWrite: "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")",
 	readTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	textList:  "json_array_elements_text(CAST(? AS json))",
+	labelsOf:  "json_each_text(CAST(sessions.labels AS json))",
 	// A sequence is not rolled back with its transaction: a restart that
 	// does not commit still skips ids, which costs nothing.
 	restartEvents: []string{

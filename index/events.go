@@ -54,8 +54,10 @@ func insertEvents(ctx context.Context, tx *txn, evs []*skills.Event) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, "INSERT INTO events (at, type, session, slug, payload) VALUES (?, ?, ?, ?, ?) RETURNING id",
-			at, string(e.Type), e.Session, e.Slug, payload).Scan(&e.ID); err != nil {
+		// The parent of a sub-agent session's event is its session's.
+		if err := tx.QueryRowContext(ctx, `INSERT INTO events (at, type, session, slug, payload, parent)
+			VALUES (?1, ?2, ?3, ?4, ?5, COALESCE((SELECT parent FROM sessions WHERE id = ?3), '')) RETURNING id, parent`,
+			at, string(e.Type), e.Session, e.Slug, payload).Scan(&e.ID, &e.Parent); err != nil {
 			return fmt.Errorf("store event %s: %w", e.Type, err)
 		}
 	}
@@ -85,7 +87,7 @@ func (db *DB) AddEvents(ctx context.Context, evs ...*skills.Event) error {
 }
 
 // Events returns at most limit events with ids above after, oldest first,
-// of session (every session's when it is ""), with the state of the log in
+// of session and its sub-agent sessions (every session's when it is ""), with the state of the log in
 // the same snapshot: an after below Pruned may have missed events.
 func (db *DB) Events(ctx context.Context, session string, after int64, limit int) (*EventPage, error) {
 	if after < 0 || limit <= 0 {
@@ -101,14 +103,14 @@ func (db *DB) Events(ctx context.Context, session string, after int64, limit int
 			var e skills.Event
 			var at sql.NullInt64
 			var payload string
-			err := sc.Scan(&e.ID, &at, &e.Type, &e.Session, &e.Slug, &payload)
+			err := sc.Scan(&e.ID, &at, &e.Type, &e.Session, &e.Parent, &e.Slug, &payload)
 			e.At = decodeTime(at)
 			if payload != "{}" {
 				e.Payload = []byte(payload)
 			}
 			return e, err
-		}, `SELECT id, at, type, session, slug, payload FROM events
-			WHERE id > ?1 AND (CAST(?2 AS TEXT) = '' OR session = ?2) ORDER BY id LIMIT ?3`, after, session, limit)
+		}, `SELECT id, at, type, session, parent, slug, payload FROM events
+			WHERE id > ?1 AND (CAST(?2 AS TEXT) = '' OR session = ?2 OR parent = ?2) ORDER BY id LIMIT ?3`, after, session, limit)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"skillfs/skills"
 )
@@ -114,6 +116,13 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 	if err != nil {
 		return wrap(err)
 	}
+	labels, err := encodeLabels(s.Labels)
+	if err != nil {
+		return wrap(err)
+	}
+	if err := checkKey(s); err != nil {
+		return wrap(err)
+	}
 	err = db.write(ctx, func(tx *txn) error {
 		var user int
 		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users WHERE uid = ?", s.UID).Scan(&user)
@@ -123,9 +132,25 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 		if user == 0 {
 			return fmt.Errorf("user %q: %w", s.UID, skills.ErrNotFound)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins, host)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.UID, s.All, requested, preload, created, closed, pins, s.Host)
-		if isUniqueViolation(err) {
+		if err := checkParent(ctx, tx, s); err != nil {
+			return err
+		}
+		if s.Key != "" && s.ClosedAt.IsZero() {
+			if id, err := openByKey(ctx, tx, s.UID, s.Parent, s.Key); err != nil {
+				return err
+			} else if id != "" {
+				return &KeyTakenError{Key: s.Key, Session: id}
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins, host,
+			client_key, labels, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, s.UID, s.All, requested, preload, created, closed, pins, s.Host, s.Key, labels, s.Parent)
+		switch {
+		case s.Key != "" && isKeyViolation(err):
+			// Writes take turns, so the look above sees every key: this
+			// is the schema's guard against a write that did not.
+			return &KeyTakenError{Key: s.Key}
+		case isUniqueViolation(err):
 			return skills.ErrExists
 		}
 		return err
@@ -145,19 +170,22 @@ func encodeRequest(s *skills.Session) (requested, preload string, err error) {
 	return requested, preload, err
 }
 
-const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at, pins, host"
+const sessionColumns = "id, uid, all_skills, requested, preload, created_at, closed_at, pins, host, client_key, labels, parent"
 
 func scanSession(sc scanner) (*skills.Session, error) {
 	var (
 		s                  skills.Session
 		requested, preload string
-		pins               string
+		pins, labels       string
 		created, closed    sql.NullInt64
 	)
-	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed, &pins, &s.Host); err != nil {
+	if err := sc.Scan(&s.ID, &s.UID, &s.All, &requested, &preload, &created, &closed, &pins, &s.Host, &s.Key, &labels, &s.Parent); err != nil {
 		return nil, err
 	}
 	var err error
+	if s.Labels, err = decodeLabels(labels); err != nil {
+		return nil, err
+	}
 	if s.Requested, err = decodeList("requested skills", requested); err != nil {
 		return nil, err
 	}
@@ -203,12 +231,43 @@ func (db *DB) OpenSessions(ctx context.Context) ([]*skills.Session, error) {
 // session closed or moved since: the order does not depend on it. One that
 // names no session is skills.ErrInvalid.
 func (db *DB) OpenSessionsPage(ctx context.Context, host, after string, limit int) ([]*skills.Session, error) {
+	return db.FindOpenSessions(ctx, SessionFilter{Host: host}, after, limit)
+}
+
+// SessionFilter narrows a list of open sessions: each field set must
+// match (Labels: every label given, among others the session may carry).
+type SessionFilter struct {
+	Host   string
+	User   string
+	Key    string
+	Parent string
+	// TopLevel keeps the sessions without a parent only (Parent "").
+	TopLevel bool
+	Labels   map[string]string
+}
+
+// where is the condition of f on sessions, with its args.
+func (f SessionFilter) where(d *dialect) (string, []any) {
+	where, args := "", []any{}
+	for _, c := range []struct{ col, v string }{{"host", f.Host}, {"uid", f.User}, {"client_key", f.Key}, {"parent", f.Parent}} {
+		if c.v != "" {
+			where, args = where+" AND "+c.col+" = ?", append(args, c.v)
+		}
+	}
+	if f.TopLevel && f.Parent == "" {
+		where += " AND parent = ''"
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+		where, args = where+" AND EXISTS (SELECT 1 FROM "+d.labelsOf+" WHERE key = ? AND value = ?)", append(args, k, f.Labels[k])
+	}
+	return where, args
+}
+
+// FindOpenSessions is OpenSessionsPage of the open sessions f matches.
+func (db *DB) FindOpenSessions(ctx context.Context, f SessionFilter, after string, limit int) ([]*skills.Session, error) {
 	list := []*skills.Session{}
 	err := db.read(ctx, func(tx *txn) error {
-		where, args := "", []any{}
-		if host != "" {
-			where, args = " AND host = ?", []any{host}
-		}
+		where, args := f.where(db.d)
 		if after != "" {
 			var created sql.NullInt64
 			err := tx.QueryRowContext(ctx, "SELECT created_at FROM sessions WHERE id = ?", after).Scan(&created)

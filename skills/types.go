@@ -158,7 +158,20 @@ type Session struct {
 	// Host is the id of the host (Host.ID) that serves the session's view:
 	// only it changes the session, until another host takes it over.
 	Host string `json:"host"`
+	// Key is the client's key of the session (a thread id), "" for none:
+	// among the open sessions of one user and parent, one key names at
+	// most one session (see CheckSessionKey).
+	Key string `json:"key,omitempty"`
+	// Labels are the client's labels (see CheckLabels), nil for none.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Parent is the id of the session this one is a sub-agent of ("" for
+	// a top-level session): a child reads a subset of its parent's
+	// readable set, at its parent's versions, and closes with it.
+	Parent string `json:"parent,omitempty"`
 }
+
+// IsChild says whether s is a sub-agent session (one with a parent).
+func (s *Session) IsChild() bool { return s.Parent != "" }
 
 // Host is one daemon serving the catalog: a data directory with its mount,
 // named by its store's identity. Several hosts share one index in a fleet;
@@ -191,6 +204,9 @@ type Event struct {
 	At      time.Time
 	Type    EventKind
 	Session string
+	// Parent is the parent of Session when it is a sub-agent's (set by the
+	// index when the event is stored): the parent's stream has it too.
+	Parent  string
 	Slug    string
 	Payload []byte
 }

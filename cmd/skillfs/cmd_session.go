@@ -23,19 +23,28 @@ func (c *cli) sessionCmd() *cobra.Command {
 }
 
 func (c *cli) sessionCreate() *cobra.Command {
-	cmd := leaf("create --user UID [--skills a,b | --all] [--preload a,b]", "open a session for a user, with the skills it asks for or all it may read", 0, 0)
+	cmd := leaf("create (--user UID | --parent ID) [--skills a,b | --all] [--preload a,b] [--key K] [--label k=v]",
+		"open a session for a user, with the skills it asks for or all it may read; or a sub-agent session of an open session", 0, 0)
 	fs := cmd.Flags()
-	user := fs.String("user", "", "the session's user: `UID`")
+	user := fs.String("user", "", "the session's user: `UID` (with --parent: the parent's, when not given)")
 	var sk, preload listFlag
-	fs.Var(&sk, "skills", "requested `SLUGS`, comma-separated (repeatable); SLUG@VERSION keeps that version (a unique hash prefix) across refreshes")
+	fs.Var(&sk, "skills", "requested `SLUGS`, comma-separated (repeatable); SLUG@VERSION keeps that version (a unique hash prefix) across refreshes; "+
+		"with --parent, a subset of the parent's skills (default: all of them)")
 	fs.Var(&preload, "preload", "`SLUGS` to inline in the prompt and load tools for from the start")
 	all := fs.Bool("all", false, "every skill the user may read")
+	key := fs.String("key", "", "the client's key `K` (a thread id): while a session of the user with it is open, that session is answered instead of a new one")
+	labels := fs.StringArray("label", nil, "a label `KEY=VALUE` to find the session by (repeatable)")
+	parent := fs.String("parent", "", "open a sub-agent session of the open session `ID`: it reads a subset of its skills and closes with it")
 	cmd.RunE = func(*cobra.Command, []string) error {
-		if *user == "" {
-			return fmt.Errorf("session create needs --user UID: %w", errUsage)
+		if *user == "" && *parent == "" {
+			return fmt.Errorf("session create needs --user UID (or --parent ID): %w", errUsage)
+		}
+		lb, err := skills.ParseLabels(*labels)
+		if err != nil {
+			return fmt.Errorf("--label: %w: %w", err, errUsage)
 		}
 		var info api.SessionInfo
-		req := api.CreateRequest{User: *user, Skills: sk, All: *all, Preload: preload}
+		req := api.CreateRequest{User: *user, Skills: sk, All: *all, Preload: preload, Key: *key, Labels: lb, Parent: *parent}
 		if err := c.call("POST", "/v1/sessions", req, &info); err != nil {
 			return err
 		}
@@ -50,6 +59,12 @@ func (c *cli) printSession(info api.SessionInfo) error {
 		return c.printJSON(info)
 	}
 	fmt.Fprintf(c.stdout, "session %s\npath %s\nreadable: %s\n", info.ID, info.Path, strings.Join(info.Readable, " "))
+	if info.Existing {
+		fmt.Fprintf(c.stdout, "existing: the open session of key %s (none was made)\n", info.Key)
+	}
+	if info.Parent != "" {
+		fmt.Fprintf(c.stdout, "parent: %s\n", info.Parent)
+	}
 	if len(info.Pinned) > 0 {
 		fmt.Fprintf(c.stdout, "pinned: %s\n", strings.Join(info.Pinned, " "))
 	}
@@ -86,23 +101,36 @@ func (c *cli) sessionSet() *cobra.Command {
 }
 
 func (c *cli) sessionList() *cobra.Command {
-	cmd := leaf("list [--limit N] [--after ID] [--host ID]", "open sessions, oldest first, of every host", 0, 0)
+	cmd := leaf("list [--limit N] [--after ID] [--host ID] [--user UID] [--key K] [--label k=v]", "open sessions, oldest first, of every host", 0, 0)
 	limit := cmd.Flags().Int("limit", 0, "list at most `N` sessions (default: all)")
 	after := cmd.Flags().String("after", "", "list the sessions that come after session `ID`")
 	host := cmd.Flags().String("host", "", "list only the sessions the host `ID` serves (see `skillfs hosts`)")
+	user := cmd.Flags().String("user", "", "list only the sessions of user `UID`")
+	key := cmd.Flags().String("key", "", "list only the sessions with client key `K` (with --user: at most one top-level session)")
+	labels := cmd.Flags().StringArray("label", nil, "list only the sessions with label `KEY=VALUE` (repeatable: all of them)")
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if *limit < 0 {
 			return fmt.Errorf("--limit %d: want a positive number: %w", *limit, errUsage)
 		}
-		list, more, err := c.sessions(*host, *after, *limit)
+		if _, err := skills.ParseLabels(*labels); err != nil {
+			return fmt.Errorf("--label: %w: %w", err, errUsage)
+		}
+		find, again := url.Values{}, ""
+		for _, f := range []struct{ name, v string }{{"host", *host}, {"user", *user}, {"key", *key}} {
+			if f.v != "" {
+				find.Set(f.name, f.v)
+				again += " --" + f.name + " " + f.v
+			}
+		}
+		for _, l := range *labels {
+			find.Add("label", l)
+			again += " --label " + l
+		}
+		list, more, err := c.sessions(find, *after, *limit)
 		if err != nil {
 			return err
 		}
 		if more {
-			again := ""
-			if *host != "" {
-				again = " --host " + *host
-			}
 			fmt.Fprintf(c.stderr, "more sessions follow: skillfs session list --after %s --limit %d%s\n", list[len(list)-1].ID, *limit, again)
 		}
 		if c.json {
@@ -309,9 +337,10 @@ func bindList(bs []skills.Bind) string {
 }
 
 // sessions lists up to limit open sessions after session after (every one
-// when limit is 0), of every host or of host, a page at a time, oldest
-// first, and reports whether more follow.
-func (c *cli) sessions(host, after string, limit int) ([]api.SessionInfo, bool, error) {
+// when limit is 0), of every host or those the query find narrows them to
+// (host, user, key, label), a page at a time, oldest first, and reports
+// whether more follow.
+func (c *cli) sessions(find url.Values, after string, limit int) ([]api.SessionInfo, bool, error) {
 	list := []api.SessionInfo{}
 	size := api.MaxSessionPage
 	if limit > 0 {
@@ -321,8 +350,8 @@ func (c *cli) sessions(host, after string, limit int) ([]api.SessionInfo, bool, 
 	if after != "" {
 		q.Set("after", after)
 	}
-	if host != "" {
-		q.Set("host", host)
+	for k, v := range find {
+		q[k] = v
 	}
 	for path := "/v1/sessions?" + q.Encode(); path != ""; {
 		var page []api.SessionInfo

@@ -13,8 +13,11 @@ type Event struct {
 	ID      int64            `json:"id"`
 	Type    skills.EventKind `json:"type"`
 	Session string           `json:"session"`
-	Slug    string           `json:"slug,omitempty"`
-	At      time.Time        `json:"at"`
+	// Parent is set on the events of a sub-agent session: the id of its
+	// parent, whose stream has them too.
+	Parent string    `json:"parent,omitempty"`
+	Slug   string    `json:"slug,omitempty"`
+	At     time.Time `json:"at"`
 	// Tools and MCPs are, on an activated event (and only there), the tools
 	// and MCP servers the skill adds: its own dependencies, as the
 	// activations query reports them.

@@ -12,6 +12,16 @@ type CreateRequest struct {
 	Skills  []string `json:"skills"`
 	All     bool     `json:"all"`
 	Preload []string `json:"preload"`
+	// Key is the client's key (a thread id): while a session of the user
+	// (and parent) with this key is open, a create with it answers that
+	// session (Existing) instead of opening a second one.
+	Key string `json:"key,omitempty"`
+	// Labels are the client's labels of the session (skills.CheckLabels).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Parent makes the session a sub-agent of open session Parent: its
+	// readable set is Skills (or, with none, all) of the parent's, at the
+	// parent's versions.
+	Parent string `json:"parent,omitempty"`
 	// Caller is who asks (the API's acting user, the operator without one):
 	// told why a skill it manages was left out, where the session's user
 	// would be told only that it is missing. "" tells no one but the user.
@@ -42,6 +52,23 @@ type SessionInfo struct {
 	Pinned []string `json:"pinned"`
 	// Host is the id of the host serving the session (see `skillfs hosts`).
 	Host string `json:"host"`
+	// Key, Labels and Parent are the create request's (omitted when unset).
+	Key    string            `json:"key,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Parent string            `json:"parent,omitempty"`
+	// Existing is set on the answer of a create whose key named an open
+	// session: that session is answered, none was made.
+	Existing bool `json:"existing,omitempty"`
+}
+
+// SessionQuery narrows a list of open sessions (GET /v1/sessions): to the
+// host serving them, their user, their client key, and labels they all
+// carry (each key=value). The zero query lists every open session.
+type SessionQuery struct {
+	Host   string
+	User   string
+	Key    string
+	Labels map[string]string
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.

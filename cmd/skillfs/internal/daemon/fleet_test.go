@@ -102,11 +102,11 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 	if shown.Host != a.host || shown.Path != info.Path || !slices.Equal(shown.Readable, []string{"x"}) {
 		t.Fatalf("b shows %+v, want a's session as a made it (%+v)", shown, info)
 	}
-	list, err := b.Sessions(ctx, a.host, "", -1)
+	list, err := b.Sessions(ctx, api.SessionQuery{Host: a.host}, "", -1)
 	if err != nil || len(list) != 1 || list[0].ID != info.ID {
 		t.Fatalf("b lists a's sessions as %+v (%v)", list, err)
 	}
-	if list, err := b.Sessions(ctx, b.host, "", -1); err != nil || len(list) != 0 {
+	if list, err := b.Sessions(ctx, api.SessionQuery{Host: b.host}, "", -1); err != nil || len(list) != 0 {
 		t.Fatalf("b lists %+v (%v) as its own sessions, want none", list, err)
 	}
 	acts, err := b.Activations(ctx, info.ID)

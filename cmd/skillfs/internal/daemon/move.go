@@ -30,6 +30,9 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*api.Moved, e
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseChildMove(s); err != nil {
+		return nil, err
+	}
 	from := s.Host
 	if from == d.host {
 		return nil, fmt.Errorf("session %s is served by this host already: %w", id, skills.ErrInvalid)
@@ -45,26 +48,11 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*api.Moved, e
 	if err != nil {
 		return nil, err
 	}
-	kept, gone := r.keep(s)
-	// Served first, so that a session the index says is here is served; a
-	// failed move takes the view away again.
-	lost, err := d.serveView(r.set, id, kept)
+	lost, err := d.takeOver(ctx, r, s, from)
 	if err != nil {
-		return nil, fmt.Errorf("serve session %s: %w", id, err)
-	}
-	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.MoveSession(ctx, id, from, d.host, evs...) },
-		api.Event{Type: skills.EventMoved, Session: id, Host: d.host, At: time.Now().UTC()})
-	if err != nil {
-		d.fs.RemoveSession(id)
 		return nil, err
 	}
-	s.Host = d.host
-	if err := d.recordRevoked(ctx, s, kept, gone); err != nil {
-		// Its view is without them already; the next look records it.
-		d.followed = nil
-		d.log.Error("record what a moved session may no longer read", "session", id, "err", err)
-	}
-	d.log.Info("session moved here", "session", id, "from", from, "skills", len(kept), "binds_dropped", len(dropped))
+	dropped = append(dropped, d.moveChildren(ctx, r, id, from)...)
 	out := &api.Moved{SessionInfo: *d.info(s, nil), From: from, Dropped: dropped}
 	out.Skipped = lost
 	if out.Skipped == nil {
@@ -96,4 +84,31 @@ func (d *Daemon) mayTakeOver(ctx context.Context, s *skills.Session, force bool)
 	return fmt.Errorf("session %s is served by host %s (%s), which is alive (last seen %s ago, within the %s grace): "+
 		"move it once that host is gone, or with --force (force=true) if it no longer serves it: %w",
 		s.ID, h.Name, h.ID, now.Sub(h.LastSeen).Round(time.Millisecond), d.hostGrace, skills.ErrElsewhere)
+}
+
+// takeOver serves session s here, less what its user may no longer read
+// as r says, and records its move from host from; the caller holds d.mu.
+func (d *Daemon) takeOver(ctx context.Context, r *readers, s *skills.Session, from string) ([]api.Skipped, error) {
+	id := s.ID
+	kept, gone := r.keep(s)
+	// Served first, so that a session the index says is here is served; a
+	// failed move takes the view away again.
+	lost, err := d.serveView(r.set, id, kept)
+	if err != nil {
+		return nil, fmt.Errorf("serve session %s: %w", id, err)
+	}
+	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.MoveSession(ctx, id, from, d.host, evs...) },
+		api.Event{Type: skills.EventMoved, Session: id, Host: d.host, At: time.Now().UTC()})
+	if err != nil {
+		d.fs.RemoveSession(id)
+		return nil, err
+	}
+	s.Host = d.host
+	if err := d.recordRevoked(ctx, s, kept, gone); err != nil {
+		// Its view is without them already; the next look records it.
+		d.followed = nil
+		d.log.Error("record what a moved session may no longer read", "session", id, "err", err)
+	}
+	d.log.Info("session moved here", "session", id, "from", from, "skills", len(kept))
+	return lost, nil
 }

@@ -90,6 +90,7 @@ func readableSet(set *index.SkillSet, u skills.User, all bool, roots []string, m
 // dependencies (pins, at the current versions, and what was left out), and
 // the skills to preload.
 type selection struct {
+	all     bool
 	roots   []string
 	stored  []string // the skill list as the session records it (slug or slug@<full hash>)
 	pins    []skills.Pin
@@ -154,7 +155,7 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string,
 			return nil, nil, fmt.Errorf("preload %q is not among the skills this session can read: %w", p, skills.ErrInvalid)
 		}
 	}
-	return set, &selection{roots: roots, stored: rq.stored, pins: pins, skipped: skipped, preload: pre}, nil
+	return set, &selection{all: all, roots: roots, stored: rq.stored, pins: pins, skipped: skipped, preload: pre}, nil
 }
 
 // CreateSession pins the readable set of a new session and serves it. The
@@ -165,19 +166,29 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 	if err := checkRequest(req.All, req.Skills); err != nil {
 		return nil, err
 	}
+	if err := checkClient(req); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	parent, err := d.parentFor(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
 	u, err := d.db.User(ctx, req.User)
 	if err != nil {
 		return nil, fmt.Errorf("session user %q: %w", req.User, err)
 	}
-	set, sel, err := d.selectSkills(ctx, u, req.Caller, req.All, req.Skills, req.Preload)
+	if info, err := d.keyed(ctx, u.UID, req.Parent, req.Key); info != nil || err != nil {
+		return info, err
+	}
+	set, sel, err := d.chooseSkills(ctx, u, parent, req)
 	if err != nil {
 		return nil, err
 	}
 	pins := sel.pins
-	s := &skills.Session{ID: newID(), UID: u.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
-		Pins: pins, CreatedAt: time.Now().UTC(), Host: d.host}
+	s := &skills.Session{ID: newID(), UID: u.UID, All: sel.all, Requested: sel.stored, Preload: sel.preload,
+		Pins: pins, CreatedAt: time.Now().UTC(), Host: d.host, Key: req.Key, Labels: req.Labels, Parent: req.Parent}
 	// The durable commit and serving the view overlap: the id is known to
 	// no one until this returns, and whichever fails undoes the other.
 	// Neither the commit nor the undoing of a half-made session stops
@@ -190,7 +201,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 		if serr == nil {
 			d.fs.RemoveSession(s.ID)
 		}
-		return nil, err
+		return d.keyTaken(ctx, err, s)
 	}
 	if serr != nil {
 		if cerr := d.db.CloseSession(ctx, s.ID); cerr != nil {
@@ -293,7 +304,8 @@ func (d *Daemon) info(s *skills.Session, binds []skills.Bind) *api.SessionInfo {
 		preload = []string{}
 	}
 	return &api.SessionInfo{ID: s.ID, User: s.UID, Readable: readable, Preload: preload,
-		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []api.Skipped{}, Pinned: pinnedList(s.Requested), Host: s.Host}
+		Path: filepath.Join(d.mountRoot, s.ID), Binds: binds, Skipped: []api.Skipped{}, Pinned: pinnedList(s.Requested), Host: s.Host,
+		Key: s.Key, Labels: s.Labels, Parent: s.Parent}
 }
 
 // placeElsewhere sets the path of the sessions in infos that another host
@@ -371,10 +383,13 @@ func (d *Daemon) SessionInfo(ctx context.Context, id string) (*api.SessionInfo, 
 }
 
 // Sessions lists at most limit open sessions (all when limit < 0) after
-// session after, oldest first, of every host or of host alone (see
-// index.DB.OpenSessionsPage).
-func (d *Daemon) Sessions(ctx context.Context, host, after string, limit int) ([]*api.SessionInfo, error) {
-	list, err := d.db.OpenSessionsPage(ctx, host, after, limit)
+// session after, oldest first, that q matches (see
+// index.DB.FindOpenSessions).
+func (d *Daemon) Sessions(ctx context.Context, q api.SessionQuery, after string, limit int) ([]*api.SessionInfo, error) {
+	if err := checkQuery(q); err != nil {
+		return nil, err
+	}
+	list, err := d.db.FindOpenSessions(ctx, index.SessionFilter{Host: q.Host, User: q.User, Key: q.Key, Labels: q.Labels}, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -405,6 +420,9 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*api.SessionInfo, erro
 	set, err := d.db.SkillSet(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if s.IsChild() {
+		return d.refreshChild(ctx, set, s)
 	}
 	var pins []skills.Pin
 	var skipped []policy.Skipped
@@ -439,6 +457,7 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*api.SessionInfo, erro
 	}
 	skipped = append(skipped, fromSkipped(lost)...)
 	s.Pins = pins
+	d.followParent(ctx, set, s)
 	info := d.info(s, mounts)
 	info.Skipped = toSkipped(skipped)
 	return info, nil
@@ -468,7 +487,11 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req api.SetRequest) (
 	if err != nil {
 		return nil, fmt.Errorf("session %q: its user %q: %w", id, s.UID, err)
 	}
-	set, sel, err := d.selectSkills(ctx, u, req.Caller, req.All, req.Skills, req.Preload)
+	parent, err := d.parentOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	set, sel, err := d.chooseSkills(ctx, u, parent, api.CreateRequest{Skills: req.Skills, All: req.All, Preload: req.Preload, Caller: req.Caller})
 	if err != nil {
 		return nil, err
 	}
@@ -496,8 +519,8 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req api.SetRequest) (
 		}
 	}
 	evs = append(evs, api.Event{Type: skills.EventChanged, Session: id, At: now})
-	next := &skills.Session{ID: id, UID: s.UID, All: req.All, Requested: sel.stored, Preload: sel.preload,
-		Pins: sel.pins, CreatedAt: s.CreatedAt, Host: s.Host}
+	next := &skills.Session{ID: id, UID: s.UID, All: sel.all, Requested: sel.stored, Preload: sel.preload,
+		Pins: sel.pins, CreatedAt: s.CreatedAt, Host: s.Host, Key: s.Key, Labels: s.Labels, Parent: s.Parent}
 	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.SetSkills(ctx, next, evs...) }, evs...)
 	if err != nil {
 		return nil, err
@@ -506,6 +529,7 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req api.SetRequest) (
 	if err != nil {
 		return nil, err
 	}
+	d.followParent(ctx, set, next)
 	d.log.Info("session skills set", "session", id, "skills", len(sel.pins), "revoked", len(evs)-1)
 	info := d.info(next, mounts)
 	info.Skipped = append(toSkipped(sel.skipped), lost...)
@@ -517,7 +541,16 @@ func (d *Daemon) SetSkills(ctx context.Context, id string, req api.SetRequest) (
 func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.closeSession(ctx, id)
+}
+
+// closeSession is CloseSession, its sub-agent sessions closed first; the
+// caller holds d.mu.
+func (d *Daemon) closeSession(ctx context.Context, id string) error {
 	if _, err := d.servedSession(ctx, id); err != nil {
+		return err
+	}
+	if err := d.closeChildren(ctx, id); err != nil {
 		return err
 	}
 	// Without the list the binds would stay mounted, serving a session
@@ -554,6 +587,10 @@ func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 func (d *Daemon) DeleteUser(ctx context.Context, as, uid, to string, force bool) (*catalog.UserDeleted, error) {
 	res, err := d.cat.DeleteUser(ctx, as, uid, to, force, func(ctx context.Context, ids []string) error {
 		for _, id := range ids {
+			// A sub-agent session is closed with its parent, which is older.
+			if closed, err := d.SessionClosed(ctx, id); err == nil && closed {
+				continue
+			}
 			if err := d.CloseSession(ctx, id); err != nil {
 				return err
 			}
@@ -688,6 +725,9 @@ func (r *readers) keep(s *skills.Session) (kept []skills.Pin, gone []string) {
 // pins served without their content (see serveView). The caller holds d.mu.
 func (d *Daemon) revoke(ctx context.Context, r *readers, s *skills.Session, serve bool) ([]api.Skipped, error) {
 	kept, gone := r.keep(s)
+	if s.IsChild() {
+		kept, gone = d.withinParent(ctx, s, kept, gone)
+	}
 	if len(gone) == 0 && !serve {
 		return nil, nil
 	}

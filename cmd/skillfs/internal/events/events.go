@@ -50,7 +50,7 @@ func Stored(e api.Event) *skills.Event {
 
 // FromStored is the event an entry of the log reports.
 func FromStored(s skills.Event) api.Event {
-	e := api.Event{ID: s.ID, Type: s.Type, Session: s.Session, Slug: s.Slug, At: s.At}
+	e := api.Event{ID: s.ID, Type: s.Type, Session: s.Session, Parent: s.Parent, Slug: s.Slug, At: s.At}
 	switch e.Type {
 	case skills.EventActivated:
 		var a Adds
@@ -97,7 +97,8 @@ type Subscriber struct {
 // log through).
 func NewHub(db *index.DB) *Hub { return &Hub{db: db, subs: map[*Subscriber]struct{}{}} }
 
-// Subscribe starts a queue of the events of session ("" for every session).
+// Subscribe starts a queue of the events of session and its sub-agent
+// sessions ("" for every session).
 func (h *Hub) Subscribe(session string) *Subscriber {
 	s := &Subscriber{session: session, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
@@ -191,14 +192,15 @@ func (h *Hub) Record(store func(evs ...*skills.Event) error, evs ...api.Event) e
 	return nil
 }
 
-// Publish hands e to every subscriber it concerns without ever blocking:
+// Publish hands e to every subscriber it concerns (those of every session,
+// of its session, and of its session's parent) without ever blocking:
 // one whose buffer is full is told that it lagged, and catches up from the
 // log.
 func (h *Hub) Publish(e api.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if s.session != "" && s.session != e.Session {
+		if s.session != "" && s.session != e.Session && s.session != e.Parent {
 			continue
 		}
 		s.offer(e)

@@ -3,12 +3,14 @@ package events
 import (
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/index"
+	"skillfs/skills"
 )
 
 // openDB opens a new index.
@@ -95,5 +97,38 @@ func TestIdleStreamHoldsNoBuffer(t *testing.T) {
 	}
 	for _, s := range subs {
 		h.Unsubscribe(s)
+	}
+}
+
+// TestParentStreamHasItsChildrensEvents: a sub-agent's event reaches its
+// own stream and its parent's, not another session's; the event a replay
+// reads from the log names the parent as the live one does.
+func TestParentStreamHasItsChildrensEvents(t *testing.T) {
+	h := NewHub(openDB(t))
+	parent, child, other := h.Subscribe("p"), h.Subscribe("c"), h.Subscribe("q")
+	for _, s := range []*Subscriber{parent, child, other} {
+		defer h.Unsubscribe(s)
+	}
+	h.Publish(api.Event{ID: 1, Type: "activated", Session: "c", Parent: "p"})
+	h.Publish(api.Event{ID: 2, Type: "activated", Session: "p"})
+	for _, tc := range []struct {
+		name string
+		s    *Subscriber
+		want []int64
+	}{{"parent", parent, []int64{1, 2}}, {"child", child, []int64{1}}, {"other", other, nil}} {
+		evs, _, _ := tc.s.Take()
+		var ids []int64
+		for _, e := range evs {
+			ids = append(ids, e.ID)
+		}
+		if !slices.Equal(ids, tc.want) {
+			t.Errorf("the %s's stream has %v, want %v", tc.name, ids, tc.want)
+		}
+	}
+	if e := FromStored(*Stored(api.Event{Type: "closed", Session: "c"})); e.Parent != "" {
+		t.Errorf("a stored event names parent %q before the index set it", e.Parent)
+	}
+	if e := FromStored(skills.Event{Type: "closed", Session: "c", Parent: "p"}); e.Parent != "p" {
+		t.Errorf("an event of the log reports parent %q, want p", e.Parent)
 	}
 }

@@ -86,7 +86,8 @@ func (s *eventStream) send(e api.Event) (done bool) {
 	if e.ID > s.last {
 		s.last = e.ID
 	}
-	return s.session != "" && e.Type == skills.EventClosed
+	// A sub-agent's close is not its parent's: the parent's stream goes on.
+	return s.session != "" && e.Type == skills.EventClosed && e.Session == s.session
 }
 
 // catchUp sends from the log every event after the last sent. When the log

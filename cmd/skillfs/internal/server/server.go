@@ -29,9 +29,9 @@ import (
 type Sessions interface {
 	CreateSession(ctx context.Context, req api.CreateRequest) (*api.SessionInfo, error)
 	SessionInfo(ctx context.Context, id string) (*api.SessionInfo, error)
-	// Sessions lists at most limit open sessions after session after,
-	// of every host or of host alone.
-	Sessions(ctx context.Context, host, after string, limit int) ([]*api.SessionInfo, error)
+	// Sessions lists at most limit open sessions after session after that
+	// q matches.
+	Sessions(ctx context.Context, q api.SessionQuery, after string, limit int) ([]*api.SessionInfo, error)
 	SetSkills(ctx context.Context, id string, req api.SetRequest) (*api.SessionInfo, error)
 	Refresh(ctx context.Context, id string) (*api.SessionInfo, error)
 	CloseSession(ctx context.Context, id string) error

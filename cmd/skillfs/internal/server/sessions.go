@@ -35,9 +35,11 @@ func (a *API) sessionRoutes(mux *Mux) {
 // listSessions answers one page of the open sessions, oldest first:
 // ?limit=N (default api.DefaultSessionPage, at most api.MaxSessionPage)
 // sessions after the session ?after=ID, of every host or of the host
-// ?host=ID. The body is the JSON array of the page; when more sessions
-// follow, a Link header names the next page (rel="next"), whose cursor is
-// the last session of this one.
+// ?host=ID, narrowed to those of ?user=UID, with client key ?key=K, and
+// carrying every ?label=k=v given (repeatable). The body is the JSON array
+// of the page; when more sessions follow, a Link header names the next
+// page (rel="next"), whose cursor is the last session of this one, with
+// the same narrowing.
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := api.DefaultSessionPage
@@ -49,8 +51,14 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, api.MaxSessionPage)
 	}
-	after, host := q.Get("after"), q.Get("host")
-	list, err := a.Sessions.Sessions(r.Context(), host, after, limit+1)
+	labels, err := skills.ParseLabels(q["label"])
+	if err != nil {
+		writeErr(w, fmt.Errorf("query parameter label: %w", err))
+		return
+	}
+	after := q.Get("after")
+	find := api.SessionQuery{Host: q.Get("host"), User: q.Get("user"), Key: q.Get("key"), Labels: labels}
+	list, err := a.Sessions.Sessions(r.Context(), find, after, limit+1)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -58,8 +66,13 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 	if len(list) > limit {
 		list = list[:limit]
 		next := url.Values{"after": {list[limit-1].ID}, "limit": {strconv.Itoa(limit)}}
-		if host != "" {
-			next.Set("host", host)
+		for _, k := range []string{"host", "user", "key"} {
+			if v := q.Get(k); v != "" {
+				next.Set(k, v)
+			}
+		}
+		if len(q["label"]) > 0 {
+			next["label"] = q["label"]
 		}
 		w.Header().Set("Link", fmt.Sprintf(`</v1/sessions?%s>; rel="next"`, next.Encode()))
 	}
@@ -72,8 +85,27 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Caller = caller(r)
+	if err := childOfCaller(r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
 	info, err := a.Sessions.CreateSession(r.Context(), req)
 	reply(w, info, err)
+}
+
+// childOfCaller makes a create by a session's credential a sub-agent of
+// that session: a request naming another parent is answered as if that
+// session did not exist.
+func childOfCaller(r *http.Request, req *api.CreateRequest) error {
+	p, ok := PrincipalOf(r.Context())
+	if !ok || p.Role != RoleSession {
+		return nil
+	}
+	if req.Parent != "" && req.Parent != p.Session {
+		return fmt.Errorf("session %q: %w", req.Parent, skills.ErrNotFound)
+	}
+	req.Parent = p.Session
+	return nil
 }
 
 func (a *API) sessionInfo(w http.ResponseWriter, r *http.Request) {
