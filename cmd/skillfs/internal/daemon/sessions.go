@@ -527,7 +527,7 @@ func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 		return err
 	}
 	for _, b := range binds {
-		if err := d.detach(b); err != nil {
+		if err := d.detach(id, b); err != nil {
 			d.log.Warn("unmount session bind", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 		}
 	}
