@@ -23,7 +23,9 @@ type bindKey struct {
 	target  string
 }
 
-func keyOf(id string, b skills.Bind) bindKey { return bindKey{session: id, pid: b.PID, target: b.Target} }
+func keyOf(id string, b skills.Bind) bindKey {
+	return bindKey{session: id, pid: b.PID, target: b.Target}
+}
 
 // apiSockets are the API sockets this daemon serves, by the bind they
 // belong to: how to stop each.
