@@ -79,6 +79,9 @@ func startSocketSandbox(t *testing.T) *socketSandbox {
 			t.Fatalf("sandbox %d: not running as %d with /home/gem after 10s", info.ChildPID, agentUID)
 		}
 	}
+	// Its process outlives bwrap: having changed its user, it lost the
+	// signal --die-with-parent asked for.
+	t.Cleanup(func() { unix.Kill(info.ChildPID, unix.SIGKILL) })
 	return &socketSandbox{pid: info.ChildPID, home: home}
 }
 
