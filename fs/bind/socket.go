@@ -61,6 +61,10 @@ func (m Binder) Listen(pid int, ns, path, replace string) (net.Listener, Socket,
 		return nil, Socket{}, fmt.Errorf("api socket %q: want an absolute path whose last name is 1 to %d bytes: %w",
 			path, maxSocketName, skills.ErrInvalid)
 	}
+	f, err := m.fence()
+	if err != nil {
+		return nil, Socket{}, err
+	}
 	procFD, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, Socket{}, fmt.Errorf("open /proc/self/fd: %w", err)
@@ -82,7 +86,7 @@ func (m Binder) Listen(pid int, ns, path, replace string) (net.Listener, Socket,
 		if err := ownThread(c); err != nil {
 			return nil, err
 		}
-		fd, s, err := makeSocket(dir, name, replace, procFD)
+		fd, s, err := makeSocket(dir, name, replace, f, procFD)
 		if err != nil {
 			return nil, inNamespace(pid, err)
 		}
@@ -98,9 +102,9 @@ func (m Binder) Listen(pid int, ns, path, replace string) (net.Listener, Socket,
 	if err != nil {
 		return nil, Socket{}, err
 	}
-	f := os.NewFile(uintptr(lfd), made.Path)
-	l, err := net.FileListener(f)
-	f.Close()
+	file := os.NewFile(uintptr(lfd), made.Path)
+	l, err := net.FileListener(file)
+	file.Close()
 	if err != nil {
 		m.RemoveSocket(pid, ns, made)
 		return nil, Socket{}, fmt.Errorf("api socket %q: %w", made.Path, err)
@@ -192,8 +196,10 @@ func ownThread(c *creds) error {
 }
 
 // makeSocket makes the listening socket name in folder dir, from a thread
-// of its own (ownThread), and returns its descriptor.
-func makeSocket(dir, name, replace string, procFD int) (int, Socket, error) {
+// of its own (ownThread), and returns its descriptor. The folder must stay
+// out of what f fences off (the data directory, the daemon's mount), as a
+// bind target does.
+func makeSocket(dir, name, replace string, f *fence, procFD int) (int, Socket, error) {
 	path := filepath.Join(dir, name)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	switch {
@@ -207,6 +213,9 @@ func makeSocket(dir, name, replace string, procFD int) (int, Socket, error) {
 		return -1, Socket{}, fmt.Errorf("api socket %q: %w", path, err)
 	}
 	defer unix.Close(dfd)
+	if err := f.checkFolder(dfd, dir, true); err != nil {
+		return -1, Socket{}, fmt.Errorf("api socket %q: %w", path, err)
+	}
 	resolved, err := fdPath(procFD, dfd)
 	if err != nil {
 		return -1, Socket{}, fmt.Errorf("api socket %q: its folder: %w", path, err)

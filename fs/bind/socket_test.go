@@ -94,6 +94,33 @@ func (sb *socketSandbox) as(uid int, argv ...string) (string, error) {
 	return string(out), err
 }
 
+// testBinder is a Binder of a data directory of the test's, its mount
+// root on a filesystem of its own (/proc: nothing of the test is there).
+func testBinder(t *testing.T) Binder {
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return Binder{Home: home, MountRoot: "/proc"}
+}
+
+// TestSocketFenced: no socket is made in the data directory or the
+// daemon's mount.
+func TestSocketFenced(t *testing.T) {
+	m := testBinder(t)
+	for _, path := range []string{filepath.Join(m.Home, "api.sock"), "/proc/api.sock"} {
+		if l, _, err := m.Listen(0, "", path, ""); !errors.Is(err, skills.ErrInvalid) {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("a socket at %s: %v, want ErrInvalid", path, err)
+		}
+	}
+	if names, _ := os.ReadDir(m.Home); len(names) != 0 {
+		t.Fatalf("made in the data directory: %v", names)
+	}
+}
+
 // answerOnce answers the first connection on l with body, as HTTP.
 func answerOnce(l net.Listener, body string) {
 	go func() {
@@ -117,7 +144,7 @@ func TestSocketInSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Binder{}
+	m := testBinder(t)
 	l, s, err := m.Listen(sb.pid, ns, "/home/gem/.skillfs.sock", "")
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +258,7 @@ func TestSocketRefusals(t *testing.T) {
 		{"relative", "home/gem/api.sock", skills.ErrInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l, _, err := Binder{}.Listen(sb.pid, ns, c.path, "")
+			l, _, err := testBinder(t).Listen(sb.pid, ns, c.path, "")
 			if err == nil {
 				l.Close()
 				t.Fatalf("made %s", c.path)
@@ -289,7 +316,7 @@ func TestSocketLongPath(t *testing.T) {
 	if len(path) <= 108 {
 		t.Fatalf("path %q is not long", path)
 	}
-	m := Binder{}
+	m := testBinder(t)
 	l, s, err := m.Listen(0, "", path, "")
 	if err != nil {
 		t.Fatal(err)

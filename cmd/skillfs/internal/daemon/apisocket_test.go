@@ -87,12 +87,13 @@ func TestBindAPISocket(t *testing.T) {
 		t.Fatal("the socket answers after unbind")
 	}
 
-	// A file in the way, or a folder missing: refused, nothing bound.
+	// A file in the way, a folder missing, a relative path, the data
+	// directory: refused, nothing bound.
 	if err := os.WriteFile(sock, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]error{sock: skills.ErrExists, filepath.Join(dir, "none", "api.sock"): skills.ErrNotFound,
-		"api.sock": skills.ErrInvalid} {
+		"api.sock": skills.ErrInvalid, filepath.Join(d.cat.Home(), "api.sock"): skills.ErrInvalid} {
 		if _, err := d.Bind(ctx, info.ID, skills.Bind{Target: target, APISocket: path}); !errors.Is(err, want) {
 			t.Fatalf("bind with the api socket %q: %v, want %v", path, err, want)
 		}
