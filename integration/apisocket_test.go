@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -25,7 +24,6 @@ type agentSandbox struct {
 
 func startAgentSandbox(t *testing.T) *agentSandbox {
 	t.Helper()
-	bwrap := requireCommand(t, "bwrap")
 	requireCommand(t, "setpriv")
 	requireCommand(t, "nsenter")
 	requireCommand(t, "curl")
@@ -42,44 +40,27 @@ func startAgentSandbox(t *testing.T) *agentSandbox {
 	if err := os.Chmod(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bwrap, "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--die-with-parent",
+	pid, _, _ := startBwrap(t, "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--die-with-parent",
 		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-		"--tmpfs", "/home", "--bind", home, "/home/gem", "--info-fd", "3",
+		"--tmpfs", "/home", "--bind", home, "/home/gem",
 		"--", "setpriv", "--reuid", agentUID, "--regid", agentUID, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
 		"--", "sleep", "600")
-	cmd.ExtraFiles = []*os.File{w}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bwrap: %v", err)
-	}
-	w.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var info struct {
-		ChildPID int `json:"child-pid"`
-	}
-	if err := json.NewDecoder(r).Decode(&info); err != nil || info.ChildPID == 0 {
-		t.Fatalf("read sandbox info: %v", err)
-	}
-	r.Close()
 	// bwrap reports the pid before the process dropped to its user.
-	status := "/proc/" + strconv.Itoa(info.ChildPID) + "/status"
+	status := "/proc/" + strconv.Itoa(pid) + "/status"
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(status)
 		if strings.Contains(string(b), "\nUid:\t"+agentUID+"\t") && strings.HasPrefix(string(b), "Name:\tsleep\n") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %d: not sleeping as %s after 10s", info.ChildPID, agentUID)
+			t.Fatalf("sandbox %d: not sleeping as %s after 10s", pid, agentUID)
 		}
 	}
 	// Its process outlives bwrap: having changed its user, it lost the
 	// signal --die-with-parent asked for.
-	t.Cleanup(func() { syscall.Kill(info.ChildPID, syscall.SIGKILL) })
-	return &agentSandbox{t: t, pid: info.ChildPID, home: home}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	return &agentSandbox{t: t, pid: pid, home: home}
 }
 
 // run runs argv inside the sandbox (all its namespaces) as uid, without
@@ -88,18 +69,7 @@ func (sb *agentSandbox) run(uid string, argv ...string) result {
 	sb.t.Helper()
 	args := append([]string{"-t", strconv.Itoa(sb.pid), "-m", "-p", "-n", "-i", "-u", "--",
 		"setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"}, argv...)
-	cmd := exec.Command("nsenter", args...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		sb.t.Fatalf("nsenter: %v", err)
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return resultOf(sb.t, exec.Command("nsenter", args...))
 }
 
 // curl asks the session's API socket for path, inside the sandbox as uid.
