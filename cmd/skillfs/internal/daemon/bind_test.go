@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/fs/bind"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // TestSandboxLookupErrors: only a process that is gone (ENOENT, ESRCH) makes
@@ -200,7 +200,7 @@ func mountedAt(t *testing.T, path string) bool {
 func TestBindOnHungFilesystem(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
-	var logs syncBuffer
+	var logs skilltest.SyncBuffer
 	d.log = slog.New(slog.NewTextHandler(&logs, nil))
 	prev := bind.Timeout
 	bind.Timeout = 500 * time.Millisecond
@@ -331,22 +331,4 @@ func TestBindOnHungFilesystem(t *testing.T) {
 			t.Errorf("session still open after close")
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"skillfs/cmd/skillfs/api"
+	"skillfs/skills/skilltest"
 )
 
 // principalSeen is a fake Sessions whose SessionInfo keeps the principal
@@ -46,24 +47,6 @@ func (p *principalSeen) last() Principal {
 	return p.seen[len(p.seen)-1]
 }
 
-// syncBuffer is a log both the server and the test touch.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeSession: every request on a session's API socket carries the
 // session's principal with the peer's pid and uid, which are logged per
 // connection; stop ends the connections and the listener.
@@ -86,7 +69,7 @@ func TestServeSession(t *testing.T) {
 	if err := os.Chmod(path, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	var logged syncBuffer
+	var logged skilltest.SyncBuffer
 	fake := &principalSeen{}
 	stop := New(Config{Sessions: fake, Log: slog.New(slog.NewTextHandler(&logged, nil))}).ServeSession(l, "s1", Limits{})
 	defer stop()
