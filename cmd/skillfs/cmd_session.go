@@ -328,6 +328,9 @@ func bindList(bs []skills.Bind) string {
 		if b.PID > 0 {
 			out[i] = fmt.Sprintf("%s@%d", b.Target, b.PID)
 		}
+		if b.APISocket != "" {
+			out[i] += " (api socket " + b.APISocket + ")"
+		}
 	}
 	return strings.Join(out, ",")
 }

@@ -36,9 +36,12 @@ const sandboxListener = "sandbox"
 // gives the timeouts. stop closes the listener and every connection on it
 // (the credential is withdrawn) and waits for the server to end.
 //
-// The principal is what the access middleware reads: until it enforces the
-// route table, the requests on this socket reach every route, as on the
-// operator's socket.
+// The principal is what the access middleware reads. It serves the
+// socket's handler (Handler("")), so the middleware must keep a principal
+// the connection's context already carries instead of taking a request
+// without Authorization for the operator's, and refuse Authorization and
+// X-Skillfs-As on it. Until that middleware enforces the route table, the
+// requests on this socket reach every route, as on the operator's socket.
 func (a *API) ServeSession(l net.Listener, session string, lim Limits) (stop func()) {
 	lim.Defaults()
 	srv := apiServer(a.Handler(""), lim)
