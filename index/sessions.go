@@ -424,8 +424,8 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	return nil
 }
 
-// AddBind records that host bound session id at b (idempotent), so a
-// restart can re-attach it. Only the host serving the session binds it: for
+// AddBind records that host bound session id at b (idempotent: again, it
+// updates the namespace and the API socket), so a restart can re-attach it. Only the host serving the session binds it: for
 // another, the session's host is skills.ErrElsewhere (it was moved since).
 func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error {
 	if b.Target == "" || b.PID < 0 {
@@ -442,8 +442,10 @@ func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error
 		} else if serving != host {
 			return fmt.Errorf("host %q serves it, not %q: %w", serving, host, skills.ErrElsewhere)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, host, target, pid, ns) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (session, host, pid, target) DO UPDATE SET ns = excluded.ns`, id, host, b.Target, b.PID, b.NS)
+		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, host, target, pid, ns, api_socket, api_socket_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session, host, pid, target) DO UPDATE SET ns = excluded.ns, api_socket = excluded.api_socket,
+			api_socket_id = excluded.api_socket_id`, id, host, b.Target, b.PID, b.NS, b.APISocket, b.SocketID)
 		return err
 	})
 	if err != nil {
@@ -479,8 +481,8 @@ func (db *DB) Binds(ctx context.Context, id string) ([]skills.Bind, error) {
 			return err
 		}
 		binds, err = queryAll(ctx, tx, func(sc scanner) (b skills.Bind, err error) {
-			return b, sc.Scan(&b.Target, &b.PID, &b.NS)
-		}, "SELECT b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session WHERE b.session = ? AND "+
+			return b, sc.Scan(&b.Target, &b.PID, &b.NS, &b.APISocket, &b.SocketID)
+		}, "SELECT b.target, b.pid, b.ns, b.api_socket, b.api_socket_id FROM session_binds b JOIN sessions s ON s.id = b.session WHERE b.session = ? AND "+
 			currentBind+" ORDER BY b.pid, b.target", id)
 		return err
 	})
@@ -527,7 +529,7 @@ func (db *DB) StaleBinds(ctx context.Context, host string) (map[string][]skills.
 func (db *DB) bindsWhere(ctx context.Context, where string, args ...any) (map[string][]skills.Bind, error) {
 	out := map[string][]skills.Bind{}
 	err := db.read(ctx, func(tx *txn) error {
-		rows, err := tx.QueryContext(ctx, `SELECT b.session, b.target, b.pid, b.ns FROM session_binds b JOIN sessions s ON s.id = b.session
+		rows, err := tx.QueryContext(ctx, `SELECT b.session, b.target, b.pid, b.ns, b.api_socket, b.api_socket_id FROM session_binds b JOIN sessions s ON s.id = b.session
 			WHERE `+where+" ORDER BY b.session, b.pid, b.target", args...)
 		if err != nil {
 			return err
@@ -536,7 +538,7 @@ func (db *DB) bindsWhere(ctx context.Context, where string, args ...any) (map[st
 		for rows.Next() {
 			var id string
 			var b skills.Bind
-			if err := rows.Scan(&id, &b.Target, &b.PID, &b.NS); err != nil {
+			if err := rows.Scan(&id, &b.Target, &b.PID, &b.NS, &b.APISocket, &b.SocketID); err != nil {
 				return err
 			}
 			out[id] = append(out[id], b)

@@ -394,6 +394,18 @@ func testCloseSessionAndMounts(t *testing.T, b backend) {
 	ms, _ = db.Binds(ctx, "s1")
 	mustEqual(t, "binds with a namespace", ms, []skills.Bind{{Target: "/sandbox/a/skills"}, {Target: "/sandbox/b/skills"},
 		{Target: "/sandbox/a/skills", PID: 42, NS: "mnt:[2]"}})
+	// So does it the API socket, and a rebind's new socket file.
+	for _, id := range []string{"1:2", "1:3"} {
+		b := skills.Bind{Target: "/sandbox/a/skills", PID: 42, NS: "mnt:[2]", APISocket: "/sandbox/a/.skillfs.sock", SocketID: id}
+		if err := db.AddBind(ctx, "s1", "", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, _ = db.Binds(ctx, "s1")
+	mustEqual(t, "binds with an api socket", ms, []skills.Bind{{Target: "/sandbox/a/skills"}, {Target: "/sandbox/b/skills"},
+		{Target: "/sandbox/a/skills", PID: 42, NS: "mnt:[2]", APISocket: "/sandbox/a/.skillfs.sock", SocketID: "1:3"}})
+	open, _ := db.OpenBinds(ctx, "", []string{"s1"})
+	mustEqual(t, "open binds with an api socket", open["s1"], ms)
 	wantErr(t, "negative pid", db.AddBind(ctx, "s1", "", skills.Bind{Target: "/x", PID: -1}), skills.ErrInvalid)
 	if err := db.RemoveBind(ctx, "s1", skills.Bind{Target: "/sandbox/a/skills", PID: 42}); err != nil {
 		t.Fatal(err)

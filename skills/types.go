@@ -242,11 +242,17 @@ type FileRead struct {
 // Bind is a read-only bind of a session at Target. PID 0 means the daemon's
 // own mount namespace; otherwise the bind lives in the mount namespace of
 // process PID (a sandbox), identified by NS so that a restart re-attaches it
-// only while that very namespace lives.
+// only while that very namespace lives. APISocket, when set, is where the
+// bind also put the session's API socket in that namespace (a Unix socket
+// whose every connection acts as the session), and SocketID identifies the
+// socket file made there ("dev:ino"), so that only that very file is ever
+// removed or replaced.
 type Bind struct {
-	Target string `json:"target"`
-	PID    int    `json:"pid,omitempty"`
-	NS     string `json:"ns,omitempty"`
+	Target    string `json:"target"`
+	PID       int    `json:"pid,omitempty"`
+	NS        string `json:"ns,omitempty"`
+	APISocket string `json:"api_socket,omitempty"`
+	SocketID  string `json:"-"`
 }
 
 // DisplayName is how a skill shows in listings and prompts: plugin:name for

@@ -204,23 +204,42 @@ func (c *cli) sessionMove() *cobra.Command {
 }
 
 func (c *cli) sessionMount(sub string) *cobra.Command {
-	cmd := leaf(sub+" ID TARGET [--pid PID]", map[string]string{
-		"mount":   "bind a session read-only at TARGET",
-		"unmount": "remove a session's bind at TARGET",
+	use := sub + " ID TARGET [--pid PID]"
+	if sub == "mount" {
+		use += " [--api-socket PATH]"
+	}
+	cmd := leaf(use, map[string]string{
+		"mount":   "bind a session read-only at TARGET, and its API socket at PATH when asked",
+		"unmount": "remove a session's bind at TARGET, and its API socket",
 	}[sub], 2, 2)
 	pid := cmd.Flags().Int("pid", 0, "bind inside the mount namespace of process `PID` (a running sandbox); TARGET is a path there")
+	var socket *string
+	if sub == "mount" {
+		socket = cmd.Flags().String("api-socket", "", "also make the session's API socket at `PATH` in the same namespace, "+
+			"as process PID's user (its folder must exist there): every request on it acts as the session, no token needed")
+	}
 	cmd.RunE = func(_ *cobra.Command, pos []string) (err error) {
 		target := pos[1]
+		var sock string
+		if socket != nil {
+			sock = *socket
+		}
 		if *pid == 0 {
 			if target, err = filepath.Abs(target); err != nil {
 				return err
 			}
+			if sock != "" {
+				if sock, err = filepath.Abs(sock); err != nil {
+					return err
+				}
+			}
 		}
 		id := url.PathEscape(pos[0])
+		var res api.BindResult
 		if sub == "mount" {
-			err = c.call("POST", "/v1/sessions/"+id+"/mounts", map[string]any{"target": target, "pid": *pid}, nil)
+			err = c.call("POST", "/v1/sessions/"+id+"/mounts", skills.Bind{Target: target, PID: *pid, APISocket: sock}, &res)
 		} else {
-			err = c.call("DELETE", fmt.Sprintf("/v1/sessions/%s/mounts?target=%s&pid=%d", id, url.QueryEscape(target), *pid), nil, nil)
+			err = c.call("DELETE", fmt.Sprintf("/v1/sessions/%s/mounts?target=%s&pid=%d", id, url.QueryEscape(target), *pid), nil, &res)
 		}
 		if err != nil {
 			return err
@@ -229,7 +248,12 @@ func (c *cli) sessionMount(sub string) *cobra.Command {
 		if *pid > 0 {
 			where = fmt.Sprintf("%s in the namespace of process %d", target, *pid)
 		}
-		return c.done(map[string]any{"session": pos[0], "target": target, "pid": *pid}, "session %s %sed at %s", pos[0], sub, where)
+		out := map[string]any{"session": pos[0], "target": target, "pid": *pid}
+		if res.APISocket != "" {
+			out["api_socket"] = res.APISocket
+			where += ", api socket " + res.APISocket
+		}
+		return c.done(out, "session %s %sed at %s", pos[0], sub, where)
 	}
 	return cmd
 }
@@ -331,6 +355,9 @@ func bindList(bs []skills.Bind) string {
 		out[i] = b.Target
 		if b.PID > 0 {
 			out[i] = fmt.Sprintf("%s@%d", b.Target, b.PID)
+		}
+		if b.APISocket != "" {
+			out[i] += " (api socket " + b.APISocket + ")"
 		}
 	}
 	return strings.Join(out, ",")

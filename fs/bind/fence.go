@@ -44,7 +44,11 @@ func (m Binder) fence() (*fence, error) {
 // the root is refused too. The walk up follows "..", which crosses from the
 // root of a mount to where it is mounted, so it sees the ancestors the
 // target has there, whatever names they go by.
-func (f *fence) check(fd int, path string) error {
+func (f *fence) check(fd int, path string) error { return f.checkFolder(fd, path, false) }
+
+// checkFolder is check, the root itself allowed when rootOK (a folder an
+// API socket is made in).
+func (f *fence) checkFolder(fd int, path string, rootOK bool) error {
 	cur := fd
 	defer func() {
 		if cur != fd {
@@ -76,7 +80,7 @@ func (f *fence) check(fd int, path string) error {
 		}
 		if root {
 			unix.Close(parent)
-			if cur == fd {
+			if cur == fd && !rootOK {
 				return fmt.Errorf("mount target %q is the root directory: %w", path, skills.ErrInvalid)
 			}
 			return nil

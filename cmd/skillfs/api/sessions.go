@@ -84,11 +84,13 @@ type Closed struct {
 }
 
 // BindResult is the answer of a bind made or removed
-// (/v1/sessions/{id}/mounts); its request is a skills.Bind.
+// (/v1/sessions/{id}/mounts); its request is a skills.Bind. APISocket is
+// where the bind made the session's API socket, as the sandbox sees it.
 type BindResult struct {
-	PID     int    `json:"pid"`
-	Session string `json:"session"`
-	Target  string `json:"target"`
+	PID       int    `json:"pid"`
+	Session   string `json:"session"`
+	Target    string `json:"target"`
+	APISocket string `json:"api_socket,omitempty"`
 }
 
 // MoveRequest asks this host to take a session over from the host serving

@@ -24,35 +24,53 @@ func (d *Daemon) binder() bind.Binder {
 	return bind.Binder{Home: d.cat.Home(), MountRoot: d.mountRoot, Log: d.log}
 }
 
-// detach removes one bind (bind.Binder.Detach).
-func (d *Daemon) detach(b skills.Bind) error { return d.binder().Detach(b) }
+// detach removes one bind of session id, its API socket first (see
+// closeSocket).
+func (d *Daemon) detach(id string, b skills.Bind) error {
+	d.closeSocket(id, b)
+	return d.binder().Detach(b)
+}
 
-// Bind binds a session read-only at target — in the daemon's namespace, or
-// (pid > 0) in the mount namespace of that process — and records it so that
-// a restart re-attaches it. It returns the bind as recorded, with the target
+// Bind binds a session read-only at req.Target — in the daemon's
+// namespace, or (req.PID > 0) in the mount namespace of that process — with
+// the session's API socket at req.APISocket in the same namespace when set
+// (see openSocket), and records it so that a restart re-attaches both. It
+// returns the bind as recorded, with the target and the socket's folder
 // resolved in that namespace.
-func (d *Daemon) Bind(ctx context.Context, id, target string, pid int) (skills.Bind, error) {
+func (d *Daemon) Bind(ctx context.Context, id string, req skills.Bind) (skills.Bind, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, err := d.servedSession(ctx, id); err != nil {
 		return skills.Bind{}, err
 	}
-	if !filepath.IsAbs(target) || pid < 0 {
-		return skills.Bind{}, fmt.Errorf("mount target %q must be an absolute path (and pid not negative): %w", target, skills.ErrInvalid)
+	if !filepath.IsAbs(req.Target) || req.PID < 0 {
+		return skills.Bind{}, fmt.Errorf("mount target %q must be an absolute path (and pid not negative): %w", req.Target, skills.ErrInvalid)
 	}
-	b, err := d.binder().Attach(id, skills.Bind{Target: filepath.Clean(target), PID: pid}, func(b skills.Bind) error {
+	if req.APISocket != "" && !filepath.IsAbs(req.APISocket) {
+		return skills.Bind{}, fmt.Errorf("api socket %q must be an absolute path: %w", req.APISocket, skills.ErrInvalid)
+	}
+	b, err := d.binder().Attach(id, skills.Bind{Target: filepath.Clean(req.Target), PID: req.PID}, func(b skills.Bind) error {
 		return d.checkTaken(ctx, b)
 	})
 	if err != nil {
 		return skills.Bind{}, err
 	}
+	if req.APISocket != "" {
+		b.APISocket = filepath.Clean(req.APISocket)
+		if b, err = d.openSocket(id, b, ""); err != nil {
+			if derr := d.binder().Detach(b); derr != nil {
+				d.log.Error("remove a bind whose api socket could not be made", "session", id, "target", b.Target, "pid", b.PID, "err", derr)
+			}
+			return skills.Bind{}, err
+		}
+	}
 	if err := d.db.AddBind(ctx, id, d.host, b); err != nil {
-		if derr := d.detach(b); derr != nil {
+		if derr := d.detach(id, b); derr != nil {
 			d.log.Error("remove a bind that could not be recorded", "session", id, "target", b.Target, "pid", b.PID, "err", derr)
 		}
 		return skills.Bind{}, err
 	}
-	d.log.Info("session bound", "session", id, "target", b.Target, "pid", b.PID)
+	d.log.Info("session bound", "session", id, "target", b.Target, "pid", b.PID, "api_socket", b.APISocket)
 	return b, nil
 }
 
@@ -116,7 +134,7 @@ func (d *Daemon) Unbind(ctx context.Context, id, target string, pid int) error {
 	if !ok {
 		return fmt.Errorf("session %s is not mounted at %q (pid %d): %w", id, target, pid, skills.ErrNotFound)
 	}
-	if err := d.detach(b); err != nil {
+	if err := d.detach(id, b); err != nil {
 		return fmt.Errorf("unmount %q: %w", b.Target, err)
 	}
 	return d.db.RemoveBind(ctx, id, b)
@@ -160,25 +178,49 @@ func (d *Daemon) rebind(ctx context.Context) {
 					"session", id, "target", b.Target, "err", err)
 				continue
 			}
-			got, err := d.binder().Attach(id, b, nil)
+			got, err := d.binder().Attach(id, skills.Bind{Target: b.Target, PID: b.PID, NS: b.NS}, nil)
 			if err != nil {
 				d.log.Error("rebind session", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 				continue
 			}
-			if got.Target != b.Target { // recorded before targets were resolved
-				if err := d.db.RemoveBind(ctx, id, b); err != nil {
-					d.log.Error("update bind record", "session", id, "target", b.Target, "err", err)
-				} else if err := d.db.AddBind(ctx, id, d.host, got); err != nil {
-					d.log.Error("update bind record", "session", id, "target", got.Target, "err", err)
+			got.APISocket, got.SocketID = b.APISocket, b.SocketID
+			if b.APISocket != "" {
+				// The socket file a crash left is this daemon's to
+				// replace; anything else there stays, and so does the
+				// record, for the next start.
+				if made, err := d.openSocket(id, got, b.SocketID); err != nil {
+					d.log.Error("api socket not made again: the session's view is rebound without it",
+						"session", id, "api_socket", b.APISocket, "pid", b.PID, "err", err)
+				} else {
+					got = made
 				}
 			}
-			d.log.Info("session rebound", "session", id, "target", got.Target, "pid", got.PID)
+			d.updateBind(ctx, id, b, got)
+			d.log.Info("session rebound", "session", id, "target", got.Target, "pid", got.PID, "api_socket", got.APISocket)
 		}
 	}
 }
 
+// updateBind records bind b of session id as rebound: now, resolved and
+// with its socket made again.
+func (d *Daemon) updateBind(ctx context.Context, id string, b, now skills.Bind) {
+	if now == b {
+		return
+	}
+	if now.Target != b.Target { // recorded before targets were resolved
+		if err := d.db.RemoveBind(ctx, id, b); err != nil {
+			d.log.Error("update bind record", "session", id, "target", b.Target, "err", err)
+			return
+		}
+	}
+	if err := d.db.AddBind(ctx, id, d.host, now); err != nil {
+		d.log.Error("update bind record", "session", id, "target", now.Target, "err", err)
+	}
+}
+
 // unbindAll detaches every bind at shutdown, sandboxes' included, so the
-// filesystem is really released; the records stay for the next start. With
+// filesystem is really released, and removes their API sockets; the
+// records stay for the next start. With
 // nothing to return an error to at shutdown, failures are logged.
 func (d *Daemon) unbindAll(ctx context.Context) {
 	all, err := d.db.OpenBinds(ctx, d.host, nil)
@@ -186,9 +228,9 @@ func (d *Daemon) unbindAll(ctx context.Context) {
 		d.log.Error("list binds to unbind", "err", err)
 		return
 	}
-	for _, binds := range all {
+	for id, binds := range all {
 		for _, b := range binds {
-			if err := d.detach(b); err != nil {
+			if err := d.detach(id, b); err != nil {
 				d.log.Warn("unmount bind", "target", b.Target, "pid", b.PID, "err", err)
 			}
 		}

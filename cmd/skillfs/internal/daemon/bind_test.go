@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/fs/bind"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // TestSandboxLookupErrors: only a process that is gone (ENOENT, ESRCH) makes
@@ -66,7 +66,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 			if !recorded() {
 				t.Errorf("rebind forgot a live sandbox's bind on %v", errno)
 			}
-			if err := d.detach(b); !errors.Is(err, errno) {
+			if err := d.detach(info.ID, b); !errors.Is(err, errno) {
 				t.Errorf("detach: %v, want %v", err, errno)
 			}
 		})
@@ -80,7 +80,7 @@ func TestSandboxLookupErrors(t *testing.T) {
 			if _, err := bind.NamespaceOf(b.PID); !errors.Is(err, skills.ErrNotFound) {
 				t.Errorf("classified as %v", err)
 			}
-			if err := d.detach(b); err != nil {
+			if err := d.detach(info.ID, b); err != nil {
 				t.Errorf("detach of a gone sandbox's bind: %v", err)
 			}
 			d.rebind(ctx)
@@ -200,7 +200,7 @@ func mountedAt(t *testing.T, path string) bool {
 func TestBindOnHungFilesystem(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDaemon(t)
-	var logs syncBuffer
+	var logs skilltest.SyncBuffer
 	d.log = slog.New(slog.NewTextHandler(&logs, nil))
 	prev := bind.Timeout
 	bind.Timeout = 500 * time.Millisecond
@@ -283,7 +283,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 			h := mountHung(t)
 			id := ids[i]
 			target := filepath.Join(h.mnt, "hang")
-			bounded(t, h, func() { h.waitEntered(t) }, func() error { _, err := d.Bind(ctx, id, target, pid); return err })
+			bounded(t, h, func() { h.waitEntered(t) }, func() error { _, err := d.Bind(ctx, id, skills.Bind{Target: target, PID: pid}); return err })
 			h.release()
 			nothingLeft(t, id, target)
 		})
@@ -300,7 +300,7 @@ func TestBindOnHungFilesystem(t *testing.T) {
 		h.waitEntered(t)
 		// move_mount waits in the kernel, where the filesystem sees nothing.
 		wait := func() { time.Sleep(bind.Timeout / 2) }
-		bounded(t, h, wait, func() error { _, err := d.Bind(ctx, id, target, 0); return err })
+		bounded(t, h, wait, func() error { _, err := d.Bind(ctx, id, skills.Bind{Target: target}); return err })
 		h.release()
 		<-stat
 		nothingLeft(t, id, target)
@@ -331,22 +331,4 @@ func TestBindOnHungFilesystem(t *testing.T) {
 			t.Errorf("session still open after close")
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

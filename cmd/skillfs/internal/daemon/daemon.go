@@ -130,6 +130,8 @@ type Daemon struct {
 	apiAddr   string
 	hostGrace time.Duration
 
+	sockets apiSockets // the API sockets put into sandboxes, by bind
+
 	mu sync.Mutex // serialises session changes
 	// followed is what the views of this host's sessions were last
 	// reevaluated against (nil: nothing yet); guarded by mu.

@@ -119,7 +119,7 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 		"close":   func() error { return b.CloseSession(ctx, info.ID) },
 		"refresh": func() error { _, err := b.Refresh(ctx, info.ID); return err },
 		"set":     func() error { _, err := b.SetSkills(ctx, info.ID, api.SetRequest{Skills: []string{}}); return err },
-		"mount":   func() error { _, err := b.Bind(ctx, info.ID, target, 0); return err },
+		"mount":   func() error { _, err := b.Bind(ctx, info.ID, skills.Bind{Target: target}); return err },
 		"unmount": func() error { return b.Unbind(ctx, info.ID, target, 0) },
 	}
 	for what, change := range changes {
@@ -211,7 +211,7 @@ func TestFleetRevocationsReachEveryHost(t *testing.T) {
 	// alice is deleted through a, her session closed with her: b drops
 	// the view and the bind it made.
 	target := bindTarget(t)
-	if _, err := b.Bind(ctx, info.ID, target, 0); err != nil {
+	if _, err := b.Bind(ctx, info.ID, skills.Bind{Target: target}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.DeleteUser(ctx, "", "alice", "", false); !errors.Is(err, skills.ErrExists) {
@@ -270,7 +270,9 @@ func TestFleetMove(t *testing.T) {
 		t.Fatalf("activations on a: %+v (%v)", first, err)
 	}
 	target := bindTarget(t)
-	if _, err := a.Bind(ctx, info.ID, target, 0); err != nil {
+	sock := filepath.Join(filepath.Dir(target), "api.sock")
+	bound, err := a.Bind(ctx, info.ID, skills.Bind{Target: target, APISocket: sock})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// x gets a new version meanwhile: the moved session keeps its pin.
@@ -317,7 +319,7 @@ func TestFleetMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Host != b.host || m.From != a.host || !slices.Equal(m.Readable, []string{"x"}) ||
-		!slices.Equal(m.Dropped, []skills.Bind{{Target: target}}) || !strings.Contains(m.Note, "bind the session again") {
+		!slices.Equal(m.Dropped, []skills.Bind{bound}) || !strings.Contains(m.Note, "bind the session again") {
 		t.Fatalf("move answered %+v", m)
 	}
 	after, err := b.Session(ctx, info.ID)
@@ -362,6 +364,9 @@ func TestFleetMove(t *testing.T) {
 	}
 	if mounted, err := isMountPoint(target); err != nil || mounted {
 		t.Fatalf("a's bind of the moved session is still mounted (%v)", err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) || a.sockets.count() != 0 {
+		t.Fatalf("a's api socket of the moved session: %v, %d served", err, a.sockets.count())
 	}
 	if _, err := b.Move(ctx, info.ID, true); !errors.Is(err, skills.ErrInvalid) {
 		t.Fatalf("a second move to the same host: %v", err)

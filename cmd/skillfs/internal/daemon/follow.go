@@ -146,7 +146,7 @@ func (d *Daemon) dropStale(ctx context.Context) error {
 	for id, binds := range stale {
 		detached := true
 		for _, b := range binds {
-			if err := d.detach(b); err != nil {
+			if err := d.detach(id, b); err != nil {
 				d.log.Warn("unmount a bind of a session no longer served here: kept for the next try",
 					"session", id, "target", b.Target, "pid", b.PID, "err", err)
 				detached = false

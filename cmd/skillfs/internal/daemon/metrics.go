@@ -63,7 +63,10 @@ func newMetrics(d *Daemon) *metrics {
 			}
 			return float64(d.rec.JournalRecords())
 		})
-	m.reg.MustRegister(m.opens, m.activations, m.flushSeconds, m.flushFailures, journaled,
+	sockets := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skillfs_api_sockets",
+		Help: "Session API sockets this daemon serves in sandboxes (binds made with an API socket)."},
+		func() float64 { return float64(d.sockets.count()) })
+	m.reg.MustRegister(m.opens, m.activations, m.flushSeconds, m.flushFailures, journaled, sockets,
 		stateCollector{d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

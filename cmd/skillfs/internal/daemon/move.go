@@ -62,7 +62,7 @@ func (d *Daemon) Move(ctx context.Context, id string, force bool) (*api.Moved, e
 		out.Dropped = []skills.Bind{}
 	}
 	if len(dropped) > 0 {
-		out.Note = fmt.Sprintf("its %d bind(s) on host %s are dropped: bind the session again here (`skillfs session mount %s TARGET [--pid PID]`)",
+		out.Note = fmt.Sprintf("its %d bind(s) on host %s, and their API sockets, are dropped: bind the session again here (`skillfs session mount %s TARGET [--pid PID] [--api-socket PATH]`)",
 			len(dropped), from, id)
 	}
 	return out, nil

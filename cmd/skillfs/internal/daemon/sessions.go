@@ -560,7 +560,7 @@ func (d *Daemon) closeSession(ctx context.Context, id string) error {
 		return err
 	}
 	for _, b := range binds {
-		if err := d.detach(b); err != nil {
+		if err := d.detach(id, b); err != nil {
 			d.log.Warn("unmount session bind", "session", id, "target", b.Target, "pid", b.PID, "err", err)
 		}
 	}

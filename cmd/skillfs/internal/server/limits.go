@@ -56,13 +56,20 @@ func (g *streamGate) leave() { g.open.Add(-1) }
 
 // full is the refusal of a stream over the cap.
 func (g *streamGate) full(listener string) error {
+	setting := ", serve --max-streams"
+	if listener == sandboxListener {
+		setting = ""
+	}
 	return &BusyError{RetryAfter: streamRetry, Msg: fmt.Sprintf(
-		"the %s serves as many event streams as it may at once (%d, serve --max-streams): try again later", listenerNoun(listener), g.max)}
+		"the %s serves as many event streams as it may at once (%d%s): try again later", listenerNoun(listener), g.max, setting)}
 }
 
 func listenerNoun(name string) string {
-	if name == "tcp" {
+	switch name {
+	case "tcp":
 		return "TCP listener"
+	case sandboxListener:
+		return "session's API socket"
 	}
 	return "socket"
 }

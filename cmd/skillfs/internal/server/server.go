@@ -44,9 +44,10 @@ type Sessions interface {
 }
 
 // Binds put a session's view at a target, in this or a sandbox's mount
-// namespace (pid 0: the daemon's own), and take it away.
+// namespace (pid 0: the daemon's own), with the session's API socket beside
+// it when asked (skills.Bind.APISocket), and take them away.
 type Binds interface {
-	Bind(ctx context.Context, id, target string, pid int) (skills.Bind, error)
+	Bind(ctx context.Context, id string, b skills.Bind) (skills.Bind, error)
 	Unbind(ctx context.Context, id, target string, pid int) error
 }
 

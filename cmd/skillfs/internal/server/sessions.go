@@ -147,8 +147,8 @@ func (a *API) bind(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	b, err := a.Binds.Bind(r.Context(), r.PathValue("id"), req.Target, req.PID)
-	reply(w, api.BindResult{Session: r.PathValue("id"), Target: b.Target, PID: b.PID}, err)
+	b, err := a.Binds.Bind(r.Context(), r.PathValue("id"), skills.Bind{Target: req.Target, PID: req.PID, APISocket: req.APISocket})
+	reply(w, api.BindResult{Session: r.PathValue("id"), Target: b.Target, PID: b.PID, APISocket: b.APISocket}, err)
 }
 
 func (a *API) unbind(w http.ResponseWriter, r *http.Request) {
