@@ -397,7 +397,7 @@ func TestChildMovesWithItsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := bindTarget(t)
-	if _, err := a.Bind(ctx, child.ID, target, 0); err != nil {
+	if _, err := a.Bind(ctx, child.ID, skills.Bind{Target: target}); err != nil {
 		t.Fatal(err)
 	}
 	share(t, a, b)
