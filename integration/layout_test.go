@@ -18,7 +18,8 @@ var layers = [][]string{
 	{"skills/manifest", "skills/git", "skills/diff"},
 	{"skills/store", "skills/source"},
 	{"index", "policy", "fs", "fs/bind"},
-	{"cmd/skillfs/api", "cmd/skillfs/internal/catalog/confine", "cmd/skillfs/internal/catalog/datadir", "cmd/skillfs/internal/activation"},
+	{"cmd/skillfs/api", "cmd/skillfs/internal/catalog/confine", "cmd/skillfs/internal/catalog/datadir", "cmd/skillfs/internal/activation",
+		"cmd/skillfs/internal/sandbox"},
 	{"cmd/skillfs/internal/events", "cmd/skillfs/internal/catalog/content"},
 	{"cmd/skillfs/internal/catalog"},
 	{"cmd/skillfs/internal/server"},
@@ -47,6 +48,7 @@ var testHelpers = map[string]int{
 	"index/pgtest":            0,
 	"cmd/skillfs/api/apitest": 5,
 	"cmd/skillfs/internal/activation/activationtest": 4,
+	"cmd/skillfs/internal/sandbox/sandboxtest":       0,
 	"integration": len(layers),
 }
 
