@@ -46,23 +46,19 @@ func (db *DB) Installs(ctx context.Context, session string) ([]skills.Install, e
 		"SELECT "+installColumns+" FROM installs WHERE session = ? ORDER BY id", session)
 }
 
-// InstallsSince counts the installs user uid asked for since the time
-// given, whatever their outcome, but those refused for a quota (code), so
-// that a client told to wait does not lengthen its own wait by asking.
-func (db *DB) InstallsSince(ctx context.Context, uid string, since time.Time, quotaCode string) (int, error) {
+// InstallTimes are the times of the installs user uid asked for since the
+// time given, oldest first, whatever their outcome but those refused for a
+// quota (code): a client told to wait does not lengthen its wait by asking.
+func (db *DB) InstallTimes(ctx context.Context, uid string, since time.Time, quotaCode string) ([]time.Time, error) {
 	at, err := activationTime(since)
 	if err != nil {
-		return 0, fmt.Errorf("count installs: %w", err)
+		return nil, fmt.Errorf("count installs: %w", err)
 	}
-	var n int
-	err = db.read(ctx, func(tx *txn) error {
-		return tx.QueryRowContext(ctx, "SELECT count(*) FROM installs WHERE uid = ? AND at >= ? AND outcome <> ?",
-			uid, at, quotaCode).Scan(&n)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("count the installs of %q: %w", uid, err)
-	}
-	return n, nil
+	return readAll(ctx, db, "count the installs of "+uid, func(sc scanner) (time.Time, error) {
+		var n sql.NullInt64
+		err := sc.Scan(&n)
+		return decodeTime(n), err
+	}, "SELECT at FROM installs WHERE uid = ? AND at >= ? AND outcome <> ? ORDER BY at, id", uid, at, quotaCode)
 }
 
 // Usage is what a user's skills hold in the catalog.

@@ -41,8 +41,9 @@ func testInstalls(t *testing.T, b backend) {
 		since time.Time
 		want  int
 	}{{t0, 2}, {t0.Add(30 * time.Second), 1}, {t0.Add(time.Hour), 0}} {
-		if n, err := db.InstallsSince(ctx, "alice", tc.since, "quota"); err != nil || n != tc.want {
-			t.Errorf("InstallsSince(alice, %v) = %d, %v; want %d", tc.since, n, err, tc.want)
+		if times, err := db.InstallTimes(ctx, "alice", tc.since, "quota"); err != nil || len(times) != tc.want ||
+			(tc.want > 0 && !times[len(times)-1].Equal(t0.Add(time.Minute))) {
+			t.Errorf("InstallTimes(alice, %v) = %v, %v; want %d ending at the second install", tc.since, times, err, tc.want)
 		}
 	}
 	if err := db.RecordInstall(ctx, &skills.Install{At: t0, Session: "s1", Outcome: "ok", Kind: skills.InstallGit}); !errors.Is(err, skills.ErrInvalid) {

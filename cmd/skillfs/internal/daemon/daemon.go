@@ -90,6 +90,9 @@ type Options struct {
 	// PostgreSQL's notifications feed); each fire makes the daemon look at
 	// once rather than at its next periodic look.
 	Watch func(context.Context) <-chan struct{}
+	// Quotas bound what each user's sessions may install
+	// (InstallForSession).
+	Quotas Quotas
 	// FsName is the mount's source in the mount table (fs.Options.FsName;
 	// "" for the filesystem's own).
 	FsName string
@@ -129,6 +132,8 @@ type Daemon struct {
 	started   time.Time
 	apiAddr   string
 	hostGrace time.Duration
+
+	installs installing // the installs of each user, one at a time
 
 	mu sync.Mutex // serialises session changes
 	// followed is what the views of this host's sessions were last

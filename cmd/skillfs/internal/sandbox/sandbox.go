@@ -34,7 +34,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +42,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"skillfs/fs/bind"
 	"skillfs/skills"
 )
 
@@ -105,11 +105,11 @@ func Read(ctx context.Context, r Request) (*Copy, error) {
 	items := make(chan item)
 	stop := make(chan struct{})
 	walked := make(chan error, 1)
-	go func() {
+	go bind.OwnThread(func() {
 		defer p.close()
 		defer close(items)
 		walked <- p.walk(r.Path, lim, items, stop)
-	}()
+	})
 	copied := make(chan error, 1)
 	go func() { copied <- w.run(items) }()
 	var werr error
@@ -253,10 +253,10 @@ type item struct {
 	top  string // the root is a file: KindZip or KindManifest
 }
 
-// walk runs on a thread of the process's: it resolves at, and sends what it
+// walk runs on a thread of its own (bind.OwnThread) that becomes one of
+// the process's: it resolves at, and sends what it
 // finds to items until stop closes.
 func (p *process) walk(at string, lim skills.Limits, items chan<- item, stop <-chan struct{}) error {
-	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	if err := p.become(); err != nil {
 		return err
 	}
