@@ -354,11 +354,19 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	return d, err
 }
 
+// Upload is a skill sent as bytes: a ZIP or a SKILL.md (Kind UploadZip or
+// UploadManifest), named Name (see PrepareUpload).
+type Upload struct {
+	Kind string
+	Name string
+	Body io.Reader
+}
+
 // ImportUpload imports an upload (see PrepareUpload) at once, without a
 // draft.
-func (c *Catalog) ImportUpload(ctx context.Context, req ImportRequest, kind, name string, body io.Reader) (*ImportResult, error) {
+func (c *Catalog) ImportUpload(ctx context.Context, req ImportRequest, up Upload) (*ImportResult, error) {
 	res := &ImportResult{Installed: []Installed{}, Failed: []Failed{}}
-	err := c.received(ctx, req, kind, name, body, func(actor skills.User, req ImportRequest) error {
+	err := c.received(ctx, req, up.Kind, up.Name, up.Body, func(actor skills.User, req ImportRequest) error {
 		return c.importAs(ctx, actor, req, res)
 	})
 	return res, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -70,14 +69,6 @@ func (e *QuotaError) Unwrap() error { return skills.ErrLimit }
 // the hourly rate does not count.
 const outcomeQuota = "quota"
 
-// Upload is the skill itself, sent with an install: a ZIP or a SKILL.md
-// (catalog.UploadZip, catalog.UploadManifest).
-type Upload struct {
-	Kind string
-	Name string
-	Body io.Reader
-}
-
 // installing serialises the installs of each user on this host, so that
 // their quotas are checked against installs that do not run meanwhile.
 type installing struct {
@@ -129,7 +120,7 @@ func isChildSession(s *skills.Session) bool { return false }
 // for all): at its next refresh, or at once with req.Now. The user's quotas
 // apply; every install is recorded, whatever its outcome. A sub-agent's
 // session may not install (ErrPermission).
-func (d *Daemon) InstallForSession(ctx context.Context, id string, req api.InstallRequest, up *Upload) (*api.SessionInstall, error) {
+func (d *Daemon) InstallForSession(ctx context.Context, id string, req api.InstallRequest, up *catalog.Upload) (*api.SessionInstall, error) {
 	s, err := d.servedSession(ctx, id)
 	if err != nil {
 		return nil, err
@@ -196,7 +187,7 @@ func (d *Daemon) recordInstall(rec *skills.Install, in *catalog.Installed, err e
 }
 
 // installFor reads the source of an install and imports its one skill.
-func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.InstallRequest, up *Upload) (*catalog.Installed, error) {
+func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.InstallRequest, up *catalog.Upload) (*catalog.Installed, error) {
 	q := d.opts.Quotas.withDefaults()
 	now := time.Now().UTC()
 	if times, err := d.db.InstallTimes(ctx, s.UID, now.Add(-time.Hour), outcomeQuota); err != nil {
@@ -214,7 +205,7 @@ func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.Inst
 	var err error
 	switch {
 	case up != nil:
-		res, err = d.cat.ImportUpload(ctx, ir, up.Kind, up.Name, up.Body)
+		res, err = d.cat.ImportUpload(ctx, ir, *up)
 	case req.Path != "":
 		var b skills.Bind
 		if b, err = d.sandboxOf(ctx, s.ID); err != nil {

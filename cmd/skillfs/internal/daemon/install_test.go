@@ -3,8 +3,10 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"testing"
 
 	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/cmd/skillfs/internal/sandbox/sandboxtest"
 	"skillfs/skills"
@@ -216,7 +219,7 @@ func TestInstallFromSandbox(t *testing.T) {
 	src := filepath.Join(ws, "demo")
 	zipped := skilltest.Zip(t, skilltest.ZipEntry{Name: "SKILL.md", Data: mustRead(t, filepath.Join(src, "SKILL.md"))},
 		skilltest.ZipEntry{Name: "ref/notes.md", Data: []byte("notes of demo")})
-	up, err := d2.InstallForSession(ctx, id2, api.InstallRequest{}, &Upload{Kind: catalog.UploadZip, Name: "demo.zip", Body: bytes.NewReader(zipped)})
+	up, err := d2.InstallForSession(ctx, id2, api.InstallRequest{}, &catalog.Upload{Kind: catalog.UploadZip, Name: "demo.zip", Body: bytes.NewReader(zipped)})
 	if err != nil || up.Slug != "demo" || up.Version != sessionVersion(t, d, "demo") {
 		t.Fatalf("upload of the same content = %+v, %v; want version %s", up, err, sessionVersion(t, d, "demo"))
 	}
@@ -470,5 +473,48 @@ func TestInstallConcurrent(t *testing.T) {
 	}
 	if tmp, _ := os.ReadDir(filepath.Join(d.cat.Home(), "tmp")); len(tmp) != 0 {
 		t.Errorf("left in the temporary area: %v", tmp)
+	}
+}
+
+// TestInstallThroughTheAPI: POST /v1/sessions/{id}/skills installs from a
+// path in the sandbox (JSON) and from the skill's bytes (a SKILL.md with
+// ?now=true), answering as the document says; a refusal answers in the
+// error shape with its code.
+func TestInstallThroughTheAPI(t *testing.T) {
+	d := newTestDaemon(t)
+	addUsers(t, d, "alice")
+	ws := filepath.Join(t.TempDir(), "ws")
+	demoSkill(t, ws, "viaapi", "body\n")
+	b := box(t, ws)
+	id := boundSession(t, d, "alice", b)
+	client := apitest.NewChecked(t, d.http.Handler(""))
+	route := "/v1/sessions/" + id + "/skills"
+
+	code, _, body := client.Send("POST", route, apitest.JSONHeader(), []byte(`{"path":"/workspace/viaapi"}`))
+	var out api.SessionInstall
+	if code != http.StatusOK || json.Unmarshal(body, &out) != nil || out.Slug != "viaapi" || out.Joined {
+		t.Fatalf("install from a path: %d %s", code, body)
+	}
+	manifest := skilltest.Manifest("name: posted\ndescription: sent as bytes", "body\n")
+	code, _, body = client.Send("POST", route+"?name=SKILL.md&now=true", apitest.Header("Content-Type", "text/markdown"), []byte(manifest))
+	if code != http.StatusOK || json.Unmarshal(body, &out) != nil || out.Slug != "posted" || !out.Joined {
+		t.Fatalf("install of bytes: %d %s", code, body)
+	}
+	if got, err := readInBox(b, "posted/SKILL.md"); err != nil || string(got) == "" {
+		t.Fatalf("read the posted skill in the sandbox: %q, %v", got, err)
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+		kind string
+	}{
+		{`{"path":"/etc/shadow"}`, http.StatusNotFound, "not_found"},
+		{`{"path":"/workspace/viaapi","source":"owner/repo"}`, http.StatusBadRequest, "invalid"},
+		{`{"path":"/workspace/viaapi","extra":1}`, http.StatusBadRequest, "invalid"},
+	} {
+		code, _, body := client.Send("POST", route, apitest.JSONHeader(), []byte(tc.body))
+		if code != tc.code || apitest.ErrorCode(body) != tc.kind {
+			t.Errorf("%s: %d %s; want %d %s", tc.body, code, body, tc.code, tc.kind)
+		}
 	}
 }
