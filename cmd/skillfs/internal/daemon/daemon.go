@@ -21,6 +21,7 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/catalog/content"
 	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/cmd/skillfs/internal/server"
 	skfs "skillfs/fs"
@@ -133,7 +134,10 @@ type Daemon struct {
 	apiAddr   string
 	hostGrace time.Duration
 
-	installs installing // the installs of each user, one at a time
+	// installs serialises the installs of each user on this host, so
+	// that their quotas are checked against installs that do not run
+	// meanwhile.
+	installs content.KeyedLocks
 
 	mu sync.Mutex // serialises session changes
 	// followed is what the views of this host's sessions were last

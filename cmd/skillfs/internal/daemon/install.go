@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"skillfs/cmd/skillfs/api"
@@ -69,42 +68,6 @@ func (e *QuotaError) Unwrap() error { return skills.ErrLimit }
 // the hourly rate does not count.
 const outcomeQuota = "quota"
 
-// installing serialises the installs of each user on this host, so that
-// their quotas are checked against installs that do not run meanwhile.
-type installing struct {
-	mu    sync.Mutex
-	users map[string]*userInstalls
-}
-
-type userInstalls struct {
-	sync.Mutex
-	n int // installs holding or waiting for it
-}
-
-// lock waits for the user's turn; the function returned ends it.
-func (in *installing) lock(uid string) func() {
-	in.mu.Lock()
-	if in.users == nil {
-		in.users = map[string]*userInstalls{}
-	}
-	u := in.users[uid]
-	if u == nil {
-		u = &userInstalls{}
-		in.users[uid] = u
-	}
-	u.n++
-	in.mu.Unlock()
-	u.Lock()
-	return func() {
-		u.Unlock()
-		in.mu.Lock()
-		if u.n--; u.n == 0 {
-			delete(in.users, uid)
-		}
-		in.mu.Unlock()
-	}
-}
-
 // isChildSession says whether s is a sub-agent's session, which may not
 // install. Sessions gain a parent (skills.Session.Parent) with sub-agents;
 // until then no session is one.
@@ -149,7 +112,7 @@ func (d *Daemon) InstallForSession(ctx context.Context, id string, req api.Insta
 	if up == nil && req.Ref != "" && req.Source == "" {
 		return nil, fmt.Errorf("install for session %s: a ref goes with a git source: %w", id, skills.ErrInvalid)
 	}
-	done := d.installs.lock(s.UID)
+	done := d.installs.Lock(s.UID)
 	defer done()
 	in, err := d.installFor(ctx, s, req, up)
 	d.recordInstall(rec, in, err)

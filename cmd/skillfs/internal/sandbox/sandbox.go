@@ -409,11 +409,7 @@ func (w *walker) dir(d *os.File, rel string) error {
 			if err := w.budget.Size(crel, st.Size); err != nil {
 				return err // the size it declares: not a byte read
 			}
-			fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return pathError(w.display(crel), err)
-			}
-			f, err := checked(fd, w.display(crel), st)
+			f, err := w.open(dfd, name, crel, st, unix.O_NOCTTY)
 			if err != nil {
 				return err
 			}
@@ -424,11 +420,7 @@ func (w *walker) dir(d *os.File, rel string) error {
 			if err := w.budget.Dir(crel); err != nil {
 				return err
 			}
-			fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return pathError(w.display(crel), err)
-			}
-			sub, err := checked(fd, w.display(crel), st)
+			sub, err := w.open(dfd, name, crel, st, unix.O_DIRECTORY)
 			if err != nil {
 				return err
 			}
@@ -446,6 +438,17 @@ func (w *walker) dir(d *os.File, rel string) error {
 		}
 	}
 	return nil
+}
+
+// open opens the entry name of the directory dfd (at crel), which st
+// describes, without following it or waiting (a FIFO swapped in is not
+// waited on), and checks on the descriptor that it is still that entry.
+func (w *walker) open(dfd int, name, crel string, st unix.Stat_t, flags int) (*os.File, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0)
+	if err != nil {
+		return nil, pathError(w.display(crel), err)
+	}
+	return checked(fd, w.display(crel), st)
 }
 
 // relink is a link's target as the copy keeps it: an absolute target inside

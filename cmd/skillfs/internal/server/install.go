@@ -33,10 +33,7 @@ func (a *API) installForSession(w http.ResponseWriter, r *http.Request) {
 		now := q.Get("now") == "true" || q.Get("now") == "1"
 		out, err := a.Installs.InstallForSession(r.Context(), id, api.InstallRequest{Now: now},
 			&catalog.Upload{Kind: kind, Name: q.Get("name"), Body: r.Body})
-		if err != nil {
-			w.Header().Set("Connection", "close") // the rest of a refused body is not read
-		}
-		reply(w, out, err)
+		replyUpload(w, out, err)
 		return
 	}
 	var req api.InstallRequest
@@ -45,4 +42,13 @@ func (a *API) installForSession(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := a.Installs.InstallForSession(r.Context(), id, req, nil)
 	reply(w, out, err)
+}
+
+// replyUpload answers a request whose body was an upload: a refusal closes
+// the connection, as the rest of a refused body is not read.
+func replyUpload(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		w.Header().Set("Connection", "close")
+	}
+	reply(w, v, err)
 }
