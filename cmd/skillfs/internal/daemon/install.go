@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"skillfs/cmd/skillfs/internal/sandbox"
 	"skillfs/policy"
 	"skillfs/skills"
+	"skillfs/skills/git"
 	skillsource "skillfs/skills/source"
 )
 
@@ -23,6 +25,10 @@ type Quotas struct {
 	Bytes        int64 // bytes of every version of those skills, at most
 	InstallsHour int   // installs a user's sessions ask for in any hour, at most
 }
+
+// SandboxReadTimeout bounds the reading of a path in a session's sandbox.
+// A variable so tests can shorten it.
+var SandboxReadTimeout = 2 * time.Minute
 
 // The default quotas.
 const (
@@ -100,11 +106,12 @@ func (d *Daemon) InstallForSession(ctx context.Context, id string, req api.Insta
 	}
 	switch {
 	case up != nil:
-		rec.Kind, rec.Source = skills.InstallUpload, up.Name
+		rec.Kind, rec.Source = skills.InstallUpload, cmp.Or(up.Name, "upload")
 	case req.Path != "":
 		rec.Kind, rec.Source = skills.InstallPath, req.Path
 	default:
-		rec.Kind, rec.Source = skills.InstallGit, req.Source
+		// As shown everywhere: credentials in the URL hidden.
+		rec.Kind, rec.Source = skills.InstallGit, git.ParseSpec(req.Source).String()
 	}
 	if n != 1 {
 		return nil, fmt.Errorf("install for session %s: give one of a path, a git source or the skill as the body: %w", id, skills.ErrInvalid)
@@ -174,8 +181,12 @@ func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.Inst
 		if b, err = d.sandboxOf(ctx, s.ID); err != nil {
 			return nil, err
 		}
+		// Bounded: a filesystem in the sandbox that hangs must not hold
+		// the user's installs for longer.
+		rctx, cancel := context.WithTimeout(ctx, SandboxReadTimeout)
+		defer cancel()
 		res, err = d.cat.ImportCopy(ctx, ir, "sandbox:"+req.Path, func(dir string) (string, string, error) {
-			c, err := sandbox.Read(ctx, sandbox.Request{PID: b.PID, NS: b.NS, Path: req.Path, Dst: dir, Limits: d.cat.Limits()})
+			c, err := sandbox.Read(rctx, sandbox.Request{PID: b.PID, NS: b.NS, Path: req.Path, Dst: dir, Limits: d.cat.Limits()})
 			if err != nil {
 				return "", "", err
 			}

@@ -267,9 +267,15 @@ func TestInstallFromGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := boundSession(t, d, "alice", nil)
-	out, err := d.InstallForSession(ctx, id, api.InstallRequest{Source: base + "team/skills.git", Ref: "main", Now: true}, nil)
+	withCreds := strings.Replace(base, "http://", "http://agent:s3cret@", 1) + "team/skills.git"
+	out, err := d.InstallForSession(ctx, id, api.InstallRequest{Source: withCreds, Ref: "main", Now: true}, nil)
 	if err != nil || out.Slug != "gitted" || !out.Joined {
 		t.Fatalf("install from git = %+v, %v", out, err)
+	}
+	recs, err := d.db.Installs(ctx, id)
+	if err != nil || len(recs) != 1 || recs[0].Kind != skills.InstallGit || strings.Contains(recs[0].Source, "s3cret") ||
+		!strings.Contains(recs[0].Source, "team/skills.git") {
+		t.Fatalf("records = %+v, %v: want the source without its credentials", recs, err)
 	}
 	admin := boundSession(t, d, "root", nil)
 	before := stateOf(t, d)
@@ -517,4 +523,21 @@ func TestInstallThroughTheAPI(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d %s", tc.body, code, body, tc.code, tc.kind)
 		}
 	}
+}
+
+// TestInstallSandboxGone: once the process a session is bound into is
+// gone, no path is read for it (its pid may be another process's by then).
+func TestInstallSandboxGone(t *testing.T) {
+	d := newTestDaemon(t)
+	addUsers(t, d, "alice")
+	ws := filepath.Join(t.TempDir(), "ws")
+	demoSkill(t, ws, "gone", "body\n")
+	b := box(t, ws)
+	id := boundSession(t, d, "alice", b)
+	b.Stop()
+	before := stateOf(t, d)
+	if _, err := d.InstallForSession(context.Background(), id, api.InstallRequest{Path: "/workspace/gone"}, nil); !errors.Is(err, skills.ErrNotFound) {
+		t.Fatalf("install in a sandbox gone: %v, want ErrNotFound", err)
+	}
+	sameState(t, "an install in a sandbox gone", before, stateOf(t, d))
 }
