@@ -44,11 +44,11 @@ var testHelpers = map[string]int{
 	"skills/skilltest":        0,
 	"skills/gittest":          0,
 	"fs/fusetest":             0,
+	"fs/bind/sandboxtest":     0,
 	"fs/readbench":            0,
 	"index/pgtest":            0,
 	"cmd/skillfs/api/apitest": 5,
 	"cmd/skillfs/internal/activation/activationtest": 4,
-	"cmd/skillfs/internal/sandbox/sandboxtest":       0,
 	"integration": len(layers),
 }
 

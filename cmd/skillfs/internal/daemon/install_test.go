@@ -18,7 +18,7 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
-	"skillfs/cmd/skillfs/internal/sandbox/sandboxtest"
+	"skillfs/fs/bind/sandboxtest"
 	"skillfs/skills"
 	"skillfs/skills/gittest"
 	"skillfs/skills/skilltest"

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"skillfs/cmd/skillfs/internal/sandbox/sandboxtest"
+	"skillfs/fs/bind/sandboxtest"
 	"skillfs/skills"
 )
 
