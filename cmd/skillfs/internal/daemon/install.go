@@ -151,6 +151,9 @@ func (d *Daemon) recordInstall(rec *skills.Install, in *catalog.Installed, err e
 	default:
 		rec.Slug, rec.Version = in.Slug, in.Version
 	}
+	if d.metrics != nil {
+		d.metrics.installs.WithLabelValues(rec.Kind, rec.Outcome).Inc()
+	}
 	if rerr := d.db.RecordInstall(context.Background(), rec); rerr != nil {
 		d.log.Error("record an install", "session", rec.Session, "outcome", rec.Outcome, "err", rerr)
 	}

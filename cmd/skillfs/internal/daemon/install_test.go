@@ -436,6 +436,11 @@ func TestInstallQuotas(t *testing.T) {
 	if len(recs) != 8 || quota != 3 {
 		t.Fatalf("records = %d, %d for quotas; want 8 and 3: %+v", len(recs), quota, recs)
 	}
+	wantSeries(t, series(t, d.metrics), map[string]float64{
+		"skillfs_session_installs_total{kind=path,outcome=ok}":        4,
+		"skillfs_session_installs_total{kind=path,outcome=quota}":     3,
+		"skillfs_session_installs_total{kind=path,outcome=not_found}": 1,
+	})
 }
 
 // TestInstallConcurrent: 50 sessions, each bound into a sandbox of its
