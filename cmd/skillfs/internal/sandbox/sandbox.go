@@ -9,9 +9,11 @@
 // unlocked, so it ends with it: that thread leaves the daemon's filesystem
 // attributes (unshare CLONE_FS), joins the process's mount namespace
 // (setns), and takes the process's credentials with raw system calls, which
-// change that thread alone (setgroups, setresgid, setresuid, capset). Paths
-// resolve with openat2 RESOLVE_IN_ROOT under a descriptor of the process's
-// root, with no magic links (/proc/PID/root and /proc/PID/fd are refused),
+// change that thread alone (setgroups, setfsgid, setfsuid, capset; the
+// real and effective ids stay the daemon's, so that no process of the
+// sandbox's uid may signal or trace the thread). Paths resolve with openat2
+// RESOLVE_IN_ROOT under a descriptor of the process's root, with no magic
+// links (/proc/PID/root and /proc/PID/fd are refused),
 // so neither ".." nor an absolute symlink nor /proc leads outside what the
 // process sees. Below the path named, nothing is followed: every entry is
 // looked at without following it, opened with O_NOFOLLOW and O_NONBLOCK
@@ -223,19 +225,35 @@ func (p *process) become() error {
 	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); e != 0 {
 		return fmt.Errorf("take the groups of process %d: %w", p.pid, e)
 	}
-	g, u := uintptr(p.creds.GID), uintptr(p.creds.UID)
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, g, g, g); e != 0 {
-		return fmt.Errorf("take the gid of process %d: %w", p.pid, e)
+	// The filesystem ids only: what files are checked against. The real,
+	// effective and saved ids stay the daemon's, so that no process of
+	// that uid may signal or trace the thread (which shares the daemon's
+	// memory) while it reads.
+	if err := setfsid(unix.SYS_SETFSGID, p.creds.GID); err != nil {
+		return fmt.Errorf("take the gid of process %d: %w", p.pid, err)
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, u, u, u); e != 0 {
-		return fmt.Errorf("take the uid of process %d: %w", p.pid, e)
+	if err := setfsid(unix.SYS_SETFSUID, p.creds.UID); err != nil {
+		return fmt.Errorf("take the uid of process %d: %w", p.pid, err)
 	}
-	// A uid 0 keeps its capabilities through setresuid: drop them all
-	// (capset changes the calling thread alone).
+	// No capabilities at all, DAC_OVERRIDE and DAC_READ_SEARCH among them,
+	// which a filesystem id of 0 would keep (capset changes the calling
+	// thread alone).
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("drop capabilities: %w", err)
+	}
+	return nil
+}
+
+// setfsid sets the calling thread's filesystem uid or gid (trap
+// SYS_SETFSUID or SYS_SETFSGID) and checks it took: the call answers the
+// id before, and no error.
+func setfsid(trap uintptr, id int) error {
+	unix.RawSyscall(trap, uintptr(id), 0, 0)
+	now, _, _ := unix.RawSyscall(trap, ^uintptr(0), 0, 0) // -1: change nothing, answer the id
+	if int(uint32(now)) != id {
+		return fmt.Errorf("the filesystem id is %d, not %d: %w", uint32(now), id, unix.EPERM)
 	}
 	return nil
 }

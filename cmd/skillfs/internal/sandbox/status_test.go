@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"skillfs/fs/bind"
 	"skillfs/skills"
 )
 
@@ -59,4 +60,42 @@ func FuzzParseStatus(f *testing.F) {
 			t.Fatalf("ParseStatus(%q) = %+v without both id lines", b, c)
 		}
 	})
+}
+
+// TestBecomeChangesFilesystemIDsOnly: the thread that reads as a sandboxed
+// process takes its filesystem ids and groups, and no capabilities; its
+// real, effective and saved ids stay the daemon's (no process of the
+// sandbox's uid may signal or trace it); no other thread changes.
+func TestBecomeChangesFilesystemIDsOnly(t *testing.T) {
+	self, err := openProcess(os.Getpid(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.close()
+	self.creds = Creds{UID: 1000, GID: 1001, Groups: []int{1002}}
+	done := make(chan string, 1)
+	go bind.OwnThread(func() {
+		if err := self.become(); err != nil {
+			done <- err.Error()
+			return
+		}
+		// The thread's own status (the process's own /proc, in its
+		// namespace: the daemon's here).
+		b, err := os.ReadFile("/proc/thread-self/status")
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- string(b)
+	})
+	status := <-done
+	for _, want := range []string{"Uid:\t0\t0\t0\t1000\n", "Gid:\t0\t0\t0\t1001\n", "Groups:\t1002 \n", "CapEff:\t0000000000000000\n", "CapPrm:\t0000000000000000\n"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("thread status lacks %q:\n%s", want, status)
+		}
+	}
+	own, _ := os.ReadFile("/proc/thread-self/status")
+	if !strings.Contains(string(own), "Uid:\t0\t0\t0\t0\n") {
+		t.Errorf("another thread changed:\n%s", own)
+	}
 }
