@@ -319,6 +319,14 @@ func TestInstallRefusedLeavesStoreUnchanged(t *testing.T) {
 	}
 	id := boundSession(t, d, "alice", b)
 	unbound := boundSession(t, d, "alice", nil)
+	// Bound in the daemon's own namespace only: no sandbox, and nothing is
+	// read as the daemon.
+	own := boundSession(t, d, "alice", nil)
+	target := filepath.Join(t.TempDir(), "own")
+	if _, err := d.Bind(ctx, own, target, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Unbind(ctx, own, target, 0) })
 
 	// An admin shares a skill alice installed from her session with everyone:
 	// her session's installs may no longer change it.
@@ -350,6 +358,7 @@ func TestInstallRefusedLeavesStoreUnchanged(t *testing.T) {
 		{id, api.InstallRequest{Path: "/workspace/fifo", Source: "https://example.com/x.git"}, skills.ErrInvalid, "one of"},
 		{id, api.InstallRequest{}, skills.ErrInvalid, "one of"},
 		{unbound, api.InstallRequest{Path: "/workspace/rootonly"}, skills.ErrInvalid, "bound into no sandbox"},
+		{own, api.InstallRequest{Path: host}, skills.ErrInvalid, "bound into no sandbox"},
 		{"0123456789abcdef0123456789abcdef", api.InstallRequest{Path: "/workspace/rootonly"}, skills.ErrNotFound, ""},
 	} {
 		t.Run(tc.req.Path+tc.req.Source, func(t *testing.T) {
