@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
@@ -554,4 +555,51 @@ func TestInstallSandboxGone(t *testing.T) {
 		t.Fatalf("install in a sandbox gone: %v, want ErrNotFound", err)
 	}
 	sameState(t, "an install in a sandbox gone", before, stateOf(t, d))
+}
+
+// TestInstallOnHungFilesystem: a path on a filesystem of the sandbox that
+// never answers costs the install an error within SandboxReadTimeout, the
+// catalog unchanged and nothing left in its temporary area, and the user's
+// next install goes through.
+func TestInstallOnHungFilesystem(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	addUsers(t, d, "alice")
+	prev := SandboxReadTimeout
+	SandboxReadTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { SandboxReadTimeout = prev })
+	h := mountHungFor(t, true)
+	ws := filepath.Join(t.TempDir(), "ws")
+	demoSkill(t, ws, "fine", "body\n")
+	os.Chmod(filepath.Dir(ws), 0o755)
+	chownTree(t, ws)
+	b, err := sandboxtest.Sandboxed(ws, boxUID, boxUID, "--dir", "/skills", "--bind", h.mnt, "/hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	id := boundSession(t, d, "alice", b)
+	before := stateOf(t, d)
+	res := make(chan error, 1)
+	go func() {
+		_, err := d.InstallForSession(ctx, id, api.InstallRequest{Path: "/hung/hang"}, nil)
+		res <- err
+	}()
+	h.waitEntered(t)
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "/hung/hang") {
+			t.Fatalf("install on a hung filesystem: %v, want a timeout naming the path", err)
+		}
+	case <-time.After(hang):
+		h.release()
+		t.Fatal("the install still waits for the hung filesystem")
+	}
+	sameState(t, "an install on a hung filesystem", before, stateOf(t, d))
+	if _, err := d.InstallForSession(ctx, id, api.InstallRequest{Path: "/workspace/fine"}, nil); err != nil {
+		t.Fatalf("the next install of the user: %v", err)
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(d.cat.Home(), "tmp")); len(tmp) != 0 {
+		t.Errorf("left in the temporary area: %v", tmp)
+	}
 }
