@@ -386,15 +386,8 @@ func TestInstallRefusedLeavesStoreUnchanged(t *testing.T) {
 // unchanged.
 func TestInstallQuotas(t *testing.T) {
 	ctx := context.Background()
-	d := newTestDaemon(t)
-	addUsers(t, d, "alice")
-	ws := filepath.Join(t.TempDir(), "ws")
-	for _, n := range []string{"one", "two", "three", "big"} {
-		demoSkill(t, ws, n, "body\n")
-	}
+	d, ws, _, id := aliceBoxed(t, "one", "two", "three", "big")
 	os.WriteFile(filepath.Join(ws, "big", "blob"), bytes.Repeat([]byte("x"), 4096), 0o644)
-	b := box(t, ws)
-	id := boundSession(t, d, "alice", b)
 
 	d.opts.Quotas = Quotas{Skills: 2, Bytes: 4000, InstallsHour: 5}
 	for _, n := range []string{"one", "two"} {
@@ -497,17 +490,26 @@ func TestInstallConcurrent(t *testing.T) {
 	}
 }
 
+// aliceBoxed is a daemon with the user alice and her session, bound into a
+// sandbox whose workspace holds the demo skills named.
+func aliceBoxed(t *testing.T, names ...string) (*Daemon, string, *sandboxtest.Box, string) {
+	t.Helper()
+	d := newTestDaemon(t)
+	addUsers(t, d, "alice")
+	ws := filepath.Join(t.TempDir(), "ws")
+	for _, n := range names {
+		demoSkill(t, ws, n, "body\n")
+	}
+	b := box(t, ws)
+	return d, ws, b, boundSession(t, d, "alice", b)
+}
+
 // TestInstallThroughTheAPI: POST /v1/sessions/{id}/skills installs from a
 // path in the sandbox (JSON) and from the skill's bytes (a SKILL.md with
 // ?now=true), answering as the document says; a refusal answers in the
 // error shape with its code.
 func TestInstallThroughTheAPI(t *testing.T) {
-	d := newTestDaemon(t)
-	addUsers(t, d, "alice")
-	ws := filepath.Join(t.TempDir(), "ws")
-	demoSkill(t, ws, "viaapi", "body\n")
-	b := box(t, ws)
-	id := boundSession(t, d, "alice", b)
+	d, _, b, id := aliceBoxed(t, "viaapi")
 	client := apitest.NewChecked(t, d.http.Handler(""))
 	route := "/v1/sessions/" + id + "/skills"
 
@@ -543,12 +545,7 @@ func TestInstallThroughTheAPI(t *testing.T) {
 // TestInstallSandboxGone: once the process a session is bound into is
 // gone, no path is read for it (its pid may be another process's by then).
 func TestInstallSandboxGone(t *testing.T) {
-	d := newTestDaemon(t)
-	addUsers(t, d, "alice")
-	ws := filepath.Join(t.TempDir(), "ws")
-	demoSkill(t, ws, "gone", "body\n")
-	b := box(t, ws)
-	id := boundSession(t, d, "alice", b)
+	d, _, b, id := aliceBoxed(t, "gone")
 	b.Stop()
 	before := stateOf(t, d)
 	if _, err := d.InstallForSession(context.Background(), id, api.InstallRequest{Path: "/workspace/gone"}, nil); !errors.Is(err, skills.ErrNotFound) {
