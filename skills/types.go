@@ -223,6 +223,9 @@ const (
 	EventChanged   EventKind = "changed"   // a session was given a new skill list
 	EventMoved     EventKind = "moved"     // another host serves the session from now on
 	EventClosed    EventKind = "closed"    // the session was closed
+	// EventInstalled: the session installed a skill (its slug), which
+	// joins its readable set at its next refresh.
+	EventInstalled EventKind = "installed"
 	// EventResync is never stored: a stream sends it when it cannot go on
 	// (the events it missed are no longer kept).
 	EventResync EventKind = "resync"

@@ -18,6 +18,15 @@ func (c *cli) call(method, path string, body, out any) error {
 
 // request is call that also returns the answer's header.
 func (c *cli) request(method, path string, body, out any) (http.Header, error) {
+	client, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	return client.Call(c.ctx, method, path, body, out)
+}
+
+// client is the daemon's API client of the data directory.
+func (c *cli) client() (*api.Client, error) {
 	home, err := c.homeDir()
 	if err != nil {
 		return nil, err
@@ -25,8 +34,7 @@ func (c *cli) request(method, path string, body, out any) (http.Header, error) {
 	// Who asks (--as): a session acts for its own user whoever asks, but
 	// only a caller who manages a skill is told why it was left out (the
 	// operator without --as).
-	client := &api.Client{Socket: filepath.Join(home, api.SocketName), As: c.as}
-	return client.Call(c.ctx, method, path, body, out)
+	return &api.Client{Socket: filepath.Join(home, api.SocketName), As: c.as}, nil
 }
 
 // notifyDaemon tells a running daemon that the catalog changed, so that

@@ -52,6 +52,7 @@ func (c *cli) serveCmd() *cobra.Command {
 	fs.Var(&importRoots, "import-root", "a `DIR` whose files sources named through the API may be, for admins (repeatable; also $"+importRootsEnv+", folders separated by ':'); "+
 		"none by default: through the API only remote repositories and uploads are read; never in /proc, /sys or /dev")
 	limits := addAPILimits(fs)
+	quotas := addInstallQuotas(fs)
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Every setting is checked before anything is touched: a start
@@ -120,6 +121,7 @@ func (c *cli) serveCmd() *cobra.Command {
 			HostName: *hostName, ReconcileEvery: *reconcileEvery,
 		}
 		limits.apply(&opts)
+		quotas.apply(&opts)
 		return daemon.Run(ctx, cat, opts)
 	}
 	return cmd

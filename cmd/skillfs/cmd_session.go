@@ -19,7 +19,7 @@ func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
 		c.sessionCreate(), c.sessionSet(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
 		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
-		c.sessionMentions(), c.sessionRead(), c.sessionMove())
+		c.sessionMentions(), c.sessionRead(), c.sessionMove(), c.sessionInstall())
 }
 
 func (c *cli) sessionCreate() *cobra.Command {

@@ -65,6 +65,9 @@ var settingRules = []settingRule{
 	countRule("fd-reserve", 64, 1<<20, ""),
 	durationRule("idle-timeout", time.Second, time.Hour, ""),
 	countRule("diff-memory", 16, 1<<16, ""),
+	countRule("install-max-skills", 1, 1_000_000, ""),
+	countRule("install-max-mib", 1, 1<<20, ""),
+	countRule("installs-per-hour", 1, 1_000_000, ""),
 	{key: "import-root", env: importRootsEnv, def: "none", rng: "an existing directory, not in /proc, /sys or /dev; repeatable (a list in the file; folders separated by `:` in the environment)"},
 
 	// Other commands'.

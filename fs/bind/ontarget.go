@@ -48,17 +48,13 @@ func onTarget(what string, nsfd, pid int, owned []int, fn func(gaveUp func() boo
 		return abandoned
 	}
 	done := make(chan error, 1)
-	go func() {
+	work := func() {
 		defer func() {
 			for _, fd := range owned {
 				unix.Close(fd)
 			}
 		}()
 		if nsfd >= 0 {
-			// Never unlocked: the runtime ends the thread when the
-			// goroutine returns, so no other goroutine runs in that
-			// namespace.
-			runtime.LockOSThread()
 			if err := unix.Unshare(unix.CLONE_FS); err != nil {
 				done <- fmt.Errorf("unshare filesystem attributes: %w", err)
 				return
@@ -79,7 +75,12 @@ func onTarget(what string, nsfd, pid int, owned []int, fn func(gaveUp func() boo
 			return
 		}
 		done <- err
-	}()
+	}
+	if nsfd >= 0 {
+		go OwnThread(work) // no other goroutine ever runs in that namespace
+	} else {
+		go work()
+	}
 
 	timer := time.NewTimer(Timeout)
 	defer timer.Stop()
@@ -97,6 +98,27 @@ func onTarget(what string, nsfd, pid int, owned []int, fn func(gaveUp func() boo
 	}
 	abandoned = true
 	return fmt.Errorf("%s: no answer within %v (a hung filesystem?): %w", what, Timeout, os.ErrDeadlineExceeded)
+}
+
+// OwnThread runs fn on a thread locked to it that ends when fn returns, so
+// that whatever fn changes of its thread (its mount namespace, its
+// credentials) no other goroutine ever sees. Never on the process's main
+// thread: that one cannot end (the runtime parks it for good), and /proc/self
+// shows the process as its main thread is. While the main thread is the
+// caller's, a goroutine started from it runs on another.
+func OwnThread(fn func()) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			OwnThread(fn)
+		}()
+		<-done
+		runtime.UnlockOSThread() // nothing of it was changed
+		return
+	}
+	fn() // never unlocked: the thread ends with the goroutine
 }
 
 // elsewhere runs fn on another goroutine and waits for it. From a thread

@@ -44,6 +44,19 @@ type Client struct {
 // request's error carries the daemon's message and, through KindError,
 // the kind its code names; no daemon on the socket is ErrNoDaemon.
 func (c *Client) Call(ctx context.Context, method, path string, body, out any) (http.Header, error) {
+	if body == nil {
+		return c.Send(ctx, method, path, "", nil, out)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return c.Send(ctx, method, path, "application/json", bytes.NewReader(b), out)
+}
+
+// Send is Call with a body of its own: body (nil for none) is sent as it
+// is, of the content type given.
+func (c *Client) Send(ctx context.Context, method, path, contentType string, body io.Reader, out any) (http.Header, error) {
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -51,20 +64,12 @@ func (c *Client) Call(ctx context.Context, method, path string, body, out any) (
 		},
 	}}
 	defer hc.CloseIdleConnections() // a connection kept alive would hold one of the socket's slots
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://skillfs"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, "http://skillfs"+path, body)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.As != "" {
 		req.Header.Set(ActAsHeader, c.As)

@@ -346,11 +346,35 @@ const (
 // skills. req says which skills to take and how, as for Prepare; its
 // Source is ignored.
 func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, name string, body io.Reader) (*Draft, error) {
-	actor, err := c.Actor(ctx, req.As)
-	if err != nil {
-		return nil, err
-	}
-	req.Builtin = false // uploads never register builtins
+	var d *Draft
+	err := c.received(ctx, req, kind, name, body, func(actor skills.User, req ImportRequest) (err error) {
+		d, err = c.prepare(ctx, actor, req)
+		return err
+	})
+	return d, err
+}
+
+// Upload is a skill sent as bytes: a ZIP or a SKILL.md (Kind UploadZip or
+// UploadManifest), named Name (see PrepareUpload).
+type Upload struct {
+	Kind string
+	Name string
+	Body io.Reader
+}
+
+// ImportUpload imports an upload (see PrepareUpload) at once, without a
+// draft.
+func (c *Catalog) ImportUpload(ctx context.Context, req ImportRequest, up Upload) (*ImportResult, error) {
+	res := &ImportResult{Installed: []Installed{}, Failed: []Failed{}}
+	err := c.received(ctx, req, up.Kind, up.Name, up.Body, func(actor skills.User, req ImportRequest) error {
+		return c.importAs(ctx, actor, req, res)
+	})
+	return res, err
+}
+
+// received receives an upload into the temporary area and runs then on
+// it, the request's source its copy there.
+func (c *Catalog) received(ctx context.Context, req ImportRequest, kind, name string, body io.Reader, then func(skills.User, ImportRequest) error) error {
 	var file string
 	var max int64
 	switch kind {
@@ -359,45 +383,80 @@ func (c *Catalog) PrepareUpload(ctx context.Context, req ImportRequest, kind, na
 	case UploadManifest:
 		file, max = skills.ManifestName, c.lim.MaxManifest
 	default:
-		return nil, fmt.Errorf("upload kind %q: want %s or %s: %w", kind, UploadZip, UploadManifest, skills.ErrInvalid)
+		return fmt.Errorf("upload kind %q: want %s or %s: %w", kind, UploadZip, UploadManifest, skills.ErrInvalid)
 	}
 	if name == "" {
 		name = file
 	}
 	if err := checkUploadName(name); err != nil {
-		return nil, err
+		return err
 	}
-	// Held from the first byte received, so no sweep takes the upload away.
+	return c.copied(ctx, req, func(work string) (string, string, error) {
+		path := filepath.Join(work, file)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", "", err
+		}
+		n, err := io.Copy(f, io.LimitReader(body, max+1))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("receive upload %s: %w", name, err)
+		}
+		if n > max {
+			return "", "", fmt.Errorf("upload %s: %w", name, &skills.LimitError{Limit: limitFor(kind), Value: n, Max: max, Path: name})
+		}
+		return path, "upload:" + name, nil
+	}, func(actor skills.User, req ImportRequest) error {
+		req.Display = name
+		return then(actor, req)
+	})
+}
+
+// ImportCopy imports, at once, a source the caller copies into the
+// catalog's temporary area itself (a folder, a ZIP or a SKILL.md read where
+// the daemon may not read as itself: a sandbox's view). fill gets an empty
+// folder there and returns the path of what it copied and the provenance
+// key the skills get; display names the source in messages. The copy is
+// removed when the import is done. Builtins are never registered so.
+func (c *Catalog) ImportCopy(ctx context.Context, req ImportRequest, display string, fill func(dir string) (path, origin string, err error)) (*ImportResult, error) {
+	res := &ImportResult{Installed: []Installed{}, Failed: []Failed{}}
+	err := c.copied(ctx, req, fill, func(actor skills.User, req ImportRequest) error {
+		req.Display = display
+		return c.importAs(ctx, actor, req, res)
+	})
+	return res, err
+}
+
+// copied has fill copy a source into a folder of the temporary area, held
+// from its first byte (no sweep takes it away), and runs then on it as the
+// request's source: the catalog's own copy, an upload.
+func (c *Catalog) copied(ctx context.Context, req ImportRequest, fill func(dir string) (string, string, error), then func(skills.User, ImportRequest) error) error {
+	actor, err := c.Actor(ctx, req.As)
+	if err != nil {
+		return err
+	}
+	req.Builtin = false // uploads never register builtins
 	unlock, err := c.sharedLock()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
 	if err := os.MkdirAll(filepath.Join(c.home, tmpDir), 0o700); err != nil {
-		return nil, fmt.Errorf("create temporary directory: %w", err)
+		return fmt.Errorf("create temporary directory: %w", err)
 	}
 	work, err := os.MkdirTemp(filepath.Join(c.home, tmpDir), "upload-")
 	if err != nil {
-		return nil, fmt.Errorf("create temporary directory: %w", err)
+		return fmt.Errorf("create temporary directory: %w", err)
 	}
 	defer skills.RemoveTree(work)
-	path := filepath.Join(work, file)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	path, origin, err := fill(work)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n, err := io.Copy(f, io.LimitReader(body, max+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("receive upload %s: %w", name, err)
-	}
-	if n > max {
-		return nil, fmt.Errorf("upload %s: %w", name, &skills.LimitError{Limit: limitFor(kind), Value: n, Max: max, Path: name})
-	}
-	req.Source, req.Display, req.Origin, req.Agents, req.upload = path, name, "upload:"+name, false, true
-	return c.prepare(ctx, actor, req)
+	req.Source, req.Origin, req.Agents, req.upload = path, origin, false, true
+	return then(actor, req)
 }
 
 func limitFor(kind string) string {

@@ -39,6 +39,15 @@ type ImportRequest struct {
 	// checked first (see checkSource): for admins only, and only inside the
 	// import roots.
 	API bool
+	// RemoteOnly refuses a source on this machine, whoever asks: a
+	// session's install reads a path in its sandbox, never one of the
+	// daemon's (see checkSpec).
+	RemoteOnly bool
+	// Vet, when set, is asked under the publish lock before a skill is
+	// published (a new skill, or a new version of existing): its slug and
+	// the bytes of its content. An error refuses that skill; nothing of it
+	// is published. A session's install checks its user's quotas here.
+	Vet func(ctx context.Context, slug string, existing *skills.Skill, bytes int64) error
 	// upload marks Source as the catalog's own copy of an upload in its
 	// temporary area (see PrepareUpload): the one local source inside the
 	// data directory that is read.
@@ -196,24 +205,30 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (*ImportResult,
 			return res, err
 		}
 	}
-	if req.Share != nil {
-		sh, err := policy.NormalizeShare(*req.Share)
-		if err != nil {
-			return res, err
-		}
-		req.Share = &sh
-	}
 	unlock, err := c.sharedLock()
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
+	return res, c.importAs(ctx, actor, req, res)
+}
+
+// importAs does Import's work for actor; the caller holds the import lock
+// shared and checked the request.
+func (c *Catalog) importAs(ctx context.Context, actor skills.User, req ImportRequest, res *ImportResult) error {
+	if req.Share != nil {
+		sh, err := policy.NormalizeShare(*req.Share)
+		if err != nil {
+			return err
+		}
+		req.Share = &sh
+	}
 	sel, err := c.selectSkills(ctx, actor, req, res)
 	if err != nil || sel == nil {
-		return res, err
+		return err
 	}
 	defer sel.src.Close()
-	return res, c.install(ctx, actor, req, sel, res)
+	return c.install(ctx, actor, req, sel, res)
 }
 
 // selection is what a request picked from its source. The caller cleans

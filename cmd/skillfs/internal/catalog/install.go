@@ -82,6 +82,11 @@ func (r *importRun) importOne(ctx context.Context, f skillsource.Found) (*Instal
 			Warnings: api.NonNil(append(st.warnings, "content identical to the current version: no new version")),
 			Readable: policy.FormatScope(ex.Share.Read)}, nil
 	}
+	if r.req.Vet != nil {
+		if err := r.req.Vet(ctx, st.slug, st.existing, st.bytes); err != nil {
+			return nil, err
+		}
+	}
 	sk, err := st.Publish(ctx)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,13 @@ func (c *Catalog) checkSpec(ctx context.Context, req ImportRequest, spec git.Spe
 	if perr == nil && !sp.Local() {
 		return nil
 	}
+	if req.RemoteOnly {
+		if perr != nil && spec.IsRemote() {
+			return perr
+		}
+		return fmt.Errorf("source %q: only a remote git repository is read from here; a path is read as the sandbox sees it: %w",
+			req.display(), skills.ErrPermission)
+	}
 	actor, err := c.Actor(ctx, req.As)
 	if err != nil {
 		return err

@@ -142,6 +142,13 @@ func (n *hungNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 // test ends.
 func mountHung(t *testing.T) *hungFS {
 	t.Helper()
+	return mountHungFor(t, false)
+}
+
+// mountHungFor is mountHung, for every user with allowOther (as a sandbox's
+// uid reads it).
+func mountHungFor(t *testing.T, allowOther bool) *hungFS {
+	t.Helper()
 	gate := make(chan struct{})
 	var once sync.Once
 	h := &hungFS{mnt: filepath.Join(t.TempDir(), "hung"), entered: make(chan struct{}, 16)}
@@ -151,7 +158,7 @@ func mountHung(t *testing.T) *hungFS {
 	}
 	timeout := time.Hour
 	srv, err := fusefs.Mount(h.mnt, &hungNode{fs: h, gate: gate, root: true}, &fusefs.Options{
-		MountOptions: fuse.MountOptions{FsName: "skillfs-hung-test", DirectMount: true},
+		MountOptions: fuse.MountOptions{FsName: "skillfs-hung-test", DirectMount: true, AllowOther: allowOther},
 		EntryTimeout: &timeout, AttrTimeout: &timeout,
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/activation"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/catalog/content"
 	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/cmd/skillfs/internal/server"
 	skfs "skillfs/fs"
@@ -90,6 +91,9 @@ type Options struct {
 	// PostgreSQL's notifications feed); each fire makes the daemon look at
 	// once rather than at its next periodic look.
 	Watch func(context.Context) <-chan struct{}
+	// Quotas bound what each user's sessions may install
+	// (InstallForSession).
+	Quotas Quotas
 	// FsName is the mount's source in the mount table (fs.Options.FsName;
 	// "" for the filesystem's own).
 	FsName string
@@ -131,6 +135,10 @@ type Daemon struct {
 	hostGrace time.Duration
 
 	sockets apiSockets // the API sockets put into sandboxes, by bind
+	// installs serialises the installs of each user on this host, so
+	// that their quotas are checked against installs that do not run
+	// meanwhile.
+	installs content.KeyedLocks
 
 	mu sync.Mutex // serialises session changes
 	// followed is what the views of this host's sessions were last
@@ -239,7 +247,7 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 		return nil, err
 	}
 	d.http = server.New(server.Config{Sessions: d, Binds: d, Fleet: d, Queries: d, Health: d,
-		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, SharedIndex: cat.Shared(),
+		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, Installs: d, SharedIndex: cat.Shared(),
 		Metrics: d.metrics.http, Gatherer: d.metrics.reg, Log: d.log})
 	return d, nil
 }

@@ -31,6 +31,8 @@ type metrics struct {
 	flushSeconds  prometheus.Histogram
 	flushFailures prometheus.Counter
 
+	installs *prometheus.CounterVec // sessions' installs, by source kind and outcome
+
 	http *server.Metrics // the API's, in the same registry
 }
 
@@ -54,6 +56,9 @@ func newMetrics(d *Daemon) *metrics {
 			Help: "How long writing a batch of opens to the index took (successful or not).", Buckets: flushBuckets}),
 		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "skillfs_activation_flush_failures_total",
 			Help: "Batches of opens the index refused or could not be reached for; their opens stay in memory and are retried, or go to the activation journal while it cannot be reached."}),
+		installs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_session_installs_total",
+			Help: "Installs sessions asked for (POST /v1/sessions/{id}/skills), by source kind (path, git, upload) and outcome (ok, quota, or the error code)."},
+			[]string{"kind", "outcome"}),
 	}
 	journaled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skillfs_activation_journal_records",
 		Help: "Records of the activation journal not yet delivered to the index: first activations and batches of opens kept while it could not be reached, or refused at the last shutdown."},
@@ -66,7 +71,7 @@ func newMetrics(d *Daemon) *metrics {
 	sockets := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "skillfs_api_sockets",
 		Help: "Session API sockets this daemon serves in sandboxes (binds made with an API socket)."},
 		func() float64 { return float64(d.sockets.count()) })
-	m.reg.MustRegister(m.opens, m.activations, m.flushSeconds, m.flushFailures, journaled, sockets,
+	m.reg.MustRegister(m.opens, m.activations, m.flushSeconds, m.flushFailures, m.installs, journaled, sockets,
 		stateCollector{d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

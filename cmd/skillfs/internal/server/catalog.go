@@ -263,10 +263,7 @@ func (a *API) prepare(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		dr, err := a.Drafts.PrepareUpload(r.Context(), catalog.ImportRequest{Skills: q["skill"],
 			All: q.Get("all") == "true", Replace: q.Get("replace") == "true", As: actingAs(r)}, kind, q.Get("name"), r.Body)
-		if err != nil {
-			w.Header().Set("Connection", "close") // the rest of a refused body is not read
-		}
-		reply(w, dr, err)
+		replyUpload(w, dr, err)
 		return
 	}
 	var req api.DraftRequest

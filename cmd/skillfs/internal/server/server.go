@@ -131,6 +131,7 @@ type Config struct {
 	Drafts   Drafts
 	Curated  Curated
 	Events   Events
+	Installs Installs
 	// SharedIndex says the index is shared with other hosts: the streams
 	// then send every event from the log (see eventStream.fromLog).
 	SharedIndex bool
@@ -183,6 +184,7 @@ func (a *API) Routes() *Mux {
 	mux := &Mux{ServeMux: http.NewServeMux()}
 	a.serviceRoutes(mux)
 	a.sessionRoutes(mux)
+	a.installRoutes(mux)
 	a.catalogRoutes(mux)
 	a.curatedRoutes(mux)
 	// The catch-all is no route of the document: it is left out of patterns.

@@ -52,7 +52,7 @@ type Cache struct {
 	// copy: until a good one takes its place (shared index) or the daemon
 	// restarts (own index: the store's copy is the only one), see verify.
 	damaged sync.Map
-	locks   keyedLocks
+	locks   KeyedLocks
 
 	// Background fetches of damaged copies, ended by Close.
 	mu     sync.Mutex
@@ -87,21 +87,23 @@ func (cc *Cache) Forget(dir string) {
 	cc.damaged.Delete(dir)
 }
 
-// keyedLocks serialises work on one key (a version directory) at a time:
-// concurrent fills or checks of one version happen once, the callers that
-// waited finding the work done.
-type keyedLocks struct {
+// KeyedLocks serialises work on one key at a time: here a version
+// directory (concurrent fills or checks of one version happen once, the
+// callers that waited finding the work done); for the daemon, a user (whose
+// installs are checked against quotas one at a time). Its zero value is
+// ready; a key's lock is held in memory only while taken or waited for.
+type KeyedLocks struct {
 	mu sync.Mutex
 	m  map[string]*keyedLock
 }
 
 type keyedLock struct {
 	sync.Mutex
-	waiters int // guarded by keyedLocks.mu
+	waiters int // guarded by KeyedLocks.mu
 }
 
-// lock takes the lock of key and returns its release.
-func (k *keyedLocks) lock(key string) (unlock func()) {
+// Lock takes the lock of key and returns its release.
+func (k *KeyedLocks) Lock(key string) (unlock func()) {
 	k.mu.Lock()
 	if k.m == nil {
 		k.m = map[string]*keyedLock{}
@@ -177,7 +179,7 @@ func (c *Cache) Ensure(ctx context.Context, slug, hash string) (string, error) {
 	if c.cached(dir) {
 		return dir, nil
 	}
-	unlock := c.locks.lock(dir)
+	unlock := c.locks.Lock(dir)
 	defer unlock()
 	if c.cached(dir) {
 		return dir, nil // fetched or verified while this call waited
@@ -238,7 +240,7 @@ func (c *Cache) Verify(dir string, changed time.Time) error {
 	if err, ok := c.damaged.Load(dir); ok {
 		return err.(error)
 	}
-	unlock := c.locks.lock(dir)
+	unlock := c.locks.Lock(dir)
 	defer unlock()
 	if c.Verified(dir).After(changed) {
 		return nil

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"skillfs/cmd/skillfs/internal/daemon"
+)
+
+// installQuotas are serve's settings of what each user's sessions may
+// install (daemon.Quotas).
+type installQuotas struct {
+	skills, mib, perHour int
+}
+
+// addInstallQuotas defines the flags of q on fs. Their ranges are rows of
+// settingRules, checked with every other setting's.
+func addInstallQuotas(fs *pflag.FlagSet) *installQuotas {
+	q := &installQuotas{}
+	fs.IntVar(&q.skills, "install-max-skills", daemon.DefaultQuotaSkills,
+		"a session's install is refused once its user created this many skills")
+	fs.IntVar(&q.mib, "install-max-mib", daemon.DefaultQuotaBytes>>20,
+		"or once every version of the skills its user created would hold more than this many MiB")
+	fs.IntVar(&q.perHour, "installs-per-hour", daemon.DefaultQuotaInstallsHour,
+		"or once its user's sessions asked for this many installs in the last hour (those refused for a quota not counted)")
+	return q
+}
+
+// apply sets the quotas in o.
+func (q *installQuotas) apply(o *daemon.Options) {
+	o.Quotas = daemon.Quotas{Skills: q.skills, Bytes: int64(q.mib) << 20, InstallsHour: q.perHour}
+}

@@ -1,0 +1,99 @@
+// Package sandboxtest starts real sandboxes (bwrap, an unprivileged uid
+// inside) for the tests of what reads as a sandboxed process.
+package sandboxtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Box is a sandbox for tests: a bwrap process in mount, pid, ipc, net and
+// uts namespaces of its own, with /usr and a workspace folder bound in, and
+// running as an unprivileged uid (not root with a user namespace: the
+// daemon's view of its uid is then that uid).
+type Box struct {
+	PID int    // the sandboxed process, as the daemon numbers it
+	NS  string // its mount namespace
+	cmd *exec.Cmd
+}
+
+// Sandboxed starts a Box as uid and gid with the host folder workspace at
+// /workspace, and more bwrap arguments (binds) before the command. It
+// waits until the process runs as that uid. Stop ends it.
+func Sandboxed(workspace string, uid, gid int, binds ...string) (*Box, error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--as-pid-1", "--die-with-parent",
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+		"--bind", workspace, "/workspace", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--info-fd", "3"}
+	args = append(args, binds...)
+	args = append(args, "--", "setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", gid), "--clear-groups",
+		"--inh-caps=-all", "sleep", "infinity")
+	cmd := exec.Command(bwrap, args...)
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.Close()
+	b := &Box{cmd: cmd}
+	var info struct {
+		PID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		b.Stop()
+		return nil, fmt.Errorf("bwrap info: %w", err)
+	}
+	b.PID = info.PID
+	// setpriv execs sleep once it took the uid.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", b.PID))
+		if strings.HasPrefix(string(cmdline), "sleep\x00") {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Stop()
+			return nil, fmt.Errorf("sandbox process %d did not start", b.PID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b.NS, err = os.Readlink(filepath.Join("/proc", fmt.Sprint(b.PID), "ns", "mnt")); err != nil {
+		b.Stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Stop kills the sandbox and waits for it and its process to be gone.
+func (b *Box) Stop() {
+	if pidfd, err := unix.PidfdOpen(b.PID, 0); err == nil {
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				break
+			}
+		}
+		unix.Close(pidfd)
+	}
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+}
