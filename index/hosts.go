@@ -118,9 +118,9 @@ func (db *DB) AdoptSessions(ctx context.Context, host string) (int64, error) {
 // host `from` serves it now: of two hosts taking over the same session at once,
 // one does and the other gets an error wrapping skills.ErrElsewhere. Its
 // pins, requests and activations stay; the binds from made stay from's to
-// detach (StaleBinds). The events given are stored in the same transaction
-// (their ids set). An unknown session is skills.ErrNotFound, a closed one
-// skills.ErrInvalid.
+// detach (StaleBinds); its token dies (SetSessionToken). The events given
+// are stored in the same transaction (their ids set). An unknown session is
+// skills.ErrNotFound, a closed one skills.ErrInvalid.
 func (db *DB) MoveSession(ctx context.Context, id, from, to string, evs ...*skills.Event) error {
 	if to == "" {
 		return fmt.Errorf("move session %q: empty host: %w", id, skills.ErrInvalid)
@@ -143,6 +143,9 @@ func (db *DB) MoveSession(ctx context.Context, id, from, to string, evs ...*skil
 				return err
 			}
 			return fmt.Errorf("host %q serves it now, not %q: %w", now, from, skills.ErrElsewhere)
+		}
+		if err := dropSessionToken(ctx, tx, id); err != nil {
+			return err
 		}
 		return insertEvents(ctx, tx, evs)
 	})

@@ -337,9 +337,9 @@ func (db *DB) updateSession(ctx context.Context, host, id string, pins []skills.
 }
 
 // CloseSession marks the session closed now; its pins and activations stay.
-// Its binds are no longer current (Binds, OpenBinds), but their rows stay
-// for the host that made them, which detaches them and then forgets them
-// (StaleBinds, ForgetBinds): the close may be made elsewhere. Closing a
+// Its token goes with the close (SetSessionToken). Its binds are no longer
+// current (Binds, OpenBinds), but their rows stay for the host that made
+// them, which detaches them and then forgets them (StaleBinds, ForgetBinds): the close may be made elsewhere. Closing a
 // closed session keeps the first close time and is not an error; an
 // unknown one is skills.ErrNotFound. The events given are stored in the
 // same transaction (their ids set) when this call closed the session, and
@@ -355,6 +355,9 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", at, id); err != nil {
+			return err
+		}
+		if err := dropSessionToken(ctx, tx, id); err != nil {
 			return err
 		}
 		return insertEvents(ctx, tx, evs)

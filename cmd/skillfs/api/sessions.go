@@ -42,6 +42,10 @@ type SessionInfo struct {
 	Pinned []string `json:"pinned"`
 	// Host is the id of the host serving the session (see `skillfs hosts`).
 	Host string `json:"host"`
+	// Token is the session's credential (api.SessionTokenPrefix…), answered
+	// once: by the create that made the session. Only its hash is kept;
+	// `skillfs session token ID --rotate` makes a new one.
+	Token string `json:"token,omitempty"`
 }
 
 // Skipped is a requested or depended-on skill left out of a readable set.
