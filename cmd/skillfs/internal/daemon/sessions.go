@@ -201,7 +201,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 	d.log.Info("session created", "session", s.ID, "user", u.UID, "skills", len(pins))
 	info := d.info(s, nil)
 	info.Skipped = append(toSkipped(sel.skipped), lost...)
-	return info, nil
+	return d.withToken(ctx, info)
 }
 
 // serveView serves pins as the view of session id. The filesystem checks
