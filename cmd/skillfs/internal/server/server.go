@@ -186,16 +186,27 @@ func (m *Mux) Patterns() []string { return append([]string(nil), m.patterns...) 
 // Routes is the API's routes: every route of the document, and a
 // catch-all answering those it has not in the error shape.
 func (a *API) Routes() *Mux {
-	mux := &Mux{ServeMux: http.NewServeMux()}
-	mux.guard = func(pattern string, h http.Handler) http.Handler { return a.guard(mux.ServeMux, pattern, h) }
+	mux := a.newMux()
 	a.serviceRoutes(mux)
 	a.sessionRoutes(mux)
 	a.catalogRoutes(mux)
 	a.curatedRoutes(mux)
 	a.tokenRoutes(mux)
-	// The catch-all is no route of the document: it is left out of patterns.
-	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { a.unrouted(mux.ServeMux, w, r) })
+	a.catchAll(mux)
 	return mux
+}
+
+// newMux is an empty Mux whose routes are put behind their access.
+func (a *API) newMux() *Mux {
+	mux := &Mux{ServeMux: http.NewServeMux()}
+	mux.guard = func(pattern string, h http.Handler) http.Handler { return a.guard(mux.ServeMux, pattern, h) }
+	return mux
+}
+
+// catchAll answers what no route of mux takes (unrouted). It is no route
+// of the document: it is left out of the patterns.
+func (a *API) catchAll(mux *Mux) {
+	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { a.unrouted(mux.ServeMux, w, r) })
 }
 
 // Handler is the JSON HTTP API, behind the authentication (see
@@ -203,8 +214,10 @@ func (a *API) Routes() *Mux {
 // the TCP listener's: every request carries a bearer token, the
 // listener's own or another credential. Without, it is the Unix socket's,
 // whose 0600 mode makes a request without a token the operator's.
-func (a *API) Handler(token string) http.Handler {
-	mux := a.Routes()
+func (a *API) Handler(token string) http.Handler { return a.handler(a.Routes(), token) }
+
+// handler is Handler over the routes of mux.
+func (a *API) handler(mux *Mux, token string) http.Handler {
 	via := ViaSocket
 	if token != "" {
 		via = ViaTCP
