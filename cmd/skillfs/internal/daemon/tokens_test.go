@@ -202,11 +202,11 @@ func TestPlatformTokens(t *testing.T) {
 		t.Fatalf("create an operator token for a day: %d %s", code, body)
 	}
 	for _, bad := range []api.TokenRequest{
-		{Name: "dash", Role: "reader"},             // taken
-		{Name: "x", Role: "admin"},                 // no such role
-		{Name: "", Role: "reader"},                 // no name
-		{Name: "-x", Role: "reader"},               // not a name
-		{Name: "a/b", Role: "reader"},              // not a name
+		{Name: "dash", Role: "reader"}, // taken
+		{Name: "x", Role: "admin"},     // no such role
+		{Name: "", Role: "reader"},     // no name
+		{Name: "-x", Role: "reader"},   // not a name
+		{Name: "a/b", Role: "reader"},  // not a name
 		{Name: "x", Role: "reader", Expires: "-1h"},
 		{Name: "x", Role: "reader", Expires: "2001-01-01T00:00:00Z"},
 		{Name: "x", Role: "reader", Expires: "soon"},
