@@ -19,7 +19,7 @@ func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
 		c.sessionCreate(), c.sessionSet(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
 		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
-		c.sessionMentions(), c.sessionRead(), c.sessionMove())
+		c.sessionMentions(), c.sessionRead(), c.sessionMove(), c.sessionToken())
 }
 
 func (c *cli) sessionCreate() *cobra.Command {
@@ -50,6 +50,10 @@ func (c *cli) printSession(info api.SessionInfo) error {
 		return c.printJSON(info)
 	}
 	fmt.Fprintf(c.stdout, "session %s\npath %s\nreadable: %s\n", info.ID, info.Path, strings.Join(info.Readable, " "))
+	if info.Token != "" {
+		fmt.Fprintf(c.stdout, "token %s\n", info.Token)
+		fmt.Fprintf(c.stderr, "the session's token is shown this once: keep it (`skillfs session token %s --rotate` makes a new one)\n", info.ID)
+	}
 	if len(info.Pinned) > 0 {
 		fmt.Fprintf(c.stdout, "pinned: %s\n", strings.Join(info.Pinned, " "))
 	}
