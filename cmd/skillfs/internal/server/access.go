@@ -219,3 +219,35 @@ func pathParam(pattern, path, name string) string {
 	}
 	return v
 }
+
+// accessRows are the rows of the permission table API.md shows, one per
+// kind of access, for the routes patterns (those registered): who may
+// call them, and the routes, in the order given.
+func accessRows(patterns []string) string {
+	classes := []struct {
+		acc                   Access
+		name, reader, session string
+	}{
+		{AccessAnyone, "anyone", "yes", "yes"},
+		{AccessRead, "read", "yes (GET)", "looks missing"},
+		{AccessSessionRead, "own session, read", "yes", "its own session, or a child's"},
+		{AccessSessionAct, "own session, act", "403", "its own session"},
+		{AccessSessionCreate, "session create", "403", "yes (opens a child of its session)"},
+		{AccessOperator, "operator", "403", "looks missing"},
+	}
+	var b strings.Builder
+	b.WriteString("| access | operator | reader token | session token | routes |\n|---|---|---|---|---|\n")
+	for _, c := range classes {
+		var routes []string
+		for _, p := range patterns {
+			if accessOf(p) == c.acc {
+				routes = append(routes, "`"+p+"`")
+			}
+		}
+		if len(routes) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | yes | %s | %s | %s |\n", c.name, c.reader, c.session, strings.Join(routes, ", "))
+	}
+	return b.String()
+}
