@@ -42,15 +42,21 @@ func (db *DB) RegisterHost(ctx context.Context, h skills.Host) error {
 // Heartbeat records that host id was alive at time at. A host that is not
 // registered is skills.ErrNotFound (register it again).
 func (db *DB) Heartbeat(ctx context.Context, id string, at time.Time) error {
+	return db.updateAt(ctx, fmt.Sprintf("heartbeat of host %q", id), at, "UPDATE hosts SET last_seen = ? WHERE id = ?", id)
+}
+
+// updateAt runs query, whose first parameter is time at and the rest args,
+// on one row; none is skills.ErrNotFound. Its errors say what (the change).
+func (db *DB) updateAt(ctx context.Context, what string, at time.Time, query string, args ...any) error {
 	n, err := activationTime(at)
 	if err != nil {
-		return fmt.Errorf("heartbeat of host %q: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	err = db.write(ctx, func(tx *txn) error {
-		return execOne(ctx, tx, skills.ErrNotFound, "UPDATE hosts SET last_seen = ? WHERE id = ?", n, id)
+		return execOne(ctx, tx, skills.ErrNotFound, query, append([]any{n}, args...)...)
 	})
 	if err != nil {
-		return fmt.Errorf("heartbeat of host %q: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -368,6 +368,23 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	return nil
 }
 
+// servedBy refuses, in tx, a change by host to session id unless the
+// session is open (else errClosed; an unknown one is skills.ErrNotFound)
+// and host serves it (else skills.ErrElsewhere: it was moved since).
+func servedBy(ctx context.Context, tx *txn, id, host string) error {
+	if closed, err := sessionClosed(ctx, tx, id); err != nil {
+		return err
+	} else if closed {
+		return errClosed
+	}
+	if serving, err := sessionHost(ctx, tx, id); err != nil {
+		return err
+	} else if serving != host {
+		return fmt.Errorf("host %q serves it, not %q: %w", serving, host, skills.ErrElsewhere)
+	}
+	return nil
+}
+
 // AddBind records that host bound session id at b (idempotent), so a
 // restart can re-attach it. Only the host serving the session binds it: for
 // another, the session's host is skills.ErrElsewhere (it was moved since).
@@ -376,15 +393,8 @@ func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error
 		return fmt.Errorf("add bind of session %q: empty target or negative pid: %w", id, skills.ErrInvalid)
 	}
 	err := db.write(ctx, func(tx *txn) error {
-		if closed, err := sessionClosed(ctx, tx, id); err != nil {
+		if err := servedBy(ctx, tx, id, host); err != nil {
 			return err
-		} else if closed {
-			return errClosed
-		}
-		if serving, err := sessionHost(ctx, tx, id); err != nil {
-			return err
-		} else if serving != host {
-			return fmt.Errorf("host %q serves it, not %q: %w", serving, host, skills.ErrElsewhere)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, host, target, pid, ns) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (session, host, pid, target) DO UPDATE SET ns = excluded.ns`, id, host, b.Target, b.PID, b.NS)

@@ -40,15 +40,8 @@ func (db *DB) SetSessionToken(ctx context.Context, id, host, hash string, at tim
 		return wrap(err)
 	}
 	err = db.write(ctx, func(tx *txn) error {
-		if closed, err := sessionClosed(ctx, tx, id); err != nil {
+		if err := servedBy(ctx, tx, id, host); err != nil {
 			return err
-		} else if closed {
-			return errClosed
-		}
-		if now, err := sessionHost(ctx, tx, id); err != nil {
-			return err
-		} else if now != host {
-			return fmt.Errorf("host %q serves it, not %q: %w", now, host, skills.ErrElsewhere)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO session_tokens (session, hash, host, created_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (session) DO UPDATE SET hash = excluded.hash, host = excluded.host, created_at = excluded.created_at`,
@@ -180,15 +173,6 @@ func (db *DB) APITokens(ctx context.Context) ([]APIToken, error) {
 // next use. Revoking a revoked token keeps the first time and is no error;
 // an unknown name is skills.ErrNotFound.
 func (db *DB) RevokeAPIToken(ctx context.Context, name string, at time.Time) error {
-	n, err := activationTime(at)
-	if err != nil {
-		return fmt.Errorf("revoke token %q: %w", name, err)
-	}
-	err = db.write(ctx, func(tx *txn) error {
-		return execOne(ctx, tx, skills.ErrNotFound, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE name = ?", n, name)
-	})
-	if err != nil {
-		return fmt.Errorf("revoke token %q: %w", name, err)
-	}
-	return nil
+	return db.updateAt(ctx, fmt.Sprintf("revoke token %q", name), at,
+		"UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE name = ?", name)
 }

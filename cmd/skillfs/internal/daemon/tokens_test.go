@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,26 +20,8 @@ import (
 	"skillfs/skills"
 )
 
-// lockedBuffer is a log the daemon writes from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newLoggedDaemon is newTestDaemon logging into log, at debug level.
-func newLoggedDaemon(t *testing.T, log *lockedBuffer) *Daemon {
+func newLoggedDaemon(t *testing.T, log *syncBuffer) *Daemon {
 	t.Helper()
 	fusetest.Require(t)
 	ctx := context.Background()
@@ -68,7 +49,7 @@ func bearerOf(token string) http.Header { return apitest.Header("Authorization",
 // old token, a close the new one. Neither the log nor the metrics hold a
 // token, a wrong one included.
 func TestSessionTokenLifecycle(t *testing.T) {
-	var log lockedBuffer
+	var log syncBuffer
 	d := newLoggedDaemon(t, &log)
 	ctx := context.Background()
 	install(t, d, "name: pdf\ndescription: PDFs", "global")
@@ -178,7 +159,7 @@ func TestSessionTokenDiesWithAMove(t *testing.T) {
 // nothing and makes no token; a revoked token fails at its next request;
 // the list never holds a token.
 func TestPlatformTokens(t *testing.T) {
-	var log lockedBuffer
+	var log syncBuffer
 	d := newLoggedDaemon(t, &log)
 	ctx := context.Background()
 	tcp := apitest.NewChecked(t, d.http.Handler("listener"))
