@@ -238,7 +238,11 @@ func serve(a *API, mux *Mux, c credential, r *http.Request) *httptest.ResponseRe
 		r.Header.Set("Authorization", c.auth)
 	}
 	rec := httptest.NewRecorder()
-	a.handler(mux, c.listener).ServeHTTP(rec, r)
+	via := ViaTCP
+	if c.listener == "" {
+		via = ViaSocket
+	}
+	a.handler(mux, via, c.listener).ServeHTTP(rec, r)
 	return rec
 }
 
@@ -399,6 +403,33 @@ func TestSessionCredentialActsForNoOneElse(t *testing.T) {
 		if got := outcome(t, serve(a, mux, c, r)); c.auth == "" && got != outAllowed || c.auth != "" && got != outForbidden {
 			t.Errorf("its prompt on a session's own connection, with %s token: %s", c.name, got)
 		}
+	}
+}
+
+// TestConnHandlerNeedsItsPrincipal: on a listener whose connections are
+// their own credential, a connection without its principal is refused,
+// with or without a token, never taken for the operator's.
+func TestConnHandlerNeedsItsPrincipal(t *testing.T) {
+	a := accessAPI()
+	h := a.ConnHandler()
+	for _, auth := range []string{"", "Bearer " + listenerToken, "Bearer " + operatorToken} {
+		r := httptest.NewRequest("GET", "/v1/whoami", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if got := outcome(t, rec); got != outUnauthorized {
+			t.Errorf("a connection without its principal, Authorization %q: %s", auth, got)
+		}
+	}
+	r := httptest.NewRequest("GET", "/v1/whoami", nil)
+	r = r.WithContext(WithPrincipal(r.Context(), Principal{Role: RoleSession, Session: "S", Via: ViaSandboxSocket}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	var got api.Whoami
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK || got.Role != "session" || got.Session != "S" {
+		t.Errorf("whoami on a connection of session S: %d %s", rec.Code, rec.Body)
 	}
 }
 

@@ -88,10 +88,12 @@ func (a *API) principal(r *http.Request, via, listenerToken string) (Principal, 
 		}
 		return p, nil
 	}
-	if auth == "" {
-		if via == ViaSocket {
-			return Principal{Role: RoleOperator, Via: via}, nil
-		}
+	switch {
+	case via == ViaSandboxSocket:
+		return Principal{}, errUnauthorized // a connection of such a listener without its principal
+	case auth == "" && via == ViaSocket:
+		return Principal{Role: RoleOperator, Via: via}, nil
+	case auth == "":
 		return Principal{}, errUnauthorized
 	}
 	cred, ok := bearer(auth)

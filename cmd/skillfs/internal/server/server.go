@@ -214,14 +214,23 @@ func (a *API) catchAll(mux *Mux) {
 // the TCP listener's: every request carries a bearer token, the
 // listener's own or another credential. Without, it is the Unix socket's,
 // whose 0600 mode makes a request without a token the operator's.
-func (a *API) Handler(token string) http.Handler { return a.handler(a.Routes(), token) }
-
-// handler is Handler over the routes of mux.
-func (a *API) handler(mux *Mux, token string) http.Handler {
-	via := ViaSocket
-	if token != "" {
-		via = ViaTCP
+func (a *API) Handler(token string) http.Handler {
+	if token == "" {
+		return a.handler(a.Routes(), ViaSocket, "")
 	}
+	return a.handler(a.Routes(), ViaTCP, token)
+}
+
+// ConnHandler is the API for a listener whose every connection is a
+// credential of its own (a session's socket in its sandbox): its
+// ConnContext puts the connection's principal in (WithPrincipal). A request
+// on a connection without one is refused 401, never taken for the
+// operator's.
+func (a *API) ConnHandler() http.Handler { return a.handler(a.Routes(), ViaSandboxSocket, "") }
+
+// handler is the API over the routes of mux, for a listener reached via
+// via, whose own token is token ("" for none).
+func (a *API) handler(mux *Mux, via, token string) http.Handler {
 	return a.Metrics.instrument(mux.ServeMux, a.authenticate(via, token, mux))
 }
 
