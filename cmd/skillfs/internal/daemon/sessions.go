@@ -157,10 +157,11 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string,
 	return set, &selection{roots: roots, stored: rq.stored, pins: pins, skipped: skipped, preload: pre}, nil
 }
 
-// CreateSession pins the readable set of a new session and serves it. The
-// readable set is computed under the daemon's lock, so a revocation cannot
-// land between computing it and serving it (and be pinned into the session
-// until its next refresh).
+// CreateSession pins the readable set of a new session and serves it, and
+// answers its token, this once (withToken). The readable set is computed
+// under the daemon's lock, so a revocation cannot land between computing
+// it and serving it (and be pinned into the session until its next
+// refresh).
 func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api.SessionInfo, error) {
 	if err := checkRequest(req.All, req.Skills); err != nil {
 		return nil, err
