@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,6 +174,88 @@ func TestSessionTokenCredentials(t *testing.T) {
 	for _, tok := range used {
 		if strings.Contains(d.logs(), tok) || bytes.Contains(metrics, []byte(tok)) {
 			t.Errorf("the daemon's log or metrics hold a token (%.10s…)", tok)
+		}
+	}
+}
+
+// What a reader token and a session token may call, written out here (the
+// daemon's table is server/access.go; its in-process test has its own
+// copy): a route missing from the document is simply not sent.
+var (
+	readerMayCall = []string{
+		"GET /v1/openapi.json", "GET /v1/health", "GET /v1/status", "GET /v1/ready", "GET /v1/hosts", "GET /metrics",
+		"GET /v1/whoami", "GET /v1/sessions", "GET /v1/events",
+		"GET /v1/sessions/{id}", "GET /v1/sessions/{id}/activations", "GET /v1/sessions/{id}/audit",
+		"GET /v1/sessions/{id}/prompt", "POST /v1/sessions/{id}/mentions", "GET /v1/sessions/{id}/resolve",
+		"GET /v1/sessions/{id}/events", "POST /v1/sessions/{id}/turn", "POST /v1/sessions/{id}/globs",
+		"GET /v1/skills", "GET /v1/skills/{slug}", "GET /v1/skills/{slug}/versions",
+		"GET /v1/curated", "GET /v1/catalog", "GET /v1/curated/skills",
+	}
+	sessionMayCall = []string{
+		"GET /v1/whoami", "POST /v1/sessions",
+		"GET /v1/sessions/{id}", "GET /v1/sessions/{id}/activations", "GET /v1/sessions/{id}/audit",
+		"GET /v1/sessions/{id}/prompt", "POST /v1/sessions/{id}/mentions", "GET /v1/sessions/{id}/resolve",
+		"GET /v1/sessions/{id}/events", "POST /v1/sessions/{id}/turn", "POST /v1/sessions/{id}/globs",
+		"POST /v1/sessions/{id}/skills",
+	}
+)
+
+// TestCredentialTableThroughTheBinary: every route of the document, sent
+// to the running daemon with a reader token, the token of session S (on
+// S's own routes) and the token of another session: a route refused to the
+// reader is a 403 saying so, one refused to a session token answers as a
+// path no route takes; one allowed reaches its handler (whatever it then
+// answers to an empty request). Without a token, TCP refuses every route.
+// Requests that are allowed carry no body, so that none changes anything.
+func TestCredentialTableThroughTheBinary(t *testing.T) {
+	e := newEnv(t)
+	const listener = "op3rator-listener"
+	d := e.serve("--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, listener, 0o600))
+	e.importFixtures(fixtureSkills)
+	e.ok("user", "add", "alice")
+	tcp := tcpCredClient(listenAddr(t, d))
+	var s, other struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	e.okJSON(&s, "session", "create", "--user", "alice", "--skills", "alpha")
+	e.okJSON(&other, "session", "create", "--user", "alice", "--skills", "beta")
+	reader := strings.TrimSpace(e.ok("token", "create", "dash", "--role", "reader"))
+
+	pathOf := func(pattern string) (method, path string) {
+		method, path, _ = strings.Cut(pattern, " ")
+		id := "x" // a draft's
+		if strings.HasPrefix(path, "/v1/sessions/") {
+			id = s.ID
+		}
+		path = strings.NewReplacer("{id}", id, "{slug}", "alpha", "{path...}", "a.md", "{name}", "nope", "{uid}", "bob").Replace(path)
+		if strings.HasSuffix(path, "/events") {
+			path += "?after=x" // an allowed stream is refused at once (400), not held open
+		}
+		return method, path
+	}
+	looksMissing := func(code int, body []byte) bool {
+		return (code == 404 && bytes.Contains(body, []byte(": no such route"))) ||
+			(code == 405 && bytes.Contains(body, []byte("method not allowed")))
+	}
+	for _, pattern := range contract.Patterns() {
+		method, path := pathOf(pattern)
+		code, _, body := tcp.send(t, method, path, reader, "", nil)
+		refused := code == 403 && bytes.Contains(body, []byte("not open to a reader token"))
+		if want := !slices.Contains(readerMayCall, pattern); refused != want {
+			t.Errorf("%s with a reader token: %d %s (refused %v, want %v)", pattern, code, body, refused, want)
+		}
+		code, _, body = tcp.send(t, method, path, s.Token, "", nil)
+		if want := !slices.Contains(sessionMayCall, pattern); looksMissing(code, body) != want {
+			t.Errorf("%s with its session's token: %d %s (looks missing %v, want %v)", pattern, code, body, !want, want)
+		}
+		code, _, body = tcp.send(t, method, path, other.Token, "", nil)
+		want := !slices.Contains(sessionMayCall, pattern) || strings.Contains(pattern, "{id}")
+		if looksMissing(code, body) != want {
+			t.Errorf("%s with another session's token: %d %s (want looks missing: %v)", pattern, code, body, want)
+		}
+		if code, _, _ := tcp.send(t, method, path, "", "", nil); code != 401 {
+			t.Errorf("%s without a token on TCP: %d, want 401", pattern, code)
 		}
 	}
 }
