@@ -72,6 +72,20 @@ func (c *credClient) send(t testing.TB, method, path, token, user string, body a
 	return resp.StatusCode, resp.Header, data
 }
 
+// credListener is the TCP listener's own token in the tests of credentials.
+const credListener = "op3rator-listener"
+
+// newCredEnv is a daemon listening on TCP behind credListener too, with the
+// fixtures and alice, and a client of its TCP listener.
+func newCredEnv(t *testing.T) (*env, *daemon, *credClient) {
+	t.Helper()
+	e := newEnv(t)
+	d := e.serve("--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, credListener, 0o600))
+	e.importFixtures(fixtureSkills)
+	e.ok("user", "add", "alice")
+	return e, d, tcpCredClient(listenAddr(t, d))
+}
+
 // TestSessionTokenCredentials: through the binary, a session's token —
 // answered once by its create — reads its own session's prompt and
 // activations, on the TCP listener and the socket; another session, one
@@ -81,12 +95,8 @@ func (c *credClient) send(t testing.TB, method, path, token, user string, body a
 // token; revoked, it is refused at its next request. No token is in the
 // daemon's log or metrics, a wrong one included.
 func TestSessionTokenCredentials(t *testing.T) {
-	e := newEnv(t)
-	const listener = "op3rator-listener"
-	d := e.serve("--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, listener, 0o600))
-	e.importFixtures(fixtureSkills)
-	e.ok("user", "add", "alice")
-	tcp, sock := tcpCredClient(listenAddr(t, d)), sockCredClient(e.home)
+	e, d, tcp := newCredEnv(t)
+	sock := sockCredClient(e.home)
 
 	var s, other struct {
 		ID    string `json:"id"`
@@ -104,7 +114,7 @@ func TestSessionTokenCredentials(t *testing.T) {
 	if out := e.ok("session", "show", s.ID, "--json"); strings.Contains(out, s.Token) || strings.Contains(out, `"token"`) {
 		t.Errorf("session show answers the token: %s", out)
 	}
-	used := []string{s.Token, listener}
+	used := []string{s.Token, credListener}
 
 	for name, c := range map[string]*credClient{"tcp": tcp, "socket": sock} {
 		if code, _, body := c.send(t, "GET", "/v1/sessions/"+s.ID+"/prompt", s.Token, "", nil); code != 200 || !bytes.Contains(body, []byte("alpha")) {
@@ -170,7 +180,7 @@ func TestSessionTokenCredentials(t *testing.T) {
 	if code, _, _ := sock.send(t, "GET", "/v1/whoami", wrong, "", nil); code != 401 {
 		t.Errorf("a wrong token on the socket: %d, want 401", code)
 	}
-	_, _, metrics := tcp.send(t, "GET", "/metrics", listener, "", nil)
+	_, _, metrics := tcp.send(t, "GET", "/metrics", credListener, "", nil)
 	for _, tok := range used {
 		if strings.Contains(d.logs(), tok) || bytes.Contains(metrics, []byte(tok)) {
 			t.Errorf("the daemon's log or metrics hold a token (%.10s…)", tok)
@@ -208,12 +218,7 @@ var (
 // answers to an empty request). Without a token, TCP refuses every route.
 // Requests that are allowed carry no body, so that none changes anything.
 func TestCredentialTableThroughTheBinary(t *testing.T) {
-	e := newEnv(t)
-	const listener = "op3rator-listener"
-	d := e.serve("--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, listener, 0o600))
-	e.importFixtures(fixtureSkills)
-	e.ok("user", "add", "alice")
-	tcp := tcpCredClient(listenAddr(t, d))
+	e, _, tcp := newCredEnv(t)
 	var s, other struct {
 		ID    string `json:"id"`
 		Token string `json:"token"`
