@@ -109,9 +109,9 @@ var postgresDialect = &dialect{
 
 // schemaTables are the tables of the index's schema.
 var schemaTables = []string{
-	"activations", "applied_spills", "change_counters", "content_chunks", "content_entries", "content_parts",
+	"activations", "api_tokens", "applied_spills", "change_counters", "content_chunks", "content_entries", "content_parts",
 	"content_versions", "curated_skills", "curated_sources", "events", "hosts", "installs", "mcp_servers", "meta",
-	"read_audit", "schema_migrations", "session_binds", "sessions", "skill_changes", "skills", "tools",
+	"read_audit", "schema_migrations", "session_binds", "session_tokens", "sessions", "skill_changes", "skills", "tools",
 	"users", "version_diffstats", "versions",
 }
 

@@ -42,15 +42,21 @@ func (db *DB) RegisterHost(ctx context.Context, h skills.Host) error {
 // Heartbeat records that host id was alive at time at. A host that is not
 // registered is skills.ErrNotFound (register it again).
 func (db *DB) Heartbeat(ctx context.Context, id string, at time.Time) error {
+	return db.updateAt(ctx, fmt.Sprintf("heartbeat of host %q", id), at, "UPDATE hosts SET last_seen = ? WHERE id = ?", id)
+}
+
+// updateAt runs query, whose first parameter is time at and the rest args,
+// on one row; none is skills.ErrNotFound. Its errors say what (the change).
+func (db *DB) updateAt(ctx context.Context, what string, at time.Time, query string, args ...any) error {
 	n, err := activationTime(at)
 	if err != nil {
-		return fmt.Errorf("heartbeat of host %q: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	err = db.write(ctx, func(tx *txn) error {
-		return execOne(ctx, tx, skills.ErrNotFound, "UPDATE hosts SET last_seen = ? WHERE id = ?", n, id)
+		return execOne(ctx, tx, skills.ErrNotFound, query, append([]any{n}, args...)...)
 	})
 	if err != nil {
-		return fmt.Errorf("heartbeat of host %q: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -118,9 +124,9 @@ func (db *DB) AdoptSessions(ctx context.Context, host string) (int64, error) {
 // host `from` serves it now: of two hosts taking over the same session at once,
 // one does and the other gets an error wrapping skills.ErrElsewhere. Its
 // pins, requests and activations stay; the binds from made stay from's to
-// detach (StaleBinds). The events given are stored in the same transaction
-// (their ids set). An unknown session is skills.ErrNotFound, a closed one
-// skills.ErrInvalid.
+// detach (StaleBinds); its token dies (SetSessionToken). The events given
+// are stored in the same transaction (their ids set). An unknown session is
+// skills.ErrNotFound, a closed one skills.ErrInvalid.
 func (db *DB) MoveSession(ctx context.Context, id, from, to string, evs ...*skills.Event) error {
 	if to == "" {
 		return fmt.Errorf("move session %q: empty host: %w", id, skills.ErrInvalid)
@@ -143,6 +149,9 @@ func (db *DB) MoveSession(ctx context.Context, id, from, to string, evs ...*skil
 				return err
 			}
 			return fmt.Errorf("host %q serves it now, not %q: %w", now, from, skills.ErrElsewhere)
+		}
+		if err := dropSessionToken(ctx, tx, id); err != nil {
+			return err
 		}
 		return insertEvents(ctx, tx, evs)
 	})

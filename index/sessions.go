@@ -396,9 +396,9 @@ func (db *DB) updateSession(ctx context.Context, host, id string, pins []skills.
 }
 
 // CloseSession marks the session closed now; its pins and activations stay.
-// Its binds are no longer current (Binds, OpenBinds), but their rows stay
-// for the host that made them, which detaches them and then forgets them
-// (StaleBinds, ForgetBinds): the close may be made elsewhere. Closing a
+// Its token goes with the close (SetSessionToken). Its binds are no longer
+// current (Binds, OpenBinds), but their rows stay for the host that made
+// them, which detaches them and then forgets them (StaleBinds, ForgetBinds): the close may be made elsewhere. Closing a
 // closed session keeps the first close time and is not an error; an
 // unknown one is skills.ErrNotFound. The events given are stored in the
 // same transaction (their ids set) when this call closed the session, and
@@ -416,6 +416,9 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 		if _, err := tx.ExecContext(ctx, "UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL", at, id); err != nil {
 			return err
 		}
+		if err := dropSessionToken(ctx, tx, id); err != nil {
+			return err
+		}
 		return insertEvents(ctx, tx, evs)
 	})
 	if err != nil {
@@ -424,23 +427,34 @@ func (db *DB) CloseSession(ctx context.Context, id string, evs ...*skills.Event)
 	return nil
 }
 
+// servedBy refuses, in tx, a change by host to session id unless the
+// session is open (else errClosed; an unknown one is skills.ErrNotFound)
+// and host serves it (else skills.ErrElsewhere: it was moved since).
+func servedBy(ctx context.Context, tx *txn, id, host string) error {
+	if closed, err := sessionClosed(ctx, tx, id); err != nil {
+		return err
+	} else if closed {
+		return errClosed
+	}
+	if serving, err := sessionHost(ctx, tx, id); err != nil {
+		return err
+	} else if serving != host {
+		return fmt.Errorf("host %q serves it, not %q: %w", serving, host, skills.ErrElsewhere)
+	}
+	return nil
+}
+
 // AddBind records that host bound session id at b (idempotent: again, it
-// updates the namespace and the API socket), so a restart can re-attach it. Only the host serving the session binds it: for
+// updates the namespace and the API socket), so a restart can re-attach
+// it. Only the host serving the session binds it: for
 // another, the session's host is skills.ErrElsewhere (it was moved since).
 func (db *DB) AddBind(ctx context.Context, id, host string, b skills.Bind) error {
 	if b.Target == "" || b.PID < 0 {
 		return fmt.Errorf("add bind of session %q: empty target or negative pid: %w", id, skills.ErrInvalid)
 	}
 	err := db.write(ctx, func(tx *txn) error {
-		if closed, err := sessionClosed(ctx, tx, id); err != nil {
+		if err := servedBy(ctx, tx, id, host); err != nil {
 			return err
-		} else if closed {
-			return errClosed
-		}
-		if serving, err := sessionHost(ctx, tx, id); err != nil {
-			return err
-		} else if serving != host {
-			return fmt.Errorf("host %q serves it, not %q: %w", serving, host, skills.ErrElsewhere)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO session_binds (session, host, target, pid, ns, api_socket, api_socket_id)
 			VALUES (?, ?, ?, ?, ?, ?, ?)

@@ -19,7 +19,7 @@ func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
 		c.sessionCreate(), c.sessionSet(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
 		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
-		c.sessionMentions(), c.sessionRead(), c.sessionMove(), c.sessionInstall())
+		c.sessionMentions(), c.sessionRead(), c.sessionMove(), c.sessionInstall(), c.sessionToken())
 }
 
 func (c *cli) sessionCreate() *cobra.Command {
@@ -64,6 +64,10 @@ func (c *cli) printSession(info api.SessionInfo) error {
 	}
 	if info.Parent != "" {
 		fmt.Fprintf(c.stdout, "parent: %s\n", info.Parent)
+	}
+	if info.Token != "" {
+		fmt.Fprintf(c.stdout, "token %s\n", info.Token)
+		fmt.Fprintf(c.stderr, "the session's token is shown this once: keep it (`skillfs session token %s --rotate` makes a new one)\n", info.ID)
 	}
 	if len(info.Pinned) > 0 {
 		fmt.Fprintf(c.stdout, "pinned: %s\n", strings.Join(info.Pinned, " "))

@@ -21,7 +21,7 @@ else ~/.local/share/skillfs.`
 func (c *cli) root() *cobra.Command {
 	root := group("skillfs", "serve agent skills to sandboxed sessions as read-only files",
 		c.serveCmd(), c.statusCmd(), c.checkCmd(), c.versionCmd(),
-		c.skillCmd(), c.userCmd(), c.toolCmd(false), c.toolCmd(true), c.sessionCmd(), c.hostsCmd())
+		c.skillCmd(), c.userCmd(), c.toolCmd(false), c.toolCmd(true), c.sessionCmd(), c.tokenCmd(), c.hostsCmd())
 	root.Long = rootLong
 	// `skillfs --version` is `skillfs version`, as with most tools.
 	root.Version = versionLine()

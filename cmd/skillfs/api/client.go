@@ -36,6 +36,9 @@ type Client struct {
 	// A session acts for its own user whoever asks, but only a caller who
 	// manages a skill is told why it was left out.
 	As string
+	// Token, when set, is sent as "Authorization: Bearer TOKEN": a session
+	// or platform token, for a caller that is not the operator.
+	Token string
 }
 
 // Call sends one request with body (nil for none) encoded as JSON, and
@@ -73,6 +76,9 @@ func (c *Client) Send(ctx context.Context, method, path, contentType string, bod
 	}
 	if c.As != "" {
 		req.Header.Set(ActAsHeader, c.As)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -59,6 +59,10 @@ type SessionInfo struct {
 	// Existing is set on the answer of a create whose key named an open
 	// session: that session is answered, none was made.
 	Existing bool `json:"existing,omitempty"`
+	// Token is the session's credential (api.SessionTokenPrefix…), answered
+	// once: by the create that made the session. Only its hash is kept;
+	// `skillfs session token ID --rotate` makes a new one.
+	Token string `json:"token,omitempty"`
 }
 
 // SessionQuery narrows a list of open sessions (GET /v1/sessions): to the

@@ -247,7 +247,7 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 		return nil, err
 	}
 	d.http = server.New(server.Config{Sessions: d, Binds: d, Fleet: d, Queries: d, Health: d,
-		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, Installs: d, SharedIndex: cat.Shared(),
+		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, Installs: d, Credentials: d, SharedIndex: cat.Shared(),
 		Metrics: d.metrics.http, Gatherer: d.metrics.reg, Log: d.log})
 	return d, nil
 }

@@ -158,10 +158,11 @@ func (d *Daemon) selectSkills(ctx context.Context, u skills.User, caller string,
 	return set, &selection{all: all, roots: roots, stored: rq.stored, pins: pins, skipped: skipped, preload: pre}, nil
 }
 
-// CreateSession pins the readable set of a new session and serves it. The
-// readable set is computed under the daemon's lock, so a revocation cannot
-// land between computing it and serving it (and be pinned into the session
-// until its next refresh).
+// CreateSession pins the readable set of a new session and serves it, and
+// answers its token, this once (withToken). The readable set is computed
+// under the daemon's lock, so a revocation cannot land between computing
+// it and serving it (and be pinned into the session until its next
+// refresh).
 func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api.SessionInfo, error) {
 	if err := checkRequest(req.All, req.Skills); err != nil {
 		return nil, err
@@ -212,7 +213,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 	d.log.Info("session created", "session", s.ID, "user", u.UID, "skills", len(pins))
 	info := d.info(s, nil)
 	info.Skipped = append(toSkipped(sel.skipped), lost...)
-	return info, nil
+	return d.withToken(ctx, info)
 }
 
 // serveView serves pins as the view of session id. The filesystem checks

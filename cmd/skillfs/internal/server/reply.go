@@ -12,13 +12,21 @@ import (
 )
 
 // unrouted answers a request no route takes, in the error shape: 405 with
-// the methods the path does take, else 404.
-func unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+// the methods the path does take, else 404. Only the methods the request's
+// principal may call count: to a session credential the API is the routes
+// of its own session, and a route it may not call answers this, as one
+// that does not exist (the access table's looks-missing).
+func (a *API) unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	p := principalOrOperator(r.Context())
 	var allow []string
 	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+		_, pattern := mux.Handler(probe)
+		if pattern == "" || pattern == "/" {
+			continue
+		}
+		if a.judge(r.Context(), p, pattern, m, pathParam(pattern, r.URL.EscapedPath(), "id")) != missing {
 			allow = append(allow, m)
 		}
 	}

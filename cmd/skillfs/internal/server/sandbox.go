@@ -20,31 +20,24 @@ const (
 	SessionSocketStreams = 4
 )
 
-// ViaSandboxSocket is Principal.Via of a connection on a session's API
-// socket.
-const ViaSandboxSocket = "sandbox-socket"
-
 // sandboxListener names a session's API socket among the listeners.
 const sandboxListener = "sandbox"
 
 // ServeSession serves the API on l, the API socket a bind put into the
 // sandbox of session: the socket is that session's credential. Every
 // connection's context carries Principal{Role: RoleSession, Session:
-// session, Via: "sandbox-socket"} with the peer's pid and uid (SO_PEERCRED,
+// session, Via: ViaSandboxSocket} with the peer's pid and uid (SO_PEERCRED,
 // in the daemon's namespaces), which are logged. The connections are capped
 // at SessionSocketConns, the event streams at SessionSocketStreams; lim
 // gives the timeouts. stop closes the listener and every connection on it
 // (the credential is withdrawn) and waits for the server to end.
 //
-// The principal is what the access middleware reads. It serves the
-// socket's handler (Handler("")), so the middleware must keep a principal
-// the connection's context already carries instead of taking a request
-// without Authorization for the operator's, and refuse Authorization and
-// X-Skillfs-As on it. Until that middleware enforces the route table, the
-// requests on this socket reach every route, as on the operator's socket.
+// It serves ConnHandler: the route table of a session credential applies,
+// and a request carrying Authorization or X-Skillfs-As is refused (the
+// socket is the credential; no other may ride on it).
 func (a *API) ServeSession(l net.Listener, session string, lim Limits) (stop func()) {
 	lim.Defaults()
-	srv := apiServer(a.Handler(""), lim)
+	srv := apiServer(a.ConnHandler(), lim)
 	_, capped := serveCapped(srv, l, sandboxListener, SessionSocketConns, SessionSocketStreams)
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		p := Principal{Role: RoleSession, Session: session, Via: ViaSandboxSocket}

@@ -27,8 +27,6 @@ type principalSeen struct {
 	seen         []Principal
 }
 
-// sessionsDeps is Sessions under a name to embed.
-type sessionsDeps = Sessions
 
 func (p *principalSeen) SessionInfo(ctx context.Context, id string) (*api.SessionInfo, error) {
 	got, ok := PrincipalOf(ctx)

@@ -8,7 +8,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"io"
 	"log/slog"
 	"net/http"
@@ -132,6 +131,9 @@ type Config struct {
 	Curated  Curated
 	Events   Events
 	Installs Installs
+	// Credentials are the session and platform tokens (nil: only the
+	// socket and the TCP listener's own token are credentials).
+	Credentials Credentials
 	// SharedIndex says the index is shared with other hosts: the streams
 	// then send every event from the log (see eventStream.fromLog).
 	SharedIndex bool
@@ -162,11 +164,16 @@ func New(cfg Config) *API {
 type Mux struct {
 	*http.ServeMux
 	patterns []string
+	// guard puts a route's access (routeAccess) in front of its handler.
+	guard func(pattern string, h http.Handler) http.Handler
 }
 
-// Handle registers h at pattern.
+// Handle registers h at pattern, behind the route's access.
 func (m *Mux) Handle(pattern string, h http.Handler) {
 	m.patterns = append(m.patterns, pattern)
+	if m.guard != nil {
+		h = m.guard(pattern, h)
+	}
 	m.ServeMux.Handle(pattern, h)
 }
 
@@ -181,49 +188,53 @@ func (m *Mux) Patterns() []string { return append([]string(nil), m.patterns...) 
 // Routes is the API's routes: every route of the document, and a
 // catch-all answering those it has not in the error shape.
 func (a *API) Routes() *Mux {
-	mux := &Mux{ServeMux: http.NewServeMux()}
+	mux := a.newMux()
 	a.serviceRoutes(mux)
 	a.sessionRoutes(mux)
 	a.installRoutes(mux)
 	a.catalogRoutes(mux)
 	a.curatedRoutes(mux)
-	// The catch-all is no route of the document: it is left out of patterns.
-	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { unrouted(mux.ServeMux, w, r) })
+	a.tokenRoutes(mux)
+	a.catchAll(mux)
 	return mux
 }
 
-// Handler is the JSON HTTP API. With a token, every request must carry it
-// as "Authorization: Bearer TOKEN" (the TCP listener); the Unix socket
-// relies on its 0600 mode instead.
-func (a *API) Handler(token string) http.Handler {
-	mux := a.Routes()
-	if token == "" {
-		return a.Metrics.instrument(mux.ServeMux, mux)
-	}
-	return a.Metrics.instrument(mux.ServeMux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !bearerIs(r.Header.Get("Authorization"), token) {
-			// Close the connection after the answer: one without the
-			// token has nothing more to do here, and kept alive it would
-			// hold a descriptor and one of the listener's slots.
-			w.Header().Set("Connection", "close")
-			writeJSON(w, http.StatusUnauthorized, api.Error{Error: "missing or wrong bearer token", Code: "permission"})
-			return
-		}
-		mux.ServeHTTP(w, r)
-	}))
+// newMux is an empty Mux whose routes are put behind their access.
+func (a *API) newMux() *Mux {
+	mux := &Mux{ServeMux: http.NewServeMux()}
+	mux.guard = func(pattern string, h http.Handler) http.Handler { return a.guard(mux.ServeMux, pattern, h) }
+	return mux
 }
 
-// bearerIs reports whether the Authorization header value auth carries
-// the bearer token token: the scheme "Bearer" in any case (RFC 7235: the
-// scheme is case-insensitive), one or more spaces, then the token, compared
-// in constant time.
-func bearerIs(auth, token string) bool {
-	scheme, cred, ok := strings.Cut(auth, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+// catchAll answers what no route of mux takes (unrouted). It is no route
+// of the document: it is left out of the patterns.
+func (a *API) catchAll(mux *Mux) {
+	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { a.unrouted(mux.ServeMux, w, r) })
+}
+
+// Handler is the JSON HTTP API, behind the authentication (see
+// authenticate) and each route's access (routeAccess). With a token it is
+// the TCP listener's: every request carries a bearer token, the
+// listener's own or another credential. Without, it is the Unix socket's,
+// whose 0600 mode makes a request without a token the operator's.
+func (a *API) Handler(token string) http.Handler {
+	if token == "" {
+		return a.handler(a.Routes(), ViaSocket, "")
 	}
-	cred = strings.TrimLeft(cred, " ")
-	return subtle.ConstantTimeCompare([]byte(cred), []byte(token)) == 1
+	return a.handler(a.Routes(), ViaTCP, token)
+}
+
+// ConnHandler is the API for a listener whose every connection is a
+// credential of its own (a session's socket in its sandbox): its
+// ConnContext puts the connection's principal in (WithPrincipal). A request
+// on a connection without one is refused 401, never taken for the
+// operator's.
+func (a *API) ConnHandler() http.Handler { return a.handler(a.Routes(), ViaSandboxSocket, "") }
+
+// handler is the API over the routes of mux, for a listener reached via
+// via, whose own token is token ("" for none).
+func (a *API) handler(mux *Mux, via, token string) http.Handler {
+	return a.Metrics.instrument(mux.ServeMux, a.authenticate(via, token, mux))
 }
 
 // serviceRoutes are the daemon's own: its document, health, status,
