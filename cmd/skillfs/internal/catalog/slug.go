@@ -186,3 +186,27 @@ func (st *staged) sameSource(ctx context.Context, base string, taken map[string]
 	}
 	return "", nil, nil
 }
+
+// reservedName refuses sk, the entry st would publish, when its display
+// name is a builtin's name or slug (policy.ReservedBy): builtin names are
+// reserved as builtin slugs are, enabled or not, and refused the same way
+// (skills.ErrExists, the builtin named only to an actor who may know it).
+// A new version of a skill that already had that name (installed before
+// names were reserved) keeps it; a session's prompt still shows the
+// builtin under it and the other skill under its slug (policy.PromptNames).
+func (st *staged) reservedName(snap policy.Catalog, sk *skills.Skill) error {
+	b := policy.ReservedBy(snap, sk)
+	if b == nil {
+		return nil
+	}
+	name := skills.DisplayName(sk.Plugin, sk.Name)
+	if ex := st.existing; ex != nil && policy.NameKey(skills.DisplayName(ex.Plugin, ex.Name)) == policy.NameKey(name) {
+		return nil
+	}
+	const rename = "give the skill another name in its SKILL.md and import it again"
+	if !policy.Known(st.actor, b) {
+		return fmt.Errorf("name %q is reserved: no install may take it; %s: %w", name, rename, skills.ErrExists)
+	}
+	return fmt.Errorf("name %q is reserved by the builtin skill %q (%s): no other skill may take a builtin's name or slug as its name; "+
+		"%s: %w", name, b.Slug, skills.DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
+}
