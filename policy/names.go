@@ -53,24 +53,31 @@ type NameRank struct {
 // PromptNames gives each skill of a session the name its prompt shows it
 // under, so that no two show under one name (NameKey): in the order of
 // class (builtins first, then the user's own, then those shared with the
-// user) and then of the readable set, each skill takes its own name if no
-// skill before it took that name, else its slug if that is free, else none
-// (it is left out of the map: its name and its slug are both taken).
+// user) and then of the readable set, each skill takes its own name unless
+// a skill before it took that name or the name is another readable skill's
+// slug (which names that skill, as $slug does); else it shows under its
+// slug. A slug is never taken: slugs are unique and differ in key, and no
+// skill takes another's slug as its name. Every skill of ranks is in the
+// map.
 func PromptNames(ranks []NameRank) map[string]string {
 	order := slices.Clone(ranks)
 	slices.SortStableFunc(order, func(a, b NameRank) int {
 		return cmp.Or(cmp.Compare(a.Class, b.Class), cmp.Compare(a.Order, b.Order))
 	})
+	slugOf := map[string]string{} // slug's key -> slug
+	for _, r := range ranks {
+		slugOf[NameKey(r.Slug)] = r.Slug
+	}
 	taken := map[string]bool{}
 	out := map[string]string{}
 	for _, r := range order {
-		for _, n := range []string{r.Name, r.Slug} {
-			if k := NameKey(n); k != "" && !taken[k] {
-				taken[k] = true
-				out[r.Slug] = n
-				break
-			}
+		name := r.Name
+		k := NameKey(name)
+		if owner, isSlug := slugOf[k]; k == "" || taken[k] || isSlug && owner != r.Slug {
+			name, k = r.Slug, NameKey(r.Slug)
 		}
+		taken[k] = true
+		out[r.Slug] = name
 	}
 	return out
 }

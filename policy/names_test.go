@@ -2,6 +2,7 @@ package policy
 
 import (
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -52,20 +53,21 @@ func TestPromptNames(t *testing.T) {
 			{Slug: "x1", Name: "X", Class: NameShared, Order: 1},
 			{Slug: "x0", Name: "X", Class: NameShared, Order: 0},
 		}, map[string]string{"x0": "X", "x1": "x1"}},
-		{"a slug taken as a name leaves the skill without one", []NameRank{
+		{"a name that is another skill's slug yields to it", []NameRank{
 			{Slug: "b", Name: "a", Class: NameBuiltin, Order: 0},
 			{Slug: "c", Name: "b", Class: NameBuiltin, Order: 1},
 			{Slug: "a", Name: "c", Class: NameOwn, Order: 2},
 			{Slug: "d", Name: "a", Class: NameShared, Order: 3},
-		}, map[string]string{"b": "a", "c": "b", "a": "c", "d": "d"}},
-		{"name and slug both taken", []NameRank{
-			{Slug: "p", Name: "q", Class: NameBuiltin, Order: 0},
-			{Slug: "r", Name: "p", Class: NameBuiltin, Order: 1},
-			{Slug: "q", Name: "p", Class: NameShared, Order: 2},
-		}, map[string]string{"p": "q", "r": "p"}},
+			{Slug: "e", Name: "E", Class: NameShared, Order: 4},
+		}, map[string]string{"b": "b", "c": "c", "a": "a", "d": "d", "e": "E"}},
+		{"a skill's own slug as its name", []NameRank{
+			{Slug: "pdf", Name: "PDF", Class: NameShared, Order: 0},
+			{Slug: "x", Name: "pdf", Class: NameBuiltin, Order: 1},
+		}, map[string]string{"pdf": "PDF", "x": "x"}},
+		{"an empty name", []NameRank{{Slug: "z", Name: "\u200b", Class: NameOwn}}, map[string]string{"z": "z"}},
 	} {
 		got := PromptNames(tc.ranks)
-		if !maps.Equal(got, tc.want) {
+		if !maps.Equal(got, tc.want) || len(got) != len(tc.ranks) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 		seen := map[string]string{}
@@ -76,4 +78,40 @@ func TestPromptNames(t *testing.T) {
 			seen[NameKey(n)] = slug
 		}
 	}
+}
+
+// FuzzPromptNames: whatever the names, every skill gets one, and no two
+// the same.
+func FuzzPromptNames(f *testing.F) {
+	f.Add("a", "b", "c", "a-b", "A B", "b", uint8(0x1b))
+	f.Add("deploy-agent", "Deploy Agent", "x", "deploy agent", "y", "x", uint8(7))
+	f.Fuzz(func(t *testing.T, s1, n1, s2, n2, s3, n3 string, classes uint8) {
+		var ranks []NameRank
+		seen := map[string]bool{}
+		for i, sn := range [][2]string{{s1, n1}, {s2, n2}, {s3, n3}} {
+			slug := strings.Map(func(r rune) rune {
+				if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+					return r
+				}
+				return '-'
+			}, strings.ToLower(sn[0]))
+			if !validSlug(slug) || seen[slug] {
+				return
+			}
+			seen[slug] = true
+			ranks = append(ranks, NameRank{Slug: slug, Name: sn[1], Class: int(classes>>(2*i)) % 3, Order: i})
+		}
+		got := PromptNames(ranks)
+		if len(got) != len(ranks) {
+			t.Fatalf("%v: names %v", ranks, got)
+		}
+		keys := map[string]string{}
+		for slug, n := range got {
+			k := NameKey(n)
+			if other, dup := keys[k]; dup || k == "" {
+				t.Fatalf("%v: %s and %s both show as %q", ranks, slug, other, n)
+			}
+			keys[k] = slug
+		}
+	})
 }

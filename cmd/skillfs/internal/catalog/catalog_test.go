@@ -1143,10 +1143,10 @@ func TestBuiltinNamesAreReserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, front := range []string{
-		"name: deploy agent\nslug: mine\ndescription: d",        // the builtin's name, in another case
-		"name: Deploy_Agent\nslug: mine\ndescription: d",        // ... with another separator
+		"name: deploy agent\nslug: mine\ndescription: d",            // the builtin's name, in another case
+		"name: Deploy_Agent\nslug: mine\ndescription: d",            // ... with another separator
 		"name: \"Deploy\\u200b Agent\"\nslug: mine\ndescription: d", // ... with a zero-width space
-		"name: deploy-agent\nslug: mine\ndescription: d",        // the builtin's slug
+		"name: deploy-agent\nslug: mine\ndescription: d",            // the builtin's slug
 	} {
 		src := skillDir(t, filepath.Join(t.TempDir(), "mine"), front)
 		_, err := c.Import(ctx, ImportRequest{Source: src, As: "alice"})

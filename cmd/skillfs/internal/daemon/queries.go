@@ -193,7 +193,7 @@ type promptEntry struct {
 	data                  []byte             // its SKILL.md
 	m                     *manifest.Manifest // parsed
 	// listed says the list shows it: it does not say
-	// disable-model-invocation: true, and its name is its own (policy.PromptNames).
+	// disable-model-invocation: true.
 	listed bool
 	body   string // full SKILL.md when inlined in the prompt block
 }
@@ -241,12 +241,7 @@ func (d *Daemon) promptEntries(ctx context.Context, s *skills.Session, vfs iofs.
 	}
 	shown := policy.PromptNames(ranks)
 	for i := range entries {
-		e := &entries[i]
-		if n, ok := shown[e.slug]; ok {
-			e.name = n
-		} else {
-			e.name, e.listed = e.slug, false
-		}
+		entries[i].name = shown[entries[i].slug]
 	}
 	return entries, nil
 }
