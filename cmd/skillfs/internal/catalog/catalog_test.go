@@ -1178,12 +1178,27 @@ func TestBuiltinNamesAreReserved(t *testing.T) {
 	// The builtin itself is re-synced under its name.
 	skillDir(t, b, "name: Deploy Agent\nslug: deploy-agent\ndescription: builtin, newer")
 	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	// A skill that had a builtin's name before that builtin came keeps it
+	// in its new versions.
+	early := skillDir(t, filepath.Join(t.TempDir(), "early"), "name: Triage\nslug: early\ndescription: first")
+	importAs(t, c, ImportRequest{Source: early, As: "alice"})
+	importAs(t, c, ImportRequest{Source: skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin"), Builtin: true})
+	skillDir(t, early, "name: Triage\nslug: early\ndescription: second")
+	if in := importAs(t, c, ImportRequest{Source: early, As: "alice"}); in.Slug != "early" {
+		t.Errorf("a new version of a skill named before the builtin: %+v", in)
+	}
+	skillDir(t, early, "name: triage agent\nslug: early\ndescription: third")
+	importAs(t, c, ImportRequest{Source: early, As: "alice"}) // another name is free
+	skillDir(t, early, "name: Triage\nslug: early\ndescription: fourth")
+	if _, err := c.Import(ctx, ImportRequest{Source: early, As: "alice"}); !errors.Is(err, skills.ErrExists) {
+		t.Errorf("taking the builtin's name back: %v, want refused", err)
+	}
 	after, err := c.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(after) != len(before)+1 { // mine
-		t.Errorf("the catalog went from %d to %d skills, want one more (mine)", len(before), len(after))
+	if len(after) != len(before)+3 { // mine, early, triage
+		t.Errorf("the catalog went from %d to %d skills, want three more (mine, early, triage)", len(before), len(after))
 	}
 }
 
