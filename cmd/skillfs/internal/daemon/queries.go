@@ -203,6 +203,10 @@ type promptEntry struct {
 // With gone, a skill whose SKILL.md the view no longer serves (revoked
 // since s was read) is left out; without, that is an error.
 func (d *Daemon) promptEntries(ctx context.Context, s *skills.Session, vfs iofs.FS, gone bool) ([]promptEntry, error) {
+	set, err := d.db.SkillSet(ctx) // the catalog from memory: no query per skill
+	if err != nil {
+		return nil, err
+	}
 	var entries []promptEntry
 	var ranks []policy.NameRank
 	for i, p := range s.Pins {
@@ -218,8 +222,7 @@ func (d *Daemon) promptEntries(ctx context.Context, s *skills.Session, vfs iofs.
 			return nil, fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
 		}
 		name, class := m.Name, policy.NameShared
-		switch sk, err := d.db.Skill(ctx, p.Slug); {
-		case err == nil:
+		if sk := set.Get(p.Slug); sk != nil { // nil: deleted meanwhile
 			if sk.Version == p.Version {
 				// The name the import settled (a folder's name, say, for a
 				// SKILL.md without one), as `skill list` shows it.
@@ -232,8 +235,6 @@ func (d *Daemon) promptEntries(ctx context.Context, s *skills.Session, vfs iofs.
 			case sk.Creator == s.UID:
 				class = policy.NameOwn
 			}
-		case !errors.Is(err, skills.ErrNotFound):
-			return nil, err
 		}
 		entries = append(entries, promptEntry{slug: p.Slug, name: name, desc: m.Description, data: data, m: m,
 			loc: path.Join(d.agentPath, p.Slug, skills.ManifestName), listed: !m.DisableModelInvocation})
