@@ -172,25 +172,57 @@ func CheckGlob(g string) error {
 // matches "src" and everything under it); any other segment is a
 // path.Match pattern of one segment ("*", "?", "[a-z]", "\\" escapes), so
 // "*.ts" matches "a.ts" but not "src/a.ts"; "{a,b}" is either alternative.
-// name is cleaned first: "./", empty segments and a leading "/" do not
-// count. An invalid glob (CheckGlob) matches nothing. It costs at most the
-// product of the segment counts per alternative.
+// name is cleaned first (SplitPath). An invalid glob (CheckGlob) matches
+// nothing.
 func MatchGlob(g, name string) bool {
-	if CheckGlob(g) != nil {
-		return false
+	c, err := CompileGlob(g)
+	return err == nil && c.Match(SplitPath(name))
+}
+
+// Glob is a glob ready to match many paths: its brace alternatives, each
+// cut into segments.
+type Glob struct {
+	Text string
+	alts [][]string
+}
+
+// CompileGlob compiles g, or says why it is no glob (CheckGlob).
+func CompileGlob(g string) (*Glob, error) {
+	if err := CheckGlob(g); err != nil {
+		return nil, err
 	}
 	alts, _ := expandBraces(g)
-	segs := splitPath(name)
+	c := &Glob{Text: g}
 	for _, a := range alts {
-		if matchSegments(splitPath(a), segs) {
+		c.alts = append(c.alts, SplitPath(a))
+	}
+	return c, nil
+}
+
+// Match reports whether the path of segments segs (SplitPath) matches.
+// It costs at most Cost() * (len(segs)+1) segment matches.
+func (c *Glob) Match(segs []string) bool {
+	for _, a := range c.alts {
+		if matchSegments(a, segs) {
 			return true
 		}
 	}
 	return false
 }
 
-// splitPath is the segments of a slash path without empty and "." ones.
-func splitPath(s string) []string {
+// Cost is the number of segments of all the glob's alternatives: what
+// matching one more path segment costs at most, in segment matches.
+func (c *Glob) Cost() int {
+	n := 0
+	for _, a := range c.alts {
+		n += max(len(a), 1)
+	}
+	return n
+}
+
+// SplitPath is the segments of a slash path without empty and "." ones:
+// "./src//a.ts" and "/src/a.ts" are "src", "a.ts".
+func SplitPath(s string) []string {
 	var out []string
 	for _, seg := range strings.Split(s, "/") {
 		if seg != "" && seg != "." {

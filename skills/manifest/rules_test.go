@@ -169,7 +169,7 @@ func FuzzMatchGlob(f *testing.F) {
 		}
 		want := false
 		for _, a := range alts {
-			want = want || refMatch(splitPath(a), splitPath(name))
+			want = want || refMatch(SplitPath(a), SplitPath(name))
 		}
 		if got != want {
 			t.Fatalf("MatchGlob(%q, %q) = %t, the reference says %t", g, name, got, want)

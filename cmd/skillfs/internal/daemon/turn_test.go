@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/skills"
+	"skillfs/skills/manifest"
 	"skillfs/skills/skilltest"
 )
 
@@ -360,5 +362,36 @@ func TestPromptNamesAreUnique(t *testing.T) {
 	}
 	if !strings.Contains(turn.Text, "<name>Deploy Agent</name>") || strings.Count(turn.Text, "<name>Deploy Agent</name>") != 1 {
 		t.Errorf("the turn's text shows Deploy Agent other than once:\n%s", turn.Text)
+	}
+}
+
+// TestGlobsWorkBounded: a request whose matching would cost too much
+// against the globs of the session's skills is refused before matching,
+// naming the numbers; the same skills answer a modest request.
+func TestGlobsWorkBounded(t *testing.T) {
+	ctx := context.Background()
+	d := newTestDaemon(t)
+	var globs []string
+	for i := range manifest.MaxGlobs {
+		globs = append(globs, "'{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}/**/x"+strings.Repeat("y", i)+"'")
+	}
+	install(t, d, "name: heavy\ndescription: many globs\nglobs: ["+strings.Join(globs, ", ")+"]", skills.ScopeGlobal)
+	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := make([]string, 100)
+	for i := range deep {
+		deep[i] = strings.Repeat("a/", 200) + "x"
+	}
+	if _, err := d.Globs(ctx, info.ID, deep); !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), "segment matches, over 5000000") {
+		t.Errorf("a costly request: %v, want refused as over the bound", err)
+	}
+	g, err := d.Globs(ctx, info.ID, []string{"acegik/x", "bdfhjl/q/x", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Paths[0].Skills) != 1 || len(g.Paths[1].Skills) != 1 || len(g.Paths[2].Skills) != 0 {
+		t.Errorf("a modest request: %+v", g.Paths)
 	}
 }
