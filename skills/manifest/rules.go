@@ -40,9 +40,9 @@ func (p *manifestParser) rules(m *Manifest, always, globs *yaml.Node) {
 			m.AlwaysApply = true
 		case n.Kind == yaml.ScalarNode && strings.EqualFold(strings.TrimSpace(n.Value), "false"):
 		case n.Kind == yaml.ScalarNode:
-			p.bad(KeyAlwaysApply, "line %d: %q is not true or false; ignored", always.Line, n.Value)
+			p.badRule(KeyAlwaysApply, "ignored", "line %d: %q is not true or false", always.Line, n.Value)
 		default:
-			p.bad(KeyAlwaysApply, "line %d: must be true or false; ignored", always.Line)
+			p.badRule(KeyAlwaysApply, "ignored", "line %d: must be true or false", always.Line)
 		}
 	}
 	m.Globs = p.globs(globs)
@@ -68,7 +68,7 @@ func (p *manifestParser) globs(node *yaml.Node) []string {
 			line := it.Line
 			it = yamlDeref(it)
 			if it.Kind != yaml.ScalarNode {
-				p.bad(KeyGlobs, "line %d: item %d must be a string; ignored", line, i+1)
+				p.badRule(KeyGlobs, "ignored", "line %d: item %d must be a string", line, i+1)
 				continue
 			}
 			if !yamlIsNull(it) {
@@ -76,7 +76,7 @@ func (p *manifestParser) globs(node *yaml.Node) []string {
 			}
 		}
 	default:
-		p.bad(KeyGlobs, "line %d: must be a string of comma-separated globs or a list of globs; ignored", node.Line)
+		p.badRule(KeyGlobs, "ignored", "line %d: must be a string of comma-separated globs or a list of globs", node.Line)
 		return nil
 	}
 	var out []string
@@ -86,11 +86,11 @@ func (p *manifestParser) globs(node *yaml.Node) []string {
 			continue
 		}
 		if err := CheckGlob(g); err != nil {
-			p.bad(KeyGlobs, "line %d: %q: %v; ignored", node.Line, g, err)
+			p.badRule(KeyGlobs, "ignored", "line %d: %q: %v", node.Line, g, err)
 			continue
 		}
 		if len(out) == MaxGlobs {
-			p.bad(KeyGlobs, "line %d: more than %d globs; the rest are ignored", node.Line, MaxGlobs)
+			p.badRule(KeyGlobs, "the rest are ignored", "line %d: more than %d globs", node.Line, MaxGlobs)
 			break
 		}
 		out = append(out, g)
@@ -99,6 +99,15 @@ func (p *manifestParser) globs(node *yaml.Node) []string {
 		return nil
 	}
 	return out
+}
+
+// badRule is bad for the rule keys: a problem in Strict mode, and in
+// Lenient mode a warning that ends with what becomes of the value (then).
+func (p *manifestParser) badRule(key, then, format string, args ...any) {
+	if p.mode == Lenient {
+		format += "; " + then
+	}
+	p.bad(key, format, args...)
 }
 
 func containsString(list []string, s string) bool {
