@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"skillfs/skills"
 )
 
 // Frontmatter keys of the rule-like skills (Cursor's rules, and the agents
@@ -181,11 +183,11 @@ func CheckGlob(g string) error {
 // matches "src" and everything under it); any other segment is a
 // path.Match pattern of one segment ("*", "?", "[a-z]", "\\" escapes), so
 // "*.ts" matches "a.ts" but not "src/a.ts"; "{a,b}" is either alternative.
-// name is cleaned first (SplitPath). An invalid glob (CheckGlob) matches
+// name is cleaned first (skills.SplitSlash). An invalid glob (CheckGlob) matches
 // nothing.
 func MatchGlob(g, name string) bool {
 	c, err := CompileGlob(g)
-	return err == nil && c.Match(SplitPath(name))
+	return err == nil && c.Match(skills.SplitSlash(name))
 }
 
 // Glob is a glob ready to match many paths: its brace alternatives, each
@@ -203,12 +205,12 @@ func CompileGlob(g string) (*Glob, error) {
 	alts, _ := expandBraces(g)
 	c := &Glob{Text: g}
 	for _, a := range alts {
-		c.alts = append(c.alts, SplitPath(a))
+		c.alts = append(c.alts, skills.SplitSlash(a))
 	}
 	return c, nil
 }
 
-// Match reports whether the path of segments segs (SplitPath) matches.
+// Match reports whether the path of segments segs (skills.SplitSlash) matches.
 // It costs at most Cost() * (len(segs)+1) segment matches.
 func (c *Glob) Match(segs []string) bool {
 	for _, a := range c.alts {
@@ -227,18 +229,6 @@ func (c *Glob) Cost() int {
 		n += max(len(a), 1)
 	}
 	return n
-}
-
-// SplitPath is the segments of a slash path without empty and "." ones:
-// "./src//a.ts" and "/src/a.ts" are "src", "a.ts".
-func SplitPath(s string) []string {
-	var out []string
-	for _, seg := range strings.Split(s, "/") {
-		if seg != "" && seg != "." {
-			out = append(out, seg)
-		}
-	}
-	return out
 }
 
 // matchSegments matches pattern segments against path segments, "**"

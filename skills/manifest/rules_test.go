@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"skillfs/skills"
 )
 
 func TestParseManifestRules(t *testing.T) {
@@ -176,7 +178,7 @@ func FuzzMatchGlob(f *testing.F) {
 		}
 		want := false
 		for _, a := range alts {
-			want = want || refMatch(SplitPath(a), SplitPath(name))
+			want = want || refMatch(skills.SplitSlash(a), skills.SplitSlash(name))
 		}
 		if got != want {
 			t.Fatalf("MatchGlob(%q, %q) = %t, the reference says %t", g, name, got, want)

@@ -187,7 +187,7 @@ func (d *Daemon) Globs(ctx context.Context, id string, paths []string) (*api.Glo
 		if len(p) > api.MaxGlobPathLen {
 			return nil, fmt.Errorf("globs: path %d is %d bytes long, over %d: %w", i+1, len(p), api.MaxGlobPathLen, skills.ErrInvalid)
 		}
-		segs[i] = manifest.SplitPath(p)
+		segs[i] = skills.SplitSlash(p)
 		pathWork += len(segs[i]) + 1
 	}
 	s, err := d.Session(ctx, id)
