@@ -329,7 +329,9 @@ func TestSkillBesideABuiltinLive(t *testing.T) {
 	if in := e.importOne(repo.url(), "--skill", "triage", "--as", "alice"); in.Slug != "triage-v2" {
 		t.Fatalf("alice's triage installed as %q", in.Slug)
 	}
-	writeSkill(t, triage, "name: triage\ndescription: named as the builtin", nil)
+	// It now asks for the builtin's slug, under a name of its own (the
+	// builtin's name is reserved as its slug is).
+	writeSkill(t, triage, "slug: triage\nname: Alice's triage\ndescription: the builtin's slug", nil)
 	repo.commit("v2")
 	if in := e.importOne(repo.url(), "--skill", "triage", "--as", "alice"); in.Slug != "triage-v2" || len(e.shown("triage-v2", "alice").Versions) != 2 {
 		t.Fatalf("alice's re-import: %+v, want a second version of triage-v2", in)

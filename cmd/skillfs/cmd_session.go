@@ -19,7 +19,8 @@ func (c *cli) sessionCmd() *cobra.Command {
 	return group("session", "open and manage agent sessions (talks to the daemon)",
 		c.sessionCreate(), c.sessionSet(), c.sessionList(), c.sessionShow("show"), c.sessionShow("refresh"), c.sessionShow("close"),
 		c.sessionMount("mount"), c.sessionMount("unmount"), c.sessionActivations(), c.sessionAudit(), c.sessionPrompt(),
-		c.sessionMentions(), c.sessionRead(), c.sessionMove(), c.sessionInstall(), c.sessionToken())
+		c.sessionMentions(), c.sessionTurn(), c.sessionGlobs(), c.sessionRead(), c.sessionMove(), c.sessionInstall(),
+		c.sessionToken())
 }
 
 func (c *cli) sessionCreate() *cobra.Command {
@@ -340,6 +341,51 @@ func (c *cli) sessionMentions() *cobra.Command {
 				fmt.Fprintf(c.stdout, "User: %s\n", m.Args)
 			}
 		}
+		return nil
+	}
+	return cmd
+}
+
+func (c *cli) sessionTurn() *cobra.Command {
+	cmd := leaf("turn ID --message TEXT [--no-read-tool] [--format F]",
+		"one turn of a session's agent: the skills list and the skills selected for the turn (preloaded, alwaysApply, named in the message), with their SKILL.md; refreshes the session first", 1, 1)
+	fs := cmd.Flags()
+	message := fs.String("message", "", "the turn's message `TEXT`")
+	noRead := fs.Bool("no-read-tool", false, "the agent has no tool to read files: leave the list out")
+	format := fs.String("format", api.TurnXML, "`FORMAT` of the text: xml, markdown or json (json prints the answer, the text left out)")
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		readTool := !*noRead
+		req := api.TurnRequest{Message: *message, ReadTool: &readTool, Format: *format}
+		var out api.Turn
+		if err := c.call("POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/turn", req, &out); err != nil {
+			return err
+		}
+		if c.json || *format == api.TurnJSON {
+			return c.printJSON(out)
+		}
+		fmt.Fprint(c.stdout, out.Text)
+		return nil
+	}
+	return cmd
+}
+
+func (c *cli) sessionGlobs() *cobra.Command {
+	cmd := leaf("globs ID PATH...", "the skills of a session whose globs match each file path", 2, -1)
+	cmd.RunE = func(_ *cobra.Command, pos []string) error {
+		var out api.Globs
+		if err := c.call("POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/globs", api.GlobsRequest{Paths: pos[1:]}, &out); err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(out)
+		}
+		var rows [][]string
+		for _, p := range out.Paths {
+			for _, m := range p.Skills {
+				rows = append(rows, []string{p.Path, m.Slug, strings.Join(m.Globs, ",")})
+			}
+		}
+		c.table([]string{"PATH", "SKILL", "GLOBS"}, rows)
 		return nil
 	}
 	return cmd

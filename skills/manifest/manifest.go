@@ -74,9 +74,16 @@ type Manifest struct {
 	DisableModelInvocation bool `json:"disable_model_invocation,omitempty"`
 	// UserInvocable is false only for `user-invocable: false`: the skill is
 	// background knowledge for the model, not a command for the user.
-	UserInvocable bool     `json:"user_invocable"`
-	Unknown       []string `json:"unknown,omitempty"` // unknown top-level keys, sorted; each also produces a warning
-	Body          string   `json:"body,omitempty"`    // Markdown after the closing --- line, byte for byte; the whole file (after a BOM) when it has no frontmatter
+	UserInvocable bool `json:"user_invocable"`
+	// AlwaysApply is `alwaysApply: true` (Cursor's rules): the skill is
+	// inlined into every turn of a session that reads it.
+	AlwaysApply bool `json:"always_apply,omitempty"`
+	// Globs are the file globs the skill applies to (`globs`, a string of
+	// comma-separated globs or a list; see MatchGlob), trimmed, each once,
+	// in order; nil when none.
+	Globs   []string `json:"globs,omitempty"`
+	Unknown []string `json:"unknown,omitempty"` // unknown top-level keys, sorted; each also produces a warning
+	Body    string   `json:"body,omitempty"`    // Markdown after the closing --- line, byte for byte; the whole file (after a BOM) when it has no frontmatter
 }
 
 // Problem is one thing wrong with a SKILL.md.
@@ -350,6 +357,7 @@ func (p *manifestParser) parse(data []byte) *Manifest {
 	m.AllowedTools = p.allowedTools(fields[KeyAllowedTools])
 	m.DisableModelInvocation = p.flag(KeyDisableModelInvocation, fields[KeyDisableModelInvocation], false)
 	m.UserInvocable = p.flag(KeyUserInvocable, fields[KeyUserInvocable], true)
+	p.rules(m, fields[KeyAlwaysApply], fields[KeyGlobs])
 
 	m.SkillDependencies = p.list(KeySkillDependencies, fields[KeySkillDependencies])
 	m.ToolDependencies = p.list(KeyToolDependencies, fields[KeyToolDependencies])

@@ -43,6 +43,8 @@ const (
 //     model, effort, context, agent, hooks, paths, shell, version, and
 //     hide-from-slash-command-tool (a key of its slash commands, which share
 //     the loader with skills).
+//   - Cursor (its rules, read by the agents that load them as skills):
+//     alwaysApply and globs, which skillfs honours (see rules).
 //   - when-to-use: the hyphenated spelling of when_to_use, which authors
 //     write by analogy with the other hyphenated keys; no agent reads it, but
 //     it is no mistake worth a warning either.
@@ -51,6 +53,8 @@ var manifestKeys = map[string]bool{
 	KeyName: true, KeySlug: true, KeyDescription: true, KeyLicense: true,
 	KeyCompatibility: true, KeyMetadata: true, KeyAllowedTools: true,
 	KeySkillDependencies: true, KeyToolDependencies: true, KeyMCPDependencies: true,
+	// Cursor's rules.
+	KeyAlwaysApply: true, KeyGlobs: true,
 	// Claude Code.
 	KeyDisableModelInvocation: true, KeyUserInvocable: true,
 	"argument-hint": true, "arguments": true, "when_to_use": true, "when-to-use": true,

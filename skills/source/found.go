@@ -165,23 +165,34 @@ func Ignore(fs []Found, globs []string) []Found {
 func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
 
 // Matches reports whether a name or glob names the skill: its folder, the
-// slug it would get, its own slug, its name or its path in the source.
+// slug it would get, its own slug, its name or its path in the source. A
+// glob matches the plugin-qualified names of a plugin's skill (plugin:name,
+// and the plugin-namespaced slug it would get) only when it holds a ':'
+// itself, so that `doc*` picks docx and not every skill of the plugin
+// document-skills; `document-skills:*` picks those. A plain name matches
+// any of them.
 func (f Found) Matches(pattern string) bool {
-	vals := []string{f.Name, f.Rel, f.Want}
+	vals := []string{f.Name, f.Rel}
+	qualified := []string{}
 	if f.Manifest != nil {
-		vals = append(vals, f.Manifest.Slug, f.Manifest.Name, skills.DisplayName(f.Plugin, f.Manifest.Name))
+		vals = append(vals, f.Manifest.Slug, f.Manifest.Name)
+		if f.Plugin != "" {
+			qualified = append(qualified, skills.DisplayName(f.Plugin, f.Manifest.Name))
+		}
+	}
+	if f.Manifest != nil && f.Plugin != "" && f.Want != f.Manifest.Slug {
+		qualified = append(qualified, f.Want) // the plugin-namespaced slug
+	} else {
+		vals = append(vals, f.Want)
+	}
+	if !isGlob(pattern) {
+		return pattern != "" && (slices.Contains(vals, pattern) || slices.Contains(qualified, pattern))
+	}
+	if strings.Contains(pattern, ":") {
+		vals = append(vals, qualified...)
 	}
 	for _, v := range vals {
-		if v == "" {
-			continue
-		}
-		if !isGlob(pattern) {
-			if pattern == v {
-				return true
-			}
-			continue
-		}
-		if ok, err := path.Match(pattern, v); err == nil && ok {
+		if ok, err := path.Match(pattern, v); v != "" && err == nil && ok {
 			return true
 		}
 	}

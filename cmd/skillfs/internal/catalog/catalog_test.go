@@ -1113,7 +1113,9 @@ func TestReimportOfASkillBesideABuiltin(t *testing.T) {
 	if old.Slug != "triage-v2" {
 		t.Fatalf("installed as %q", old.Slug)
 	}
-	skillDir(t, src, "name: triage\ndescription: mine, newer")
+	// Its source now asks for the builtin's slug under a name of its own
+	// (the builtin's name is reserved as its slug is: TestBuiltinNamesAreReserved).
+	skillDir(t, src, "slug: triage\nname: Alice's triage\ndescription: mine, newer")
 	in := importAs(t, c, ImportRequest{Source: src, As: "alice"})
 	if in.Slug != "triage-v2" || in.Version == old.Version || in.RenamedFrom != "" {
 		t.Fatalf("re-import: %+v, want a new version of triage-v2", in)
@@ -1121,6 +1123,82 @@ func TestReimportOfASkillBesideABuiltin(t *testing.T) {
 	res, err := c.Import(context.Background(), ImportRequest{Source: src, As: "bob"})
 	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `"triage" is reserved`) {
 		t.Fatalf("bob's import of the source: %v %+v, want the slug refused as reserved", err, res)
+	}
+}
+
+// A builtin's display name is reserved as its slug is: no other install,
+// new skill or new version, may take the builtin's name or slug as its
+// display name, compared as policy.NameKey does; the refusal names the
+// builtin only to who may know it. A skill that had the name before names
+// were reserved keeps it in its new versions, and the builtin itself is
+// re-synced under it.
+func TestBuiltinNamesAreReserved(t *testing.T) {
+	ctx := context.Background()
+	c := open(t)
+	addUsers(t, c, skills.User{UID: "alice", Role: "user"}, skills.User{UID: "adm", Role: "admin"})
+	b := skillDir(t, filepath.Join(t.TempDir(), "deploy-agent"), "name: Deploy Agent\nslug: deploy-agent\ndescription: builtin")
+	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	before, err := c.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, front := range []string{
+		"name: deploy agent\nslug: mine\ndescription: d",            // the builtin's name, in another case
+		"name: Deploy_Agent\nslug: mine\ndescription: d",            // ... with another separator
+		"name: \"Deploy\\u200b Agent\"\nslug: mine\ndescription: d", // ... with a zero-width space
+		"name: deploy-agent\nslug: mine\ndescription: d",            // the builtin's slug
+	} {
+		src := skillDir(t, filepath.Join(t.TempDir(), "mine"), front)
+		_, err := c.Import(ctx, ImportRequest{Source: src, As: "alice"})
+		if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), "is reserved by the builtin skill \"deploy-agent\"") ||
+			!strings.Contains(err.Error(), "give the skill another name") {
+			t.Errorf("alice imports %q: %v, want the name refused as the builtin's", front, err)
+		}
+	}
+	// A skill of hers renamed like the builtin by a new version: refused too.
+	src := skillDir(t, filepath.Join(t.TempDir(), "mine"), "name: mine\ndescription: d")
+	importAs(t, c, ImportRequest{Source: src, As: "alice"})
+	skillDir(t, src, "name: Deploy Agent\nslug: mine\ndescription: d2")
+	if _, err := c.Import(ctx, ImportRequest{Source: src, As: "alice"}); !errors.Is(err, skills.ErrExists) {
+		t.Errorf("a new version taking the builtin's name: %v, want refused", err)
+	}
+	// Disabled, the builtin is not named to alice; its name stays reserved.
+	if _, err := c.SetEnabled(ctx, "adm", "deploy-agent", false); err != nil {
+		t.Fatal(err)
+	}
+	other := skillDir(t, filepath.Join(t.TempDir(), "other"), "name: Deploy Agent\nslug: other\ndescription: d")
+	_, err = c.Import(ctx, ImportRequest{Source: other, As: "alice"})
+	if !errors.Is(err, skills.ErrExists) || !strings.Contains(err.Error(), `name "Deploy Agent" is reserved: no install may take it`) ||
+		strings.Contains(err.Error(), "builtin") {
+		t.Errorf("the name of a disabled builtin, to alice: %v", err)
+	}
+	if _, err := c.Import(ctx, ImportRequest{Source: other, As: "adm"}); err == nil || !strings.Contains(err.Error(), "builtin skill \"deploy-agent\"") {
+		t.Errorf("the name of a disabled builtin, to an admin: %v, want it named", err)
+	}
+	// The builtin itself is re-synced under its name.
+	skillDir(t, b, "name: Deploy Agent\nslug: deploy-agent\ndescription: builtin, newer")
+	importAs(t, c, ImportRequest{Source: b, Builtin: true})
+	// A skill that had a builtin's name before that builtin came keeps it
+	// in its new versions.
+	early := skillDir(t, filepath.Join(t.TempDir(), "early"), "name: Triage\nslug: early\ndescription: first")
+	importAs(t, c, ImportRequest{Source: early, As: "alice"})
+	importAs(t, c, ImportRequest{Source: skillDir(t, filepath.Join(t.TempDir(), "triage"), "name: triage\ndescription: builtin"), Builtin: true})
+	skillDir(t, early, "name: Triage\nslug: early\ndescription: second")
+	if in := importAs(t, c, ImportRequest{Source: early, As: "alice"}); in.Slug != "early" {
+		t.Errorf("a new version of a skill named before the builtin: %+v", in)
+	}
+	skillDir(t, early, "name: triage agent\nslug: early\ndescription: third")
+	importAs(t, c, ImportRequest{Source: early, As: "alice"}) // another name is free
+	skillDir(t, early, "name: Triage\nslug: early\ndescription: fourth")
+	if _, err := c.Import(ctx, ImportRequest{Source: early, As: "alice"}); !errors.Is(err, skills.ErrExists) {
+		t.Errorf("taking the builtin's name back: %v, want refused", err)
+	}
+	after, err := c.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before)+3 { // mine, early, triage
+		t.Errorf("the catalog went from %d to %d skills, want three more (mine, early, triage)", len(before), len(after))
 	}
 }
 

@@ -150,12 +150,19 @@ func (st *staged) chooseSlug(ctx context.Context, want string, taken map[string]
 // the actor is an admin); to anyone else a disabled builtin does not exist,
 // so the slug is only said to be reserved.
 func reserved(actor skills.User, b *skills.Skill) error {
+	return reservedFor(actor, b, fmt.Sprintf("slug %q", b.Slug), "no other install may take a builtin's slug")
+}
+
+// reservedFor is the refusal of what (`slug "x"`, `name "X"`) to actor
+// because builtin b holds it, by rule: b named only to an actor who may
+// know it (see reserved).
+func reservedFor(actor skills.User, b *skills.Skill, what, rule string) error {
 	const rename = "give the skill another name in its SKILL.md and import it again"
 	if !policy.Known(actor, b) {
-		return fmt.Errorf("slug %q is reserved: no install may take it; %s: %w", b.Slug, rename, skills.ErrExists)
+		return fmt.Errorf("%s is reserved: no install may take it; %s: %w", what, rename, skills.ErrExists)
 	}
-	return fmt.Errorf("slug %q is reserved by the builtin skill %q (%s): no other install may take a builtin's slug; "+
-		"%s: %w", b.Slug, b.Slug, skills.DisplayName(b.Plugin, b.Name), rename, skills.ErrExists)
+	return fmt.Errorf("%s is reserved by the builtin skill %q (%s): %s; %s: %w",
+		what, b.Slug, skills.DisplayName(b.Plugin, b.Name), rule, rename, skills.ErrExists)
 }
 
 // sameSource looks for the skill of the staged skill's source among base
@@ -185,4 +192,23 @@ func (st *staged) sameSource(ctx context.Context, base string, taken map[string]
 		}
 	}
 	return "", nil, nil
+}
+
+// reservedName refuses sk, the entry st would publish, when its display
+// name is a builtin's name or slug (policy.ReservedBy): builtin names are
+// reserved as builtin slugs are, enabled or not, and refused the same way
+// (skills.ErrExists, the builtin named only to an actor who may know it).
+// A new version of a skill that already had that name (installed before
+// names were reserved) keeps it; a session's prompt still shows the
+// builtin under it and the other skill under its slug (policy.PromptNames).
+func (st *staged) reservedName(snap policy.Catalog, sk *skills.Skill) error {
+	b := policy.ReservedBy(snap, sk)
+	if b == nil {
+		return nil
+	}
+	name := skills.DisplayName(sk.Plugin, sk.Name)
+	if ex := st.existing; ex != nil && policy.NameKey(skills.DisplayName(ex.Plugin, ex.Name)) == policy.NameKey(name) {
+		return nil
+	}
+	return reservedFor(st.actor, b, fmt.Sprintf("name %q", name), "no other skill may take a builtin's name or slug as its name")
 }

@@ -233,11 +233,15 @@ func (st *staged) entry(now time.Time) (*skills.Skill, error) {
 	return sk, nil
 }
 
-// checked is the entry publishing st makes at now, its dependencies
-// validated against snap: what Publish checks, and --list predicts.
+// checked is the entry publishing st makes at now, its name checked
+// against the builtins' (reservedName) and its dependencies validated
+// against snap: what Publish checks, and --list predicts.
 func (st *staged) checked(snap policy.Catalog, now time.Time) (*skills.Skill, error) {
 	sk, err := st.entry(now)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.reservedName(snap, sk); err != nil {
 		return nil, err
 	}
 	return sk, policy.ValidateDependencies(snap, sk)

@@ -118,6 +118,7 @@ func TestFleetSessionsAnsweredAnywhere(t *testing.T) {
 	changes := map[string]func() error{
 		"close":   func() error { return b.CloseSession(ctx, info.ID) },
 		"refresh": func() error { _, err := b.Refresh(ctx, info.ID); return err },
+		"turn":    func() error { _, err := b.Turn(ctx, info.ID, api.TurnRequest{}); return err }, // a turn refreshes first
 		"set":     func() error { _, err := b.SetSkills(ctx, info.ID, api.SetRequest{Skills: []string{}}); return err },
 		"mount":   func() error { _, err := b.Bind(ctx, info.ID, skills.Bind{Target: target}); return err },
 		"unmount": func() error { return b.Unbind(ctx, info.ID, target, 0) },

@@ -130,7 +130,8 @@ func (d *Daemon) viewFS(s *skills.Session) iofs.FS {
 // (in markdown, not in the list too). A skill whose SKILL.md says
 // disable-model-invocation: true is left out unless preloaded (it stays
 // readable and mentionable), and a plugin's skill shows as plugin:name.
-// Empty when nothing is listed.
+// No two skills show under one name (policy.PromptNames). Empty when nothing
+// is listed.
 func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) {
 	s, err := d.Session(ctx, id)
 	if err != nil {
@@ -142,40 +143,20 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 	if format != "xml" && format != "markdown" {
 		return "", fmt.Errorf("prompt format %q: want xml or markdown: %w", format, skills.ErrInvalid)
 	}
-	vfs := d.viewFS(s)
 	inline, err := d.preloadClosure(ctx, s)
 	if err != nil {
 		return "", err
 	}
-	type entry struct {
-		slug, name, desc, loc string
-		body                  string // full SKILL.md when preloaded
+	all, err := d.promptEntries(ctx, s, d.viewFS(s), false)
+	if err != nil {
+		return "", err
 	}
-	var entries []entry
-	for _, p := range s.Pins {
-		data, err := iofs.ReadFile(vfs, p.Slug+"/"+skills.ManifestName)
-		if err != nil {
-			return "", fmt.Errorf("read %s/SKILL.md: %w", p.Slug, err)
-		}
-		m, _, err := manifest.ParseStored(data, p.Slug)
-		if err != nil {
-			return "", fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
-		}
-		if m.DisableModelInvocation && !inline[p.Slug] {
+	var entries []promptEntry
+	for _, e := range all {
+		if inline[e.slug] {
+			e.body = string(e.data)
+		} else if !e.listed {
 			continue
-		}
-		name := m.Name
-		if sk, err := d.db.Skill(ctx, p.Slug); err == nil {
-			if sk.Version == p.Version {
-				// The name the import settled (a folder's name, say, for a
-				// SKILL.md without one), as `skill list` shows it.
-				name = sk.Name
-			}
-			name = skills.DisplayName(sk.Plugin, name)
-		}
-		e := entry{slug: p.Slug, name: name, desc: m.Description, loc: path.Join(d.agentPath, p.Slug, skills.ManifestName)}
-		if inline[p.Slug] {
-			e.body = string(data)
 		}
 		entries = append(entries, e)
 	}
@@ -183,36 +164,18 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		return "", nil
 	}
 	var b strings.Builder
-	esc := func(s string) string {
-		var sb strings.Builder
-		xml.EscapeText(&sb, []byte(s))
-		return sb.String()
-	}
 	if format == "xml" {
-		b.WriteString("<available_skills>\n")
-		for _, e := range entries {
-			b.WriteString("  <skill>\n")
-			fmt.Fprintf(&b, "    <name>%s</name>\n    <description>%s</description>\n    <location>%s</location>\n",
-				esc(e.name), esc(e.desc), esc(e.loc))
-			if e.body != "" {
-				fmt.Fprintf(&b, "    <content>\n%s\n    </content>\n", esc(strings.TrimRight(e.body, "\n")))
-			}
-			b.WriteString("  </skill>\n")
-		}
-		b.WriteString("</available_skills>\n")
+		writeXMLList(&b, entries)
 		return b.String(), nil
 	}
 	// A preloaded skill is inlined below, not listed as well.
+	var listed []promptEntry
 	for _, e := range entries {
-		if e.body != "" {
-			continue
+		if e.body == "" {
+			listed = append(listed, e)
 		}
-		if b.Len() == 0 {
-			b.WriteString("## Available skills\n\n")
-			b.WriteString("Read a skill's SKILL.md before using it.\n\n")
-		}
-		fmt.Fprintf(&b, "- **%s** (`%s`): %s\n", mdEscape(e.name), e.loc, mdEscape(e.desc))
 	}
+	writeMarkdownList(&b, listed)
 	for _, e := range entries {
 		if e.body != "" {
 			if b.Len() > 0 {
@@ -222,6 +185,99 @@ func (d *Daemon) Prompt(ctx context.Context, id, format string) (string, error) 
 		}
 	}
 	return b.String(), nil
+}
+
+// promptEntry is one readable skill of a session as its prompt shows it.
+type promptEntry struct {
+	slug, name, desc, loc string
+	data                  []byte             // its SKILL.md
+	m                     *manifest.Manifest // parsed
+	// listed says the list shows it: it does not say
+	// disable-model-invocation: true.
+	listed bool
+	body   string // full SKILL.md when inlined in the prompt block
+}
+
+// promptEntries reads the SKILL.md of every readable skill of s, in the
+// readable set's order, with the name each shows under (policy.PromptNames).
+// With gone, a skill whose SKILL.md the view no longer serves (revoked
+// since s was read) is left out; without, that is an error.
+func (d *Daemon) promptEntries(ctx context.Context, s *skills.Session, vfs iofs.FS, gone bool) ([]promptEntry, error) {
+	set, err := d.db.SkillSet(ctx) // the catalog from memory: no query per skill
+	if err != nil {
+		return nil, err
+	}
+	var entries []promptEntry
+	var ranks []policy.NameRank
+	for i, p := range s.Pins {
+		data, err := iofs.ReadFile(vfs, p.Slug+"/"+skills.ManifestName)
+		if gone && (errors.Is(err, iofs.ErrNotExist) || errors.Is(err, iofs.ErrPermission)) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s/SKILL.md: %w", p.Slug, err)
+		}
+		m, _, err := manifest.ParseStored(data, p.Slug)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s/SKILL.md: %w", p.Slug, err)
+		}
+		name, class := m.Name, policy.NameShared
+		if sk := set.Get(p.Slug); sk != nil { // nil: deleted meanwhile
+			if sk.Version == p.Version {
+				// The name the import settled (a folder's name, say, for a
+				// SKILL.md without one), as `skill list` shows it.
+				name = sk.Name
+			}
+			name = skills.DisplayName(sk.Plugin, name)
+			switch {
+			case sk.SourceType == skills.SourceBuiltin:
+				class = policy.NameBuiltin
+			case sk.Creator == s.UID:
+				class = policy.NameOwn
+			}
+		}
+		entries = append(entries, promptEntry{slug: p.Slug, name: name, desc: m.Description, data: data, m: m,
+			loc: path.Join(d.agentPath, p.Slug, skills.ManifestName), listed: !m.DisableModelInvocation})
+		ranks = append(ranks, policy.NameRank{Slug: p.Slug, Name: name, Class: class, Order: i})
+	}
+	shown := policy.PromptNames(ranks)
+	for i := range entries {
+		entries[i].name = shown[entries[i].slug]
+	}
+	return entries, nil
+}
+
+func writeXMLList(b *strings.Builder, entries []promptEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	b.WriteString("<available_skills>\n")
+	for _, e := range entries {
+		b.WriteString("  <skill>\n")
+		fmt.Fprintf(b, "    <name>%s</name>\n    <description>%s</description>\n    <location>%s</location>\n",
+			xmlEscape(e.name), xmlEscape(e.desc), xmlEscape(e.loc))
+		if e.body != "" {
+			fmt.Fprintf(b, "    <content>\n%s\n    </content>\n", xmlEscape(strings.TrimRight(e.body, "\n")))
+		}
+		b.WriteString("  </skill>\n")
+	}
+	b.WriteString("</available_skills>\n")
+}
+
+func writeMarkdownList(b *strings.Builder, entries []promptEntry) {
+	for i, e := range entries {
+		if i == 0 {
+			b.WriteString("## Available skills\n\n")
+			b.WriteString("Read a skill's SKILL.md before using it.\n\n")
+		}
+		fmt.Fprintf(b, "- **%s** (`%s`): %s\n", mdEscape(e.name), e.loc, mdEscape(e.desc))
+	}
+}
+
+func xmlEscape(s string) string {
+	var sb strings.Builder
+	xml.EscapeText(&sb, []byte(s))
+	return sb.String()
 }
 
 func mdEscape(s string) string {
@@ -240,18 +296,7 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]api.Mention, 
 	if err != nil {
 		return nil, err
 	}
-	pinned := map[string]bool{}
-	for _, p := range s.Pins {
-		pinned[p.Slug] = true
-	}
-	known := func(x string) bool { return pinned[x] }
-	named := policy.Commands(text, known)
-	commands := len(named)
-	for _, slug := range policy.Mentions(text, known) {
-		if !slices.ContainsFunc(named[:commands], func(c policy.Command) bool { return c.Slug == slug }) {
-			named = append(named, policy.Command{Slug: slug})
-		}
-	}
+	named, commands := namedIn(s, text)
 	vfs := d.viewFS(s)
 	out := []api.Mention{}
 	for i, n := range named {
@@ -281,6 +326,26 @@ func (d *Daemon) Mentions(ctx context.Context, id, text string) ([]api.Mention, 
 		out = append(out, mention)
 	}
 	return out, nil
+}
+
+// namedIn is what text names of the skills s reads: the /skill:slug
+// commands first (policy.Commands), then the $slug mentions
+// (policy.Mentions) no command invoked, each once; the first commands of
+// the list are the commands.
+func namedIn(s *skills.Session, text string) (named []policy.Command, commands int) {
+	pinned := map[string]bool{}
+	for _, p := range s.Pins {
+		pinned[p.Slug] = true
+	}
+	known := func(x string) bool { return pinned[x] }
+	named = policy.Commands(text, known)
+	commands = len(named)
+	for _, slug := range policy.Mentions(text, known) {
+		if !slices.ContainsFunc(named[:commands], func(c policy.Command) bool { return c.Slug == slug }) {
+			named = append(named, policy.Command{Slug: slug})
+		}
+	}
+	return named, commands
 }
 
 // Resolve returns the file a skill://SLUG[/PATH] URL names in a session's

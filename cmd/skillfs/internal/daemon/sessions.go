@@ -412,6 +412,12 @@ func (d *Daemon) Sessions(ctx context.Context, q api.SessionQuery, after string,
 // Refresh moves a session to the current versions and picks up newly
 // readable skills (the agent's next turn).
 func (d *Daemon) Refresh(ctx context.Context, id string) (*api.SessionInfo, error) {
+	return d.refresh(ctx, id, true)
+}
+
+// refresh is Refresh; unless always, a refresh that would change nothing
+// (the same pins) writes nothing and records no event, as a turn's does.
+func (d *Daemon) refresh(ctx context.Context, id string, always bool) (*api.SessionInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, err := d.servedSession(ctx, id)
@@ -446,6 +452,11 @@ func (d *Daemon) Refresh(ctx context.Context, id string) (*api.SessionInfo, erro
 	mounts, err := d.db.Binds(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if !always && slices.Equal(pins, s.Pins) {
+		info := d.info(s, mounts)
+		info.Skipped = toSkipped(skipped)
+		return info, nil
 	}
 	err = d.events.Record(func(evs ...*skills.Event) error { return d.db.SetPinsOn(ctx, d.host, id, pins, evs...) },
 		api.Event{Type: skills.EventRefreshed, Session: id, At: time.Now().UTC()})

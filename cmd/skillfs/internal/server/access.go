@@ -68,9 +68,9 @@ var routeAccess = map[string]Access{
 	"GET /v1/sessions/{id}/audit":       AccessSessionRead,
 	"GET /v1/sessions/{id}/prompt":      AccessSessionRead,
 	"POST /v1/sessions/{id}/mentions":   AccessSessionRead,
-	"GET /v1/sessions/{id}/resolve":     AccessSessionRead,
+	"GET /v1/sessions/{id}/resolve":     AccessSessionAct, // a SKILL.md read activates
 	"GET /v1/sessions/{id}/events":      AccessSessionRead,
-	"POST /v1/sessions/{id}/turn":       AccessSessionRead,
+	"POST /v1/sessions/{id}/turn":       AccessSessionAct, // refreshes, activates
 	"POST /v1/sessions/{id}/globs":      AccessSessionRead,
 	"POST /v1/sessions/{id}/skills":     AccessSessionAct,
 	"GET /v1/events":                    AccessRead,

@@ -27,7 +27,6 @@ type principalSeen struct {
 	seen         []Principal
 }
 
-
 func (p *principalSeen) SessionInfo(ctx context.Context, id string) (*api.SessionInfo, error) {
 	got, ok := PrincipalOf(ctx)
 	if !ok {

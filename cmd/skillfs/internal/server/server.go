@@ -63,6 +63,10 @@ type Queries interface {
 	Prompt(ctx context.Context, id, format string) (string, error)
 	Mentions(ctx context.Context, id, text string) ([]api.Mention, error)
 	Resolve(ctx context.Context, id, uri string) (*api.Resolved, error)
+	// Turn is what a session's agent gets for one turn of its own.
+	Turn(ctx context.Context, id string, req api.TurnRequest) (*api.Turn, error)
+	// Globs says which of a session's skills apply to each of paths.
+	Globs(ctx context.Context, id string, paths []string) (*api.Globs, error)
 }
 
 // Health is the daemon's state.

@@ -28,6 +28,8 @@ func (a *API) sessionRoutes(mux *Mux) {
 	mux.HandleFunc("GET /v1/sessions/{id}/prompt", a.prompt)
 	mux.HandleFunc("POST /v1/sessions/{id}/mentions", a.mentions)
 	mux.HandleFunc("GET /v1/sessions/{id}/resolve", a.resolve)
+	mux.HandleFunc("POST /v1/sessions/{id}/turn", a.turn)
+	mux.HandleFunc("POST /v1/sessions/{id}/globs", a.globs)
 	mux.HandleFunc("GET /v1/sessions/{id}/events", a.sessionEvents)
 	mux.HandleFunc("GET /v1/events", a.allEvents)
 }
@@ -193,6 +195,26 @@ func (a *API) mentions(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := a.Queries.Mentions(r.Context(), r.PathValue("id"), req.Text)
 	reply(w, api.Mentions{Mentions: m}, err)
+}
+
+// turn answers one turn's api.Turn, as JSON in every format: the format
+// says how Text is rendered (json leaves it empty).
+func (a *API) turn(w http.ResponseWriter, r *http.Request) {
+	var req api.TurnRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	t, err := a.Queries.Turn(r.Context(), r.PathValue("id"), req)
+	reply(w, t, err)
+}
+
+func (a *API) globs(w http.ResponseWriter, r *http.Request) {
+	var req api.GlobsRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	g, err := a.Queries.Globs(r.Context(), r.PathValue("id"), req.Paths)
+	reply(w, g, err)
 }
 
 func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
