@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -295,5 +296,47 @@ func TestTokenNames(t *testing.T) {
 		if err := checkTokenName(bad); !errors.Is(err, skills.ErrInvalid) {
 			t.Errorf("%q: %v, want invalid", bad, err)
 		}
+	}
+}
+
+// BenchmarkCredentials measures what proving a credential costs a request,
+// in one run: the same read (a session's activations) through the socket's
+// handler without a token (the operator: nothing to look up), with the
+// session's own token and with a platform token of role reader (each
+// looked up in the index at every request, so that a close, a revocation
+// or an expiry holds at the next one). ratio is each against the socket.
+func BenchmarkCredentials(b *testing.B) {
+	d := newTestDaemon(b)
+	ctx := context.Background()
+	install(b, d, "name: pdf\ndescription: PDFs", skills.ScopeGlobal)
+	s, err := d.CreateSession(ctx, api.CreateRequest{User: "operator", Skills: []string{"pdf"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reader, err := d.CreateToken(ctx, api.TokenRequest{Name: "dashboard", Role: "reader"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := d.http.Handler("")
+	path := "/v1/sessions/" + s.ID + "/activations"
+	perOp := map[string]float64{}
+	for _, c := range []struct{ name, token string }{{"socket", ""}, {"session-token", s.Token}, {"reader-token", reader.Token}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				r := httptest.NewRequest("GET", path, nil)
+				if c.token != "" {
+					r.Header.Set("Authorization", "Bearer "+c.token)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: %d %s", c.name, w.Code, w.Body)
+				}
+			}
+			perOp[c.name] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if base := perOp["socket"]; base > 0 {
+				b.ReportMetric(perOp[c.name]/base, "ratio")
+			}
+		})
 	}
 }
