@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,21 +181,11 @@ func (b *agentBox) command(script string) *exec.Cmd {
 // run runs script as the agent inside the box and waits for it.
 func (b *agentBox) run(script string) result {
 	b.t.Helper()
-	cmd := b.command(script)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		b.t.Fatalf("run in the sandbox: %v", err)
+	r := resultOf(b.t, b.command(script))
+	if strings.HasPrefix(r.stderr, "nsenter:") || strings.HasPrefix(r.stderr, "setpriv:") {
+		b.t.Fatalf("could not enter the sandbox: %s", r.stderr)
 	}
-	if strings.HasPrefix(errb.String(), "nsenter:") || strings.HasPrefix(errb.String(), "setpriv:") {
-		b.t.Fatalf("could not enter the sandbox: %s", errb.String())
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return r
 }
 
 // ok runs script and fails the test unless it exits 0; it returns the

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,18 +36,7 @@ func (c pyClient) command(args ...string) *exec.Cmd {
 // run runs the client and waits for it.
 func (c pyClient) run(args ...string) result {
 	c.t.Helper()
-	cmd := c.command(args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		c.t.Fatalf("run the Python client: %v", err)
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return resultOf(c.t, c.command(args...))
 }
 
 // ok runs the client and fails the test unless it exits 0.

@@ -55,7 +55,17 @@ func (sb sandbox) command(script string) *exec.Cmd {
 // run runs script in the sandbox and waits for it.
 func (sb sandbox) run(script string) result {
 	sb.t.Helper()
-	cmd := sb.command(script)
+	r := resultOf(sb.t, sb.command(script))
+	if strings.HasPrefix(r.stderr, "bwrap:") {
+		sb.t.Fatalf("bwrap could not set up the sandbox: %s", r.stderr)
+	}
+	return r
+}
+
+// resultOf runs cmd with its output captured; a command that cannot be
+// run at all fails the test.
+func resultOf(t testing.TB, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -64,10 +74,7 @@ func (sb sandbox) run(script string) result {
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
-		sb.t.Fatalf("run bwrap: %v", err)
-	}
-	if strings.HasPrefix(errb.String(), "bwrap:") {
-		sb.t.Fatalf("bwrap could not set up the sandbox: %s", errb.String())
+		t.Fatalf("run %s: %v", cmd.Path, err)
 	}
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
 }

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// boxAPISocket is where an agent finds the skillfs API in its box: beside
-// its skills.
-const boxAPISocket = boxHome + "/skillfs.sock"
+// boxAPISocket is where an agent finds the skillfs API in its box: in its
+// home, beside its skills.
+const boxAPISocket = boxHome + "/.skillfs.sock"
 
 // boxPy is the Python client's command line inside a box, on the socket
 // at boxAPISocket.

@@ -453,7 +453,7 @@ class Client:
             if name is not None:
                 q["name"] = name
             if now:
-                q["now"] = "1"
+                q["now"] = "true"
             if content_type is None:
                 content_type = "application/zip" if data[:2] == b"PK" else "text/markdown"
             if q:
