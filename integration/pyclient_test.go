@@ -169,6 +169,30 @@ func (s *pyStream) wantEvents(t testing.TB, after int64, want ...string) []strea
 	return got
 }
 
+// untilClosed takes the events of s up to its session's closed event and
+// the end of the stream, and fails t unless each has an id above the one
+// before and above after. It returns them, the closed event last.
+func (s *pyStream) untilClosed(t testing.TB, after int64) []streamEvent {
+	t.Helper()
+	var got []streamEvent
+	last := after
+	for {
+		e, ok := s.next(t)
+		if !ok {
+			t.Fatalf("the stream ended after %v without a closed event\n%s", describeAll(got), s.stderr.String())
+		}
+		if e.Event.ID <= last {
+			t.Fatalf("after %v (resuming after %d) the stream sent %s %q again or out of order", describeAll(got), after, e.ID, e.describe())
+		}
+		last = e.Event.ID
+		got = append(got, e)
+		if e.Event.Type == "closed" {
+			s.ended(t)
+			return got
+		}
+	}
+}
+
 func describeAll(evs []streamEvent) []string {
 	out := []string{}
 	for _, e := range evs {

@@ -689,6 +689,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("id")
     r.add_argument("uri")
 
+    k = sub.add_parser("call", help="any route: print the answer's body as it is")
+    k.add_argument("method")
+    k.add_argument("path", help="the path and query, /v1/...")
+    k.add_argument("--data", help="the request's body (JSON unless --content-type says otherwise)")
+    k.add_argument("--content-type", default="application/json")
+
     e = sub.add_parser("events", help="a session's events (every session's without ID)")
     e.add_argument("id", nargs="?")
     e.add_argument("--after", help="resume after this event id (0: all kept)")
@@ -745,6 +751,11 @@ def _run(args: argparse.Namespace, c: Client) -> None:
         _print(c.globs(args.id, args.paths))
     elif cmd == "resolve":
         sys.stdout.buffer.write(c.resolve(args.id, args.uri))
+    elif cmd == "call":
+        body = None if args.data is None else args.data.encode()
+        hdr = None if body is None else {"Content-Type": args.content_type}
+        data, _, _ = c.request(args.method.upper(), args.path, body, hdr)
+        sys.stdout.buffer.write(data)
     elif cmd == "events":
         n = 0
         if args.count is not None and args.count <= 0:
