@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,9 +48,9 @@ const clientScript = "../scripts/skillfs_client.py"
 // box's own (--ro-bind SRC DEST to put more in). It is killed, with every
 // process inside, when the test ends. Under CI=true a missing bwrap,
 // nsenter or setpriv fails the test.
-func startAgentBox(t testing.TB, opts ...string) *agentBox {
+func startAgentBox(t *testing.T, opts ...string) *agentBox {
 	t.Helper()
-	bwrap := requireCommand(t, "bwrap")
+	requireCommand(t, "bwrap")
 	nsenter := requireCommand(t, "nsenter")
 	requireCommand(t, "setpriv")
 	client, err := filepath.Abs(clientScript)
@@ -67,10 +65,6 @@ func startAgentBox(t testing.TB, opts ...string) *agentBox {
 	if err := os.Chown(ws, uid, uid); err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := []string{
 		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc",
@@ -78,33 +72,15 @@ func startAgentBox(t testing.TB, opts ...string) *agentBox {
 		"--tmpfs", "/home", "--dir", boxSkills, "--bind", ws, boxWorkspace,
 		"--perms", "0755", "--dir", filepath.Dir(boxClient), "--ro-bind", client, boxClient,
 		"--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-		"--die-with-parent", "--chdir", boxHome, "--info-fd", "3",
+		"--die-with-parent", "--chdir", boxHome,
 	}
-	args = append(args, opts...)
-	args = append(args, "--")
-	args = append(args, dropToAgent...)
-	args = append(args, "/bin/sleep", "infinity")
-	cmd := exec.Command(bwrap, args...)
-	cmd.ExtraFiles = []*os.File{w}
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bwrap: %v", err)
-	}
-	w.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var info struct {
-		ChildPID int `json:"child-pid"`
-	}
-	err = json.NewDecoder(r).Decode(&info)
-	r.Close()
-	if err != nil || info.ChildPID == 0 {
-		t.Fatalf("read the sandbox's info: %v\n%s", err, errb.String())
-	}
+	args = append(append(append(args, opts...), "--"), dropToAgent...)
+	reaper, cmd, _ := startBwrap(t, append(args, "/bin/sleep", "infinity")...)
 	b := &agentBox{t: t, workspace: ws, nsenter: nsenter, bwrap: cmd}
-	// bwrap's child is its reaper, pid 1 inside, running as root; the
-	// agent's init is the reaper's child once it runs sleep as agentUID.
-	b.pid = waitAgentInit(t, info.ChildPID, &errb)
+	// bwrap's first process is its reaper, pid 1 inside, running as root
+	// (so the box dies with bwrap); the agent's init is the reaper's child
+	// once it runs sleep as agentUID.
+	b.pid = waitAgentInit(t, reaper)
 	// The home is the agent's, as a platform's image has it.
 	if err := os.Chown(b.host(boxHome), uid, uid); err != nil {
 		t.Fatal(err)
@@ -119,7 +95,7 @@ var dropToAgent = []string{"setpriv", "--reuid", agentUID, "--regid", agentUID, 
 
 // waitAgentInit waits for the child of bwrap's reaper reaper to run sleep
 // as agentUID, and returns its pid.
-func waitAgentInit(t testing.TB, reaper int, bwrapErr *bytes.Buffer) int {
+func waitAgentInit(t testing.TB, reaper int) int {
 	t.Helper()
 	children := "/proc/" + strconv.Itoa(reaper) + "/task/" + strconv.Itoa(reaper) + "/children"
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -137,7 +113,7 @@ func waitAgentInit(t testing.TB, reaper int, bwrapErr *bytes.Buffer) int {
 			return pid
 		}
 	}
-	t.Fatalf("the sandbox's init did not start within 10s\n%s", bwrapErr.String())
+	t.Fatalf("the sandbox's init did not start within 10s")
 	return 0
 }
 

@@ -121,13 +121,7 @@ func (c pyClient) stream(args ...string) *pyStream {
 // next waits for the next event; ok is false when the stream ended.
 func (s *pyStream) next(t testing.TB) (streamEvent, bool) {
 	t.Helper()
-	select {
-	case e, ok := <-s.events:
-		return e, ok
-	case <-time.After(30 * time.Second):
-		t.Fatal("no event from the Python client within 30 s")
-		return streamEvent{}, false
-	}
+	return nextEvent(t, s.events)
 }
 
 // ended waits for the stream's command to exit by itself, and fails t

@@ -34,17 +34,36 @@ func startSandboxRunning(t *testing.T, command ...string) (int, *exec.Cmd, io.Re
 // the sandbox's own, so they may bind over /home/gem/skills).
 func startSandboxWith(t *testing.T, opts []string, command ...string) (int, *exec.Cmd, io.Reader) {
 	t.Helper()
+	args := []string{"--unshare-all", "--die-with-parent",
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+		"--tmpfs", "/home", "--dir", "/home/gem/skills"}
+	pid, cmd, out := startBwrap(t, append(append(append(args, opts...), "--"), command...)...)
+	// bwrap reports the pid before the sandbox's mounts are all in place.
+	inside := "/proc/" + strconv.Itoa(pid) + "/root/home/gem/skills"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(inside); err == nil && fi.IsDir() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %d: no /home/gem/skills after 10s", pid)
+		}
+	}
+	return pid, cmd, out
+}
+
+// startBwrap starts bwrap with args (its options, "--" and the command)
+// and returns the pid of the sandbox's first process as bwrap reports it,
+// the bwrap command and the command's standard output. bwrap is killed
+// when the test ends.
+func startBwrap(t *testing.T, args ...string) (int, *exec.Cmd, io.Reader) {
+	t.Helper()
 	bwrap := requireCommand(t, "bwrap")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--unshare-all", "--die-with-parent",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-		"--tmpfs", "/home", "--dir", "/home/gem/skills", "--info-fd", "3"}
-	args = append(append(append(args, opts...), "--"), command...)
-	cmd := exec.Command(bwrap, args...)
+	cmd := exec.Command(bwrap, append([]string{"--info-fd", "3"}, args...)...)
 	cmd.ExtraFiles = []*os.File{w}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -62,16 +81,6 @@ func startSandboxWith(t *testing.T, opts []string, command ...string) (int, *exe
 		t.Fatalf("read sandbox info: %v", err)
 	}
 	r.Close()
-	// bwrap reports the pid before the sandbox's mounts are all in place.
-	inside := "/proc/" + strconv.Itoa(info.ChildPID) + "/root/home/gem/skills"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if fi, err := os.Stat(inside); err == nil && fi.IsDir() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %d: no /home/gem/skills after 10s", info.ChildPID)
-		}
-	}
 	return info.ChildPID, cmd, out
 }
 

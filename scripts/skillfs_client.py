@@ -677,17 +677,12 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("id")
     pr.add_argument("--format", choices=["xml", "markdown"])
 
-    m = sub.add_parser("mentions", help="the skills a message names")
-    m.add_argument("id")
-    m.add_argument("text")
-
-    g = sub.add_parser("globs", help="which skills apply to file paths")
-    g.add_argument("id")
-    g.add_argument("paths", nargs="+")
-
-    r = sub.add_parser("resolve", help="a file of the session's view by skill:// URI")
-    r.add_argument("id")
-    r.add_argument("uri")
+    for name, what, arg, nargs in (("mentions", "the skills a message names", "text", None),
+                                   ("globs", "which skills apply to file paths", "paths", "+"),
+                                   ("resolve", "a file of the session's view by skill:// URI", "uri", None)):
+        one = sub.add_parser(name, help=what)
+        one.add_argument("id")
+        one.add_argument(arg, nargs=nargs)
 
     k = sub.add_parser("call", help="any route: print the answer's body as it is")
     k.add_argument("method")
@@ -720,25 +715,18 @@ def _print(value: Any) -> None:
 
 def _run(args: argparse.Namespace, c: Client) -> None:
     cmd = args.command
-    if cmd == "health":
+    # The commands of one session id, answering JSON.
+    by_id = {"show": c.session, "close": c.close, "refresh": c.refresh, "activations": c.activations,
+             "audit": c.audit, "token": c.rotate_token}
+    if cmd in by_id:
+        _print(by_id[cmd](args.id))
+    elif cmd == "health":
         _print(c.health())
     elif cmd == "whoami":
         _print(c.whoami())
     elif cmd == "create":
         _print(c.create_session(args.user, skills=_list(args.skills), all=args.all, preload=_list(args.preload),
                                 key=args.key, labels=args.label, parent=args.parent))
-    elif cmd == "show":
-        _print(c.session(args.id))
-    elif cmd == "close":
-        _print(c.close(args.id))
-    elif cmd == "refresh":
-        _print(c.refresh(args.id))
-    elif cmd == "activations":
-        _print(c.activations(args.id))
-    elif cmd == "audit":
-        _print(c.audit(args.id))
-    elif cmd == "token":
-        _print(c.rotate_token(args.id))
     elif cmd == "find":
         _print(list(c.find_sessions(key=args.key, user=args.user, labels=args.label, host=args.host)))
     elif cmd == "turn":
