@@ -138,6 +138,24 @@ func (b *agentBox) host(path string) string {
 	return "/proc/" + strconv.Itoa(b.pid) + "/root" + path
 }
 
+// nsPID is the init's pid as the box sees it (in its pid namespace).
+func (b *agentBox) nsPID() string {
+	b.t.Helper()
+	data, err := os.ReadFile("/proc/" + b.pidArg() + "/status")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(rest); len(f) > 1 {
+				return f[len(f)-1]
+			}
+		}
+	}
+	b.t.Fatalf("the box's init %d is in no pid namespace of its own", b.pid)
+	return ""
+}
+
 // pidArg is the init's pid as a command-line argument.
 func (b *agentBox) pidArg() string { return strconv.Itoa(b.pid) }
 
@@ -222,6 +240,9 @@ func TestAgentBox(t *testing.T) {
 		t.Errorf("no processes listed")
 	} else if n, _ := strconv.Atoi(strings.TrimSpace(out)); n > 6 {
 		t.Errorf("the box sees %d processes: not its own pid namespace", n)
+	}
+	if out := b.ok("cat /proc/" + b.nsPID() + "/comm"); out != "sleep\n" || b.nsPID() == b.pidArg() {
+		t.Errorf("the init as the box sees it, pid %s: %q", b.nsPID(), out)
 	}
 	if r := b.run("cat /proc/net/dev | grep -v lo: | tail -n +3"); strings.TrimSpace(r.stdout) != "" {
 		t.Errorf("the box has network devices besides lo: %q", r.stdout)

@@ -26,6 +26,7 @@ type streamEvent struct {
 		Slug    string   `json:"slug"`
 		Tools   []string `json:"tools"`
 		MCPs    []string `json:"mcps"`
+		Reason  string   `json:"reason"`
 	}
 }
 

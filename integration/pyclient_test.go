@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"skillfs/cmd/skillfs/api"
 	"strconv"
 	"strings"
 	"testing"
@@ -369,4 +370,108 @@ func TestPythonClientResumesAcrossCrash(t *testing.T) {
 	e.ok("session", "close", s.ID)
 	stream.wantEvents(t, more[0].Event.ID, "closed")
 	stream.ended(t)
+}
+
+// TestPythonClientResync: resuming from an id older than the daemon keeps,
+// the client yields the resync event and its stream ends; with --reconnect
+// it goes on after the resync event's id and gets what follows, once.
+func TestPythonClientResync(t *testing.T) {
+	e := newEnv(t)
+	d := e.serve()
+	e.ok("user", "add", "alice")
+	s := e.newSession("alice", "--skills", "release-notes")
+	for _, slug := range []string{"release-notes", "commit-messages"} {
+		if _, err := fetch(filepath.Join(s.Path, slug, "SKILL.md")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.stop()
+	e.serve("--event-retain-count", "1") // the first activation is pruned at the start
+	py := newPyClient(t, "--socket", filepath.Join(e.home, "skillfs.sock"))
+
+	lone := py.stream(s.ID, "--after", "0")
+	resync := lone.wantEvents(t, 0, "resync")
+	lone.ended(t)
+	if !strings.Contains(resync[0].Event.Reason, "retention") && !strings.Contains(resync[0].Event.Reason, "no longer kept") {
+		t.Errorf("the resync event's reason: %+v", resync[0].Event)
+	}
+	goOn := py.stream(s.ID, "--after", "0", "--reconnect")
+	again := goOn.wantEvents(t, 0, "resync")
+	if again[0].Event.ID != resync[0].Event.ID {
+		t.Errorf("the second resync has id %d, the first %d", again[0].Event.ID, resync[0].Event.ID)
+	}
+	e.ok("session", "close", s.ID)
+	closed := goOn.untilClosed(t, again[0].Event.ID)
+	if got := describeAll(closed); len(got) != 1 {
+		t.Errorf("after the resync the stream sent %v, want only the close", got)
+	}
+}
+
+// pyParse is the Python client's parsing of streams and Link headers, run
+// on inputs given on standard input as JSON.
+const pyParse = `
+import io, json, sys
+sys.path.insert(0, sys.argv[1])
+import skillfs_client as c
+cases = json.load(sys.stdin)
+print(json.dumps({
+    "sse": [list(c.parse_sse(io.BytesIO(s.encode()).readlines())) for s in cases["sse"]],
+    "links": [c._next_page(l) or "" for l in cases["links"]],
+}))
+`
+
+// TestPythonClientParsers: the client parses the event stream as
+// EventSource does for the fields skillfs sends (CRLF or LF line ends,
+// comments, data lines joined, the space after the colon optional, an
+// event without its blank line never dispatched), and finds the next page
+// in a Link header as the Go client does.
+func TestPythonClientParsers(t *testing.T) {
+	py := newPyClient(t)
+	sse := []struct {
+		stream string
+		want   []map[string]string
+	}{
+		{"id: 1\nevent: activated\ndata: {\"id\":1}\n\n", []map[string]string{{"id": "1", "event": "activated", "data": `{"id":1}`}}},
+		{"id: 2\r\nevent: closed\r\ndata: x\r\n\r\n", []map[string]string{{"id": "2", "event": "closed", "data": "x"}}},
+		{": subscribed\n\n: keep-alive\n\n", []map[string]string{}},
+		{"data: a\ndata: b\n\n", []map[string]string{{"data": "a\nb"}}},
+		{"data:x\n\ndata: y\n\n", []map[string]string{{"data": "x"}, {"data": "y"}}},
+		{"data: {\"k\":\"a: b\"}\n\n", []map[string]string{{"data": `{"k":"a: b"}`}}},
+		{"other: z\nretry: 5\ndata: w\n\n", []map[string]string{{"retry": "5", "data": "w"}}},
+		{"id: 3\ndata: unterminated\n", []map[string]string{}},
+		{"\n\n\n", []map[string]string{}},
+	}
+	links := []string{
+		`</v1/sessions?after=a1&limit=2>; rel="next"`,
+		``,
+		`<http://skillfs/v1/sessions?after=b2&limit=100>; rel="next"`,
+		`</v1/sessions?after=c0>; rel="prev", </v1/sessions?after=c3>; rel="next"`,
+		`</v1/sessions?after=d4>; rel="prev"`,
+		`garbage`,
+	}
+	in := map[string][]string{"links": links}
+	for _, c := range sse {
+		in["sse"] = append(in["sse"], c.stream)
+	}
+	data, _ := json.Marshal(in)
+	cmd := exec.Command(py.python, "-c", pyParse, filepath.Dir(clientScript))
+	cmd.Stdin = bytes.NewReader(data)
+	r := resultOf(t, cmd)
+	var out struct {
+		SSE   [][]map[string]string `json:"sse"`
+		Links []string              `json:"links"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		t.Fatalf("the parsers: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for i, c := range sse {
+		if !reflect.DeepEqual(out.SSE[i], c.want) {
+			t.Errorf("stream %q: parsed %v, want %v", c.stream, out.SSE[i], c.want)
+		}
+	}
+	for i, l := range links {
+		if want := api.NextPage(l); out.Links[i] != want {
+			t.Errorf("Link %q: next page %q, the Go client's %q", l, out.Links[i], want)
+		}
+	}
 }

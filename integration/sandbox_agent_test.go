@@ -379,7 +379,7 @@ func TestAgentInSandbox(t *testing.T) {
 	if act.opens("release-notes") < 1 {
 		t.Errorf("activations after the agent's cat: %+v", act)
 	}
-	if p := b.ok(boxPy + " prompt " + s.ID); !strings.Contains(p, boxSkills+"/house-rules/SKILL.md") {
+	if p := b.ok(boxPy + " prompt " + s.ID); !strings.Contains(p, boxSkills+"/release-notes/SKILL.md") {
 		t.Errorf("the prompt in the box: %s", p)
 	}
 
@@ -478,7 +478,12 @@ func TestAgentInSandbox(t *testing.T) {
 	if !slices.Contains(child.Readable, "release-notes") || slices.Contains(child.Readable, "house-rules") {
 		t.Errorf("the sub-agent reads %v", child.Readable)
 	}
+	// The parent's stream from its start: once its first event came, the
+	// stream is subscribed, and the sub-agent's activation comes live.
 	stream := newPyClient(t, "--socket", sock).stream(s.ID, "--after", "0")
+	if ev, ok := stream.next(t); !ok || ev.Event.Session != s.ID {
+		t.Fatalf("the parent's stream began with %+v, %v", ev.Event, ok)
+	}
 	if _, err := fetch(filepath.Join(child.Path, "release-notes", "SKILL.md")); err != nil {
 		t.Fatal(err)
 	}
@@ -554,6 +559,7 @@ func TestAgentInstallRefused(t *testing.T) {
 	b.ok("truncate -s 2G " + ws + "/big/data.bin")
 	b.ok("truncate -s 2G " + ws + "/SKILL.md")
 
+	b.writeWorkspace("one/SKILL.md", "---\nname: one\ndescription: the first\n---\n", 0o644)
 	before := storeState(e)
 	for _, tc := range []struct {
 		name, path string
@@ -563,7 +569,11 @@ func TestAgentInstallRefused(t *testing.T) {
 		{"a host path", hostSkill, 3, "not_found"},
 		{"dot-dot past the root", ws + strings.Repeat("/..", 8) + hostSkill, 3, "not_found"},
 		{"/proc/self/root", "/proc/self/root" + hostSkill, 3, "not_found"},
-		{"/proc/1/root", "/proc/1/root" + hostSkill, 5, "invalid"},
+		// The box's pid 1 is root's: the agent may not look through it; its
+		// own init's root is a magic link, never followed.
+		{"/proc/1/root", "/proc/1/root" + hostSkill, 4, "permission"},
+		{"/proc/INIT/root", "/proc/" + b.nsPID() + "/root" + hostSkill, 5, "invalid"},
+		{"/proc/INIT/root to the workspace", "/proc/" + b.nsPID() + "/root" + ws + "/one", 5, "invalid"},
 		// A file is a SKILL.md or a ZIP by its name, before it is opened.
 		{"a link to /etc/shadow", ws + "/shadow-link", 5, "invalid"},
 		{"/etc/shadow", "/etc/shadow", 5, "invalid"},
@@ -588,7 +598,6 @@ func TestAgentInstallRefused(t *testing.T) {
 	}
 
 	// The quota: one skill of alice's own, then no more.
-	b.writeWorkspace("one/SKILL.md", "---\nname: one\ndescription: the first\n---\n", 0o644)
 	b.writeWorkspace("two/SKILL.md", "---\nname: two\ndescription: the second\n---\n", 0o644)
 	b.ok(boxPy + " install " + s.ID + " --path " + ws + "/one")
 	installed := storeState(e)
