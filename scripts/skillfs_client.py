@@ -213,8 +213,9 @@ class Client:
               headers: Optional[Mapping[str, str]] = None,
               timeout: Optional[float] = None, stream: bool = False):
         """Send a request; return (connection, response) for a 200, raise
-        SkillfsError for any other status."""
-        conn = self._connection(None if stream else (timeout if timeout is not None else self.timeout))
+        SkillfsError for any other status. A stream's reads are bound by
+        timeout alone (None: never), a request's by timeout or self.timeout."""
+        conn = self._connection(timeout if stream or timeout is not None else self.timeout)
         try:
             conn.request(method, path, body=body, headers=self._headers(headers))
             resp = conn.getresponse()
@@ -478,6 +479,7 @@ class Client:
         reconnect: bool = False,
         retry: float = 0.5,
         retry_for: Optional[float] = 60.0,
+        idle_timeout: Optional[float] = 60.0,
     ) -> Iterator[Dict[str, Any]]:
         """The events of session id (of every session without id), as a
         generator of their JSON ({"id", "type", "session", "slug", "at",
@@ -496,6 +498,12 @@ class Client:
         after which the connection's error is raised. A "resync" event (the
         events after the id are no longer kept) is yielded: read the
         activations again; with reconnect, the stream goes on after it.
+        A stream started without after that breaks before its first event
+        starts again from then on: give after to miss nothing.
+
+        The daemon sends a comment every 15 s on an idle stream; one silent
+        for idle_timeout seconds (None: wait forever) is taken as broken:
+        reconnected with reconnect, else the timeout is raised.
 
         self.last_event_id is the id of the last event yielded. Close the
         generator (or leave the loop) to close the stream.
@@ -508,7 +516,7 @@ class Client:
                 headers["Last-Event-ID"] = str(last)
             conn = None
             try:
-                conn, resp = self._open_retrying("GET", path, headers, reconnect, retry, retry_for)
+                conn, resp = self._open_retrying("GET", path, headers, reconnect, retry, retry_for, idle_timeout)
                 for fields in parse_sse(_lines(resp)):
                     if "data" not in fields:
                         continue
@@ -531,13 +539,13 @@ class Client:
                 return
             time.sleep(retry)
 
-    def _open_retrying(self, method, path, headers, reconnect, retry, retry_for):
+    def _open_retrying(self, method, path, headers, reconnect, retry, retry_for, idle_timeout):
         """_open for a stream, tried again while the daemon cannot be
         reached or is busy when reconnect is set."""
         deadline = None if retry_for is None else time.monotonic() + retry_for
         while True:
             try:
-                return self._open(method, path, headers=headers, stream=True)
+                return self._open(method, path, headers=headers, timeout=idle_timeout, stream=True)
             except (OSError, http.client.HTTPException, SkillfsError) as e:
                 transient = not isinstance(e, SkillfsError) or e.code in ("busy", "unavailable")
                 if not reconnect or not transient or (deadline is not None and time.monotonic() >= deadline):
