@@ -224,10 +224,12 @@ func TestAgentSessionToken(t *testing.T) {
 	agent.refused(4, "permission", "show", s.ID)
 	fresh := newPyClient(t, "--socket", sock, "--token", rotated.Token)
 	fresh.ok("show", s.ID)
-	// Its stream resumes with the new token.
+	// Its stream resumes with the new token (and is open before the close
+	// kills the token: the activation the mention made came through it).
 	again := fresh.stream(s.ID, "--after", seen[0].ID)
+	mentioned := again.wantEvents(t, seen[0].Event.ID, "activated commit-messages")
 	op.ok("close", s.ID)
-	for _, ev := range again.untilClosed(t, seen[0].Event.ID) {
+	for _, ev := range again.untilClosed(t, mentioned[0].Event.ID) {
 		if ev.Event.Session != s.ID || ev.describe() == "activated release-notes" {
 			t.Errorf("resumed after %s, the stream sent %s %s of session %s", seen[0].ID, ev.ID, ev.describe(), ev.Event.Session)
 		}
@@ -462,7 +464,9 @@ func TestAgentInSandbox(t *testing.T) {
 
 	// A sub-agent, opened from inside: a subset, its own activations in its
 	// parent's stream, no installs, no children, closed with its parent.
-	b.refused(5, "invalid", boxPy+" create --skills "+"skill-authoring")
+	if msg := b.refused(5, "invalid", boxPy+" create --skills skill-authoring"); !strings.Contains(msg, "skill-authoring") {
+		t.Errorf("a sub-agent beyond its parent's skills: %q, want the skill named", msg)
+	}
 	var child agentSession
 	b.json(&child, boxPy+" create --skills release-notes")
 	if child.Parent != s.ID || child.User != "alice" || child.Token == "" {
