@@ -31,15 +31,27 @@ func (e *env) checkCLI(t *testing.T) *apitest.Transport {
 	if err := os.Rename(sock, aside); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("unix", sock)
+	// The daemon's socket goes back where it removes it when it stops,
+	// once the proxy is gone.
+	t.Cleanup(func() { os.Rename(aside, sock) })
+	return checkingProxy(t, sock, aside)
+}
+
+// checkingProxy listens on a new Unix socket at listen (mode 0600) and
+// forwards every request to the daemon's socket at upstream, checking it
+// and its answer against the OpenAPI document (streams pass at once). It
+// stops when t ends.
+func checkingProxy(t *testing.T, listen, upstream string) *apitest.Transport {
+	t.Helper()
+	l, err := net.Listen("unix", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(sock, 0o600)
+	os.Chmod(listen, 0o600)
 	check := &apitest.Transport{Contract: contract, Base: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", aside)
+			return d.DialContext(ctx, "unix", upstream)
 		},
 	}}
 	proxy := &httputil.ReverseProxy{
@@ -55,8 +67,6 @@ func (e *env) checkCLI(t *testing.T) *apitest.Transport {
 		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("checking proxy: %v", err)
 		}
-		// The daemon's socket goes back where it removes it when it stops.
-		os.Rename(aside, sock)
 	})
 	return check
 }

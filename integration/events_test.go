@@ -26,6 +26,7 @@ type streamEvent struct {
 		Slug    string   `json:"slug"`
 		Tools   []string `json:"tools"`
 		MCPs    []string `json:"mcps"`
+		Reason  string   `json:"reason"`
 	}
 }
 
@@ -79,8 +80,15 @@ func openStream(t *testing.T, c *apiClient, path, lastID string) *eventStream {
 // next waits for the next event; ok is false when the stream ended.
 func (s *eventStream) next(t *testing.T) (streamEvent, bool) {
 	t.Helper()
+	return nextEvent(t, s.events)
+}
+
+// nextEvent waits for the next event of a stream's channel; ok is false
+// when the channel closed (the stream ended).
+func nextEvent(t testing.TB, events <-chan streamEvent) (streamEvent, bool) {
+	t.Helper()
 	select {
-	case e, ok := <-s.events:
+	case e, ok := <-events:
 		return e, ok
 	case <-time.After(30 * time.Second):
 		t.Fatal("no event within 30 s")

@@ -14,6 +14,10 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v unzip >/dev/null || need+=(unzip)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
+# The Python client's tests, on the host and inside sandboxes, which see
+# only /usr: the system's python3, and curl beside it.
+[ -x /usr/bin/python3 ] || need+=(python3)
+[ -x /usr/bin/curl ] || need+=(curl)
 # The index tests run on PostgreSQL too: a throwaway server of the newest
 # version installed (index/pgtest), which under CI=true they require.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || command -v postgres >/dev/null || need+=(postgresql)
