@@ -1,5 +1,3 @@
-//go:build issue20
-
 package integration
 
 import (

@@ -196,7 +196,7 @@ func TestShutdownRemovesAPISockets(t *testing.T) {
 		t.Fatalf("records after shutdown: %+v", binds)
 	}
 	d.rebind(ctx)
-	code, _, err := getOn(sock, "/v1/health")
+	code, _, err := getOn(sock, "/v1/sessions/"+info.ID)
 	d.unbindAll(ctx)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("after the next start: %d, %v", code, err)
