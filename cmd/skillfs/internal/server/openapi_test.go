@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"skillfs/cmd/skillfs/api"
@@ -84,5 +86,33 @@ func TestContractCatchesNonConformingAnswers(t *testing.T) {
 				t.Errorf("violations %q; want some: %v", v, tc.bad)
 			}
 		})
+	}
+}
+
+// TestOpenAPIOperationsAnswerRefusals: every operation of the document
+// lists the answers any credential may get before its handler runs — 401
+// (no credential), 403 (a reader, X-Skillfs-As beside a session's), 404 and
+// 405 (a route a session credential may not call answers as one that does
+// not exist) — so that a client generated from the document expects them.
+func TestOpenAPIOperationsAnswerRefusals(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]any `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.Responses == nil {
+				continue // a path's shared parameters, not an operation
+			}
+			for _, code := range []string{"401", "403", "404", "405"} {
+				if _, ok := op.Responses[code]; !ok {
+					t.Errorf("%s %s: no %s answer in openapi.json", strings.ToUpper(method), path, code)
+				}
+			}
+		}
 	}
 }
