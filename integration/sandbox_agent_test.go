@@ -450,7 +450,7 @@ func TestAgentInSandbox(t *testing.T) {
 	}
 	op := newPyClient(t, "--socket", sock)
 	var s, bobs agentSession
-	op.json(&s, "create", "--user", "alice", "--skills", "release-notes,house-rules,go-style")
+	op.json(&s, "create", "--user", "alice", "--skills", "release-notes,house-rules,go-style", "--preload", "go-style")
 	op.json(&bobs, "create", "--user", "bob", "--skills", "commit-messages")
 	b := boundBox(t, e, s.ID)
 
@@ -476,11 +476,18 @@ func TestAgentInSandbox(t *testing.T) {
 		t.Errorf("the prompt in the box: %s", p)
 	}
 
+	// The selection: the preloaded, then those always applied, then those
+	// mentioned (SESSIONS.md); each with its SKILL.md as the view has it.
 	var turn agentTurn
 	b.json(&turn, boxPy+" turn "+s.ID+" 'Commit it with $commit-messages.' --format json")
-	if !reflect.DeepEqual(turn.selected(), []string{"house-rules:always", "commit-messages:mentioned"}) ||
-		!strings.Contains(turn.Prompt, "release-notes") || !strings.HasPrefix(turn.Selected[1].Content, "---\nname: commit-messages") {
-		t.Errorf("the turn: %+v", turn)
+	if !reflect.DeepEqual(turn.selected(), []string{"go-style:preloaded", "house-rules:always", "commit-messages:mentioned"}) ||
+		!strings.Contains(turn.Prompt, "release-notes") {
+		t.Fatalf("the turn: %+v", turn)
+	}
+	for _, sel := range turn.Selected {
+		if view := b.ok("cat " + boxSkills + "/" + sel.Slug + "/SKILL.md"); sel.Content != view || sel.Path != boxSkills+"/"+sel.Slug+"/SKILL.md" {
+			t.Errorf("the turn selected %s at %s with %q; the view has %q", sel.Slug, sel.Path, sel.Content, view)
+		}
 	}
 	var blind agentTurn
 	b.json(&blind, boxPy+" turn "+s.ID+" 'Commit it with $commit-messages.' --format json --no-read-tool")
@@ -511,7 +518,9 @@ func TestAgentInSandbox(t *testing.T) {
 	// What the box's socket does not reach.
 	b.refused(3, "not_found", boxPy+" show "+bobs.ID)
 	b.refused(3, "not_found", boxPy+" call GET /v1/skills")
-	b.refused(3, "not_found", boxPy+" find")
+	if msg := b.refused(5, "invalid", boxPy+" find"); !strings.HasSuffix(msg, "method not allowed (allowed: POST)") {
+		t.Errorf("the session list on the box's socket: %q, want only a create allowed", msg)
+	}
 	b.refused(4, "permission", boxPy+" --as bob show "+s.ID)
 	b.refused(4, "permission", boxPy+" --token "+bobs.Token+" show "+bobs.ID)
 	if r := b.run(curl + "/v1/sessions/" + bobs.ID + "/prompt"); r.code == 0 || strings.Contains(r.stdout, "commit-messages") {
