@@ -106,12 +106,13 @@ func storeState(e *env) string {
 	return fmt.Sprintf("%d skills, %d versions: %+v", st.Skills, st.Versions, list)
 }
 
-// boundBox starts a box, binds session id's view into it at /home/gem/skills
-// with its API socket at boxAPISocket, and returns it.
-func boundBox(t *testing.T, e *env, id string) *agentBox {
+// boundBox starts a box (with more bwrap options opts, as startAgentBox),
+// binds session id's view into it at /home/gem/skills with its API socket
+// at boxAPISocket, and returns it.
+func boundBox(t *testing.T, e *env, id string, opts ...string) *agentBox {
 	t.Helper()
 	requireCommand(t, "curl")
-	b := startAgentBox(t)
+	b := startAgentBox(t, opts...)
 	e.ok("session", "mount", id, boxSkills, "--pid", b.pidArg(), "--api-socket", boxAPISocket)
 	return b
 }
