@@ -7,15 +7,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
-// agentSandbox is a bubblewrap sandbox as an agent platform runs one: its
-// own mount, pid, network, IPC and UTS namespaces, /usr read-only, and the
-// agent's home folder (home on the host, agentUID's) at /home/gem; its only
-// process, pid, runs as agentUID without capabilities.
+// agentSandbox is an agentBox (startAgentBox) driven by argv and a uid:
+// pid is its init, running as agentUID without capabilities, whose mount
+// namespace binds go into; home is the host's path of the agent's home
+// /home/gem (through the init's root).
 type agentSandbox struct {
 	t    *testing.T
 	pid  int
@@ -24,43 +22,9 @@ type agentSandbox struct {
 
 func startAgentSandbox(t *testing.T) *agentSandbox {
 	t.Helper()
-	requireCommand(t, "setpriv")
-	requireCommand(t, "nsenter")
 	requireCommand(t, "curl")
-	uid, _ := strconv.Atoi(agentUID)
-	home := t.TempDir()
-	if err := os.Mkdir(filepath.Join(home, "skills"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{home, filepath.Join(home, "skills")} {
-		if err := os.Chown(p, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pid, _, _ := startBwrap(t, "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--die-with-parent",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-		"--tmpfs", "/home", "--bind", home, "/home/gem",
-		"--", "setpriv", "--reuid", agentUID, "--regid", agentUID, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
-		"--", "sleep", "600")
-	// bwrap reports the pid before the process dropped to its user.
-	status := "/proc/" + strconv.Itoa(pid) + "/status"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		b, _ := os.ReadFile(status)
-		if strings.Contains(string(b), "\nUid:\t"+agentUID+"\t") && strings.HasPrefix(string(b), "Name:\tsleep\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %d: not sleeping as %s after 10s", pid, agentUID)
-		}
-	}
-	// Its process outlives bwrap: having changed its user, it lost the
-	// signal --die-with-parent asked for.
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	return &agentSandbox{t: t, pid: pid, home: home}
+	b := startAgentBox(t)
+	return &agentSandbox{t: t, pid: b.pid, home: b.host(boxHome)}
 }
 
 // run runs argv inside the sandbox (all its namespaces) as uid, without
@@ -179,8 +143,8 @@ func TestSandboxAPISocket(t *testing.T) {
 
 	e.ok("session", "unmount", s.ID, "/home/gem/skills", "--pid", pid)
 	gone("unmounted")
-	if names, _ := os.ReadDir(sb.home); len(names) != 1 {
-		t.Fatalf("the sandbox's home after unmount: %v", names)
+	if names, _ := os.ReadDir(sb.home); len(names) != 2 || names[0].Name() != "skills" || names[1].Name() != "workspace" {
+		t.Fatalf("the sandbox's home after unmount: %v, want its skills and workspace alone", names)
 	}
 
 	e.ok("session", "mount", s.ID, "/home/gem/skills", "--pid", pid, "--api-socket", sock)

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -105,12 +106,13 @@ func storeState(e *env) string {
 	return fmt.Sprintf("%d skills, %d versions: %+v", st.Skills, st.Versions, list)
 }
 
-// boundBox starts a box, binds session id's view into it at /home/gem/skills
-// with its API socket at boxAPISocket, and returns it.
-func boundBox(t *testing.T, e *env, id string) *agentBox {
+// boundBox starts a box (with more bwrap options opts, as startAgentBox),
+// binds session id's view into it at /home/gem/skills with its API socket
+// at boxAPISocket, and returns it.
+func boundBox(t *testing.T, e *env, id string, opts ...string) *agentBox {
 	t.Helper()
 	requireCommand(t, "curl")
-	b := startAgentBox(t)
+	b := startAgentBox(t, opts...)
 	e.ok("session", "mount", id, boxSkills, "--pid", b.pidArg(), "--api-socket", boxAPISocket)
 	return b
 }
@@ -118,11 +120,14 @@ func boundBox(t *testing.T, e *env, id string) *agentBox {
 // TestAgentSessionToken: with the token its create answered, the Python
 // client reads its own session (show, prompt, mentions, activations,
 // audit, events with resume, a file by its URI, the turn) and nothing
-// else: another session, the session list, the catalog and the daemon's
-// status look like no route (exit 3); naming a user to act for is refused
-// (403, exit 4); closing or refreshing its session is the operator's. A
-// rotation kills the old token, a close the new one (401, exit 4). No
-// token is in the daemon's log, its metrics or the events.
+// else: another session, the catalog and the daemon's status look like no
+// route (exit 3), an upload to another session too, refused before its
+// body is read; the session list and closing its own session look like a
+// method the path does not take (405, exit 5), refreshing it like no
+// route; naming a user to act for is refused (403, exit 4). Another
+// session's answers are those of a session that does not exist, byte for
+// byte. A rotation kills the old token, a close the new one (401, exit 4).
+// No token is in the daemon's log, its metrics or the events.
 func TestAgentSessionToken(t *testing.T) {
 	e := newEnv(t)
 	d := e.serve()
@@ -187,11 +192,12 @@ func TestAgentSessionToken(t *testing.T) {
 		{"resolve", other.ID, "skill://commit-messages/SKILL.md"},
 		{"events", other.ID, "--after", "0", "--count", "1"},
 		{"turn", other.ID, "hi"},
+		// Larger than the socket's buffers: the refusal comes while the
+		// client is still sending.
+		{"install", other.ID, "--file", bigUpload(t)},
 		{"close", other.ID},
-		{"close", s.ID},
 		{"refresh", s.ID},
 		{"token", s.ID},
-		{"find"},
 		{"call", "GET", "/v1/events?after=0"},
 		{"call", "GET", "/v1/skills"},
 		{"call", "GET", "/v1/skills/release-notes"},
@@ -204,6 +210,21 @@ func TestAgentSessionToken(t *testing.T) {
 			newPyClient(t, "--socket", sock, "--token", s.Token).refused(3, "not_found", args...)
 		})
 	}
+	// What the credential may call on a path is all a refusal shows of it:
+	// its own session's path takes GET, the session list's a create.
+	for _, tc := range []struct {
+		args  []string
+		allow string
+	}{
+		{[]string{"close", s.ID}, "GET, HEAD"},
+		{[]string{"find"}, "POST"},
+		{[]string{"find", "--key", "thread-1", "--user", "bob"}, "POST"},
+	} {
+		if msg := agent.refused(5, "invalid", tc.args...); !strings.HasSuffix(msg, ": method not allowed (allowed: "+tc.allow+")") {
+			t.Errorf("%v with the session's token: %q, want a method not allowed, allowed %s", tc.args, msg, tc.allow)
+		}
+	}
+	noOracle(t, e.home, s.Token, s.ID, other.ID)
 	for _, user := range []string{"bob", "alice", "operator"} {
 		newPyClient(t, "--socket", sock, "--token", s.Token, "--as", user).refused(4, "permission", "show", s.ID)
 	}
@@ -242,6 +263,79 @@ func TestAgentSessionToken(t *testing.T) {
 			if strings.Contains(text, tok) || strings.Contains(text, tok[len("sfs_s_"):]) {
 				t.Errorf("the daemon's %s holds a session token", what)
 			}
+		}
+	}
+}
+
+// bigUpload is a file of 8 MiB named as a ZIP.
+func bigUpload(t *testing.T) string {
+	t.Helper()
+	return writeFileT(t, "big.zip", strings.Repeat("\x00", 8<<20))
+}
+
+// noOracle: with the token of session own, the answers (status, headers
+// but the date, body) about session other, on every route of a session,
+// are those about a session that does not exist, the id aside; about its
+// own session, those of the operator's routes are too, but that its own
+// session's path takes GET: there a method it may not call is one the path
+// does not take (405, Allow naming what it may), not a path no route takes.
+func noOracle(t *testing.T, home, token, own, other string) {
+	t.Helper()
+	c := sockCredClient(home)
+	nobody := strings.Repeat("0", len(other))
+	answer := func(method, pattern, id string, body any) string {
+		path := strings.ReplaceAll(pattern, "{id}", id)
+		code, hdr, data := c.send(t, method, path, token, "", body)
+		hdr.Del("Date")
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d\n", code)
+		for _, k := range slices.Sorted(maps.Keys(hdr)) {
+			fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(hdr[k], ", "))
+		}
+		b.Write(data)
+		return strings.ReplaceAll(b.String(), id, "{id}")
+	}
+	for _, r := range []struct {
+		method, path string
+		body         any
+		operators    bool // the operator's alone, on its own session too
+	}{
+		{"GET", "/v1/sessions/{id}", nil, false},
+		{"PATCH", "/v1/sessions/{id}", map[string]any{"skills": []string{}}, true},
+		{"DELETE", "/v1/sessions/{id}", nil, true},
+		{"GET", "/v1/sessions/{id}/prompt", nil, false},
+		{"GET", "/v1/sessions/{id}/activations", nil, false},
+		{"GET", "/v1/sessions/{id}/audit", nil, false},
+		{"POST", "/v1/sessions/{id}/mentions", map[string]any{"text": "$release-notes"}, false},
+		{"GET", "/v1/sessions/{id}/resolve?uri=skill://release-notes/SKILL.md", nil, false},
+		{"GET", "/v1/sessions/{id}/events?after=0", nil, false},
+		{"POST", "/v1/sessions/{id}/turn", map[string]any{"message": "hi"}, false},
+		{"POST", "/v1/sessions/{id}/globs", map[string]any{"paths": []string{"a.go"}}, false},
+		{"POST", "/v1/sessions/{id}/skills", map[string]any{"path": "/etc"}, false},
+		{"POST", "/v1/sessions/{id}/refresh", nil, true},
+		{"POST", "/v1/sessions/{id}/token", nil, true},
+		{"POST", "/v1/sessions/{id}/move", map[string]any{"host": "elsewhere"}, true},
+		{"POST", "/v1/sessions/{id}/mounts", map[string]any{"target": "/tmp/x"}, true},
+		{"DELETE", "/v1/sessions/{id}/mounts?target=/tmp/x", nil, true},
+	} {
+		none := answer(r.method, r.path, nobody, r.body)
+		if !strings.HasPrefix(none, "404\n") || !strings.Contains(none, ": no such route") {
+			t.Errorf("%s %s of no session with a session's token:\n%s", r.method, r.path, none)
+		}
+		if got := answer(r.method, r.path, other, r.body); got != none {
+			t.Errorf("%s %s of another session with a session's token:\n%s\nof none:\n%s", r.method, r.path, got, none)
+		}
+		if !r.operators {
+			continue
+		}
+		want := none
+		if r.path == "/v1/sessions/{id}" {
+			body := "{\n  \"error\": \"" + r.method + " /v1/sessions/{id}: method not allowed (allowed: GET, HEAD)\",\n  \"code\": \"invalid\"\n}\n"
+			want = fmt.Sprintf("405\nAllow: GET, HEAD\nContent-Length: %d\nContent-Type: application/json\n%s",
+				len(strings.ReplaceAll(body, "{id}", own)), body)
+		}
+		if got := answer(r.method, r.path, own, r.body); got != want {
+			t.Errorf("%s %s of its own session with its token:\n%s\nwant:\n%s", r.method, r.path, got, want)
 		}
 	}
 }
@@ -357,7 +451,7 @@ func TestAgentInSandbox(t *testing.T) {
 	}
 	op := newPyClient(t, "--socket", sock)
 	var s, bobs agentSession
-	op.json(&s, "create", "--user", "alice", "--skills", "release-notes,house-rules,go-style")
+	op.json(&s, "create", "--user", "alice", "--skills", "release-notes,house-rules,go-style", "--preload", "go-style")
 	op.json(&bobs, "create", "--user", "bob", "--skills", "commit-messages")
 	b := boundBox(t, e, s.ID)
 
@@ -383,11 +477,18 @@ func TestAgentInSandbox(t *testing.T) {
 		t.Errorf("the prompt in the box: %s", p)
 	}
 
+	// The selection: the preloaded, then those always applied, then those
+	// mentioned (SESSIONS.md); each with its SKILL.md as the view has it.
 	var turn agentTurn
 	b.json(&turn, boxPy+" turn "+s.ID+" 'Commit it with $commit-messages.' --format json")
-	if !reflect.DeepEqual(turn.selected(), []string{"house-rules:always", "commit-messages:mentioned"}) ||
-		!strings.Contains(turn.Prompt, "release-notes") || !strings.HasPrefix(turn.Selected[1].Content, "---\nname: commit-messages") {
-		t.Errorf("the turn: %+v", turn)
+	if !reflect.DeepEqual(turn.selected(), []string{"go-style:preloaded", "house-rules:always", "commit-messages:mentioned"}) ||
+		!strings.Contains(turn.Prompt, "release-notes") {
+		t.Fatalf("the turn: %+v", turn)
+	}
+	for _, sel := range turn.Selected {
+		if view := b.ok("cat " + boxSkills + "/" + sel.Slug + "/SKILL.md"); sel.Content != view || sel.Path != boxSkills+"/"+sel.Slug+"/SKILL.md" {
+			t.Errorf("the turn selected %s at %s with %q; the view has %q", sel.Slug, sel.Path, sel.Content, view)
+		}
 	}
 	var blind agentTurn
 	b.json(&blind, boxPy+" turn "+s.ID+" 'Commit it with $commit-messages.' --format json --no-read-tool")
@@ -418,7 +519,9 @@ func TestAgentInSandbox(t *testing.T) {
 	// What the box's socket does not reach.
 	b.refused(3, "not_found", boxPy+" show "+bobs.ID)
 	b.refused(3, "not_found", boxPy+" call GET /v1/skills")
-	b.refused(3, "not_found", boxPy+" find")
+	if msg := b.refused(5, "invalid", boxPy+" find"); !strings.HasSuffix(msg, "method not allowed (allowed: POST)") {
+		t.Errorf("the session list on the box's socket: %q, want only a create allowed", msg)
+	}
 	b.refused(4, "permission", boxPy+" --as bob show "+s.ID)
 	b.refused(4, "permission", boxPy+" --token "+bobs.Token+" show "+bobs.ID)
 	if r := b.run(curl + "/v1/sessions/" + bobs.ID + "/prompt"); r.code == 0 || strings.Contains(r.stdout, "commit-messages") {

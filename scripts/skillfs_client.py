@@ -217,8 +217,17 @@ class Client:
         timeout alone (None: never), a request's by timeout or self.timeout."""
         conn = self._connection(timeout if stream or timeout is not None else self.timeout)
         try:
-            conn.request(method, path, body=body, headers=self._headers(headers))
-            resp = conn.getresponse()
+            try:
+                conn.request(method, path, body=body, headers=self._headers(headers))
+            except (BrokenPipeError, ConnectionResetError) as e:
+                # The daemon may answer a request it refuses before it has
+                # read the body, and close: the answer is there to read.
+                try:
+                    resp = conn.getresponse()
+                except (OSError, http.client.HTTPException):
+                    raise ConnectionError("the daemon closed the connection while the request was sent: %s" % e) from e
+            else:
+                resp = conn.getresponse()
             if resp.status != 200:
                 raise _refused(resp)
         except BaseException:
@@ -716,9 +725,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _StdoutClosed(Exception):
+    """Whoever read the command's output stopped reading (| head)."""
+
+
+def _out(data: Union[str, bytes], flush: bool = False) -> None:
+    """Write data to standard output; a closed pipe there (and only there,
+    not the daemon's connection) raises _StdoutClosed."""
+    try:
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        if flush:
+            sys.stdout.flush()
+    except BrokenPipeError as e:
+        raise _StdoutClosed() from e
+
+
 def _print(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
+    _out(json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def _run(args: argparse.Namespace, c: Client) -> None:
@@ -740,25 +766,24 @@ def _run(args: argparse.Namespace, c: Client) -> None:
     elif cmd == "turn":
         _print(c.turn(args.id, args.message, read_tool=not args.no_read_tool, format=args.format))
     elif cmd == "prompt":
-        sys.stdout.write(c.prompt(args.id, args.format))
+        _out(c.prompt(args.id, args.format))
     elif cmd == "mentions":
         _print(c.mentions(args.id, args.text))
     elif cmd == "globs":
         _print(c.globs(args.id, args.paths))
     elif cmd == "resolve":
-        sys.stdout.buffer.write(c.resolve(args.id, args.uri))
+        _out(c.resolve(args.id, args.uri))
     elif cmd == "call":
         body = None if args.data is None else args.data.encode()
         hdr = None if body is None else {"Content-Type": args.content_type}
         data, _, _ = c.request(args.method.upper(), args.path, body, hdr)
-        sys.stdout.buffer.write(data)
+        _out(data)
     elif cmd == "events":
         n = 0
         if args.count is not None and args.count <= 0:
             return
         for ev in c.events(args.id, after=args.after, reconnect=args.reconnect):
-            sys.stdout.write(json.dumps(ev, sort_keys=True) + "\n")
-            sys.stdout.flush()
+            _out(json.dumps(ev, sort_keys=True) + "\n", flush=True)
             n += 1
             if args.count is not None and n >= args.count:
                 break
@@ -798,7 +823,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         body = e.body or {"error": e.message, "code": e.code}
         sys.stderr.write(json.dumps(body, sort_keys=True) + "\n")
         return EXIT_CODES.get(e.code, 1)
-    except BrokenPipeError:
+    except _StdoutClosed:
         # Whoever read the output stopped reading (| head): not the daemon's fault.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
