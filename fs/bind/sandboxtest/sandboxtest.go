@@ -82,6 +82,17 @@ func Sandboxed(workspace string, uid, gid int, binds ...string) (*Box, error) {
 	return b, nil
 }
 
+// Command is argv to run inside the sandbox — in its mount, pid, net, ipc
+// and uts namespaces — as uid and gid, without supplementary groups or
+// capabilities: a process of the sandbox, as an agent's tool would be.
+// (The sandbox's /usr holds the commands.)
+func (b *Box) Command(uid, gid int, argv ...string) *exec.Cmd {
+	args := append([]string{"-t", fmt.Sprint(b.PID), "-m", "-p", "-n", "-i", "-u", "--",
+		"setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", gid), "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", "--"}, argv...)
+	return exec.Command("nsenter", args...)
+}
+
 // Stop kills the sandbox and waits for it and its process to be gone.
 func (b *Box) Stop() {
 	if pidfd, err := unix.PidfdOpen(b.PID, 0); err == nil {

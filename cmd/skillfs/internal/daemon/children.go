@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -38,6 +39,20 @@ func (d *Daemon) IsChild(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("session %q: %w", id, err)
 	}
 	return s.IsChild(), nil
+}
+
+// The daemon tells the access table the parents of sessions, so that a
+// session's credential reads its children's sessions as its own.
+var _ server.Parents = (*Daemon)(nil)
+
+// SessionParent is the session that opened session id, "" for a top-level
+// session (server.Parents).
+func (d *Daemon) SessionParent(ctx context.Context, id string) (string, error) {
+	s, err := d.db.Session(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("session %q: %w", id, err)
+	}
+	return s.Parent, nil
 }
 
 // parentFor checks the parent a create request names, if any, and returns
