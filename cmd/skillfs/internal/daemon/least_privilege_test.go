@@ -38,10 +38,11 @@ type boxAnswer struct {
 
 func (a boxAnswer) String() string { return fmt.Sprintf("%d %s", a.code, a.body) }
 
-// curlArgs is curl sending method path (with a JSON body unless "", and
-// the headers hdr, "Name: value") through the API socket of the sandbox.
-func curlArgs(method, path, body string, hdr ...string) []string {
-	args := []string{"curl", "-sS", "--unix-socket", boxSocket, "-X", method}
+// curlArgs is curl with flags sending method path (with a JSON body
+// unless "", and the headers hdr, "Name: value") through the API socket of
+// the sandbox.
+func curlArgs(flags []string, method, path, body string, hdr ...string) []string {
+	args := append([]string{"curl", "-sS", "--unix-socket", boxSocket, "-X", method}, flags...)
 	if body != "" {
 		args = append(args, "-H", "Content-Type: application/json", "--data-binary", body)
 	}
@@ -55,8 +56,7 @@ func curlArgs(method, path, body string, hdr ...string) []string {
 // sandbox b, as its uid, and returns the answer.
 func boxCall(t testing.TB, b *sandboxtest.Box, method, path, body string, hdr ...string) boxAnswer {
 	t.Helper()
-	args := curlArgs(method, path, body, hdr...)
-	args = append(args[:2], append([]string{"-i"}, args[2:]...)...)
+	args := curlArgs([]string{"-i", "--raw"}, method, path, body, hdr...) // the answer as sent
 	var stderr bytes.Buffer
 	cmd := b.Command(boxUID, boxUID, args...)
 	cmd.Stderr = &stderr
@@ -81,7 +81,7 @@ func boxCall(t testing.TB, b *sandboxtest.Box, method, path, body string, hdr ..
 // ends (its session closed, or the sandbox stopped).
 func boxStream(t testing.TB, b *sandboxtest.Box, path string) <-chan apitest.SSE {
 	t.Helper()
-	cmd := b.Command(boxUID, boxUID, append(curlArgs("GET", path, ""), "-N")...)
+	cmd := b.Command(boxUID, boxUID, curlArgs([]string{"-N"}, "GET", path, "")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -268,5 +268,227 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range events { // the stream ends with its session's close
+	}
+}
+
+// TestChildMayNotInstallNorOpenChildren: a sub-agent's session, bound
+// into a sandbox of its own with its API socket, may not install — through
+// its socket, with its token, from a path of its sandbox or as bytes — nor
+// open a session: 403 each time, the store, the index's skills and
+// sessions and the install records unchanged. Its parent installs the same
+// path.
+func TestChildMayNotInstallNorOpenChildren(t *testing.T) {
+	ctx := context.Background()
+	d, _, parent := familyDaemon(t)
+	pb := socketBox(t, d, parent.ID, "demo")
+	a := boxCall(t, pb, "POST", "/v1/sessions", `{"skills":["a"]}`)
+	var child api.SessionInfo
+	if a.code != http.StatusOK || json.Unmarshal(a.body, &child) != nil || child.Parent != parent.ID {
+		t.Fatalf("a child through its parent's socket: %s", a)
+	}
+	cb := socketBox(t, d, child.ID, "demo")
+	tok := apitest.NewChecked(t, d.http.Handler(""))
+	auth := bearerOf(child.Token)
+	auth.Set("Content-Type", "application/json")
+
+	before := stateOf(t, d)
+	sessions, err := d.db.OpenSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := "/v1/sessions/" + child.ID + "/skills"
+	for _, body := range []string{`{"path":"/workspace/demo"}`, `{"path":"/workspace/demo","now":true}`, `{"source":"https://example.com/x.git"}`} {
+		if a := boxCall(t, cb, "POST", route, body); a.code != http.StatusForbidden || apitest.ErrorCode(a.body) != "permission" {
+			t.Errorf("the child's install %s through its socket: %s, want 403", body, a)
+		}
+		if code, _, out := tok.Send("POST", route, auth, []byte(body)); code != http.StatusForbidden || apitest.ErrorCode(out) != "permission" {
+			t.Errorf("the child's install %s with its token: %d %s, want 403", body, code, out)
+		}
+	}
+	manifest := "---\nname: posted\ndescription: sent as bytes\n---\nbody\n"
+	if a := boxCall(t, cb, "POST", route+"?name=SKILL.md", "", "Content-Type: text/markdown"); a.code != http.StatusForbidden {
+		t.Errorf("the child's upload (no body) through its socket: %s, want 403", a)
+	}
+	up := bearerOf(child.Token)
+	up.Set("Content-Type", "text/markdown")
+	if code, _, out := tok.Send("POST", route+"?name=SKILL.md&now=true", up, []byte(manifest)); code != http.StatusForbidden {
+		t.Errorf("the child's upload with its token: %d %s, want 403", code, out)
+	}
+	for _, body := range []string{`{}`, `{"skills":["a"]}`, `{"key":"k"}`} {
+		if a := boxCall(t, cb, "POST", "/v1/sessions", body); a.code != http.StatusForbidden || apitest.ErrorCode(a.body) != "permission" {
+			t.Errorf("the child's create %s through its socket: %s, want 403", body, a)
+		}
+		if code, _, out := tok.Send("POST", "/v1/sessions", auth, []byte(body)); code != http.StatusForbidden {
+			t.Errorf("the child's create %s with its token: %d %s, want 403", body, code, out)
+		}
+	}
+	sameState(t, "a child's refused installs", before, stateOf(t, d))
+	if after, err := d.db.OpenSessions(ctx); err != nil || len(after) != len(sessions) {
+		t.Errorf("open sessions after a child's creates: %d, want %d (%v)", len(after), len(sessions), err)
+	}
+	if recs, err := d.db.Installs(ctx, child.ID); err != nil || len(recs) != 0 {
+		t.Errorf("the child's install records: %+v, %v; want none", recs, err)
+	}
+	if _, err := d.db.Skill(ctx, "demo"); err == nil {
+		t.Error("a child's refused install made the skill")
+	}
+	if a := boxCall(t, pb, "POST", "/v1/sessions/"+parent.ID+"/skills", `{"path":"/workspace/demo"}`); a.code != http.StatusOK {
+		t.Errorf("the parent's install of the same path: %s", a)
+	}
+}
+
+// TestInstallJoinsAtTheNextTurn: a skill the agent installs from its
+// sandbox (without now) is not in its session until the session's next
+// turn: not through the mount, not in a child's turn (a child's turn does
+// not refresh); the parent's turn lists it, the mount then has it, and the
+// child that reads all of its parent's follows.
+func TestInstallJoinsAtTheNextTurn(t *testing.T) {
+	ctx := context.Background()
+	d, _, parent := familyDaemon(t)
+	b := socketBox(t, d, parent.ID, "demo")
+	child, err := d.CreateSession(ctx, api.CreateRequest{Parent: parent.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := func() error {
+		return b.Command(boxUID, boxUID, "cat", "/skills/demo/SKILL.md").Run()
+	}
+	own := "/v1/sessions/" + parent.ID
+	a := boxCall(t, b, "POST", own+"/skills", `{"path":"/workspace/demo"}`)
+	var out api.SessionInstall
+	if a.code != http.StatusOK || json.Unmarshal(a.body, &out) != nil || out.Slug != "demo" || out.Joined {
+		t.Fatalf("install through the socket: %s", a)
+	}
+	if err := cat(); err == nil {
+		t.Fatal("the sandbox reads the skill before the next turn")
+	}
+	turnOf := func(id string, c func(method, path, body string) boxAnswer) api.Turn {
+		t.Helper()
+		a := c("POST", "/v1/sessions/"+id+"/turn", `{"message":"$demo please"}`)
+		var turn api.Turn
+		if a.code != http.StatusOK || json.Unmarshal(a.body, &turn) != nil {
+			t.Fatalf("the turn of %s: %s", id, a)
+		}
+		return turn
+	}
+	viaBox := func(method, path, body string) boxAnswer { return boxCall(t, b, method, path, body) }
+	// The child's turn, by its parent's socket (which may not act for
+	// it) and by the child's token.
+	if a := boxCall(t, b, "POST", "/v1/sessions/"+child.ID+"/turn", `{}`); a.code != http.StatusNotFound {
+		t.Errorf("the parent's credential takes its child's turn: %s, want 404 (not its to act)", a)
+	}
+	viaToken := func(method, path, body string) boxAnswer {
+		c := apitest.NewChecked(t, d.http.Handler(""))
+		hdr := bearerOf(child.Token)
+		hdr.Set("Content-Type", "application/json")
+		code, h, data := c.Send(method, path, hdr, []byte(body))
+		return boxAnswer{code: code, hdr: h, body: data}
+	}
+	ct := turnOf(child.ID, viaToken)
+	if strings.Contains(ct.Prompt, "demo") || len(ct.Selected) != 0 {
+		t.Errorf("the child's turn lists or selects the skill installed: %+v", ct)
+	}
+	for _, id := range []string{parent.ID, child.ID} {
+		if info, err := d.SessionInfo(ctx, id); err != nil || slices.Contains(info.Readable, "demo") {
+			t.Errorf("session %s after the child's turn reads %v (%v)", id, info.Readable, err)
+		}
+	}
+	if err := cat(); err == nil {
+		t.Fatal("the sandbox reads the skill after a child's turn")
+	}
+
+	pt := turnOf(parent.ID, viaBox)
+	if !strings.Contains(pt.Prompt, "<name>demo</name>") || len(pt.Selected) != 1 || pt.Selected[0].Slug != "demo" ||
+		!strings.Contains(pt.Selected[0].Content, "body of demo") {
+		t.Errorf("the parent's next turn: %+v", pt)
+	}
+	if out, err := b.Command(boxUID, boxUID, "cat", "/skills/demo/ref/notes.md").Output(); err != nil || string(out) != "notes of demo" {
+		t.Errorf("the sandbox reads %q (%v) after the turn", out, err)
+	}
+	if info, err := d.SessionInfo(ctx, child.ID); err != nil || !slices.Contains(info.Readable, "demo") {
+		t.Errorf("the child reading all of its parent's after the parent's turn: %v (%v)", info.Readable, err)
+	}
+}
+
+// TestKeysWithCredentials: a session credential's create with a key
+// twice answers the one child (the second time as existing, with no
+// token); a platform reader token finds sessions by key and by label but
+// opens none.
+func TestKeysWithCredentials(t *testing.T) {
+	ctx := context.Background()
+	d, _, _ := familyDaemon(t)
+	top, err := d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"a", "b"}, Key: "thread-9",
+		Labels: map[string]string{"team": "x", "env": "ci"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := socketBox(t, d, top.ID)
+	c := apitest.NewChecked(t, d.http.Handler(""))
+	js := func(tok string) http.Header {
+		h := bearerOf(tok)
+		h.Set("Content-Type", "application/json")
+		return h
+	}
+	var first, again, viaToken api.SessionInfo
+	a := boxCall(t, b, "POST", "/v1/sessions", `{"skills":["a"],"key":"thread-9"}`)
+	if a.code != http.StatusOK || json.Unmarshal(a.body, &first) != nil || first.Parent != top.ID || first.Existing || first.Token == "" ||
+		first.ID == top.ID {
+		t.Fatalf("a child keyed as its parent is: %s", a)
+	}
+	a = boxCall(t, b, "POST", "/v1/sessions", `{"skills":["b"],"key":"thread-9"}`)
+	if a.code != http.StatusOK || json.Unmarshal(a.body, &again) != nil || again.ID != first.ID || !again.Existing || again.Token != "" {
+		t.Errorf("the retry through the socket: %s, want %s existing without a token", a, first.ID)
+	}
+	code, _, out := c.Send("POST", "/v1/sessions", js(top.Token), []byte(`{"key":"thread-9"}`))
+	if code != http.StatusOK || json.Unmarshal(out, &viaToken) != nil || viaToken.ID != first.ID || !viaToken.Existing || viaToken.Token != "" {
+		t.Errorf("the retry with the parent's token: %d %s", code, out)
+	}
+	if kids, err := d.db.OpenChildren(ctx, top.ID); err != nil || len(kids) != 1 {
+		t.Errorf("children: %v, %v; want one", kids, err)
+	}
+
+	reader, err := d.CreateToken(ctx, api.TokenRequest{Name: "loader", Role: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(query string) []string {
+		t.Helper()
+		code, _, out := c.Send("GET", "/v1/sessions?"+query, bearerOf(reader.Token), nil)
+		var list []api.SessionInfo
+		if code != http.StatusOK || json.Unmarshal(out, &list) != nil {
+			t.Fatalf("find %s with a reader token: %d %s", query, code, out)
+		}
+		var ids []string
+		for _, s := range list {
+			if s.Token != "" {
+				t.Errorf("find %s answers a token", query)
+			}
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	both := []string{top.ID, first.ID}
+	slices.Sort(both)
+	for query, want := range map[string][]string{
+		"key=thread-9&user=alice":   both,
+		"key=thread-9&user=bob":     nil,
+		"label=team=x":              {top.ID},
+		"label=team=x&label=env=ci": {top.ID},
+		"label=team=x&label=env=no": nil,
+	} {
+		if got := find(query); !slices.Equal(got, want) {
+			t.Errorf("find %s: %v, want %v", query, got, want)
+		}
+	}
+	open, _ := d.db.OpenSessions(ctx)
+	for _, body := range []string{`{"user":"alice","skills":["a"],"key":"thread-9"}`, `{"user":"alice","skills":["a"],"key":"new"}`,
+		`{"parent":"` + top.ID + `"}`} {
+		if code, _, out := c.Send("POST", "/v1/sessions", js(reader.Token), []byte(body)); code != http.StatusForbidden || apitest.ErrorCode(out) != "permission" {
+			t.Errorf("a reader's create %s: %d %s, want 403", body, code, out)
+		}
+	}
+	if after, _ := d.db.OpenSessions(ctx); len(after) != len(open) {
+		t.Errorf("open sessions after a reader's creates: %d, want %d", len(after), len(open))
 	}
 }
