@@ -76,11 +76,12 @@ func (c *credClient) send(t testing.TB, method, path, token, user string, body a
 const credListener = "op3rator-listener"
 
 // newCredEnv is a daemon listening on TCP behind credListener too, with the
-// fixtures and alice, and a client of its TCP listener.
-func newCredEnv(t *testing.T) (*env, *daemon, *credClient) {
+// fixtures and alice, and a client of its TCP listener; extra are more
+// flags of serve.
+func newCredEnv(t *testing.T, extra ...string) (*env, *daemon, *credClient) {
 	t.Helper()
 	e := newEnv(t)
-	d := e.serve("--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, credListener, 0o600))
+	d := e.serve(append([]string{"--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, credListener, 0o600)}, extra...)...)
 	e.importFixtures(fixtureSkills)
 	e.ok("user", "add", "alice")
 	return e, d, tcpCredClient(listenAddr(t, d))
