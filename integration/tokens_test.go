@@ -197,7 +197,7 @@ var (
 		"GET /v1/openapi.json", "GET /v1/health", "GET /v1/status", "GET /v1/ready", "GET /v1/hosts", "GET /metrics",
 		"GET /v1/whoami", "GET /v1/sessions", "GET /v1/events",
 		"GET /v1/sessions/{id}", "GET /v1/sessions/{id}/activations", "GET /v1/sessions/{id}/audit",
-		"GET /v1/sessions/{id}/prompt", "POST /v1/sessions/{id}/mentions",
+		"GET /v1/sessions/{id}/prompt",
 		"GET /v1/sessions/{id}/events", "POST /v1/sessions/{id}/globs",
 		"GET /v1/skills", "GET /v1/skills/{slug}", "GET /v1/skills/{slug}/versions",
 		"GET /v1/curated", "GET /v1/catalog", "GET /v1/curated/skills",

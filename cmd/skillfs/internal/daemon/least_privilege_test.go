@@ -492,3 +492,56 @@ func TestKeysWithCredentials(t *testing.T) {
 		t.Errorf("open sessions after a reader's creates: %d, want %d", len(after), len(open))
 	}
 }
+
+// TestReadersActivateNothing: what a reader token may call, and what a
+// session's credential may call on its child, changes nothing in the
+// session: no route of theirs activates a skill (a message's mentions are
+// resolved and activated by the session's own credential alone), and the
+// session's activations and events stay as they were.
+func TestReadersActivateNothing(t *testing.T) {
+	ctx := context.Background()
+	d, _, parent := familyDaemon(t)
+	child, err := d.CreateSession(ctx, api.CreateRequest{Parent: parent.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := d.CreateToken(ctx, api.TokenRequest{Name: "dash", Role: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apitest.NewChecked(t, d.http.Handler(""))
+	js := func(tok string) http.Header {
+		h := bearerOf(tok)
+		h.Set("Content-Type", "application/json")
+		return h
+	}
+	bodies := map[string][]byte{
+		"/mentions": []byte(`{"text":"/skill:d now\nand use $a"}`),
+		"/turn":     []byte(`{"message":"/skill:d now\nand use $a"}`),
+		"/globs":    []byte(`{"paths":["x"]}`),
+	}
+	for _, tc := range []struct {
+		who, tok, id string
+	}{
+		{"a reader", reader.Token, parent.ID},
+		{"a reader", reader.Token, child.ID},
+		{"its parent's credential", parent.Token, child.ID},
+	} {
+		for route, body := range bodies {
+			c.Send("POST", "/v1/sessions/"+tc.id+route, js(tc.tok), body)
+		}
+		c.Send("GET", "/v1/sessions/"+tc.id+"/resolve?uri=skill://a/SKILL.md", bearerOf(tc.tok), nil)
+		c.Send("GET", "/v1/sessions/"+tc.id+"/prompt", bearerOf(tc.tok), nil)
+		act, err := d.Activations(ctx, tc.id)
+		if err != nil || len(act.Activated) != 0 {
+			t.Errorf("%s's calls on %s activated %+v (%v)", tc.who, tc.id, act, err)
+		}
+	}
+	// The session's own credential does activate.
+	if code, _, out := c.Send("POST", "/v1/sessions/"+child.ID+"/mentions", js(child.Token), bodies["/mentions"]); code != http.StatusOK {
+		t.Fatalf("the child's own mentions: %d %s", code, out)
+	}
+	if act, err := d.Activations(ctx, child.ID); err != nil || len(act.Activated) != 2 {
+		t.Errorf("the child's own mentions activated %+v (%v), want a and d", act, err)
+	}
+}

@@ -67,7 +67,7 @@ var routeAccess = map[string]Access{
 	"GET /v1/sessions/{id}/activations": AccessSessionRead,
 	"GET /v1/sessions/{id}/audit":       AccessSessionRead,
 	"GET /v1/sessions/{id}/prompt":      AccessSessionRead,
-	"POST /v1/sessions/{id}/mentions":   AccessSessionRead,
+	"POST /v1/sessions/{id}/mentions":   AccessSessionAct, // records what it resolves as activated
 	"GET /v1/sessions/{id}/resolve":     AccessSessionAct, // a SKILL.md read activates
 	"GET /v1/sessions/{id}/events":      AccessSessionRead,
 	"POST /v1/sessions/{id}/turn":       AccessSessionAct, // refreshes, activates
