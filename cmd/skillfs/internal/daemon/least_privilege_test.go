@@ -545,3 +545,34 @@ func TestReadersActivateNothing(t *testing.T) {
 		t.Errorf("the child's own mentions activated %+v (%v), want a and d", act, err)
 	}
 }
+
+// TestChildSocketGoesWithItsParent: a child's API socket, in a sandbox
+// of its own, is withdrawn when its parent closes (which closes it): its
+// file removed, nothing answering.
+func TestChildSocketGoesWithItsParent(t *testing.T) {
+	ctx := context.Background()
+	d, _, parent := familyDaemon(t)
+	child, err := d.CreateSession(ctx, api.CreateRequest{Parent: parent.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := socketBox(t, d, parent.ID)
+	cb := socketBox(t, d, child.ID)
+	if a := boxCall(t, cb, "GET", "/v1/whoami", ""); a.code != http.StatusOK || !bytes.Contains(a.body, []byte(child.ID)) {
+		t.Fatalf("the child's socket: %s", a)
+	}
+	if err := d.CloseSession(ctx, parent.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]*sandboxtest.Box{"parent": pb, "child": cb} {
+		if err := b.Command(boxUID, boxUID, "test", "-e", boxSocket).Run(); err == nil {
+			t.Errorf("the %s's socket is still in its sandbox after the parent closed", name)
+		}
+		if out, err := b.Command(boxUID, boxUID, curlArgs(nil, "GET", "/v1/whoami", "")...).CombinedOutput(); err == nil {
+			t.Errorf("the %s's socket answers after the parent closed: %s", name, out)
+		}
+	}
+	if n := d.sockets.count(); n != 0 {
+		t.Errorf("%d sockets served after the family closed", n)
+	}
+}
