@@ -1,21 +1,17 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"skillfs/cmd/skillfs/api/apitest"
+	"skillfs/fs/bind/sandboxtest"
 	"skillfs/skills/skilltest"
 )
 
@@ -23,46 +19,19 @@ import (
 // in its sandbox: beside its view at /home/gem/skills.
 const agentSocket = "/home/gem/.skillfs.sock"
 
-// sockAnswer is an answer as curl in a sandbox got it off the wire.
-type sockAnswer struct {
-	code int
-	hdr  http.Header
-	body []byte
-}
-
-func (a sockAnswer) String() string { return fmt.Sprintf("%d %s", a.code, a.body) }
-
-// agentCurl is curl with flags sending method path (a JSON body unless
-// "", headers "Name: value") to the session's API socket of a sandbox.
-func agentCurl(flags []string, method, path, body string, hdr ...string) []string {
-	args := append([]string{"curl", "-sS", "--unix-socket", agentSocket, "-X", method}, flags...)
-	if body != "" {
-		args = append(args, "-H", "Content-Type: application/json", "--data-binary", body)
-	}
-	for _, h := range hdr {
-		args = append(args, "-H", h)
-	}
-	return append(args, "http://skillfs"+path)
-}
-
 // call sends one request through the sandbox's API socket, as the agent's
 // uid, and returns the answer as sent.
-func (sb *agentSandbox) call(method, path, body string, hdr ...string) sockAnswer {
+func (sb *agentSandbox) call(method, path, body string, hdr ...string) sandboxtest.Answer {
 	sb.t.Helper()
-	r := sb.run(agentUID, agentCurl([]string{"-i", "--raw"}, method, path, body, hdr...)...)
+	r := sb.run(agentUID, sandboxtest.Curl(agentSocket, []string{"-i", "--raw"}, method, path, body, hdr...)...)
 	if r.code != 0 {
 		sb.t.Fatalf("curl %s %s in the sandbox: exit %d %s", method, path, r.code, r.stderr)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(r.stdout)), nil)
+	a, err := sandboxtest.ParseAnswer([]byte(r.stdout))
 	if err != nil {
-		sb.t.Fatalf("curl %s %s in the sandbox answered %q: %v", method, path, r.stdout, err)
+		sb.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		sb.t.Fatal(err)
-	}
-	return sockAnswer{code: resp.StatusCode, hdr: resp.Header, body: data}
+	return a
 }
 
 // stream follows path's event stream through the sandbox's socket (curl
@@ -70,7 +39,7 @@ func (sb *agentSandbox) call(method, path, body string, hdr ...string) sockAnswe
 // stream ends.
 func (sb *agentSandbox) stream(path string) <-chan apitest.SSE {
 	sb.t.Helper()
-	cmd := sb.command(agentUID, agentCurl([]string{"-N"}, "GET", path, "")...)
+	cmd := sb.command(agentUID, sandboxtest.Curl(agentSocket, []string{"-N"}, "GET", path, "")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		sb.t.Fatal(err)
@@ -79,40 +48,14 @@ func (sb *agentSandbox) stream(path string) <-chan apitest.SSE {
 		sb.t.Fatal(err)
 	}
 	sb.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ch := make(chan apitest.SSE, 64)
-	go func() {
-		defer close(ch)
-		apitest.ParseSSE(sb.t, out, func(e apitest.SSE) bool { ch <- e; return true })
-	}()
-	return ch
-}
-
-// eventOf is the next event of session id on stream ch, the others' passed
-// over; the test fails if the stream ends first or after a minute without
-// one (a guard against a hang).
-func eventOf(t testing.TB, ch <-chan apitest.SSE, id string) apitest.SSE {
-	t.Helper()
-	for {
-		select {
-		case e, ok := <-ch:
-			if !ok {
-				t.Fatalf("the stream ended before an event of %s", id)
-			}
-			if e.Data.Session == id {
-				return e
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("no event of %s after a minute", id)
-		}
-	}
+	return apitest.Stream(sb.t, out)
 }
 
 // answersAs fails unless got is want's answer byte for byte, once the word
 // each asked for (gotWord, wantWord) is swapped.
-func answersAs(t testing.TB, what string, got, want sockAnswer, gotWord, wantWord string) {
+func answersAs(t testing.TB, what string, got, want sandboxtest.Answer, gotWord, wantWord string) {
 	t.Helper()
-	if got.code != want.code || got.hdr.Get("Content-Type") != want.hdr.Get("Content-Type") || got.hdr.Get("Allow") != want.hdr.Get("Allow") ||
-		!bytes.Equal(bytes.ReplaceAll(got.body, []byte(gotWord), []byte(wantWord)), want.body) {
+	if !got.Same(want, gotWord, wantWord) {
 		t.Errorf("%s: %s\nwant it answered as %s", what, got, want)
 	}
 }
@@ -165,7 +108,7 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 	own := "/v1/sessions/" + s.ID
 
 	// Its own session.
-	if a := sb.call("GET", own+"/prompt", ""); a.code != 200 || !bytes.Contains(a.body, []byte("alpha")) || bytes.Contains(a.body, []byte("gamma")) {
+	if a := sb.call("GET", own+"/prompt", ""); a.Code != 200 || !bytes.Contains(a.Body, []byte("alpha")) || bytes.Contains(a.Body, []byte("gamma")) {
 		t.Errorf("its prompt: %s", a)
 	}
 	var turn struct {
@@ -175,15 +118,15 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 			Why  string `json:"why"`
 		} `json:"selected"`
 	}
-	if a := sb.call("POST", own+"/turn", `{"message":"use $beta"}`); a.code != 200 || json.Unmarshal(a.body, &turn) != nil ||
+	if a := sb.call("POST", own+"/turn", `{"message":"use $beta"}`); a.Code != 200 || json.Unmarshal(a.Body, &turn) != nil ||
 		len(turn.Selected) != 1 || turn.Selected[0].Slug != "beta" {
 		t.Errorf("its turn: %s", a)
 	}
-	if a := sb.call("GET", own+"/activations", ""); a.code != 200 || !bytes.Contains(a.body, []byte(`"beta"`)) {
+	if a := sb.call("GET", own+"/activations", ""); a.Code != 200 || !bytes.Contains(a.Body, []byte(`"beta"`)) {
 		t.Errorf("its activations: %s", a)
 	}
 	var who struct{ Role, Session, User, Token string }
-	if a := sb.call("GET", "/v1/whoami", ""); a.code != 200 || json.Unmarshal(a.body, &who) != nil || who.Role != "session" ||
+	if a := sb.call("GET", "/v1/whoami", ""); a.Code != 200 || json.Unmarshal(a.Body, &who) != nil || who.Role != "session" ||
 		who.Session != s.ID || who.User != "alice" {
 		t.Errorf("whoami: %s", a)
 	}
@@ -202,7 +145,7 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 	}
 	for _, hdr := range []string{"X-Skillfs-As: alice", "X-Skillfs-As: operator", "Authorization: Bearer " + other.Token,
 		"Authorization: Bearer " + s.Token, "Authorization: Bearer " + credListener} {
-		if a := sb.call("GET", own+"/prompt", "", hdr); a.code != 403 || apitest.ErrorCode(a.body) != "permission" {
+		if a := sb.call("GET", own+"/prompt", "", hdr); a.Code != 403 || apitest.ErrorCode(a.Body) != "permission" {
 			t.Errorf("its prompt with %.20s…: %s, want 403", hdr, a)
 		}
 	}
@@ -211,22 +154,22 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 	events := sb.stream(own + "/events")
 	var child, again keyedCreated
 	a := sb.call("POST", "/v1/sessions", `{"skills":["alpha"],"key":"thread-1"}`)
-	if a.code != 200 || json.Unmarshal(a.body, &child) != nil || child.Parent != s.ID || child.User != "alice" ||
+	if a.Code != 200 || json.Unmarshal(a.Body, &child) != nil || child.Parent != s.ID || child.User != "alice" ||
 		!slices.Equal(child.Readable, []string{"alpha"}) || child.Token == "" || child.ID == s.ID {
 		t.Fatalf("a child by the socket: %s", a)
 	}
 	tokens = append(tokens, child.Token)
-	if a := sb.call("POST", "/v1/sessions", `{"skills":["beta"],"key":"thread-1"}`); a.code != 200 || json.Unmarshal(a.body, &again) != nil ||
+	if a := sb.call("POST", "/v1/sessions", `{"skills":["beta"],"key":"thread-1"}`); a.Code != 200 || json.Unmarshal(a.Body, &again) != nil ||
 		again.ID != child.ID || !again.Existing || again.Token != "" {
 		t.Errorf("its retry: %s, want %s, existing, no token", a, child.ID)
 	}
 	if _, err := fetch(filepath.Join(child.Path, "alpha", "SKILL.md")); err != nil {
 		t.Fatal(err)
 	}
-	if ev := eventOf(t, events, child.ID); ev.Data.Type != "activated" || ev.Data.Parent != s.ID || ev.Data.Slug != "alpha" {
+	if ev := apitest.NextOf(t, events, child.ID); ev.Data.Type != "activated" || ev.Data.Parent != s.ID || ev.Data.Slug != "alpha" {
 		t.Errorf("the child's event in its parent's stream: %+v", ev.Data)
 	}
-	if a := sb.call("GET", "/v1/sessions/"+child.ID+"/activations", ""); a.code != 200 || !bytes.Contains(a.body, []byte(`"alpha"`)) {
+	if a := sb.call("GET", "/v1/sessions/"+child.ID+"/activations", ""); a.Code != 200 || !bytes.Contains(a.Body, []byte(`"alpha"`)) {
 		t.Errorf("its child's activations: %s", a)
 	}
 
@@ -238,14 +181,14 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 	catalog := e.ok("skill", "list", "--json")
 	installs := "/v1/sessions/" + child.ID + "/skills"
 	for _, body := range []string{`{"path":"/home/gem/mine"}`, `{"path":"/home/gem/mine","now":true}`} {
-		if a := csb.call("POST", installs, body); a.code != 403 || apitest.ErrorCode(a.body) != "permission" {
+		if a := csb.call("POST", installs, body); a.Code != 403 || apitest.ErrorCode(a.Body) != "permission" {
 			t.Errorf("the child's install %s by its socket: %s, want 403", body, a)
 		}
 		if code, _, out := tcp.send(t, "POST", installs, child.Token, "", json.RawMessage(body)); code != 403 {
 			t.Errorf("the child's install %s by its token: %d %s, want 403", body, code, out)
 		}
 	}
-	if a := csb.call("POST", "/v1/sessions", `{}`); a.code != 403 || apitest.ErrorCode(a.body) != "permission" {
+	if a := csb.call("POST", "/v1/sessions", `{}`); a.Code != 403 || apitest.ErrorCode(a.Body) != "permission" {
 		t.Errorf("the child's create by its socket: %s, want 403", a)
 	}
 	if code, _, out := tcp.send(t, "POST", "/v1/sessions", child.Token, "", map[string]any{"skills": []string{"alpha"}}); code != 403 {
@@ -262,20 +205,20 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 
 	// An install by the agent joins at its session's next turn.
 	readMine := func(sb *agentSandbox) result { return sb.run(agentUID, "cat", "/home/gem/skills/mine/notes.md") }
-	if a := sb.call("POST", own+"/skills", `{"path":"/home/gem/mine"}`); a.code != 200 || !bytes.Contains(a.body, []byte(`"slug": "mine"`)) ||
-		bytes.Contains(a.body, []byte(`"joined": true`)) {
+	if a := sb.call("POST", own+"/skills", `{"path":"/home/gem/mine"}`); a.Code != 200 || !bytes.Contains(a.Body, []byte(`"slug": "mine"`)) ||
+		bytes.Contains(a.Body, []byte(`"joined": true`)) {
 		t.Fatalf("the agent's install: %s", a)
 	}
 	if r := readMine(sb); r.code == 0 {
 		t.Fatalf("the skill is read before the next turn: %s", r.stdout)
 	}
-	if a := csb.call("POST", "/v1/sessions/"+child.ID+"/turn", `{"message":"$mine"}`); a.code != 200 || bytes.Contains(a.body, []byte("mine")) {
+	if a := csb.call("POST", "/v1/sessions/"+child.ID+"/turn", `{"message":"$mine"}`); a.Code != 200 || bytes.Contains(a.Body, []byte("mine")) {
 		t.Errorf("the child's turn: %s, want nothing of the skill installed", a)
 	}
 	if r := readMine(sb); r.code == 0 {
 		t.Fatalf("the skill is read after a child's turn: %s", r.stdout)
 	}
-	if a := sb.call("POST", own+"/turn", `{"message":"hello"}`); a.code != 200 || json.Unmarshal(a.body, &turn) != nil ||
+	if a := sb.call("POST", own+"/turn", `{"message":"hello"}`); a.Code != 200 || json.Unmarshal(a.Body, &turn) != nil ||
 		!strings.Contains(turn.Prompt, "<name>mine</name>") {
 		t.Errorf("the next turn: %s, want the skill installed listed", a)
 	}

@@ -1,18 +1,14 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
@@ -30,50 +26,24 @@ import (
 const boxSocket = "/workspace/.skillfs.sock"
 
 // boxAnswer is an answer as curl in the sandbox got it.
-type boxAnswer struct {
-	code int
-	hdr  http.Header
-	body []byte
-}
-
-func (a boxAnswer) String() string { return fmt.Sprintf("%d %s", a.code, a.body) }
-
-// curlArgs is curl with flags sending method path (with a JSON body
-// unless "", and the headers hdr, "Name: value") through the API socket of
-// the sandbox.
-func curlArgs(flags []string, method, path, body string, hdr ...string) []string {
-	args := append([]string{"curl", "-sS", "--unix-socket", boxSocket, "-X", method}, flags...)
-	if body != "" {
-		args = append(args, "-H", "Content-Type: application/json", "--data-binary", body)
-	}
-	for _, h := range hdr {
-		args = append(args, "-H", h)
-	}
-	return append(args, "http://skillfs"+path)
-}
+type boxAnswer = sandboxtest.Answer
 
 // boxCall sends one request through the session's API socket from inside
 // sandbox b, as its uid, and returns the answer.
 func boxCall(t testing.TB, b *sandboxtest.Box, method, path, body string, hdr ...string) boxAnswer {
 	t.Helper()
-	args := curlArgs([]string{"-i", "--raw"}, method, path, body, hdr...) // the answer as sent
 	var stderr bytes.Buffer
-	cmd := b.Command(boxUID, boxUID, args...)
+	cmd := b.Command(boxUID, boxUID, sandboxtest.Curl(boxSocket, []string{"-i", "--raw"}, method, path, body, hdr...)...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("curl %s %s in the sandbox: %v %s", method, path, err, stderr.String())
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
+	a, err := sandboxtest.ParseAnswer(out)
 	if err != nil {
-		t.Fatalf("curl %s %s in the sandbox answered %q: %v", method, path, out, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return boxAnswer{code: resp.StatusCode, hdr: resp.Header, body: data}
+	return a
 }
 
 // boxStream follows path's event stream through the sandbox's socket
@@ -81,7 +51,7 @@ func boxCall(t testing.TB, b *sandboxtest.Box, method, path, body string, hdr ..
 // ends (its session closed, or the sandbox stopped).
 func boxStream(t testing.TB, b *sandboxtest.Box, path string) <-chan apitest.SSE {
 	t.Helper()
-	cmd := b.Command(boxUID, boxUID, curlArgs([]string{"-N"}, "GET", path, "")...)
+	cmd := b.Command(boxUID, boxUID, sandboxtest.Curl(boxSocket, []string{"-N"}, "GET", path, "")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -89,33 +59,8 @@ func boxStream(t testing.TB, b *sandboxtest.Box, path string) <-chan apitest.SSE
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan apitest.SSE, 64)
-	go func() {
-		defer close(ch)
-		apitest.ParseSSE(t, out, func(e apitest.SSE) bool { ch <- e; return true })
-		cmd.Wait()
-	}()
-	return ch
-}
-
-// nextOf is the next event of session id on stream ch (the events of
-// others before it are passed over); the test fails if the stream ends
-// first, or has none within a minute (a guard against a hang).
-func nextOf(t testing.TB, ch <-chan apitest.SSE, id string) api.Event {
-	t.Helper()
-	for {
-		select {
-		case e, ok := <-ch:
-			if !ok {
-				t.Fatalf("the stream ended before an event of %s", id)
-			}
-			if e.Data.Session == id {
-				return e.Data
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("no event of %s in the stream after a minute", id)
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return apitest.Stream(t, out)
 }
 
 // socketBox is a sandbox whose workspace holds the demo skills named, with
@@ -137,11 +82,16 @@ func socketBox(t *testing.T, d *Daemon, id string, names ...string) *sandboxtest
 // what each asked for (gotWord, wantWord) is swapped in.
 func sameAnswer(t testing.TB, what string, got, want boxAnswer, gotWord, wantWord string) {
 	t.Helper()
-	if got.code != want.code || got.hdr.Get("Content-Type") != want.hdr.Get("Content-Type") ||
-		got.hdr.Get("Allow") != want.hdr.Get("Allow") ||
-		!bytes.Equal(bytes.ReplaceAll(got.body, []byte(gotWord), []byte(wantWord)), want.body) {
+	if !got.Same(want, gotWord, wantWord) {
 		t.Errorf("%s: %s\nwant it answered as %s", what, got, want)
 	}
+}
+
+// jsonBearer is the headers of a JSON request with token.
+func jsonBearer(token string) http.Header {
+	h := bearerOf(token)
+	h.Set("Content-Type", "application/json")
+	return h
 }
 
 // TestSandboxSocketIsItsSession: through the API socket a bind put into
@@ -165,23 +115,23 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 	b := socketBox(t, d, parent.ID)
 	own := "/v1/sessions/" + parent.ID
 
-	if a := boxCall(t, b, "GET", own+"/prompt", ""); a.code != http.StatusOK || !bytes.Contains(a.body, []byte("<name>a</name>")) ||
-		bytes.Contains(a.body, []byte("<name>e</name>")) {
+	if a := boxCall(t, b, "GET", own+"/prompt", ""); a.Code != http.StatusOK || !bytes.Contains(a.Body, []byte("<name>a</name>")) ||
+		bytes.Contains(a.Body, []byte("<name>e</name>")) {
 		t.Errorf("its prompt: %s", a)
 	}
 	a := boxCall(t, b, "POST", own+"/turn", `{"message":"use $d","format":"json"}`)
 	var turn api.Turn
-	if a.code != http.StatusOK || json.Unmarshal(a.body, &turn) != nil || len(turn.Selected) != 1 || turn.Selected[0].Slug != "d" ||
+	if a.Code != http.StatusOK || json.Unmarshal(a.Body, &turn) != nil || len(turn.Selected) != 1 || turn.Selected[0].Slug != "d" ||
 		turn.Selected[0].Why != api.WhyMentioned {
 		t.Errorf("its turn: %s", a)
 	}
 	var act api.Activations
-	if a := boxCall(t, b, "GET", own+"/activations", ""); a.code != http.StatusOK || json.Unmarshal(a.body, &act) != nil ||
+	if a := boxCall(t, b, "GET", own+"/activations", ""); a.Code != http.StatusOK || json.Unmarshal(a.Body, &act) != nil ||
 		len(act.Activated) != 1 || act.Activated[0].Slug != "d" {
 		t.Errorf("its activations after the turn: %s", a)
 	}
 	var who api.Whoami
-	if a := boxCall(t, b, "GET", "/v1/whoami", ""); a.code != http.StatusOK || json.Unmarshal(a.body, &who) != nil ||
+	if a := boxCall(t, b, "GET", "/v1/whoami", ""); a.Code != http.StatusOK || json.Unmarshal(a.Body, &who) != nil ||
 		who.Role != "session" || who.Session != parent.ID || who.User != "alice" || who.Token != "" {
 		t.Errorf("whoami: %s", a)
 	}
@@ -196,7 +146,7 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 		{"DELETE", "", ""}, {"POST", "/refresh", "{}"}, {"POST", "/token", ""}, {"GET", "/skills", ""},
 	} {
 		want := boxCall(t, b, route.method, "/v1/sessions/"+none+route.suffix, route.body)
-		if want.code != http.StatusNotFound && want.code != http.StatusMethodNotAllowed {
+		if want.Code != http.StatusNotFound && want.Code != http.StatusMethodNotAllowed {
 			t.Errorf("%s %s of no session: %s", route.method, route.suffix, want)
 		}
 		for _, s := range []string{other.ID, bobs.ID} {
@@ -208,7 +158,7 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 	// metrics: as a route that does not exist. The session list is a
 	// route it may POST to (a create), no more.
 	for _, path := range []string{"/v1/sessions", "/v1/sessions?user=alice"} {
-		if a := boxCall(t, b, "GET", path, ""); a.code != http.StatusMethodNotAllowed || a.hdr.Get("Allow") != "POST" {
+		if a := boxCall(t, b, "GET", path, ""); a.Code != http.StatusMethodNotAllowed || a.Header.Get("Allow") != "POST" {
 			t.Errorf("GET %s: %s, want 405 allowing POST", path, a)
 		}
 	}
@@ -218,23 +168,23 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 		p, _, _ := strings.Cut(path, "?")
 		sameAnswer(t, "GET "+path, got, want, p, "/v1/nothing-here")
 	}
-	if a := boxCall(t, b, "POST", "/v1/skills/e/disable", "{}"); a.code != http.StatusNotFound || apitest.ErrorCode(a.body) != "not_found" {
+	if a := boxCall(t, b, "POST", "/v1/skills/e/disable", "{}"); a.Code != http.StatusNotFound || apitest.ErrorCode(a.Body) != "not_found" {
 		t.Errorf("disable a skill: %s", a)
 	}
 
 	// No other credential rides on the socket.
 	for _, hdr := range []string{api.ActAsHeader + ": alice", api.ActAsHeader + ": bob", api.ActAsHeader + ": operator"} {
-		if a := boxCall(t, b, "GET", own+"/prompt", "", hdr); a.code != http.StatusForbidden || apitest.ErrorCode(a.body) != "permission" {
+		if a := boxCall(t, b, "GET", own+"/prompt", "", hdr); a.Code != http.StatusForbidden || apitest.ErrorCode(a.Body) != "permission" {
 			t.Errorf("its prompt with %s: %s, want 403 permission", hdr, a)
 		}
 	}
 	for _, tok := range []string{other.Token, bobs.Token, parent.Token, "wrong"} {
-		if a := boxCall(t, b, "GET", own+"/prompt", "", "Authorization: Bearer "+tok); a.code != http.StatusForbidden ||
-			apitest.ErrorCode(a.body) != "permission" || bytes.Contains(a.body, []byte(tok)) {
+		if a := boxCall(t, b, "GET", own+"/prompt", "", "Authorization: Bearer "+tok); a.Code != http.StatusForbidden ||
+			apitest.ErrorCode(a.Body) != "permission" || bytes.Contains(a.Body, []byte(tok)) {
 			t.Errorf("its prompt with a bearer token: %s, want 403 permission", a)
 		}
 	}
-	if a := boxCall(t, b, "GET", "/v1/sessions/"+other.ID+"/prompt", "", "Authorization: Bearer "+other.Token); a.code != http.StatusForbidden {
+	if a := boxCall(t, b, "GET", "/v1/sessions/"+other.ID+"/prompt", "", "Authorization: Bearer "+other.Token); a.Code != http.StatusForbidden {
 		t.Errorf("another session's prompt with that session's token on the socket: %s, want 403", a)
 	}
 
@@ -243,12 +193,12 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 	events := boxStream(t, b, own+"/events")
 	a = boxCall(t, b, "POST", "/v1/sessions", `{"skills":["b"]}`)
 	var child api.SessionInfo
-	if a.code != http.StatusOK || json.Unmarshal(a.body, &child) != nil || child.Parent != parent.ID || child.User != "alice" ||
+	if a.Code != http.StatusOK || json.Unmarshal(a.Body, &child) != nil || child.Parent != parent.ID || child.User != "alice" ||
 		!slices.Equal(child.Readable, []string{"b", "c"}) || child.Token == "" {
 		t.Fatalf("create through the socket: %s", a)
 	}
 	for _, body := range []string{`{"skills":["e"]}`, `{"skills":["nope"]}`, `{"user":"bob"}`, `{"parent":"` + other.ID + `"}`, `{"parent":"` + none + `"}`} {
-		if a := boxCall(t, b, "POST", "/v1/sessions", body); a.code == http.StatusOK {
+		if a := boxCall(t, b, "POST", "/v1/sessions", body); a.Code == http.StatusOK {
 			t.Errorf("create %s through the socket: %s", body, a)
 		}
 	}
@@ -257,11 +207,11 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 	if kids, err := d.db.OpenChildren(ctx, parent.ID); err != nil || len(kids) != 1 {
 		t.Errorf("children after the creates: %v, %v; want the one", kids, err)
 	}
-	if a := boxCall(t, b, "GET", "/v1/sessions/"+child.ID+"/prompt", ""); a.code != http.StatusOK || !bytes.Contains(a.body, []byte("<name>b</name>")) {
+	if a := boxCall(t, b, "GET", "/v1/sessions/"+child.ID+"/prompt", ""); a.Code != http.StatusOK || !bytes.Contains(a.Body, []byte("<name>b</name>")) {
 		t.Errorf("its child's prompt: %s", a)
 	}
 	readSKILL(t, d, child.ID, "b")
-	if e := nextOf(t, events, child.ID); e.Type != skills.EventActivated || e.Parent != parent.ID || e.Slug != "b" {
+	if e := apitest.NextOf(t, events, child.ID).Data; e.Type != skills.EventActivated || e.Parent != parent.ID || e.Slug != "b" {
 		t.Errorf("the child's event in its parent's stream: %+v, want b activated", e)
 	}
 	if err := d.CloseSession(ctx, parent.ID); err != nil {
@@ -283,13 +233,12 @@ func TestChildMayNotInstallNorOpenChildren(t *testing.T) {
 	pb := socketBox(t, d, parent.ID, "demo")
 	a := boxCall(t, pb, "POST", "/v1/sessions", `{"skills":["a"]}`)
 	var child api.SessionInfo
-	if a.code != http.StatusOK || json.Unmarshal(a.body, &child) != nil || child.Parent != parent.ID {
+	if a.Code != http.StatusOK || json.Unmarshal(a.Body, &child) != nil || child.Parent != parent.ID {
 		t.Fatalf("a child through its parent's socket: %s", a)
 	}
 	cb := socketBox(t, d, child.ID, "demo")
 	tok := apitest.NewChecked(t, d.http.Handler(""))
-	auth := bearerOf(child.Token)
-	auth.Set("Content-Type", "application/json")
+	auth := jsonBearer(child.Token)
 
 	before := stateOf(t, d)
 	sessions, err := d.db.OpenSessions(ctx)
@@ -298,7 +247,7 @@ func TestChildMayNotInstallNorOpenChildren(t *testing.T) {
 	}
 	route := "/v1/sessions/" + child.ID + "/skills"
 	for _, body := range []string{`{"path":"/workspace/demo"}`, `{"path":"/workspace/demo","now":true}`, `{"source":"https://example.com/x.git"}`} {
-		if a := boxCall(t, cb, "POST", route, body); a.code != http.StatusForbidden || apitest.ErrorCode(a.body) != "permission" {
+		if a := boxCall(t, cb, "POST", route, body); a.Code != http.StatusForbidden || apitest.ErrorCode(a.Body) != "permission" {
 			t.Errorf("the child's install %s through its socket: %s, want 403", body, a)
 		}
 		if code, _, out := tok.Send("POST", route, auth, []byte(body)); code != http.StatusForbidden || apitest.ErrorCode(out) != "permission" {
@@ -306,7 +255,7 @@ func TestChildMayNotInstallNorOpenChildren(t *testing.T) {
 		}
 	}
 	manifest := "---\nname: posted\ndescription: sent as bytes\n---\nbody\n"
-	if a := boxCall(t, cb, "POST", route+"?name=SKILL.md", "", "Content-Type: text/markdown"); a.code != http.StatusForbidden {
+	if a := boxCall(t, cb, "POST", route+"?name=SKILL.md", "", "Content-Type: text/markdown"); a.Code != http.StatusForbidden {
 		t.Errorf("the child's upload (no body) through its socket: %s, want 403", a)
 	}
 	up := bearerOf(child.Token)
@@ -315,7 +264,7 @@ func TestChildMayNotInstallNorOpenChildren(t *testing.T) {
 		t.Errorf("the child's upload with its token: %d %s, want 403", code, out)
 	}
 	for _, body := range []string{`{}`, `{"skills":["a"]}`, `{"key":"k"}`} {
-		if a := boxCall(t, cb, "POST", "/v1/sessions", body); a.code != http.StatusForbidden || apitest.ErrorCode(a.body) != "permission" {
+		if a := boxCall(t, cb, "POST", "/v1/sessions", body); a.Code != http.StatusForbidden || apitest.ErrorCode(a.Body) != "permission" {
 			t.Errorf("the child's create %s through its socket: %s, want 403", body, a)
 		}
 		if code, _, out := tok.Send("POST", "/v1/sessions", auth, []byte(body)); code != http.StatusForbidden {
@@ -332,7 +281,7 @@ func TestChildMayNotInstallNorOpenChildren(t *testing.T) {
 	if _, err := d.db.Skill(ctx, "demo"); err == nil {
 		t.Error("a child's refused install made the skill")
 	}
-	if a := boxCall(t, pb, "POST", "/v1/sessions/"+parent.ID+"/skills", `{"path":"/workspace/demo"}`); a.code != http.StatusOK {
+	if a := boxCall(t, pb, "POST", "/v1/sessions/"+parent.ID+"/skills", `{"path":"/workspace/demo"}`); a.Code != http.StatusOK {
 		t.Errorf("the parent's install of the same path: %s", a)
 	}
 }
@@ -356,7 +305,7 @@ func TestInstallJoinsAtTheNextTurn(t *testing.T) {
 	own := "/v1/sessions/" + parent.ID
 	a := boxCall(t, b, "POST", own+"/skills", `{"path":"/workspace/demo"}`)
 	var out api.SessionInstall
-	if a.code != http.StatusOK || json.Unmarshal(a.body, &out) != nil || out.Slug != "demo" || out.Joined {
+	if a.Code != http.StatusOK || json.Unmarshal(a.Body, &out) != nil || out.Slug != "demo" || out.Joined {
 		t.Fatalf("install through the socket: %s", a)
 	}
 	if err := cat(); err == nil {
@@ -366,7 +315,7 @@ func TestInstallJoinsAtTheNextTurn(t *testing.T) {
 		t.Helper()
 		a := c("POST", "/v1/sessions/"+id+"/turn", `{"message":"$demo please"}`)
 		var turn api.Turn
-		if a.code != http.StatusOK || json.Unmarshal(a.body, &turn) != nil {
+		if a.Code != http.StatusOK || json.Unmarshal(a.Body, &turn) != nil {
 			t.Fatalf("the turn of %s: %s", id, a)
 		}
 		return turn
@@ -374,15 +323,13 @@ func TestInstallJoinsAtTheNextTurn(t *testing.T) {
 	viaBox := func(method, path, body string) boxAnswer { return boxCall(t, b, method, path, body) }
 	// The child's turn, by its parent's socket (which may not act for
 	// it) and by the child's token.
-	if a := boxCall(t, b, "POST", "/v1/sessions/"+child.ID+"/turn", `{}`); a.code != http.StatusNotFound {
+	if a := boxCall(t, b, "POST", "/v1/sessions/"+child.ID+"/turn", `{}`); a.Code != http.StatusNotFound {
 		t.Errorf("the parent's credential takes its child's turn: %s, want 404 (not its to act)", a)
 	}
 	viaToken := func(method, path, body string) boxAnswer {
 		c := apitest.NewChecked(t, d.http.Handler(""))
-		hdr := bearerOf(child.Token)
-		hdr.Set("Content-Type", "application/json")
-		code, h, data := c.Send(method, path, hdr, []byte(body))
-		return boxAnswer{code: code, hdr: h, body: data}
+		code, h, data := c.Send(method, path, jsonBearer(child.Token), []byte(body))
+		return boxAnswer{Code: code, Header: h, Body: data}
 	}
 	ct := turnOf(child.ID, viaToken)
 	if strings.Contains(ct.Prompt, "demo") || len(ct.Selected) != 0 {
@@ -424,22 +371,17 @@ func TestKeysWithCredentials(t *testing.T) {
 	}
 	b := socketBox(t, d, top.ID)
 	c := apitest.NewChecked(t, d.http.Handler(""))
-	js := func(tok string) http.Header {
-		h := bearerOf(tok)
-		h.Set("Content-Type", "application/json")
-		return h
-	}
 	var first, again, viaToken api.SessionInfo
 	a := boxCall(t, b, "POST", "/v1/sessions", `{"skills":["a"],"key":"thread-9"}`)
-	if a.code != http.StatusOK || json.Unmarshal(a.body, &first) != nil || first.Parent != top.ID || first.Existing || first.Token == "" ||
+	if a.Code != http.StatusOK || json.Unmarshal(a.Body, &first) != nil || first.Parent != top.ID || first.Existing || first.Token == "" ||
 		first.ID == top.ID {
 		t.Fatalf("a child keyed as its parent is: %s", a)
 	}
 	a = boxCall(t, b, "POST", "/v1/sessions", `{"skills":["b"],"key":"thread-9"}`)
-	if a.code != http.StatusOK || json.Unmarshal(a.body, &again) != nil || again.ID != first.ID || !again.Existing || again.Token != "" {
+	if a.Code != http.StatusOK || json.Unmarshal(a.Body, &again) != nil || again.ID != first.ID || !again.Existing || again.Token != "" {
 		t.Errorf("the retry through the socket: %s, want %s existing without a token", a, first.ID)
 	}
-	code, _, out := c.Send("POST", "/v1/sessions", js(top.Token), []byte(`{"key":"thread-9"}`))
+	code, _, out := c.Send("POST", "/v1/sessions", jsonBearer(top.Token), []byte(`{"key":"thread-9"}`))
 	if code != http.StatusOK || json.Unmarshal(out, &viaToken) != nil || viaToken.ID != first.ID || !viaToken.Existing || viaToken.Token != "" {
 		t.Errorf("the retry with the parent's token: %d %s", code, out)
 	}
@@ -484,7 +426,7 @@ func TestKeysWithCredentials(t *testing.T) {
 	open, _ := d.db.OpenSessions(ctx)
 	for _, body := range []string{`{"user":"alice","skills":["a"],"key":"thread-9"}`, `{"user":"alice","skills":["a"],"key":"new"}`,
 		`{"parent":"` + top.ID + `"}`} {
-		if code, _, out := c.Send("POST", "/v1/sessions", js(reader.Token), []byte(body)); code != http.StatusForbidden || apitest.ErrorCode(out) != "permission" {
+		if code, _, out := c.Send("POST", "/v1/sessions", jsonBearer(reader.Token), []byte(body)); code != http.StatusForbidden || apitest.ErrorCode(out) != "permission" {
 			t.Errorf("a reader's create %s: %d %s, want 403", body, code, out)
 		}
 	}
@@ -510,11 +452,6 @@ func TestReadersActivateNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := apitest.NewChecked(t, d.http.Handler(""))
-	js := func(tok string) http.Header {
-		h := bearerOf(tok)
-		h.Set("Content-Type", "application/json")
-		return h
-	}
 	bodies := map[string][]byte{
 		"/mentions": []byte(`{"text":"/skill:d now\nand use $a"}`),
 		"/turn":     []byte(`{"message":"/skill:d now\nand use $a"}`),
@@ -528,7 +465,7 @@ func TestReadersActivateNothing(t *testing.T) {
 		{"its parent's credential", parent.Token, child.ID},
 	} {
 		for route, body := range bodies {
-			c.Send("POST", "/v1/sessions/"+tc.id+route, js(tc.tok), body)
+			c.Send("POST", "/v1/sessions/"+tc.id+route, jsonBearer(tc.tok), body)
 		}
 		c.Send("GET", "/v1/sessions/"+tc.id+"/resolve?uri=skill://a/SKILL.md", bearerOf(tc.tok), nil)
 		c.Send("GET", "/v1/sessions/"+tc.id+"/prompt", bearerOf(tc.tok), nil)
@@ -538,7 +475,7 @@ func TestReadersActivateNothing(t *testing.T) {
 		}
 	}
 	// The session's own credential does activate.
-	if code, _, out := c.Send("POST", "/v1/sessions/"+child.ID+"/mentions", js(child.Token), bodies["/mentions"]); code != http.StatusOK {
+	if code, _, out := c.Send("POST", "/v1/sessions/"+child.ID+"/mentions", jsonBearer(child.Token), bodies["/mentions"]); code != http.StatusOK {
 		t.Fatalf("the child's own mentions: %d %s", code, out)
 	}
 	if act, err := d.Activations(ctx, child.ID); err != nil || len(act.Activated) != 2 {
@@ -558,7 +495,7 @@ func TestChildSocketGoesWithItsParent(t *testing.T) {
 	}
 	pb := socketBox(t, d, parent.ID)
 	cb := socketBox(t, d, child.ID)
-	if a := boxCall(t, cb, "GET", "/v1/whoami", ""); a.code != http.StatusOK || !bytes.Contains(a.body, []byte(child.ID)) {
+	if a := boxCall(t, cb, "GET", "/v1/whoami", ""); a.Code != http.StatusOK || !bytes.Contains(a.Body, []byte(child.ID)) {
 		t.Fatalf("the child's socket: %s", a)
 	}
 	if err := d.CloseSession(ctx, parent.ID); err != nil {
@@ -568,7 +505,7 @@ func TestChildSocketGoesWithItsParent(t *testing.T) {
 		if err := b.Command(boxUID, boxUID, "test", "-e", boxSocket).Run(); err == nil {
 			t.Errorf("the %s's socket is still in its sandbox after the parent closed", name)
 		}
-		if out, err := b.Command(boxUID, boxUID, curlArgs(nil, "GET", "/v1/whoami", "")...).CombinedOutput(); err == nil {
+		if out, err := b.Command(boxUID, boxUID, sandboxtest.Curl(boxSocket, nil, "GET", "/v1/whoami", "")...).CombinedOutput(); err == nil {
 			t.Errorf("the %s's socket answers after the parent closed: %s", name, out)
 		}
 	}
