@@ -12,8 +12,10 @@ import (
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
+	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/fs/bind/sandboxtest"
 	"skillfs/skills"
+	"skillfs/skills/skilltest"
 )
 
 // The tests of what a session's credential may do once its features meet:
@@ -511,5 +513,35 @@ func TestChildSocketGoesWithItsParent(t *testing.T) {
 	}
 	if n := d.sockets.count(); n != 0 {
 		t.Errorf("%d sockets served after the family closed", n)
+	}
+}
+
+// TestInstallOfATakenSlugTellsNothingOfIt: the agent installing a skill
+// whose slug another user's private skill or a shared skill has gets a
+// skill of its user's under another slug; the skill that had the slug is
+// unchanged, and the answer names none of its readers.
+func TestInstallOfATakenSlugTellsNothingOfIt(t *testing.T) {
+	ctx := context.Background()
+	d, _, parent := familyDaemon(t)
+	dir := skilltest.WriteDir(t, filepath.Join(t.TempDir(), "diary"), skilltest.Skill("name: diary\ndescription: bob's own", "body\n", nil))
+	if _, err := d.cat.Import(ctx, catalog.ImportRequest{Source: dir, Share: &skills.Share{Read: skills.Scope{Kind: skills.ScopeUser, IDs: []string{"bob"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := socketBox(t, d, parent.ID, "diary", "e")
+	for _, slug := range []string{"diary", "e"} {
+		held := sessionVersion(t, d, slug)
+		a := boxCall(t, b, "POST", "/v1/sessions/"+parent.ID+"/skills", `{"path":"/workspace/`+slug+`"}`)
+		var out api.SessionInstall
+		if a.Code != http.StatusOK || json.Unmarshal(a.Body, &out) != nil || out.Slug == slug || out.RenamedFrom != slug ||
+			bytes.Contains(a.Body, []byte("bob")) || bytes.Contains(a.Body, []byte("global")) {
+			t.Errorf("the install of a skill named %s: %s; want another slug, naming no reader", slug, a)
+			continue
+		}
+		if v := sessionVersion(t, d, slug); v != held {
+			t.Errorf("the install changed %s: version %s, was %s", slug, v, held)
+		}
+		if sk, err := d.db.Skill(ctx, out.Slug); err != nil || !privateTo(sk, "alice") {
+			t.Errorf("the skill installed as %s: %+v, %v; want alice's own", out.Slug, sk, err)
+		}
 	}
 }
