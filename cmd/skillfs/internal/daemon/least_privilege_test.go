@@ -213,8 +213,13 @@ func TestSandboxSocketIsItsSession(t *testing.T) {
 		t.Errorf("its child's prompt: %s", a)
 	}
 	readSKILL(t, d, child.ID, "b")
-	if e := apitest.NextOf(t, events, child.ID).Data; e.Type != skills.EventActivated || e.Parent != parent.ID || e.Slug != "b" {
+	live := apitest.NextOf(t, events, child.ID)
+	if e := live.Data; e.Type != skills.EventActivated || e.Parent != parent.ID || e.Slug != "b" {
 		t.Errorf("the child's event in its parent's stream: %+v, want b activated", e)
+	}
+	// Resumed from the start, the stream has it again, as it was.
+	if e := apitest.NextOf(t, boxStream(t, b, own+"/events?after=0"), child.ID); e.ID != live.ID || e.Data.Slug != "b" {
+		t.Errorf("the child's event in its parent's stream resumed: %+v, want %+v", e, live)
 	}
 	if err := d.CloseSession(ctx, parent.ID); err != nil {
 		t.Fatal(err)
@@ -543,5 +548,28 @@ func TestInstallOfATakenSlugTellsNothingOfIt(t *testing.T) {
 		if sk, err := d.db.Skill(ctx, out.Slug); err != nil || !privateTo(sk, "alice") {
 			t.Errorf("the skill installed as %s: %+v, %v; want alice's own", out.Slug, sk, err)
 		}
+	}
+}
+
+// TestSocketTellsNothingBeyondItsSet: through the socket, what names a
+// skill of the catalog outside the session's readable set — a skill://
+// read, a child's request, a message's mention in a turn, globs — answers
+// as a skill that does not exist.
+func TestSocketTellsNothingBeyondItsSet(t *testing.T) {
+	d, _, parent := familyDaemon(t)
+	install(t, d, "name: outsider\ndescription: read by everyone, not asked for", skills.ScopeGlobal)
+	b := socketBox(t, d, parent.ID)
+	own := "/v1/sessions/" + parent.ID
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", own + "/resolve?uri=skill://%s", ""},
+		{"GET", own + "/resolve?uri=skill://%s/SKILL.md", ""},
+		{"POST", "/v1/sessions", `{"skills":["%s"]}`},
+		{"POST", own + "/turn", `{"message":"$%s and /skill:%s x"}`},
+		{"POST", own + "/mentions", `{"text":"$%s"}`},
+	} {
+		call := func(slug string) boxAnswer {
+			return boxCall(t, b, tc.method, strings.ReplaceAll(tc.path, "%s", slug), strings.ReplaceAll(tc.body, "%s", slug))
+		}
+		sameAnswer(t, tc.method+" "+tc.path+" "+tc.body, call("outsider"), call("nonesuch"), "outsider", "nonesuch")
 	}
 }
