@@ -573,3 +573,37 @@ func TestSocketTellsNothingBeyondItsSet(t *testing.T) {
 		sameAnswer(t, tc.method+" "+tc.path+" "+tc.body, call("outsider"), call("nonesuch"), "outsider", "nonesuch")
 	}
 }
+
+// TestMovedSessionLosesItsSocket: a session moved to another host while
+// its socket is in a sandbox: the host it left installs nothing for it
+// (that is the other host's to do) and, once it drops its binds of it,
+// withdraws the socket.
+func TestMovedSessionLosesItsSocket(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFleet(t)
+	s, err := a.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := socketBox(t, a, s.ID, "demo")
+	if ans := boxCall(t, box, "GET", "/v1/whoami", ""); ans.Code != http.StatusOK {
+		t.Fatalf("whoami before the move: %s", ans)
+	}
+	if _, err := b.Move(ctx, s.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	before := stateOf(t, a)
+	if ans := boxCall(t, box, "POST", "/v1/sessions/"+s.ID+"/skills", `{"path":"/workspace/demo","now":true}`); ans.Code == http.StatusOK {
+		t.Errorf("the host it left installs for the session: %s", ans)
+	}
+	sameState(t, "an install on the host a session left", before, stateOf(t, a))
+	if err := a.dropStale(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Command(boxUID, boxUID, "test", "-e", boxSocket).Run(); err == nil {
+		t.Error("the socket is still in the sandbox after its host dropped the session's binds")
+	}
+	if n := a.sockets.count(); n != 0 {
+		t.Errorf("the host it left serves %d sockets", n)
+	}
+}
