@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -605,5 +606,48 @@ func TestMovedSessionLosesItsSocket(t *testing.T) {
 	}
 	if n := a.sockets.count(); n != 0 {
 		t.Errorf("the host it left serves %d sockets", n)
+	}
+}
+
+// TestChildrenAreBounded: a session's credential opens at most
+// MaxChildren open children; one more is refused, the index unchanged,
+// while a retry with an open child's key still answers it; once one
+// closes, another may open.
+func TestChildrenAreBounded(t *testing.T) {
+	ctx := context.Background()
+	d, _, parent := familyDaemon(t)
+	c := apitest.NewChecked(t, d.http.Handler(""))
+	create := func(body string) (int, api.SessionInfo, []byte) {
+		t.Helper()
+		code, _, out := c.Send("POST", "/v1/sessions", jsonBearer(parent.Token), []byte(body))
+		var info api.SessionInfo
+		json.Unmarshal(out, &info)
+		return code, info, out
+	}
+	var first api.SessionInfo
+	for i := range MaxChildren {
+		code, info, out := create(fmt.Sprintf(`{"skills":["a"],"key":"k%d"}`, i))
+		if code != http.StatusOK {
+			t.Fatalf("child %d: %d %s", i, code, out)
+		}
+		if i == 0 {
+			first = info
+		}
+	}
+	code, _, out := create(`{"skills":["a"],"key":"one-more"}`)
+	if code != http.StatusBadRequest || apitest.ErrorCode(out) != "invalid" || !strings.Contains(string(out), "the most it may have") {
+		t.Errorf("one child more: %d %s", code, out)
+	}
+	if kids, err := d.db.OpenChildren(ctx, parent.ID); err != nil || len(kids) != MaxChildren {
+		t.Errorf("open children: %d, %v; want %d", len(kids), err, MaxChildren)
+	}
+	if code, again, out := create(`{"key":"k0"}`); code != http.StatusOK || again.ID != first.ID || !again.Existing {
+		t.Errorf("a retry with an open child's key at the cap: %d %s", code, out)
+	}
+	if err := d.CloseSession(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, out := create(`{"skills":["a"],"key":"one-more"}`); code != http.StatusOK {
+		t.Errorf("a child after one closed: %d %s", code, out)
 	}
 }
