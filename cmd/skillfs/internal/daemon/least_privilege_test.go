@@ -611,8 +611,9 @@ func TestMovedSessionLosesItsSocket(t *testing.T) {
 
 // TestChildrenAreBounded: a session's credential opens at most
 // MaxChildren open children; one more is refused, the index unchanged,
-// while a retry with an open child's key still answers it; once one
-// closes, another may open.
+// while a retry with an open child's key still answers it; once it closes
+// one (which it may: not itself, nor another session, nor its parent from
+// a child), another may open.
 func TestChildrenAreBounded(t *testing.T) {
 	ctx := context.Background()
 	d, _, parent := familyDaemon(t)
@@ -644,8 +645,22 @@ func TestChildrenAreBounded(t *testing.T) {
 	if code, again, out := create(`{"key":"k0"}`); code != http.StatusOK || again.ID != first.ID || !again.Existing {
 		t.Errorf("a retry with an open child's key at the cap: %d %s", code, out)
 	}
-	if err := d.CloseSession(ctx, first.ID); err != nil {
+	other, err := d.CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"a"}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tok, id string }{{parent.Token, parent.ID}, {parent.Token, other.ID}, {first.Token, parent.ID}, {first.Token, first.ID}} {
+		if code, _, out := c.Send("DELETE", "/v1/sessions/"+tc.id, bearerOf(tc.tok), nil); code == http.StatusOK {
+			t.Errorf("DELETE %s: %d %s", tc.id, code, out)
+		}
+	}
+	for _, id := range []string{parent.ID, other.ID, first.ID} {
+		if closed, err := d.SessionClosed(ctx, id); err != nil || closed {
+			t.Errorf("session %s after the refused closes: closed %v, %v", id, closed, err)
+		}
+	}
+	if code, _, out := c.Send("DELETE", "/v1/sessions/"+first.ID, bearerOf(parent.Token), nil); code != http.StatusOK {
+		t.Fatalf("the parent closes its child: %d %s", code, out)
 	}
 	if code, _, out := create(`{"skills":["a"],"key":"one-more"}`); code != http.StatusOK {
 		t.Errorf("a child after one closed: %d %s", code, out)

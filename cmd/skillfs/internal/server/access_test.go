@@ -48,8 +48,9 @@ var (
 	// sessionMay are the routes a session token may call whatever they name.
 	sessionMay = []string{"POST /v1/sessions", "GET /v1/whoami"}
 	// childMay are the routes a session token may call on a child of its
-	// session: sessionMayOwn but acting in it.
-	childMay = slices.DeleteFunc(slices.Clone(sessionMayOwn), func(p string) bool { return routeAccess[p] == AccessSessionAct })
+	// session: sessionMayOwn but acting in it, and closing it.
+	childMay = append(slices.DeleteFunc(slices.Clone(sessionMayOwn), func(p string) bool { return routeAccess[p] == AccessSessionAct }),
+		"DELETE /v1/sessions/{id}")
 )
 
 // The outcomes of a request, as the table test tells them.
