@@ -93,7 +93,8 @@ type keyedCreated struct {
 // the child may not install nor open children, by its socket or its
 // token, the catalog unchanged. A skill the agent installs from its
 // sandbox joins at its session's next turn, not at its child's. A reader
-// token finds the session by key and label and opens none. Rotated, the
+// token finds the session by key and label and opens none. The agent
+// closes a child it opened, and no other session. Rotated, the
 // old token is refused; closed, every token of the family is. The daemon's
 // log, at debug level, holds none of the tokens.
 func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
@@ -250,6 +251,24 @@ func TestLeastPrivilegeThroughTheBinary(t *testing.T) {
 	}
 	if code, _, body := tcp.send(t, "POST", "/v1/sessions", reader, "", map[string]any{"user": "alice", "key": "thread-1"}); code != 403 {
 		t.Errorf("a reader's create: %d %s, want 403", code, body)
+	}
+
+	// The agent closes a sub-agent it opened, and nothing else.
+	var brief keyedCreated
+	if a := sb.call("POST", "/v1/sessions", `{"skills":["beta"]}`); a.Code != 200 || json.Unmarshal(a.Body, &brief) != nil {
+		t.Fatalf("another child: %s", a)
+	}
+	tokens = append(tokens, brief.Token)
+	for _, id := range []string{s.ID, other.ID} {
+		if a := sb.call("DELETE", "/v1/sessions/"+id, ""); a.Code == 200 {
+			t.Errorf("the agent closes session %s: %s", id, a)
+		}
+	}
+	if a := sb.call("DELETE", "/v1/sessions/"+brief.ID, ""); a.Code != 200 {
+		t.Errorf("the agent closes its child: %s", a)
+	}
+	if r := e.run("session", "show", brief.ID); r.code == 0 {
+		t.Errorf("the child closed by the agent: %s", r.stdout)
 	}
 
 	// Rotated, then closed.
