@@ -31,9 +31,14 @@ func startAgentSandbox(t *testing.T) *agentSandbox {
 // capabilities.
 func (sb *agentSandbox) run(uid string, argv ...string) result {
 	sb.t.Helper()
+	return resultOf(sb.t, sb.command(uid, argv...))
+}
+
+// command is argv to run inside the sandbox as uid (see run).
+func (sb *agentSandbox) command(uid string, argv ...string) *exec.Cmd {
 	args := append([]string{"-t", strconv.Itoa(sb.pid), "-m", "-p", "-n", "-i", "-u", "--",
 		"setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"}, argv...)
-	return resultOf(sb.t, exec.Command("nsenter", args...))
+	return exec.Command("nsenter", args...)
 }
 
 // curl asks the session's API socket for path, inside the sandbox as uid.

@@ -76,11 +76,12 @@ func (c *credClient) send(t testing.TB, method, path, token, user string, body a
 const credListener = "op3rator-listener"
 
 // newCredEnv is a daemon listening on TCP behind credListener too, with the
-// fixtures and alice, and a client of its TCP listener.
-func newCredEnv(t *testing.T) (*env, *daemon, *credClient) {
+// fixtures and alice, and a client of its TCP listener; extra are more
+// flags of serve.
+func newCredEnv(t *testing.T, extra ...string) (*env, *daemon, *credClient) {
 	t.Helper()
 	e := newEnv(t)
-	d := e.serve("--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, credListener, 0o600))
+	d := e.serve(append([]string{"--examples=false", "--listen", "127.0.0.1:0", "--token-file", writeTokenFile(t, credListener, 0o600)}, extra...)...)
 	e.importFixtures(fixtureSkills)
 	e.ok("user", "add", "alice")
 	return e, d, tcpCredClient(listenAddr(t, d))
@@ -196,7 +197,7 @@ var (
 		"GET /v1/openapi.json", "GET /v1/health", "GET /v1/status", "GET /v1/ready", "GET /v1/hosts", "GET /metrics",
 		"GET /v1/whoami", "GET /v1/sessions", "GET /v1/events",
 		"GET /v1/sessions/{id}", "GET /v1/sessions/{id}/activations", "GET /v1/sessions/{id}/audit",
-		"GET /v1/sessions/{id}/prompt", "POST /v1/sessions/{id}/mentions",
+		"GET /v1/sessions/{id}/prompt",
 		"GET /v1/sessions/{id}/events", "POST /v1/sessions/{id}/globs",
 		"GET /v1/skills", "GET /v1/skills/{slug}", "GET /v1/skills/{slug}/versions",
 		"GET /v1/curated", "GET /v1/catalog", "GET /v1/curated/skills",

@@ -3,8 +3,12 @@
 package sandboxtest
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +86,17 @@ func Sandboxed(workspace string, uid, gid int, binds ...string) (*Box, error) {
 	return b, nil
 }
 
+// Command is argv to run inside the sandbox — in its mount, pid, net, ipc
+// and uts namespaces — as uid and gid, without supplementary groups or
+// capabilities: a process of the sandbox, as an agent's tool would be.
+// (The sandbox's /usr holds the commands.)
+func (b *Box) Command(uid, gid int, argv ...string) *exec.Cmd {
+	args := append([]string{"-t", fmt.Sprint(b.PID), "-m", "-p", "-n", "-i", "-u", "--",
+		"setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", gid), "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", "--"}, argv...)
+	return exec.Command("nsenter", args...)
+}
+
 // Stop kills the sandbox and waits for it and its process to be gone.
 func (b *Box) Stop() {
 	if pidfd, err := unix.PidfdOpen(b.PID, 0); err == nil {
@@ -96,4 +111,51 @@ func (b *Box) Stop() {
 	}
 	b.cmd.Process.Kill()
 	b.cmd.Wait()
+}
+
+// Curl is the command line of curl sending method path (a JSON body unless
+// "", and the headers hdr, each "Name: value") to the API at the Unix
+// socket sock, with more flags: what an agent's tool in a sandbox runs.
+// With the flags "-i", "--raw" it prints the answer as sent, which
+// ParseAnswer reads.
+func Curl(sock string, flags []string, method, path, body string, hdr ...string) []string {
+	args := append([]string{"curl", "-sS", "--unix-socket", sock, "-X", method}, flags...)
+	if body != "" {
+		args = append(args, "-H", "Content-Type: application/json", "--data-binary", body)
+	}
+	for _, h := range hdr {
+		args = append(args, "-H", h)
+	}
+	return append(args, "http://skillfs"+path)
+}
+
+// Answer is an HTTP answer as curl got it.
+type Answer struct {
+	Code   int
+	Header http.Header
+	Body   []byte
+}
+
+func (a Answer) String() string { return fmt.Sprintf("%d %s", a.Code, a.Body) }
+
+// ParseAnswer reads the answer curl -i --raw printed.
+func ParseAnswer(raw []byte) (Answer, error) {
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), nil)
+	if err != nil {
+		return Answer{}, fmt.Errorf("curl answered %q: %w", raw, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Answer{}, err
+	}
+	return Answer{Code: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+// Same says whether a answers as b does, byte for byte once what each
+// asked for (aWord, bWord) is swapped in: status, content type, allowed
+// methods and body.
+func (a Answer) Same(b Answer, aWord, bWord string) bool {
+	return a.Code == b.Code && a.Header.Get("Content-Type") == b.Header.Get("Content-Type") &&
+		a.Header.Get("Allow") == b.Header.Get("Allow") && bytes.Equal(bytes.ReplaceAll(a.Body, []byte(aWord), []byte(bWord)), b.Body)
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"skillfs/cmd/skillfs/api"
 )
@@ -43,6 +44,37 @@ func ParseSSE(t testing.TB, r io.Reader, got func(SSE) bool) {
 				return
 			}
 			e = SSE{}
+		}
+	}
+}
+
+// Stream parses the events of r (ParseSSE) as they come, handing them on
+// the channel, which is closed when r ends.
+func Stream(t testing.TB, r io.Reader) <-chan SSE {
+	ch := make(chan SSE, 64)
+	go func() {
+		defer close(ch)
+		ParseSSE(t, r, func(e SSE) bool { ch <- e; return true })
+	}()
+	return ch
+}
+
+// NextOf is the next event of session id on ch, the events of others
+// before it passed over; the test fails if ch is closed first, or has
+// none within a minute (a guard against a hang, not a measure).
+func NextOf(t testing.TB, ch <-chan SSE, id string) SSE {
+	t.Helper()
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("the stream ended before an event of session %s", id)
+			}
+			if e.Data.Session == id {
+				return e
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("no event of session %s in the stream after a minute", id)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"skillfs/cmd/skillfs/api"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/index"
 	"skillfs/policy"
 	"skillfs/skills"
@@ -26,6 +27,27 @@ import (
 // children, and may not install skills (IsChild). Its events are also in
 // its parent's event stream, each with the child's session id.
 
+// MaxChildren is how many open sub-agent sessions one session may have: a
+// sandboxed agent opening children through its socket must not take the
+// host's views and the index's rows without bound. A create with the key
+// of an open child still answers it at the cap.
+const MaxChildren = 64
+
+// checkChildren refuses a new child of parent p once it has MaxChildren
+// open. The daemon's lock is held: a parent's children are created on its
+// host alone.
+func (d *Daemon) checkChildren(ctx context.Context, p *skills.Session) error {
+	kids, err := d.db.OpenChildren(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	if len(kids) >= MaxChildren {
+		return fmt.Errorf("session %s has %d open sub-agent sessions, the most it may have: close one first: %w",
+			p.ID, len(kids), skills.ErrLimit)
+	}
+	return nil
+}
+
 // notInParent is the reason a child is not given a skill: the words are
 // the same whether the skill exists or not, so a sandboxed caller learns
 // nothing of the catalog beyond its parent's set.
@@ -38,6 +60,20 @@ func (d *Daemon) IsChild(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("session %q: %w", id, err)
 	}
 	return s.IsChild(), nil
+}
+
+// The daemon tells the access table the parents of sessions, so that a
+// session's credential reads its children's sessions as its own.
+var _ server.Parents = (*Daemon)(nil)
+
+// SessionParent is the session that opened session id, "" for a top-level
+// session (server.Parents).
+func (d *Daemon) SessionParent(ctx context.Context, id string) (string, error) {
+	s, err := d.db.Session(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("session %q: %w", id, err)
+	}
+	return s.Parent, nil
 }
 
 // parentFor checks the parent a create request names, if any, and returns

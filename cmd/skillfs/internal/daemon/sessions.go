@@ -183,6 +183,11 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 	if info, err := d.keyed(ctx, u.UID, req.Parent, req.Key); info != nil || err != nil {
 		return info, err
 	}
+	if parent != nil {
+		if err := d.checkChildren(ctx, parent); err != nil {
+			return nil, err
+		}
+	}
 	set, sel, err := d.chooseSkills(ctx, u, parent, req)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,10 @@ const (
 	AccessSessionCreate
 	// AccessAnyone routes answer every principal about itself.
 	AccessAnyone
+	// AccessChildClose is closing a session: the operator's, and the
+	// credential's of the session that opened it (an agent ends the
+	// sub-agents it opened, which count against MaxChildren).
+	AccessChildClose
 )
 
 // routeAccess is the access of every route pattern the API registers
@@ -58,7 +62,7 @@ var routeAccess = map[string]Access{
 	"POST /v1/sessions":                 AccessSessionCreate,
 	"GET /v1/sessions/{id}":             AccessSessionRead,
 	"PATCH /v1/sessions/{id}":           AccessOperator,
-	"DELETE /v1/sessions/{id}":          AccessOperator,
+	"DELETE /v1/sessions/{id}":          AccessChildClose,
 	"POST /v1/sessions/{id}/move":       AccessOperator,
 	"POST /v1/sessions/{id}/refresh":    AccessOperator,
 	"POST /v1/sessions/{id}/mounts":     AccessOperator,
@@ -67,7 +71,7 @@ var routeAccess = map[string]Access{
 	"GET /v1/sessions/{id}/activations": AccessSessionRead,
 	"GET /v1/sessions/{id}/audit":       AccessSessionRead,
 	"GET /v1/sessions/{id}/prompt":      AccessSessionRead,
-	"POST /v1/sessions/{id}/mentions":   AccessSessionRead,
+	"POST /v1/sessions/{id}/mentions":   AccessSessionAct, // records what it resolves as activated
 	"GET /v1/sessions/{id}/resolve":     AccessSessionAct, // a SKILL.md read activates
 	"GET /v1/sessions/{id}/events":      AccessSessionRead,
 	"POST /v1/sessions/{id}/turn":       AccessSessionAct, // refreshes, activates
@@ -161,6 +165,10 @@ func (a *API) judge(ctx context.Context, p Principal, pattern, method, id string
 			if id != "" && (id == p.Session || a.isChild(ctx, id, p.Session)) {
 				return allowed
 			}
+		case AccessChildClose:
+			if id != "" && a.isChild(ctx, id, p.Session) {
+				return allowed
+			}
 		}
 	}
 	return missing
@@ -233,6 +241,7 @@ func accessRows(patterns []string) string {
 		{AccessSessionRead, "own session, read", "yes", "its own session, or a child's"},
 		{AccessSessionAct, "own session, act", "403", "its own session"},
 		{AccessSessionCreate, "session create", "403", "yes (opens a child of its session)"},
+		{AccessChildClose, "session close", "403", "a child of its session"},
 		{AccessOperator, "operator", "403", "looks missing"},
 	}
 	var b strings.Builder

@@ -32,7 +32,7 @@ var (
 		"GET /v1/openapi.json", "GET /v1/health", "GET /v1/status", "GET /v1/ready", "GET /v1/hosts", "GET /metrics",
 		"GET /v1/whoami", "GET /v1/sessions", "GET /v1/events",
 		"GET /v1/sessions/{id}", "GET /v1/sessions/{id}/activations", "GET /v1/sessions/{id}/audit",
-		"GET /v1/sessions/{id}/prompt", "POST /v1/sessions/{id}/mentions",
+		"GET /v1/sessions/{id}/prompt",
 		"GET /v1/sessions/{id}/events", "POST /v1/sessions/{id}/globs",
 		"GET /v1/skills", "GET /v1/skills/{slug}", "GET /v1/skills/{slug}/versions",
 		"GET /v1/curated", "GET /v1/catalog", "GET /v1/curated/skills",
@@ -48,8 +48,9 @@ var (
 	// sessionMay are the routes a session token may call whatever they name.
 	sessionMay = []string{"POST /v1/sessions", "GET /v1/whoami"}
 	// childMay are the routes a session token may call on a child of its
-	// session: sessionMayOwn but acting in it.
-	childMay = slices.DeleteFunc(slices.Clone(sessionMayOwn), func(p string) bool { return routeAccess[p] == AccessSessionAct })
+	// session: sessionMayOwn but acting in it, and closing it.
+	childMay = append(slices.DeleteFunc(slices.Clone(sessionMayOwn), func(p string) bool { return routeAccess[p] == AccessSessionAct }),
+		"DELETE /v1/sessions/{id}")
 )
 
 // The outcomes of a request, as the table test tells them.
