@@ -16,7 +16,7 @@ import (
 // maxGlobCost bounds the steps of one globs request (manifest.Glob.Cost:
 // byte comparisons, rune decodings, class tests and cells of the segment
 // tables), counted before any matching from the lengths of its paths and
-// of the session's globs: a few tens of milliseconds of one core at the
+// of the session's globs: under a tenth of a second of one core at the
 // worst (BenchmarkGlobsWorst). A thousand paths of five segments against
 // a hundred globs like **/*.ts cost some 7,000,000.
 const maxGlobCost = 50_000_000
