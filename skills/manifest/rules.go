@@ -20,8 +20,8 @@ const (
 )
 
 // Limits of the globs key: real rules name a handful of patterns of a few
-// dozen characters; matching costs the product of the pattern's and the
-// path's lengths, so neither may be unbounded.
+// dozen characters; what matching one costs grows with its length and its
+// alternatives (Glob.Cost), so neither may be unbounded.
 const (
 	MaxGlobs   = 64
 	MaxGlobLen = 256
@@ -191,10 +191,12 @@ func MatchGlob(g, name string) bool {
 }
 
 // Glob is a glob ready to match many paths: its brace alternatives, each
-// cut into segments.
+// cut into segments and compiled (nil for "**").
 type Glob struct {
 	Text string
-	alts [][]string
+	alts [][]*segPattern
+	// perCell and perByte bound the steps of a match (Cost).
+	perCell, perByte int64
 }
 
 // CompileGlob compiles g, or says why it is no glob (CheckGlob).
@@ -205,13 +207,29 @@ func CompileGlob(g string) (*Glob, error) {
 	alts, _ := expandBraces(g)
 	c := &Glob{Text: g}
 	for _, a := range alts {
-		c.alts = append(c.alts, skills.SplitSlash(a))
+		segs := skills.SplitSlash(a)
+		pat := make([]*segPattern, len(segs))
+		c.perCell++
+		for i, seg := range segs {
+			c.perCell++
+			if seg == "**" {
+				continue
+			}
+			sp, err := compileSegment(seg)
+			if err != nil {
+				return nil, fmt.Errorf("segment %q is not a valid pattern", seg)
+			}
+			pat[i] = sp
+			c.perCell += int64(sp.fixed)
+			c.perByte += int64(sp.perByte)
+		}
+		c.alts = append(c.alts, pat)
 	}
 	return c, nil
 }
 
 // Match reports whether the path of segments segs (skills.SplitSlash) matches.
-// It costs at most Cost() * (len(segs)+1) segment matches.
+// It costs at most Cost(len(segs)+1, the bytes of segs) steps.
 func (c *Glob) Match(segs []string) bool {
 	for _, a := range c.alts {
 		if matchSegments(a, segs) {
@@ -221,39 +239,41 @@ func (c *Glob) Match(segs []string) bool {
 	return false
 }
 
-// Cost is the number of segments of all the glob's alternatives: what
-// matching one more path segment costs at most, in segment matches.
-func (c *Glob) Cost() int {
-	n := 0
-	for _, a := range c.alts {
-		n += max(len(a), 1)
-	}
-	return n
+// Cost bounds the steps (a step compares a byte, decodes a rune, tests a
+// class range or fills one cell of the segment table) of matching paths
+// of cells segments and bytes bytes in all, counting one more segment for
+// each path: the cost is linear in both, so the bound of many paths is
+// that of their sums. A segment pattern with a '?' or a class between two
+// stars costs its size for each byte of each segment it is tried on;
+// every other is found in time linear in the segment's length, or tried
+// at a fixed number of offsets.
+func (c *Glob) Cost(cells, bytes int64) int64 {
+	return c.perCell*cells + c.perByte*bytes
 }
 
-// matchSegments matches pattern segments against path segments, "**"
-// matching any number of them, by dynamic programming: ok[j] says whether
-// the pattern so far matches the first j path segments.
-func matchSegments(pat, segs []string) bool {
+// matchSegments matches pattern segments (nil for "**") against path
+// segments, "**" matching any number of them, by dynamic programming:
+// ok[j] says whether the pattern so far matches the first j path segments.
+func matchSegments(pat []*segPattern, segs []string) bool {
 	ok := make([]bool, len(segs)+1)
+	next := make([]bool, len(segs)+1)
 	ok[0] = true
+	step(len(segs) + 1)
 	for _, p := range pat {
-		next := make([]bool, len(segs)+1)
-		if p == "**" {
+		step(len(segs) + 1)
+		if p == nil {
 			reach := false
 			for j := range ok {
 				reach = reach || ok[j]
 				next[j] = reach
 			}
 		} else {
+			next[0] = false
 			for j := 1; j <= len(segs); j++ {
-				if ok[j-1] {
-					m, _ := path.Match(p, segs[j-1])
-					next[j] = m
-				}
+				next[j] = ok[j-1] && p.match(segs[j-1])
 			}
 		}
-		ok = next
+		ok, next = next, ok
 	}
 	return ok[len(segs)]
 }

@@ -166,6 +166,12 @@ func FuzzMatchGlob(f *testing.F) {
 			return
 		}
 		got := MatchGlob(g, name)
+		if c, err := CompileGlob(g); err == nil {
+			segs := skills.SplitSlash(name)
+			if n, bound := countSteps(c, segs); n > bound {
+				t.Fatalf("matching %q against %q took %d steps, over its cost %d", g, name, n, bound)
+			}
+		}
 		if CheckGlob(g) != nil {
 			if got {
 				t.Fatalf("the invalid glob %q matches %q", g, name)
@@ -226,4 +232,102 @@ func numberedGlobs(n int) []string {
 		out[i] = "g" + strconv.Itoa(i) + "/*"
 	}
 	return out
+}
+
+// FuzzSegmentMatch holds the compiled segment matcher to path.Match, its
+// definition, on every valid pattern and every segment (no '/').
+func FuzzSegmentMatch(f *testing.F) {
+	f.Add("*a?c*[x-z]", "abcxz")
+	f.Add("*?", "\xc3\xa9a")
+	f.Add("[^\ufffd]*", "\x80")
+	f.Add(`*\*[\]]`, "a*]")
+	f.Add("a*b*c", "aabbcc")
+	f.Fuzz(func(t *testing.T, p, s string) {
+		if strings.Contains(s, "/") {
+			return
+		}
+		want, err := path.Match(p, s)
+		sp, cerr := compileSegment(p)
+		if (err != nil) != (cerr != nil) {
+			t.Fatalf("pattern %q: path.Match says %v, compileSegment %v", p, err, cerr)
+		}
+		if err != nil {
+			return
+		}
+		if got := sp.match(s); got != want {
+			t.Fatalf("match(%q, %q) = %t, path.Match says %t", p, s, got, want)
+		}
+	})
+}
+
+// countSteps matches c against segs counting the steps: how many it
+// took, and how many its Cost allows.
+func countSteps(c *Glob, segs []string) (n, bound int64) {
+	steps = &n
+	defer func() { steps = nil }()
+	c.Match(segs)
+	return n, c.Cost(int64(len(segs)+1), int64(len(strings.Join(segs, ""))))
+}
+
+// attackGlobs are globs of the most work a byte of path may cost: one
+// whose last chunk follows a star (path.Match tries it at every offset,
+// about its length times the segment's bytes in all), and one whose
+// chunk between two stars has '?' in it (tried at every offset here too).
+var attackGlobs = map[string]string{
+	"a last chunk":   "*" + strings.Repeat("{a,b}", 6) + strings.Repeat("a", MaxGlobLen-32) + "c",
+	"a middle '?'":   "*" + strings.Repeat("?", MaxGlobLen-3) + "c*",
+	"a middle class": "*" + strings.Repeat("[a]", (MaxGlobLen-3)/3) + "c*",
+}
+
+// TestGlobCostOfAttacks: a glob of the most alternatives, ending in a
+// literal after a star, costs as much for a path of 4,096 bytes as for one
+// of 4 (its last chunk is tried at the segment's end only), and the steps
+// of every attack glob stay within its cost, the cost within the size of
+// the glob times the path's bytes.
+func TestGlobCostOfAttacks(t *testing.T) {
+	long := []string{strings.Repeat("a", 4096)}
+	c, err := CompileGlob(attackGlobs["a last chunk"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short := c.Cost(2, 4); c.Cost(2, 4096) != short || short > 2*64*(MaxGlobLen+8) {
+		t.Errorf("the last-chunk glob costs %d for 4096 bytes, %d for 4: want both the same, under %d", c.Cost(2, 4096), short, 2*64*(MaxGlobLen+8))
+	}
+	for name, g := range attackGlobs {
+		c, err := CompileGlob(g)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, segs := range [][]string{long, {strings.Repeat("a", 255)}, slices.Repeat([]string{strings.Repeat("a", 255)}, 16)} {
+			n, bound := countSteps(c, segs)
+			if n > bound {
+				t.Errorf("%s: %d steps, over its cost %d", name, n, bound)
+			}
+			bytes := int64(len(strings.Join(segs, "")))
+			if max := int64(c.perCell)*int64(len(segs)+1) + 2*int64(len(g)+1)*bytes; bound > max {
+				t.Errorf("%s: cost %d over (2 x its length) x the %d bytes", name, bound, bytes)
+			}
+		}
+	}
+}
+
+// BenchmarkGlobWorst matches each attack glob against a segment of 255
+// bytes (the most a path's may have), and reports the time a counted step takes: the
+// globs request's budget (steps) times it is the longest a request runs.
+func BenchmarkGlobWorst(b *testing.B) {
+	segs := []string{strings.Repeat("a", 255)}
+	for name, g := range attackGlobs {
+		c, err := CompileGlob(g)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := countSteps(c, segs)
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				c.Match(segs)
+			}
+			b.ReportMetric(float64(n), "steps/op")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/step")
+		})
+	}
 }

@@ -73,8 +73,10 @@ type GlobMatch struct {
 	Globs []string `json:"globs"`
 }
 
-// Limits of a globs request.
+// Limits of a globs request: its paths, their bytes, and the bytes of
+// each of their segments (a file name's limit).
 const (
-	MaxGlobPaths   = 1000
-	MaxGlobPathLen = 4096
+	MaxGlobPaths      = 1000
+	MaxGlobPathLen    = 4096
+	MaxGlobSegmentLen = 255
 )

@@ -117,6 +117,7 @@ type Daemon struct {
 	http      *server.API
 	metrics   *metrics
 	diffs     *diffGate // what comparisons of versions hold together
+	globs     globsGate // the globs requests running
 	log       *slog.Logger
 	mountRoot string
 	readyBusy checks // readiness checks under way

@@ -7,7 +7,6 @@ import (
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
-	"skillfs/skills/manifest"
 )
 
 // Turn answers one turn of a session's agent (api.Turn): after refreshing
@@ -155,71 +154,4 @@ func writeMarkdownSelected(b *strings.Builder, sel []api.TurnSkill) {
 		}
 		fmt.Fprintf(b, "\n%s\n", strings.TrimRight(t.Content, "\n"))
 	}
-}
-
-// maxGlobWork bounds the segment matches of one globs request (a
-// segment match compares one segment of a glob with one of a path): the
-// paths and the globs are bounded each, but a session's own skills could
-// hold the most globs a SKILL.md may have and still make their product
-// long to answer. Real requests cost a few thousand.
-const maxGlobWork = 5_000_000
-
-// Globs answers which of a session's readable skills apply to each of
-// paths (api.Globs): those whose SKILL.md globs match it (manifest.MatchGlob).
-// A request whose matching would cost over maxGlobWork is refused before
-// any is done.
-func (d *Daemon) Globs(ctx context.Context, id string, paths []string) (*api.Globs, error) {
-	if len(paths) > api.MaxGlobPaths {
-		return nil, fmt.Errorf("globs: %d paths, over the %d a request may ask about: %w", len(paths), api.MaxGlobPaths, skills.ErrInvalid)
-	}
-	segs := make([][]string, len(paths))
-	pathWork := 0
-	for i, p := range paths {
-		if len(p) > api.MaxGlobPathLen {
-			return nil, fmt.Errorf("globs: path %d is %d bytes long, over %d: %w", i+1, len(p), api.MaxGlobPathLen, skills.ErrInvalid)
-		}
-		segs[i] = skills.SplitSlash(p)
-		pathWork += len(segs[i]) + 1
-	}
-	s, err := d.Session(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := d.promptEntries(ctx, s, d.viewFS(s), true)
-	if err != nil {
-		return nil, err
-	}
-	compiled := make([][]*manifest.Glob, len(entries))
-	globWork := 0
-	for i, e := range entries {
-		for _, g := range e.m.Globs {
-			c, err := manifest.CompileGlob(g)
-			if err != nil {
-				continue // a stored SKILL.md's globs were checked as it was parsed
-			}
-			compiled[i] = append(compiled[i], c)
-			globWork += c.Cost()
-		}
-	}
-	if work := pathWork * globWork; work > maxGlobWork {
-		return nil, fmt.Errorf("globs: %d paths against the %d glob segments of this session's skills is %d segment matches, over %d: ask about fewer or shorter paths: %w",
-			len(paths), globWork, work, maxGlobWork, skills.ErrInvalid)
-	}
-	out := &api.Globs{Paths: make([]api.PathSkills, len(paths))}
-	for i, p := range paths {
-		ps := api.PathSkills{Path: p, Skills: []api.GlobMatch{}}
-		for j, e := range entries {
-			var hit []string
-			for _, c := range compiled[j] {
-				if c.Match(segs[i]) {
-					hit = append(hit, c.Text)
-				}
-			}
-			if len(hit) > 0 {
-				ps.Skills = append(ps.Skills, api.GlobMatch{Slug: e.slug, Name: e.name, Globs: hit})
-			}
-		}
-		out.Paths[i] = ps
-	}
-	return out, nil
 }

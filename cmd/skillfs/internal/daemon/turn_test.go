@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -227,7 +228,11 @@ func TestTurnRefreshesTheSession(t *testing.T) {
 func TestGlobs(t *testing.T) {
 	ctx := context.Background()
 	d, info := turnDaemon(t)
-	g, err := d.Globs(ctx, info.ID, []string{"src/app.ts", "lib/x.ts", "src/README", "docs/guide.md", "docs/deep/guide.md", "go.mod"})
+	paths := []string{"src/app.ts", "lib/x.ts", "src/README", "docs/guide.md", "docs/deep/guide.md", "go.mod"}
+	if cost := sessionCost(t, d, info.ID, paths); cost > 1000 {
+		t.Errorf("six paths against three globs cost %d steps", cost)
+	}
+	g, err := d.Globs(ctx, info.ID, paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,10 +389,14 @@ func TestGlobsWorkBounded(t *testing.T) {
 	for i := range deep {
 		deep[i] = strings.Repeat("a/", 200) + "x"
 	}
-	if _, err := d.Globs(ctx, info.ID, deep); !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), "segment matches, over 5000000") {
+	if _, err := d.Globs(ctx, info.ID, deep); !errors.Is(err, skills.ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("would cost over %d steps", maxGlobCost)) {
 		t.Errorf("a costly request: %v, want refused as over the bound", err)
 	}
-	g, err := d.Globs(ctx, info.ID, []string{"acegik/x", "bdfhjl/q/x", "x"})
+	modest := []string{"acegik/x", "bdfhjl/q/x", "x"}
+	if cost := sessionCost(t, d, info.ID, modest); cost > maxGlobCost/10 {
+		t.Errorf("a modest request costs %d", cost)
+	}
+	g, err := d.Globs(ctx, info.ID, modest)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ type Metrics struct {
 const (
 	LimitStreams = "event_streams"
 	LimitDiffs   = "diff_memory"
+	LimitGlobs   = "globs"
 )
 
 // Buckets of the latency histograms, in seconds: API calls on the socket
@@ -50,10 +51,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		importSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skillfs_import_duration_seconds",
 			Help: "How long the import stages through the API took.", Buckets: importBuckets}, []string{"stage"}),
 		busy: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_api_busy_total",
-			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams) or diff_memory (--diff-memory, comparing versions)."},
+			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams) diff_memory (--diff-memory, comparing versions) or globs (globs requests running at once)."},
 			[]string{"limit"}),
 	}
-	for _, l := range []string{LimitStreams, LimitDiffs} {
+	for _, l := range []string{LimitStreams, LimitDiffs, LimitGlobs} {
 		m.busy.WithLabelValues(l)
 	}
 	// The import series exist from the start, at 0: a rate over them
