@@ -698,10 +698,83 @@ func TestInstallOnHungFilesystem(t *testing.T) {
 		t.Fatal("the install still waits for the hung filesystem")
 	}
 	sameState(t, "an install on a hung filesystem", before, stateOf(t, d))
+	// The stuck read holds its place after the install gave up: the
+	// user's next path install is refused busy while it hangs (the
+	// skill's bytes still install), another user's goes through.
+	if all, mine := d.reads.outstanding("alice"); all != 1 || mine != 1 {
+		t.Fatalf("outstanding reads after the timeout: %d, alice's %d; want the stuck one", all, mine)
+	}
+	_, err = d.InstallForSession(ctx, id, api.InstallRequest{Path: "/workspace/fine"}, nil)
+	var busy *server.BusyError
+	if !errors.As(err, &busy) || !errors.Is(err, skills.ErrBusy) || busy.RetryAfter <= 0 || !strings.Contains(err.Error(), `"alice"`) {
+		t.Fatalf("alice's next path install while her read hangs: %v, want busy naming her", err)
+	}
+	sameState(t, "an install refused busy", before, stateOf(t, d))
+	up := &catalog.Upload{Kind: catalog.UploadManifest, Name: "SKILL.md",
+		Body: strings.NewReader(skilltest.Manifest("name: sent\ndescription: sent as bytes", "body\n"))}
+	if _, err := d.InstallForSession(ctx, id, api.InstallRequest{}, up); err != nil {
+		t.Fatalf("alice's upload while her read hangs: %v", err)
+	}
+	addUsers(t, d, "bob")
+	bws := filepath.Join(t.TempDir(), "ws")
+	demoSkill(t, bws, "bobs", "body\n")
+	bobs := boundSession(t, d, "bob", box(t, bws))
+	if _, err := d.InstallForSession(ctx, bobs, api.InstallRequest{Path: "/workspace/bobs"}, nil); err != nil {
+		t.Fatalf("bob's install while alice's read hangs: %v", err)
+	}
+	// Released, the read ends and gives its place back.
+	h.release()
+	for deadline := time.Now().Add(hang); ; time.Sleep(10 * time.Millisecond) {
+		if all, _ := d.reads.outstanding("alice"); all == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read released still holds its place")
+		}
+	}
 	if _, err := d.InstallForSession(ctx, id, api.InstallRequest{Path: "/workspace/fine"}, nil); err != nil {
 		t.Fatalf("the next install of the user: %v", err)
 	}
 	if tmp, _ := os.ReadDir(filepath.Join(d.cat.Home(), "tmp")); len(tmp) != 0 {
 		t.Errorf("left in the temporary area: %v", tmp)
+	}
+}
+
+// TestSandboxReadGate: past the host's count of outstanding reads, or a
+// user's, a read is refused busy; a place given back (once, however often
+// its release is called) lets the next in.
+func TestSandboxReadGate(t *testing.T) {
+	refused := 0
+	g := newReadGate(2, 1, func() { refused++ })
+	a, err := g.enter("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.enter("a"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("a's second read: %v", err)
+	}
+	b, err := g.enter("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.enter("c"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), "(2)") {
+		t.Fatalf("a read past the host's count: %v", err)
+	}
+	a()
+	a()
+	if all, mine := g.outstanding("a"); all != 1 || mine != 0 {
+		t.Fatalf("after a's release: %d, %d", all, mine)
+	}
+	c, err := g.enter("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.enter("a"); !errors.Is(err, skills.ErrBusy) {
+		t.Fatalf("a read past the host's count, released twice: %v", err)
+	}
+	b()
+	c()
+	if all, _ := g.outstanding("a"); all != 0 || refused != 3 {
+		t.Fatalf("at the end: %d outstanding, %d refused", all, refused)
 	}
 }
