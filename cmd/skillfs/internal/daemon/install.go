@@ -183,7 +183,7 @@ func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.Inst
 		// Bounded: a filesystem in the sandbox that hangs must not hold
 		// the user's installs for longer; and the read holds its place
 		// in the gate until it truly ends, however long after that.
-		release, gerr := d.reads.enter(s.UID)
+		release, gerr := d.reads.enter(ctx, s.UID)
 		if gerr != nil {
 			return nil, gerr
 		}

@@ -746,18 +746,20 @@ func TestInstallOnHungFilesystem(t *testing.T) {
 func TestSandboxReadGate(t *testing.T) {
 	refused := 0
 	g := newReadGate(2, 1, func() { refused++ })
-	a, err := g.enter("a")
+	g.wait = 0 // no place frees meanwhile: answered at once
+	ctx := context.Background()
+	a, err := g.enter(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.enter("a"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), `"a"`) {
+	if _, err := g.enter(ctx, "a"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("a's second read: %v", err)
 	}
-	b, err := g.enter("b")
+	b, err := g.enter(ctx, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.enter("c"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), "(2)") {
+	if _, err := g.enter(ctx, "c"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), "(2)") {
 		t.Fatalf("a read past the host's count: %v", err)
 	}
 	a()
@@ -765,11 +767,11 @@ func TestSandboxReadGate(t *testing.T) {
 	if all, mine := g.outstanding("a"); all != 1 || mine != 0 {
 		t.Fatalf("after a's release: %d, %d", all, mine)
 	}
-	c, err := g.enter("c")
+	c, err := g.enter(ctx, "c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.enter("a"); !errors.Is(err, skills.ErrBusy) {
+	if _, err := g.enter(ctx, "a"); !errors.Is(err, skills.ErrBusy) {
 		t.Fatalf("a read past the host's count, released twice: %v", err)
 	}
 	b()
