@@ -41,7 +41,7 @@ var (
 	ClassUnavailable = ExitClass{"unavailable", 9, http.StatusServiceUnavailable,
 		"the shared index (PostgreSQL) cannot be reached: nothing was changed; sessions already served keep serving, try again when it is back"}
 	ClassBusy = ExitClass{"busy", 10, http.StatusServiceUnavailable,
-		"the daemon is at one of its limits (event streams, memory for comparing versions): nothing was done; try again in a moment (the API says when in Retry-After)"}
+		"the daemon is at one of its limits (event streams, memory for comparing versions, reads of sandbox paths): nothing was done; try again in a moment (the API says when in Retry-After)"}
 	ClassDamaged = ExitClass{"damaged", 8, http.StatusServiceUnavailable,
 		"the data directory is damaged or inconsistent (index missing, empty, unreadable or from another data directory beside published content): nothing was changed; see `skillfs check`, repair with `skillfs check --repair`"}
 )

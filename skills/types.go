@@ -63,7 +63,7 @@ var (
 	// when it is back. Views already served keep serving.
 	ErrUnavailable = errors.New("index unavailable")
 	// ErrBusy marks a request the daemon refused because one of its
-	// limits is reached (event streams, memory for comparing versions):
+	// limits is reached (event streams, memory for comparing versions, reads of sandbox paths):
 	// nothing was done, and the same request may succeed in a moment.
 	ErrBusy = errors.New("busy")
 	// ErrElsewhere marks a change to a session that another host serves:

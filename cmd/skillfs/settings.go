@@ -68,6 +68,9 @@ var settingRules = []settingRule{
 	countRule("install-max-skills", 1, 1_000_000, ""),
 	countRule("install-max-mib", 1, 1<<20, ""),
 	countRule("installs-per-hour", 1, 1_000_000, ""),
+	{key: "install-git-hosts", def: "none: any https host whose addresses are all public",
+		rng: "hosts separated by commas, each `HOST[:PORT]` (https) or `http://HOST[:PORT]` (http too), HOST a DNS name or an IP address (IPv6 in brackets)", check: gitHostsProblem},
+	{key: "install-as-root", rng: "true or false"},
 	{key: "import-root", env: importRootsEnv, def: "none", rng: "an existing directory, not in /proc, /sys or /dev; repeatable (a list in the file; folders separated by `:` in the environment)"},
 
 	// Other commands'.

@@ -96,6 +96,8 @@ func TestSettingRanges(t *testing.T) {
 		{"fd-reserve", []string{"0", "63", "1048577"}, []string{"64", "1024"}},
 		{"idle-timeout", []string{"0", "999ms", "2h"}, []string{"1s", "60s", "1h"}},
 		{"diff-memory", []string{"0", "15", "65537"}, []string{"16", "256", "65536"}},
+		{"install-git-hosts", []string{",", "ssh://git.example.com", "git.example.com/team", "u@git.example.com", "git.example.com:0", "::1", "a,,b"},
+			[]string{"", "git.example.com", "http://127.0.0.1:8080, [fd00::1]:8443", "https://gitlab.corp"}},
 	}
 	for _, tc := range cases {
 		for _, v := range tc.bad {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,6 +173,9 @@ type Error struct {
 	Reason string // what went wrong, e.g. "repository not found or not readable without credentials"
 	Detail string // git's own last error lines, bounded, with credential prompts and secrets removed
 	Err    error
+	// plain leaves Detail out of the message (RemotePolicy.Plain): it is
+	// for the daemon's log, not for the caller.
+	plain bool
 }
 
 // Error implements error.
@@ -181,7 +185,7 @@ func (e *Error) Error() string {
 		msg += " at ref " + strconv.Quote(e.Source.Ref)
 	}
 	msg += ": " + e.Reason
-	if e.Detail != "" {
+	if e.Detail != "" && !e.plain {
 		msg += " (git: " + e.Detail + ")"
 	}
 	return msg
@@ -277,11 +281,20 @@ func Clone(ctx context.Context, src Source, dir string, opts CloneOptions) (comm
 	timeout := opts.timeout()
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, &cloneTimeoutError{d: timeout})
 	defer cancel()
+	var remote *remoteCheck
+	if opts.Remote != nil {
+		if remote, err = opts.Remote.check(ctx, src, fetchURL); err != nil {
+			return "", err
+		}
+	}
 	g, err := newGitRunner(src, fetchURL, opts.Limits)
 	if err != nil {
 		return "", err
 	}
 	defer g.close()
+	if remote != nil {
+		g.config, g.plain = remote.config, opts.Remote.Plain
+	}
 	defer func() {
 		if err != nil {
 			if cerr := clearCloneDir(dir, created); cerr != nil {
@@ -290,7 +303,7 @@ func Clone(ctx context.Context, src Source, dir string, opts CloneOptions) (comm
 		}
 	}()
 
-	if local, ok := localRepoPath(fetchURL); ok && !opts.viaClone {
+	if local, ok := localRepoPath(fetchURL); ok && !opts.viaClone && remote == nil {
 		objects, ok := localObjectDir(local)
 		if !ok && opts.Confine != nil {
 			if _, err := os.Lstat(local); errors.Is(err, os.ErrNotExist) {
@@ -790,6 +803,10 @@ type gitRunner struct {
 	bin  string
 	home string
 	env  []string
+	// config is passed after gitSafeConfig (RemotePolicy's), and plain
+	// keeps git's messages out of errors (RemotePolicy.Plain).
+	config []string
+	plain  bool
 }
 
 // gitPassEnv are the variables git may keep from the daemon's environment:
@@ -867,8 +884,8 @@ type gitResult struct {
 // command prepares git with the safe configuration, in dir when not "" (else
 // in the runner's empty home), in its own session so cancellation can kill everything it started.
 func (g *gitRunner) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
-	full := make([]string, 0, 2*len(gitSafeConfig)+len(args)+2)
-	for _, c := range gitSafeConfig {
+	full := make([]string, 0, 2*len(gitSafeConfig)+2*len(g.config)+len(args)+2)
+	for _, c := range append(slices.Clip(gitSafeConfig), g.config...) {
 		full = append(full, "-c", c)
 	}
 	if dir != "" {
@@ -911,7 +928,11 @@ func (g *gitRunner) fail(ctx context.Context, res gitResult, reason string, err 
 	if ctx.Err() != nil {
 		return g.stopped(ctx)
 	}
-	return &Error{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, append(gitSecrets(g.src.URL), gitSecrets(g.url)...)), Err: err}
+	if g.plain && unreachable(res.stderr) {
+		reason = "the host could not be reached"
+	}
+	return &Error{Source: g.src, Reason: reason, Detail: gitDetail(res.stderr, append(gitSecrets(g.src.URL), gitSecrets(g.url)...)), Err: err,
+		plain: g.plain}
 }
 
 // stopped builds the Error for a command killed because ctx is done: the

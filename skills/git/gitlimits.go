@@ -36,6 +36,10 @@ type CloneOptions struct {
 	// the read. A repository here whose objects cannot be found is then
 	// refused too (git would look for them itself).
 	Confine func(dir string) error
+	// Remote, when set, is what the clone may read, for a caller not
+	// trusted with the daemon's network (see RemotePolicy): checked
+	// before git runs.
+	Remote *RemotePolicy
 	// viaClone reads a repository on this machine by cloning it, as a
 	// remote one is read, instead of from its objects (tests of the clone).
 	viaClone bool

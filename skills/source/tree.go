@@ -106,7 +106,10 @@ type ResolveOptions struct {
 	// Confine is the check of every folder a read of a repository on this
 	// machine takes objects from (git.CloneOptions.Confine); nil for none.
 	Confine func(dir string) error
-	Log     *slog.Logger // nil: nothing is logged
+	// Remote is what a clone may read (git.CloneOptions.Remote); nil:
+	// any source.
+	Remote *git.RemotePolicy
+	Log    *slog.Logger // nil: nothing is logged
 }
 
 // display is the name of the source spec in messages, answers and logs,
@@ -252,7 +255,7 @@ func resolveTree(ctx context.Context, spec git.Spec, opts ResolveOptions) (*Tree
 		key = "local:" + abs
 	}
 	root := filepath.Join(work, "clone")
-	commit, err := git.Clone(ctx, gs, root, git.CloneOptions{Limits: opts.Limits, Timeout: opts.Timeout, Confine: opts.Confine}) // a plain tree within the limits, no .git
+	commit, err := git.Clone(ctx, gs, root, git.CloneOptions{Limits: opts.Limits, Timeout: opts.Timeout, Confine: opts.Confine, Remote: opts.Remote}) // a plain tree within the limits, no .git
 	if err != nil {
 		return fail(err)
 	}

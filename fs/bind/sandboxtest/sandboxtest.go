@@ -33,6 +33,16 @@ type Box struct {
 // /workspace, and more bwrap arguments (binds) before the command. It
 // waits until the process runs as that uid. Stop ends it.
 func Sandboxed(workspace string, uid, gid int, binds ...string) (*Box, error) {
+	return sandboxed(false, workspace, uid, gid, binds...)
+}
+
+// SandboxedSharingPIDs is Sandboxed with the daemon's pid namespace: its
+// /proc shows every process of the host's, the daemon's among them.
+func SandboxedSharingPIDs(workspace string, uid, gid int, binds ...string) (*Box, error) {
+	return sandboxed(true, workspace, uid, gid, binds...)
+}
+
+func sandboxed(sharePID bool, workspace string, uid, gid int, binds ...string) (*Box, error) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		return nil, err
@@ -42,10 +52,14 @@ func Sandboxed(workspace string, uid, gid int, binds ...string) (*Box, error) {
 		return nil, err
 	}
 	defer r.Close()
-	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--as-pid-1", "--die-with-parent",
+	args := []string{"--unshare-pid", "--as-pid-1"}
+	if sharePID {
+		args = nil
+	}
+	args = append(args, "--unshare-ipc", "--unshare-net", "--unshare-uts", "--die-with-parent",
 		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
-		"--bind", workspace, "/workspace", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--info-fd", "3"}
+		"--bind", workspace, "/workspace", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--info-fd", "3")
 	args = append(args, binds...)
 	args = append(args, "--", "setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", gid), "--clear-groups",
 		"--inh-caps=-all", "sleep", "infinity")

@@ -43,6 +43,10 @@ type ImportRequest struct {
 	// session's install reads a path in its sandbox, never one of the
 	// daemon's (see checkSpec).
 	RemoteOnly bool
+	// Remote, when set, is what a clone of a git source may read: a
+	// session's install reads only hosts on the internet, or those the
+	// operator allows (see git.RemotePolicy).
+	Remote *git.RemotePolicy
 	// Vet, when set, is asked under the publish lock before a skill is
 	// published (a new skill, or a new version of existing): its slug and
 	// the bytes of its content. An error refuses that skill; nothing of it
@@ -368,7 +372,7 @@ func (c *Catalog) agentSource(req ImportRequest, res *ImportResult) (*source, []
 func (c *Catalog) resolve(ctx context.Context, req ImportRequest) (*source, error) {
 	opts := skillsource.ResolveOptions{TempDir: filepath.Join(c.home, tmpDir), Limits: c.lim, Timeout: req.Timeout,
 		Ref: req.Ref, Path: req.Path, Display: req.Display, NoWorkDir: req.API || req.recorded,
-		Confine: c.objectsConfined(req), Log: c.log}
+		Confine: c.objectsConfined(req), Remote: req.Remote, Log: c.log}
 	if req.API {
 		opts.Check = func(spec git.Spec) error {
 			req.Source = spec.Given

@@ -26,6 +26,7 @@ import (
 	"skillfs/cmd/skillfs/internal/server"
 	skfs "skillfs/fs"
 	"skillfs/index"
+	"skillfs/skills/git"
 )
 
 // Options configure a daemon.
@@ -94,6 +95,15 @@ type Options struct {
 	// Quotas bound what each user's sessions may install
 	// (InstallForSession).
 	Quotas Quotas
+	// InstallAsRoot lets a session's install read a path in its sandbox
+	// as a process running as root (uid 0); by default such a process is
+	// refused (sandbox.Request.AllowRoot).
+	InstallAsRoot bool
+	// InstallGitHosts, when not empty, are the only hosts a session's
+	// install reads a git source from, whatever their addresses; when
+	// empty, any https host whose addresses are all public
+	// (git.RemotePolicy).
+	InstallGitHosts []git.Host
 	// FsName is the mount's source in the mount table (fs.Options.FsName;
 	// "" for the filesystem's own).
 	FsName string
@@ -118,6 +128,7 @@ type Daemon struct {
 	metrics   *metrics
 	diffs     *diffGate // what comparisons of versions hold together
 	globs     globsGate // the globs requests running
+	reads     *readGate // the reads of sandbox paths outstanding
 	log       *slog.Logger
 	mountRoot string
 	readyBusy checks // readiness checks under way
@@ -231,6 +242,7 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 	d.metrics = newMetrics(d)
 	d.diffs = newDiffGate(opts.DiffMemory, func() { d.metrics.http.Refused(server.LimitDiffs) })
 	cat.LimitDiffs(d.diffs)
+	d.reads = newReadGate(maxSandboxReads, maxSandboxReadsPerUser, func() { d.metrics.http.Refused(server.LimitSandboxReads) })
 	if err := d.startRecorder(ctx); err != nil {
 		return nil, err
 	}

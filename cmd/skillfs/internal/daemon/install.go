@@ -12,6 +12,7 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
 	"skillfs/cmd/skillfs/internal/sandbox"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/policy"
 	"skillfs/skills"
 	"skillfs/skills/git"
@@ -180,11 +181,26 @@ func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.Inst
 			return nil, err
 		}
 		// Bounded: a filesystem in the sandbox that hangs must not hold
-		// the user's installs for longer.
+		// the user's installs for longer; and the read holds its place
+		// in the gate until it truly ends, however long after that.
+		release, gerr := d.reads.enter(ctx, s.UID)
+		if gerr != nil {
+			return nil, gerr
+		}
 		rctx, cancel := context.WithTimeout(ctx, SandboxReadTimeout)
 		defer cancel()
+		read := sandbox.Request{PID: b.PID, NS: b.NS, Path: req.Path, Limits: d.cat.Limits(), AllowRoot: d.opts.InstallAsRoot,
+			Done: release}
+		started := false
+		defer func() {
+			if !started {
+				release() // ImportCopy refused before it asked for the copy
+			}
+		}()
 		res, err = d.cat.ImportCopy(ctx, ir, "sandbox:"+req.Path, func(dir string) (string, string, error) {
-			c, err := sandbox.Read(rctx, sandbox.Request{PID: b.PID, NS: b.NS, Path: req.Path, Dst: dir, Limits: d.cat.Limits()})
+			started = true
+			read.Dst = dir
+			c, err := sandbox.Read(rctx, read)
 			if err != nil {
 				return "", "", err
 			}
@@ -193,9 +209,19 @@ func (d *Daemon) installFor(ctx context.Context, s *skills.Session, req api.Inst
 		})
 	default:
 		// Read as the drafts' git sources are (API), and never from this
-		// machine, whoever the user is (RemoteOnly).
+		// machine, whoever the user is (RemoteOnly), nor from a host of
+		// the daemon's network unless the operator allows it (Remote).
+		// A session is told no more of git's failure than its kind; the
+		// operator finds git's own words in the log.
 		ir.Source, ir.Ref, ir.API, ir.RemoteOnly = skillsource.ExpandNameNoWorkDir(req.Source), req.Ref, true, true
+		p, _ := server.PrincipalOf(ctx)
+		ir.Remote = &git.RemotePolicy{Hosts: d.opts.InstallGitHosts, Plain: p.Role == server.RoleSession}
 		res, err = d.cat.Import(ctx, ir)
+		var ge *git.Error
+		if errors.As(err, &ge) && ge.Detail != "" {
+			d.log.Info("a session's install from git failed", "session", s.ID, "user", s.UID, "source", git.ParseSpec(req.Source).String(),
+				"reason", ge.Reason, "git", ge.Detail)
+		}
 	}
 	if err != nil {
 		return nil, err

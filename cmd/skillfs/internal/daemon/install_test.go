@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,8 +22,10 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/api/apitest"
 	"skillfs/cmd/skillfs/internal/catalog"
+	"skillfs/cmd/skillfs/internal/server"
 	"skillfs/fs/bind/sandboxtest"
 	"skillfs/skills"
+	"skillfs/skills/git"
 	"skillfs/skills/gittest"
 	"skillfs/skills/skilltest"
 )
@@ -269,13 +274,23 @@ func TestInstallFromGit(t *testing.T) {
 	}
 	id := boundSession(t, d, "alice", nil)
 	withCreds := strings.Replace(base, "http://", "http://agent:s3cret@", 1) + "team/skills.git"
+	// The test's server is on a loopback port, over http: read only once
+	// the operator lists it.
+	if _, err := d.InstallForSession(ctx, id, api.InstallRequest{Source: withCreds, Ref: "main"}, nil); !errors.Is(err, skills.ErrPermission) {
+		t.Fatalf("install from a loopback http host not allowed: %v, want ErrPermission", err)
+	}
+	hosts, err := git.ParseHosts(strings.TrimSuffix(base, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.opts.InstallGitHosts = hosts
 	out, err := d.InstallForSession(ctx, id, api.InstallRequest{Source: withCreds, Ref: "main", Now: true}, nil)
 	if err != nil || out.Slug != "gitted" || !out.Joined {
 		t.Fatalf("install from git = %+v, %v", out, err)
 	}
 	recs, err := d.db.Installs(ctx, id)
-	if err != nil || len(recs) != 1 || recs[0].Kind != skills.InstallGit || strings.Contains(recs[0].Source, "s3cret") ||
-		!strings.Contains(recs[0].Source, "team/skills.git") {
+	if err != nil || len(recs) != 2 || recs[1].Kind != skills.InstallGit || recs[1].Outcome != skills.InstallOK ||
+		strings.Contains(recs[0].Source+recs[1].Source, "s3cret") || !strings.Contains(recs[1].Source, "team/skills.git") {
 		t.Fatalf("records = %+v, %v: want the source without its credentials", recs, err)
 	}
 	admin := boundSession(t, d, "root", nil)
@@ -286,6 +301,96 @@ func TestInstallFromGit(t *testing.T) {
 		}
 	}
 	sameState(t, "installs from this machine", before, stateOf(t, d))
+}
+
+// TestInstallFromGitHosts: with no hosts allowed, a session's install
+// reads only https hosts whose addresses are public: loopback, private,
+// link-local and the like, by address or by a name resolving to one, are
+// refused before git runs (nothing reaches the host), as is every other
+// transport; with hosts allowed, only those. A session is told no more of a
+// failure than its kind (not found, not reached, refused): none of git's
+// words, which the operator still gets, and the log.
+func TestInstallFromGitHosts(t *testing.T) {
+	gittest.Require(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "no repository here", http.StatusNotFound)
+	}))
+	t.Cleanup(srv.Close)
+	port := strings.TrimPrefix(srv.URL, "http://127.0.0.1:")
+	base := gittest.Serve(t, root)
+
+	d := newTestDaemon(t)
+	addUsers(t, d, "alice")
+	id := boundSession(t, d, "alice", nil)
+	asSession := server.WithPrincipal(ctx, server.Principal{Role: server.RoleSession, Session: id, Via: "sandbox-socket"})
+	before := stateOf(t, d)
+	for _, src := range []string{
+		srv.URL + "/x.git",                          // http, and loopback
+		"https://127.0.0.1:" + port + "/x.git",      // loopback
+		"https://localhost:" + port + "/x.git",      // a name of a loopback address
+		"https://[::1]:" + port + "/x.git",          // loopback
+		"https://[::ffff:127.0.0.1]:" + port + "/x", // loopback, mapped
+		"https://10.0.0.1/x.git",                    // private
+		"https://192.168.1.1/x.git",                 // private
+		"https://169.254.169.254/latest/meta-data",  // link-local: a cloud's metadata
+		"https://[fd00::1]/x.git",                   // unique local
+		"https://0.0.0.0:" + port + "/x.git",        // unspecified
+		"https://100.64.0.1/x.git",                  // shared (carrier-grade NAT)
+		"https://[64:ff9b::a00:1]/x.git",            // NAT64 of 10.0.0.1
+		"https://nosuchhost.invalid/x.git",          // no address at all
+		"ssh://git@127.0.0.1:" + port + "/x.git",    // not https
+		"git://127.0.0.1:" + port + "/x.git",        // not https
+		"127.0.0.1:x.git",                           // scp-like: ssh
+	} {
+		_, err := d.InstallForSession(asSession, id, api.InstallRequest{Source: src}, nil)
+		if !errors.Is(err, skills.ErrPermission) || strings.Contains(err.Error(), "(git:") {
+			t.Errorf("install from %s: %v, want ErrPermission without git's words", src, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback host was reached %d times", n)
+	}
+	sameState(t, "installs from hosts refused", before, stateOf(t, d))
+
+	// Allowed: the two loopback hosts, over http; any other host refused.
+	hosts, err := git.ParseHosts(strings.TrimSuffix(base, "/") + ", http://127.0.0.1:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.opts.InstallGitHosts = hosts
+	if _, err := d.InstallForSession(asSession, id, api.InstallRequest{Source: "https://github.com/owner/repo.git"}, nil); !errors.Is(err, skills.ErrPermission) ||
+		!strings.Contains(err.Error(), "not among the hosts allowed") {
+		t.Fatalf("install from a host not listed: %v", err)
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "http://" + closed.Addr().String() + "/x.git"
+	closed.Close()
+	d.opts.InstallGitHosts = append(d.opts.InstallGitHosts, git.Host{Name: "127.0.0.1", Port: closed.Addr().(*net.TCPAddr).Port, HTTP: true})
+	for _, tc := range []struct{ src, says string }{
+		{srv.URL + "/x.git", "repository not found"},
+		{base + "team/none.git", "repository not found"},
+		{closedURL, "could not be reached"},
+	} {
+		_, err := d.InstallForSession(asSession, id, api.InstallRequest{Source: tc.src}, nil)
+		if !errors.Is(err, skills.ErrNotFound) || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), "(git:") {
+			t.Errorf("a session's install from %s: %v, want not found saying %q and none of git's words", tc.src, err, tc.says)
+		}
+		_, err = d.InstallForSession(ctx, id, api.InstallRequest{Source: tc.src}, nil)
+		if !errors.Is(err, skills.ErrNotFound) || !strings.Contains(err.Error(), "(git:") {
+			t.Errorf("the operator's install from %s: %v, want git's words", tc.src, err)
+		}
+	}
+	if hits.Load() == 0 {
+		t.Fatal("the allowed host was never asked")
+	}
+	sameState(t, "installs from git that failed", before, stateOf(t, d))
 }
 
 // TestInstallRefusedLeavesStoreUnchanged: every refused install — what the
@@ -593,10 +698,85 @@ func TestInstallOnHungFilesystem(t *testing.T) {
 		t.Fatal("the install still waits for the hung filesystem")
 	}
 	sameState(t, "an install on a hung filesystem", before, stateOf(t, d))
+	// The stuck read holds its place after the install gave up: the
+	// user's next path install is refused busy while it hangs (the
+	// skill's bytes still install), another user's goes through.
+	if all, mine := d.reads.outstanding("alice"); all != 1 || mine != 1 {
+		t.Fatalf("outstanding reads after the timeout: %d, alice's %d; want the stuck one", all, mine)
+	}
+	_, err = d.InstallForSession(ctx, id, api.InstallRequest{Path: "/workspace/fine"}, nil)
+	var busy *server.BusyError
+	if !errors.As(err, &busy) || !errors.Is(err, skills.ErrBusy) || busy.RetryAfter <= 0 || !strings.Contains(err.Error(), `"alice"`) {
+		t.Fatalf("alice's next path install while her read hangs: %v, want busy naming her", err)
+	}
+	sameState(t, "an install refused busy", before, stateOf(t, d))
+	up := &catalog.Upload{Kind: catalog.UploadManifest, Name: "SKILL.md",
+		Body: strings.NewReader(skilltest.Manifest("name: sent\ndescription: sent as bytes", "body\n"))}
+	if _, err := d.InstallForSession(ctx, id, api.InstallRequest{}, up); err != nil {
+		t.Fatalf("alice's upload while her read hangs: %v", err)
+	}
+	addUsers(t, d, "bob")
+	bws := filepath.Join(t.TempDir(), "ws")
+	demoSkill(t, bws, "bobs", "body\n")
+	bobs := boundSession(t, d, "bob", box(t, bws))
+	if _, err := d.InstallForSession(ctx, bobs, api.InstallRequest{Path: "/workspace/bobs"}, nil); err != nil {
+		t.Fatalf("bob's install while alice's read hangs: %v", err)
+	}
+	// Released, the read ends and gives its place back.
+	h.release()
+	for deadline := time.Now().Add(hang); ; time.Sleep(10 * time.Millisecond) {
+		if all, _ := d.reads.outstanding("alice"); all == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read released still holds its place")
+		}
+	}
 	if _, err := d.InstallForSession(ctx, id, api.InstallRequest{Path: "/workspace/fine"}, nil); err != nil {
 		t.Fatalf("the next install of the user: %v", err)
 	}
 	if tmp, _ := os.ReadDir(filepath.Join(d.cat.Home(), "tmp")); len(tmp) != 0 {
 		t.Errorf("left in the temporary area: %v", tmp)
+	}
+}
+
+// TestSandboxReadGate: past the host's count of outstanding reads, or a
+// user's, a read is refused busy; a place given back (once, however often
+// its release is called) lets the next in.
+func TestSandboxReadGate(t *testing.T) {
+	refused := 0
+	g := newReadGate(2, 1, func() { refused++ })
+	g.wait = 0 // no place frees meanwhile: answered at once
+	ctx := context.Background()
+	a, err := g.enter(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.enter(ctx, "a"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("a's second read: %v", err)
+	}
+	b, err := g.enter(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.enter(ctx, "c"); !errors.Is(err, skills.ErrBusy) || !strings.Contains(err.Error(), "(2)") {
+		t.Fatalf("a read past the host's count: %v", err)
+	}
+	a()
+	a()
+	if all, mine := g.outstanding("a"); all != 1 || mine != 0 {
+		t.Fatalf("after a's release: %d, %d", all, mine)
+	}
+	c, err := g.enter(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.enter(ctx, "a"); !errors.Is(err, skills.ErrBusy) {
+		t.Fatalf("a read past the host's count, released twice: %v", err)
+	}
+	b()
+	c()
+	if all, _ := g.outstanding("a"); all != 0 || refused != 3 {
+		t.Fatalf("at the end: %d outstanding, %d refused", all, refused)
 	}
 }

@@ -18,7 +18,12 @@
 // process sees. Below the path named, nothing is followed: every entry is
 // looked at without following it, opened with O_NOFOLLOW and O_NONBLOCK
 // and checked again on the descriptor (regular files and directories only;
-// a FIFO, device or socket is refused and never opened). Symlinks are
+// a FIFO, device or socket is refused and never opened), and every
+// descriptor, the path named's first, is asked which filesystem it is on:
+// nothing on one of the kernel's own (proc, sysfs, debugfs, securityfs,
+// cgroup and the like, see kernelFS) is read, since the reading thread is
+// the daemon's (a /proc that shows the daemon's pid namespace has the
+// daemon at /proc/self). Symlinks are
 // copied as links, for the import to resolve inside the copy as it does in
 // every source (a link leaving the folder is left out with a warning).
 //
@@ -26,6 +31,12 @@
 // them, counting the bytes as they are read against the import limits (a
 // file's declared size is checked first: a 2 GiB sparse file is refused
 // before a byte of it is read).
+//
+// Whom is read as is checked first (Creds.Check): never a process whose
+// uids or gids differ among themselves (a setuid program), nor one running
+// as root unless the caller allows it. The caller bounds how many reads
+// may be outstanding (Request.Done tells when one truly ended: a read of
+// a filesystem that hangs outlives the call).
 package sandbox
 
 import (
@@ -40,6 +51,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -79,6 +91,14 @@ type Request struct {
 	// Dst is an empty directory of the daemon's the copy goes into.
 	Dst    string
 	Limits skills.Limits
+	// AllowRoot reads as a process whose filesystem uid is 0 (root's);
+	// without it, such a process is refused.
+	AllowRoot bool
+	// Done, when set, is called once, when nothing of the read runs any
+	// more: at once when Read returns before it started reading, else
+	// when both its reading thread and its copier returned, which may be
+	// long after Read returned (a filesystem of the sandbox that hangs).
+	Done func()
 }
 
 // junk are names an import leaves out; they are not read.
@@ -92,15 +112,30 @@ var junk = []string{".git", ".DS_Store", "__MACOSX"}
 // does (a filesystem in the sandbox that hangs), Read returns; the thread
 // reading stays until its call returns and writes nothing more.
 func Read(ctx context.Context, r Request) (*Copy, error) {
+	done := r.Done
+	if done == nil {
+		done = func() {}
+	}
 	if !path.IsAbs(r.Path) {
+		done()
 		return nil, fmt.Errorf("path %q: give it absolute, as the sandbox sees it: %w", r.Path, skills.ErrInvalid)
 	}
 	if strings.IndexByte(r.Path, 0) >= 0 {
+		done()
 		return nil, fmt.Errorf("path %q: %w", r.Path, skills.ErrInvalid)
 	}
-	p, err := openProcess(r.PID, r.NS)
+	p, err := openProcess(r.PID, r.NS, r.AllowRoot)
 	if err != nil {
+		done()
 		return nil, err
+	}
+	// The thread and the copier each end the read's count when they return.
+	var running atomic.Int32
+	running.Store(2)
+	ended := func() {
+		if running.Add(-1) == 0 {
+			done()
+		}
 	}
 	lim := r.Limits.WithDefaults()
 	w := &writer{dst: r.Dst, budget: skills.NewBudget(lim), display: r.Path}
@@ -108,12 +143,16 @@ func Read(ctx context.Context, r Request) (*Copy, error) {
 	stop := make(chan struct{})
 	walked := make(chan error, 1)
 	go bind.OwnThread(func() {
+		defer ended()
 		defer p.close()
 		defer close(items)
 		walked <- p.walk(r.Path, lim, items, stop)
 	})
 	copied := make(chan error, 1)
-	go func() { copied <- w.run(items) }()
+	go func() {
+		defer ended()
+		copied <- w.run(items)
+	}()
 	var werr error
 	select {
 	case werr = <-copied:
@@ -150,8 +189,9 @@ func (p *process) close() {
 // openProcess opens what reading as process pid needs: its mount
 // namespace, its root and its credentials, and checks after that the
 // process is still the one the pidfd names (its pid not reused meanwhile)
-// and in the namespace ns, when given.
-func openProcess(pid int, ns string) (*process, error) {
+// and in the namespace ns, when given. A process whose credentials are not
+// one user's, or root's unless allowRoot, is refused (Creds.Check).
+func openProcess(pid int, ns string, allowRoot bool) (*process, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("process %d: no sandbox to read in: %w", pid, skills.ErrInvalid)
 	}
@@ -194,6 +234,9 @@ func openProcess(pid int, ns string) (*process, error) {
 	}
 	if p.creds, err = ParseStatus(status); err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	if err := p.creds.Check(pid, allowRoot); err != nil {
+		return nil, err
 	}
 	// Still alive: the namespace, root and status opened were its own.
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
@@ -295,10 +338,16 @@ func (p *process) walk(at string, lim skills.Limits, items chan<- item, stop <-c
 		return pathError(at, err)
 	}
 	var st unix.Stat_t
-	err = unix.Fstat(pfd, &st)
+	err = kernelFSCheck(pfd, at)
+	if err == nil {
+		err = unix.Fstat(pfd, &st)
+		if err != nil {
+			err = pathError(at, err)
+		}
+	}
 	unix.Close(pfd)
 	if err != nil {
-		return pathError(at, err)
+		return err
 	}
 	kind := st.Mode & unix.S_IFMT
 	if kind != unix.S_IFDIR && kind != unix.S_IFREG {
@@ -351,7 +400,7 @@ func topSize(at, top string, size int64, lim skills.Limits) error {
 }
 
 // checked wraps fd as a file once fstat says it is the entry st described
-// (same device, inode and type).
+// (same device, inode and type), on no filesystem of the kernel's.
 func checked(fd int, display string, st unix.Stat_t) (*os.File, error) {
 	var now unix.Stat_t
 	if err := unix.Fstat(fd, &now); err != nil {
@@ -362,7 +411,49 @@ func checked(fd int, display string, st unix.Stat_t) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%q changed while it was read: %w", display, skills.ErrInvalid)
 	}
+	if err := kernelFSCheck(fd, display); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	return os.NewFile(uintptr(fd), display), nil
+}
+
+// kernelFS are the filesystems of the kernel's own interfaces, by their
+// magic numbers (statfs f_type): none holds a skill, and what they show
+// depends on who reads (the reading thread is the daemon's: /proc/self is
+// the daemon, its memory map and descriptors among it), so nothing on them
+// is read, not even opened past a look at its filesystem.
+var kernelFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC:    "proc",
+	unix.SYSFS_MAGIC:         "sysfs",
+	unix.DEBUGFS_MAGIC:       "debugfs",
+	unix.TRACEFS_MAGIC:       "tracefs",
+	unix.SECURITYFS_MAGIC:    "securityfs",
+	unix.SELINUX_MAGIC:       "selinuxfs",
+	unix.SMACK_MAGIC:         "smackfs",
+	unix.CGROUP_SUPER_MAGIC:  "cgroup",
+	unix.CGROUP2_SUPER_MAGIC: "cgroup2",
+	unix.BPF_FS_MAGIC:        "bpf",
+	unix.PSTOREFS_MAGIC:      "pstore",
+	unix.EFIVARFS_MAGIC:      "efivarfs",
+	unix.BINFMTFS_MAGIC:      "binfmt_misc",
+	unix.NSFS_MAGIC:          "nsfs",
+	0x62656570:               "configfs",
+	0x65735543:               "fusectl",
+}
+
+// kernelFSCheck refuses fd (which display names) when it is on one of
+// the kernel's filesystems (kernelFS), with ErrUnsafePath.
+func kernelFSCheck(fd int, display string) error {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return pathError(display, err)
+	}
+	if name, ok := kernelFS[int64(sfs.Type)]; ok {
+		return fmt.Errorf("%q is on %s, a filesystem of the kernel's, not a file of the sandbox's: nothing there is read: %w",
+			display, name, skills.ErrUnsafePath)
+	}
+	return nil
 }
 
 // fileKindOf is what a file at path is by its name: KindZip, KindManifest,
@@ -396,6 +487,10 @@ func (w *walker) dir(d *os.File, rel string) error {
 		return pathError(w.display(rel), err)
 	}
 	dfd := int(d.Fd())
+	var dst unix.Stat_t
+	if err := unix.Fstat(dfd, &dst); err != nil {
+		return pathError(w.display(rel), err)
+	}
 	for _, name := range names {
 		crel := path.Join(rel, name)
 		if isJunk(name) {
@@ -407,6 +502,13 @@ func (w *walker) dir(d *os.File, rel string) error {
 		var st unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return pathError(w.display(crel), err)
+		}
+		if st.Dev != dst.Dev && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			// A filesystem mounted here: looked at before anything of
+			// it is opened to read.
+			if err := w.mountCheck(dfd, name, crel); err != nil {
+				return err
+			}
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFLNK:
@@ -456,6 +558,18 @@ func (w *walker) dir(d *os.File, rel string) error {
 		}
 	}
 	return nil
+}
+
+// mountCheck refuses the entry name of the directory dfd (at crel), the
+// root of another filesystem, when that is one of the kernel's: opened
+// with O_PATH, which opens nothing of the file itself.
+func (w *walker) mountCheck(dfd int, name, crel string) error {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathError(w.display(crel), err)
+	}
+	defer unix.Close(fd)
+	return kernelFSCheck(fd, w.display(crel))
 }
 
 // open opens the entry name of the directory dfd (at crel), which st

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"skillfs/fs/bind/sandboxtest"
 	"skillfs/skills"
@@ -327,5 +330,124 @@ func TestReadConcurrent(t *testing.T) {
 	// The daemon's own threads kept root's credentials.
 	if err := os.WriteFile(filepath.Join(t.TempDir(), "x"), nil, 0o600); err != nil || os.Geteuid() != 0 {
 		t.Fatalf("credentials of the process changed: %v", err)
+	}
+}
+
+// TestReadKernelFilesystems: in a sandbox that shares the daemon's pid
+// namespace, /proc/self is the daemon (the reading thread is the
+// daemon's): a SKILL.md linked to /proc/self/maps, /proc/self/fd named as
+// a folder, and a folder holding a mount of /sys or /proc are refused for
+// the filesystem they are on, with nothing copied.
+func TestReadKernelFilesystems(t *testing.T) {
+	ws := workspace(t)
+	mustMkdir(t, filepath.Join(ws, "maps"))
+	symlink(t, "/proc/self/maps", filepath.Join(ws, "maps", "SKILL.md"))
+	write(t, filepath.Join(ws, "withsys", "SKILL.md"), manifest, 0o644)
+	mustMkdir(t, filepath.Join(ws, "withsys", "sys"))
+	write(t, filepath.Join(ws, "withproc", "SKILL.md"), manifest, 0o644)
+	mustMkdir(t, filepath.Join(ws, "withproc", "proc"))
+	b, err := sandboxtest.SandboxedSharingPIDs(ws, sandboxUID, sandboxGID,
+		"--ro-bind", "/sys", "/workspace/withsys/sys", "--proc", "/workspace/withproc/proc")
+	if err != nil {
+		t.Fatalf("start a sandbox (bwrap): %v", err)
+	}
+	t.Cleanup(b.Stop)
+	// The premise: seen from the sandbox, /proc/self/maps is the daemon's.
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root/proc/%d", b.PID, os.Getpid())); err != nil {
+		t.Fatalf("the sandbox does not see the daemon's pid: %v", err)
+	}
+	for _, tc := range []struct{ path, says string }{
+		{"/workspace/maps/SKILL.md", "on proc"},
+		{"/proc/self/maps", "on proc"},
+		{"/proc/self/fd", "on proc"},
+		{"/proc/self", "on proc"},
+		{"/workspace/withsys", "on sysfs"},
+		{"/workspace/withproc", "on proc"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			dst := t.TempDir()
+			c, err := Read(context.Background(), Request{PID: b.PID, NS: b.NS, Path: tc.path, Dst: dst})
+			if !errors.Is(err, skills.ErrUnsafePath) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "kernel's") {
+				t.Fatalf("Read(%q) = %+v, %v; want ErrUnsafePath saying %q", tc.path, c, err, tc.says)
+			}
+			// Nothing but the workspace's own SKILL.md, read before.
+			filepath.Walk(dst, func(p string, fi os.FileInfo, _ error) error {
+				if fi != nil && !fi.IsDir() && !(fi.Name() == "SKILL.md" && fi.Size() == int64(len(manifest))) {
+					t.Errorf("copied from a kernel filesystem: %s", p)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestReadRefusesCredentials: a process running as root is not read as
+// unless the caller allows it; one whose uids or gids differ (a setuid
+// program's) never is.
+func TestReadRefusesCredentials(t *testing.T) {
+	ws := workspace(t)
+	write(t, filepath.Join(ws, "demo", "SKILL.md"), manifest, 0o644)
+	root, err := sandboxtest.Sandboxed(ws, 0, 0)
+	if err != nil {
+		t.Fatalf("start a sandbox (bwrap): %v", err)
+	}
+	t.Cleanup(root.Stop)
+	req := Request{PID: root.PID, NS: root.NS, Path: "/workspace/demo", Dst: t.TempDir()}
+	if _, err := Read(context.Background(), req); !errors.Is(err, skills.ErrPermission) || !strings.Contains(err.Error(), "root") {
+		t.Fatalf("read as root: %v, want ErrPermission naming root", err)
+	}
+	req.AllowRoot = true
+	if c, err := Read(context.Background(), req); err != nil || c.Files != 1 {
+		t.Fatalf("read as root, allowed: %+v, %v", c, err)
+	}
+
+	for _, ids := range [][]string{
+		{"--ruid=1000", "--euid=2000", "--rgid=1000", "--egid=1000"},
+		{"--ruid=1000", "--euid=1000", "--rgid=1000", "--egid=2000"},
+	} {
+		cmd := exec.Command("setpriv", append(ids, "--clear-groups", "sleep", "infinity")...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitExec(t, cmd.Process.Pid, "sleep")
+		_, err := Read(context.Background(), Request{PID: cmd.Process.Pid, Path: ws, Dst: t.TempDir(), AllowRoot: true})
+		if !errors.Is(err, skills.ErrPermission) || !strings.Contains(err.Error(), "setuid") {
+			t.Fatalf("read as a process with %v: %v, want ErrPermission (ids that differ)", ids, err)
+		}
+	}
+}
+
+// waitExec waits until process pid runs prog.
+func waitExec(t *testing.T, pid int, prog string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(b), prog+"\x00") {
+			return
+		}
+	}
+	t.Fatalf("process %d does not run %s", pid, prog)
+}
+
+// TestReadDone: Done is called once for every read, refused or not.
+func TestReadDone(t *testing.T) {
+	ws := workspace(t)
+	write(t, filepath.Join(ws, "demo", "SKILL.md"), manifest, 0o644)
+	b := start(t, ws)
+	for _, p := range []string{"/workspace/demo", "/workspace/none", "relative"} {
+		var calls atomic.Int32
+		done := make(chan struct{}, 2)
+		Read(context.Background(), Request{PID: b.PID, NS: b.NS, Path: p, Dst: t.TempDir(), Done: func() {
+			calls.Add(1)
+			done <- struct{}{}
+		}})
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("read of %s: Done never called", p)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("read of %s: Done called %d times", p, n)
+		}
 	}
 }

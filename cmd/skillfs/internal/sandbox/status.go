@@ -12,10 +12,34 @@ import (
 
 // Creds are the credentials a process's files are checked against: its
 // filesystem uid and gid and its supplementary groups, as the daemon's user
-// namespace numbers them.
+// namespace numbers them, and all four of its uids and gids (real,
+// effective, saved, filesystem).
 type Creds struct {
-	UID, GID int
-	Groups   []int
+	UID, GID   int
+	Groups     []int
+	UIDs, GIDs [4]int // real, effective, saved and filesystem id
+}
+
+// Check refuses to read as a process whose credentials are not one
+// user's: its real, effective, saved and filesystem uids (or gids) not
+// all the same (a setuid or setgid program, or one that changed its ids:
+// what it may read is not what its user may), or a filesystem uid of 0,
+// root's, unless allowRoot. Both are ErrPermission errors naming pid.
+func (c Creds) Check(pid int, allowRoot bool) error {
+	for _, ids := range []struct {
+		what string
+		ids  [4]int
+	}{{"uids", c.UIDs}, {"gids", c.GIDs}} {
+		if ids.ids[0] != ids.ids[1] || ids.ids[0] != ids.ids[2] || ids.ids[0] != ids.ids[3] {
+			return fmt.Errorf("process %d runs with %s %d, %d, %d, %d (real, effective, saved, filesystem): a setuid or setgid program, or one that changed its ids, whose permissions are not one user's; nothing is read as it: %w",
+				pid, ids.what, ids.ids[0], ids.ids[1], ids.ids[2], ids.ids[3], skills.ErrPermission)
+		}
+	}
+	if c.UID == 0 && !allowRoot {
+		return fmt.Errorf("process %d runs as root (uid 0): nothing is read with root's permissions unless the daemon is started to allow it: %w",
+			pid, skills.ErrPermission)
+	}
+	return nil
 }
 
 // maxGroups bounds the supplementary groups a status may list (the
@@ -23,7 +47,8 @@ type Creds struct {
 const maxGroups = 65536
 
 // ParseStatus reads a process's credentials from its /proc/PID/status: the
-// fourth (filesystem) id of the Uid: and Gid: lines, and the Groups: line.
+// four ids of the Uid: and Gid: lines (the fourth, the filesystem id, is
+// what files are checked against), and the Groups: line.
 // A status without both id lines, or with ids that are not numbers of 32
 // bits, is ErrInvalid.
 func ParseStatus(b []byte) (Creds, error) {
@@ -42,20 +67,24 @@ func ParseStatus(b []byte) (Creds, error) {
 			if len(fields) != 4 {
 				return Creds{}, fmt.Errorf("process status: %s: want 4 ids, got %d: %w", key, len(fields), skills.ErrInvalid)
 			}
-			id, err := parseID(fields[3])
-			if err != nil {
-				return Creds{}, fmt.Errorf("process status: %s: %w", key, err)
+			var ids [4]int
+			for i, f := range fields {
+				id, err := parseID(f)
+				if err != nil {
+					return Creds{}, fmt.Errorf("process status: %s: %w", key, err)
+				}
+				ids[i] = id
 			}
 			if key == "Uid" {
 				if haveUID {
 					return Creds{}, fmt.Errorf("process status: Uid twice: %w", skills.ErrInvalid)
 				}
-				c.UID, haveUID = id, true
+				c.UID, c.UIDs, haveUID = ids[3], ids, true
 			} else {
 				if haveGID {
 					return Creds{}, fmt.Errorf("process status: Gid twice: %w", skills.ErrInvalid)
 				}
-				c.GID, haveGID = id, true
+				c.GID, c.GIDs, haveGID = ids[3], ids, true
 			}
 		case "Groups":
 			if c.Groups != nil {

@@ -67,7 +67,7 @@ func FuzzParseStatus(f *testing.F) {
 // real, effective and saved ids stay the daemon's (no process of the
 // sandbox's uid may signal or trace it); no other thread changes.
 func TestBecomeChangesFilesystemIDsOnly(t *testing.T) {
-	self, err := openProcess(os.Getpid(), "")
+	self, err := openProcess(os.Getpid(), "", true)
 	if err != nil {
 		t.Fatal(err)
 	}

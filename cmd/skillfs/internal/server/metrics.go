@@ -30,6 +30,9 @@ const (
 	LimitStreams = "event_streams"
 	LimitDiffs   = "diff_memory"
 	LimitGlobs   = "globs"
+	// LimitSandboxReads: the reads of paths in sandboxes outstanding,
+	// on the host or of one user (a session's install).
+	LimitSandboxReads = "sandbox_reads"
 )
 
 // Buckets of the latency histograms, in seconds: API calls on the socket
@@ -51,10 +54,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		importSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "skillfs_import_duration_seconds",
 			Help: "How long the import stages through the API took.", Buckets: importBuckets}, []string{"stage"}),
 		busy: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skillfs_api_busy_total",
-			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams) diff_memory (--diff-memory, comparing versions) or globs (globs requests running at once)."},
+			Help: "Requests answered 503 busy at one of the daemon's limits: limit event_streams (a listener's --max-streams) diff_memory (--diff-memory, comparing versions), globs (globs requests running at once) or sandbox_reads (a session's install of a path, while the reads of sandbox paths outstanding are at the host's or the user's cap)."},
 			[]string{"limit"}),
 	}
-	for _, l := range []string{LimitStreams, LimitDiffs, LimitGlobs} {
+	for _, l := range []string{LimitStreams, LimitDiffs, LimitGlobs, LimitSandboxReads} {
 		m.busy.WithLabelValues(l)
 	}
 	// The import series exist from the start, at 0: a rate over them
