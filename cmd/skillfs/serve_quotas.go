@@ -29,3 +29,24 @@ func addInstallQuotas(fs *pflag.FlagSet) *installQuotas {
 func (q *installQuotas) apply(o *daemon.Options) {
 	o.Quotas = daemon.Quotas{Skills: q.skills, Bytes: int64(q.mib) << 20, InstallsHour: q.perHour}
 }
+
+// sessionCaps are serve's settings of how many sessions may be open
+// (daemon.Caps).
+type sessionCaps struct {
+	children, perUser int
+}
+
+// addSessionCaps defines the flags of c on fs, ranges in settingRules.
+func addSessionCaps(fs *pflag.FlagSet) *sessionCaps {
+	c := &sessionCaps{}
+	fs.IntVar(&c.children, "max-children", daemon.MaxChildren,
+		"a session may have this many open sub-agent sessions; one more is refused")
+	fs.IntVar(&c.perUser, "max-user-sessions", daemon.DefaultMaxUserSessions,
+		"a user may have this many open sessions, sub-agent sessions included; one more is refused")
+	return c
+}
+
+// apply sets the caps in o.
+func (c *sessionCaps) apply(o *daemon.Options) {
+	o.Caps = daemon.Caps{MaxChildren: c.children, MaxUserSessions: c.perUser}
+}

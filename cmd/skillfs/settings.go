@@ -68,6 +68,8 @@ var settingRules = []settingRule{
 	countRule("install-max-skills", 1, 1_000_000, ""),
 	countRule("install-max-mib", 1, 1<<20, ""),
 	countRule("installs-per-hour", 1, 1_000_000, ""),
+	countRule("max-children", 1, 100_000, ""),
+	countRule("max-user-sessions", 1, 100_000_000, ""),
 	{key: "import-root", env: importRootsEnv, def: "none", rng: "an existing directory, not in /proc, /sys or /dev; repeatable (a list in the file; folders separated by `:` in the environment)"},
 
 	// Other commands'.
