@@ -28,9 +28,9 @@ type CapError struct {
 
 func (e *CapError) Error() string {
 	if e.Cap == CapChildren {
-		return fmt.Sprintf("session %s has %d open sub-agent sessions; a session may have at most %d", e.Of, e.Open, e.Max)
+		return fmt.Sprintf("session %s has %d open sub-agent sessions, the most it may have is %d", e.Of, e.Open, e.Max)
 	}
-	return fmt.Sprintf("user %q has %d open sessions; a user may have at most %d", e.Of, e.Open, e.Max)
+	return fmt.Sprintf("user %q has %d open sessions, the most it may have is %d", e.Of, e.Open, e.Max)
 }
 
 // Unwrap makes the error skills.ErrLimit.

@@ -156,7 +156,7 @@ func TestSessionCapsThroughTheAPI(t *testing.T) {
 		}
 	}
 	code, body := create()
-	if code != http.StatusBadRequest || apitest.ErrorCode(body) != "invalid" || !strings.Contains(message(body), "has 2 open sub-agent sessions; a session may have at most 2 (serve's --max-children)") {
+	if code != http.StatusBadRequest || apitest.ErrorCode(body) != "invalid" || !strings.Contains(message(body), "has 2 open sub-agent sessions, the most it may have is 2 (serve's --max-children): close one first") {
 		t.Fatalf("a child over the cap: %d %s, want 400 invalid naming --max-children", code, body)
 	}
 	// alice: the parent and its two children, and one more session.
@@ -165,7 +165,7 @@ func TestSessionCapsThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, body = c.Send("POST", "/v1/sessions", apitest.JSONHeader("Authorization", "Bearer "+other.Token), []byte(`{}`))
-	if code != http.StatusBadRequest || apitest.ErrorCode(body) != "invalid" || !strings.Contains(message(body), `user "alice" has 4 open sessions; a user may have at most 4 (serve's --max-user-sessions)`) {
+	if code != http.StatusBadRequest || apitest.ErrorCode(body) != "invalid" || !strings.Contains(message(body), `user "alice" has 4 open sessions, the most it may have is 4 (serve's --max-user-sessions): close one first`) {
 		t.Fatalf("a child over its user's cap: %d %s, want 400 invalid naming --max-user-sessions", code, body)
 	}
 }
