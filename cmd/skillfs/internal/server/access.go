@@ -37,7 +37,7 @@ const (
 	AccessAnyone
 	// AccessChildClose is closing a session: the operator's, and the
 	// credential's of the session that opened it (an agent ends the
-	// sub-agents it opened, which count against MaxChildren).
+	// sub-agents it opened, which count against its cap of open children).
 	AccessChildClose
 )
 
