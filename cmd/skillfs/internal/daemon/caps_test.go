@@ -169,3 +169,36 @@ func TestSessionCapsThroughTheAPI(t *testing.T) {
 		t.Fatalf("a child over its user's cap: %d %s, want 400 invalid naming --max-user-sessions", code, body)
 	}
 }
+
+// TestUserSessionsCappedAcrossHosts: creates of one user racing on two
+// hosts of one index open no more sessions than the user's cap, each
+// host's refusals counted in the index's transaction; neither host serves
+// a view for a refused create.
+func TestUserSessionsCappedAcrossHosts(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFleet(t)
+	install(t, a, "name: x\ndescription: x", skills.ScopeGlobal)
+	share(t, a, b)
+	a.opts.Caps.MaxUserSessions, b.opts.Caps.MaxUserSessions = 5, 5
+	_, errs := createAll(16, func(i int) (*api.SessionInfo, error) {
+		return []*Daemon{a, b}[i%2].CreateSession(ctx, api.CreateRequest{User: "alice", Skills: []string{"x"}})
+	})
+	made := 0
+	for _, err := range errs {
+		if err == nil {
+			made++
+			continue
+		}
+		mustCapRefusal(t, err, index.CapPerUser, "alice", 5)
+	}
+	ids, err := a.db.OpenSessionIDs(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made != 5 || len(ids) != 5 {
+		t.Fatalf("%d creates succeeded, alice has %d open sessions; want 5", made, len(ids))
+	}
+	if got := a.fs.NumSessions() + b.fs.NumSessions(); got != 5 {
+		t.Errorf("the hosts serve %d views, want 5", got)
+	}
+}
