@@ -93,6 +93,13 @@ func sessionClosed(ctx context.Context, tx *txn, id string) (bool, error) {
 // is one wrapping skills.ErrNotFound, checked in the transaction that
 // stores the session (see DeleteUser).
 func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
+	return db.CreateSessionCapped(ctx, s, SessionCaps{})
+}
+
+// CreateSessionCapped is CreateSession within caps, counted in the
+// transaction that stores the session (see checkCaps): a session over one
+// is refused with a *CapError.
+func (db *DB) CreateSessionCapped(ctx context.Context, s *skills.Session, caps SessionCaps) error {
 	if s == nil || s.ID == "" {
 		return fmt.Errorf("create session: no id: %w", skills.ErrInvalid)
 	}
@@ -141,6 +148,9 @@ func (db *DB) CreateSession(ctx context.Context, s *skills.Session) error {
 			} else if id != "" {
 				return &KeyTakenError{Key: s.Key, Session: id}
 			}
+		}
+		if err := checkCaps(ctx, tx, s, caps); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, uid, all_skills, requested, preload, created_at, closed_at, pins, host,
 			client_key, labels, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,

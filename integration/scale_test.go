@@ -40,7 +40,9 @@ const (
 func TestSessionScale(t *testing.T) {
 	n := scaleSessions(t)
 	e := newEnv(t)
-	d := e.serve()
+	// A user's open sessions are capped: SKILLFS_SCALE_SESSIONS may ask
+	// for more than the default lets three users open.
+	d := e.serve("--max-user-sessions", strconv.Itoa(n))
 	src := t.TempDir()
 	var slugs []string
 	for i := range 10 {

@@ -53,6 +53,7 @@ func (c *cli) serveCmd() *cobra.Command {
 		"none by default: through the API only remote repositories and uploads are read; never in /proc, /sys or /dev")
 	limits := addAPILimits(fs)
 	quotas := addInstallQuotas(fs)
+	caps := addSessionCaps(fs)
 	config := fs.String("config", "", "read settings from this YAML `FILE` (default $"+configEnv+"): any flag of serve, and home, debug and log-format, by name; flags given on the command line win")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Every setting is checked before anything is touched: a start
@@ -122,6 +123,7 @@ func (c *cli) serveCmd() *cobra.Command {
 		}
 		limits.apply(&opts)
 		quotas.apply(&opts)
+		caps.apply(&opts)
 		return daemon.Run(ctx, cat, opts)
 	}
 	return cmd

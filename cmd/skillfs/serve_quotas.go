@@ -47,3 +47,24 @@ func (q *installQuotas) apply(o *daemon.Options) {
 	o.InstallGitHosts, _ = git.ParseHosts(q.gitHosts) // checked with the settings
 	o.InstallAsRoot = q.asRoot
 }
+
+// sessionCaps are serve's settings of how many sessions may be open
+// (daemon.Caps).
+type sessionCaps struct {
+	children, perUser int
+}
+
+// addSessionCaps defines the flags of c on fs, ranges in settingRules.
+func addSessionCaps(fs *pflag.FlagSet) *sessionCaps {
+	c := &sessionCaps{}
+	fs.IntVar(&c.children, "max-children", daemon.MaxChildren,
+		"a session may have this many open sub-agent sessions; one more is refused")
+	fs.IntVar(&c.perUser, "max-user-sessions", daemon.DefaultMaxUserSessions,
+		"a user may have this many open sessions, sub-agent sessions included; one more is refused")
+	return c
+}
+
+// apply sets the caps in o.
+func (c *sessionCaps) apply(o *daemon.Options) {
+	o.Caps = daemon.Caps{MaxChildren: c.children, MaxUserSessions: c.perUser}
+}

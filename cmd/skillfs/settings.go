@@ -71,6 +71,8 @@ var settingRules = []settingRule{
 	{key: "install-git-hosts", def: "none: any https host whose addresses are all public",
 		rng: "hosts separated by commas, each `HOST[:PORT]` (https) or `http://HOST[:PORT]` (http too), HOST a DNS name or an IP address (IPv6 in brackets)", check: gitHostsProblem},
 	{key: "install-as-root", rng: "true or false"},
+	countRule("max-children", 1, 100_000, ""),
+	countRule("max-user-sessions", 1, 100_000_000, ""),
 	{key: "import-root", env: importRootsEnv, def: "none", rng: "an existing directory, not in /proc, /sys or /dev; repeatable (a list in the file; folders separated by `:` in the environment)"},
 
 	// Other commands'.

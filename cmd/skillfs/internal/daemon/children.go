@@ -27,27 +27,6 @@ import (
 // children, and may not install skills (IsChild). Its events are also in
 // its parent's event stream, each with the child's session id.
 
-// MaxChildren is how many open sub-agent sessions one session may have: a
-// sandboxed agent opening children through its socket must not take the
-// host's views and the index's rows without bound. A create with the key
-// of an open child still answers it at the cap.
-const MaxChildren = 64
-
-// checkChildren refuses a new child of parent p once it has MaxChildren
-// open. The daemon's lock is held: a parent's children are created on its
-// host alone.
-func (d *Daemon) checkChildren(ctx context.Context, p *skills.Session) error {
-	kids, err := d.db.OpenChildren(ctx, p.ID)
-	if err != nil {
-		return err
-	}
-	if len(kids) >= MaxChildren {
-		return fmt.Errorf("session %s has %d open sub-agent sessions, the most it may have: close one first: %w",
-			p.ID, len(kids), skills.ErrLimit)
-	}
-	return nil
-}
-
 // notInParent is the reason a child is not given a skill: the words are
 // the same whether the skill exists or not, so a sandboxed caller learns
 // nothing of the catalog beyond its parent's set.

@@ -104,6 +104,9 @@ type Options struct {
 	// empty, any https host whose addresses are all public
 	// (git.RemotePolicy).
 	InstallGitHosts []git.Host
+	// Caps bound the open sub-agent sessions of a session and the open
+	// sessions of a user (CreateSession).
+	Caps Caps
 	// FsName is the mount's source in the mount table (fs.Options.FsName;
 	// "" for the filesystem's own).
 	FsName string
@@ -260,7 +263,7 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 		return nil, err
 	}
 	d.http = server.New(server.Config{Sessions: d, Binds: d, Fleet: d, Queries: d, Health: d,
-		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, Installs: d, Credentials: d, SharedIndex: cat.Shared(),
+		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, Installs: d, Credentials: d, Parents: d, SharedIndex: cat.Shared(),
 		Metrics: d.metrics.http, Gatherer: d.metrics.reg, Log: d.log})
 	return d, nil
 }
@@ -431,6 +434,7 @@ func (opts *Options) defaults(home string) {
 	if opts.DiffMemory <= 0 {
 		opts.DiffMemory = DefaultDiffMemory
 	}
+	opts.Caps = opts.Caps.withDefaults()
 	opts.Limits.Defaults()
 }
 

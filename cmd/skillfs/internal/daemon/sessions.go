@@ -183,10 +183,8 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 	if info, err := d.keyed(ctx, u.UID, req.Parent, req.Key); info != nil || err != nil {
 		return info, err
 	}
-	if parent != nil {
-		if err := d.checkChildren(ctx, parent); err != nil {
-			return nil, err
-		}
+	if err := d.checkCaps(ctx, &skills.Session{UID: u.UID, Parent: req.Parent}); err != nil {
+		return nil, err
 	}
 	set, sel, err := d.chooseSkills(ctx, u, parent, req)
 	if err != nil {
@@ -201,13 +199,13 @@ func (d *Daemon) CreateSession(ctx context.Context, req api.CreateRequest) (*api
 	// because the client went away.
 	ctx = context.WithoutCancel(ctx)
 	stored := make(chan error, 1)
-	go func() { stored <- d.db.CreateSession(ctx, s) }()
+	go func() { stored <- d.db.CreateSessionCapped(ctx, s, d.opts.Caps.index()) }()
 	lost, serr := d.serveView(set, s.ID, pins)
 	if err := <-stored; err != nil {
 		if serr == nil {
 			d.fs.RemoveSession(s.ID)
 		}
-		return d.keyTaken(ctx, err, s)
+		return d.keyTaken(ctx, capRefusal(err), s)
 	}
 	if serr != nil {
 		if cerr := d.db.CloseSession(ctx, s.ID); cerr != nil {

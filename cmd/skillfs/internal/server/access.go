@@ -37,7 +37,7 @@ const (
 	AccessAnyone
 	// AccessChildClose is closing a session: the operator's, and the
 	// credential's of the session that opened it (an agent ends the
-	// sub-agents it opened, which count against MaxChildren).
+	// sub-agents it opened, which count against its cap of open children).
 	AccessChildClose
 )
 
@@ -123,11 +123,11 @@ func accessOf(pattern string) Access {
 	return AccessOperator
 }
 
-// Parents is what the API's Sessions implement when sessions have
-// parents (sub-agents): the session that opened session id, "" for one
-// that none did. With it, a session's credential reads its children's
+// Parents are the parents of sessions (sub-agents, Config.Parents): the
+// session that opened session id, "" for one that none did, an error for
+// an unknown id. With them, a session's credential reads its children's
 // sessions as its own (AccessSessionRead; not AccessSessionAct). Without
-// it, a session credential reaches its own session only.
+// them, a session credential reaches its own session only.
 type Parents interface {
 	SessionParent(ctx context.Context, id string) (string, error)
 }
@@ -176,11 +176,10 @@ func (a *API) judge(ctx context.Context, p Principal, pattern, method, id string
 
 // isChild says whether session id was opened by session parent.
 func (a *API) isChild(ctx context.Context, id, parent string) bool {
-	ps, ok := a.Sessions.(Parents)
-	if !ok {
+	if a.Parents == nil {
 		return false
 	}
-	got, err := ps.SessionParent(ctx, id)
+	got, err := a.Parents.SessionParent(ctx, id)
 	return err == nil && got != "" && got == parent
 }
 

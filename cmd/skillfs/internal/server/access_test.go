@@ -117,6 +117,7 @@ const (
 // accessAPI is an API with fake credentials and sessions: S and T are
 // sessions, C is S's child.
 func accessAPI() *API {
+	fam := family{parents: map[string]string{"S": "", "T": "", "C": "S"}}
 	return New(Config{
 		Credentials: fakeCredentials{tokens: map[string]Principal{
 			operatorToken: {Role: RoleOperator, Token: "ci"},
@@ -125,7 +126,8 @@ func accessAPI() *API {
 			tokenOfT:      {Role: RoleSession, Session: "T"},
 			tokenOfChild:  {Role: RoleSession, Session: "C"},
 		}},
-		Sessions: family{parents: map[string]string{"S": "", "T": "", "C": "S"}},
+		Sessions: fam,
+		Parents:  fam,
 	})
 }
 

@@ -138,6 +138,9 @@ type Config struct {
 	// Credentials are the session and platform tokens (nil: only the
 	// socket and the TCP listener's own token are credentials).
 	Credentials Credentials
+	// Parents are the sessions' parents (nil: a session credential reaches
+	// its own session only, never a child's).
+	Parents Parents
 	// SharedIndex says the index is shared with other hosts: the streams
 	// then send every event from the log (see eventStream.fromLog).
 	SharedIndex bool
