@@ -139,18 +139,26 @@ func wantRefused(t *testing.T, c *apitest.Checked, token, path string) {
 // ends was ended by the change it was told of.
 const keepQuiet = time.Hour
 
+// quietDaemon is a daemon logging into log whose streams never wait for a
+// keep-alive, with skill x, serving its socket's API at srv (closed after
+// the test's streams end) and c.
+func quietDaemon(t *testing.T, log *skilltest.SyncBuffer) (*Daemon, *httptest.Server, *apitest.Checked) {
+	t.Helper()
+	d := newDaemonWith(t, log, Options{keepAlive: keepQuiet})
+	install(t, d, "name: x\ndescription: one skill", skills.ScopeGlobal)
+	srv := httptest.NewServer(d.http.Handler(""))
+	t.Cleanup(srv.Close)
+	return d, srv, apitest.NewChecked(t, d.http.Handler(""))
+}
+
 // TestReaderStreamEndsOnRevoke: a reader token's stream ends at once when
 // the token is revoked, with an unauthorized event at the last id it was
 // sent; the streams of the operator (the socket, an operator token) go on.
 // The log holds neither token.
 func TestReaderStreamEndsOnRevoke(t *testing.T) {
 	var log skilltest.SyncBuffer
-	d := newDaemonWith(t, &log, Options{keepAlive: keepQuiet})
+	d, srv, c := quietDaemon(t, &log)
 	ctx := context.Background()
-	install(t, d, "name: x\ndescription: one skill", skills.ScopeGlobal)
-	srv := httptest.NewServer(d.http.Handler(""))
-	t.Cleanup(srv.Close) // after the streams end
-	c := apitest.NewChecked(t, d.http.Handler(""))
 	reader, err := d.CreateToken(ctx, api.TokenRequest{Name: "watcher", Role: api.RoleReader})
 	if err != nil {
 		t.Fatal(err)
@@ -206,12 +214,8 @@ func TestReaderStreamEndsOnRevoke(t *testing.T) {
 // operator's stream of the session goes on until that close.
 func TestSessionStreamEndsOnRotateAndClose(t *testing.T) {
 	var log skilltest.SyncBuffer
-	d := newDaemonWith(t, &log, Options{keepAlive: keepQuiet})
+	d, srv, c := quietDaemon(t, &log)
 	ctx := context.Background()
-	install(t, d, "name: x\ndescription: one skill", skills.ScopeGlobal)
-	srv := httptest.NewServer(d.http.Handler(""))
-	t.Cleanup(srv.Close) // after the streams end
-	c := apitest.NewChecked(t, d.http.Handler(""))
 	info, err := d.CreateSession(ctx, api.CreateRequest{User: catalog.Operator, Skills: []string{"x"}})
 	if err != nil {
 		t.Fatal(err)
