@@ -66,6 +66,7 @@ func tapStream(t *testing.T, client *http.Client, url string, header http.Header
 func (s *tapped) until(t *testing.T, want string) []string {
 	t.Helper()
 	var got []string
+	deadline := time.After(time.Minute)
 	for {
 		select {
 		case line, ok := <-s.lines:
@@ -76,7 +77,7 @@ func (s *tapped) until(t *testing.T, want string) []string {
 				return got
 			}
 			got = append(got, line)
-		case <-time.After(time.Minute):
+		case <-deadline:
 			t.Fatalf("no %q within a minute after %q", want, got)
 		}
 	}
@@ -87,6 +88,7 @@ func (s *tapped) until(t *testing.T, want string) []string {
 func (s *tapped) rest(t *testing.T) []apitest.SSE {
 	t.Helper()
 	var text strings.Builder
+	deadline := time.After(time.Minute)
 	for {
 		select {
 		case line, ok := <-s.lines:
@@ -96,8 +98,9 @@ func (s *tapped) rest(t *testing.T) []apitest.SSE {
 				return out
 			}
 			text.WriteString(line + "\n")
-		case <-time.After(time.Minute):
-			t.Fatalf("the stream goes on after %q", text.String())
+		case <-deadline:
+			all := text.String()
+			t.Fatalf("the stream goes on after %d bytes, ending %q", len(all), all[max(0, len(all)-200):])
 		}
 	}
 }
