@@ -229,6 +229,9 @@ const (
 	// EventResync is never stored: a stream sends it when it cannot go on
 	// (the events it missed are no longer kept).
 	EventResync EventKind = "resync"
+	// EventUnauthorized is never stored: a stream sends it when the token
+	// it was opened with no longer proves its principal, and ends.
+	EventUnauthorized EventKind = "unauthorized"
 )
 
 // FileRead is what the read audit knows of one file of a skill in a

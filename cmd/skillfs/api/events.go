@@ -26,6 +26,7 @@ type Event struct {
 	// Host is, on a moved event (and only there), the id of the host that
 	// serves the session from then on.
 	Host string `json:"host,omitempty"`
-	// Reason says, on a resync event, why the stream cannot go on.
+	// Reason says, on a resync or unauthorized event, why the stream cannot
+	// go on.
 	Reason string `json:"reason,omitempty"`
 }

@@ -114,6 +114,11 @@ type Options struct {
 	// recorderIndex, for tests, wraps the index the activation recorder
 	// sees (nil: the catalog's as it is).
 	recorderIndex func(*index.DB) activation.Index
+	// keepAlive and now, for tests: how often an idle event stream gets a
+	// keep-alive (0: server.DefaultKeepAlive), and the time tokens are
+	// judged by (nil: the machine's).
+	keepAlive time.Duration
+	now       func() time.Time
 }
 
 // Daemon is a running skillfs serve.
@@ -264,7 +269,7 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 	}
 	d.http = server.New(server.Config{Sessions: d, Binds: d, Fleet: d, Queries: d, Health: d,
 		Skills: cat, Drafts: cat, Curated: cat, Events: d.events, Installs: d, Credentials: d, Parents: d, SharedIndex: cat.Shared(),
-		Metrics: d.metrics.http, Gatherer: d.metrics.reg, Log: d.log})
+		KeepAlive: opts.keepAlive, Metrics: d.metrics.http, Gatherer: d.metrics.reg, Log: d.log})
 	return d, nil
 }
 

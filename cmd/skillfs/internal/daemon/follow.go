@@ -121,6 +121,7 @@ func (d *Daemon) matchSessions(ctx context.Context) error {
 	for id := range served {
 		d.fs.RemoveSession(id)
 		d.rec.Forget(id)
+		d.http.SessionChanged(id) // its token died with the close or move
 		d.log.Info("session closed or moved elsewhere: no longer served here", "session", id)
 	}
 	if len(served) > 0 {

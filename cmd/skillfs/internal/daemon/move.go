@@ -104,6 +104,7 @@ func (d *Daemon) takeOver(ctx context.Context, r *readers, s *skills.Session, fr
 		return nil, err
 	}
 	s.Host = d.host
+	d.http.SessionChanged(id) // its token died with the move
 	if err := d.recordRevoked(ctx, s, kept, gone); err != nil {
 		// Its view is without them already; the next look records it.
 		d.followed = nil

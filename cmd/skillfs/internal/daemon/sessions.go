@@ -586,6 +586,7 @@ func (d *Daemon) closeSession(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	d.http.SessionChanged(id) // its token died with it
 	if err := d.db.ForgetBinds(ctx, id, d.host); err != nil {
 		// Detached already: the records go with the next settle or start.
 		d.log.Warn("forget the binds of a closed session", "session", id, "err", err)

@@ -21,8 +21,10 @@ import (
 // bytes in base64url behind a prefix saying what it is (api.…Prefix); the
 // index keeps its SHA-256 only, and every request that carries one looks
 // it up there, so a revocation, an expiry, a close or a move is effective
-// at the next request. No token is ever logged: what is logged of one is
-// its session or its name.
+// at the next request; an event stream asks again by the hash (Recheck),
+// and each change made here tells the streams of the credential changed
+// (server.API.TokenChanged, SessionChanged). No token is ever logged: what
+// is logged of one is its session or its name.
 
 // tokenBytes is how many random bytes a token holds.
 const tokenBytes = 32
@@ -73,6 +75,7 @@ func (d *Daemon) RotateSessionToken(ctx context.Context, id string) (*api.Sessio
 	if err != nil {
 		return nil, err
 	}
+	d.http.SessionChanged(id)
 	d.log.Info("session token rotated", "session", id)
 	return &api.SessionToken{Session: id, Token: tok}, nil
 }
@@ -81,23 +84,53 @@ func (d *Daemon) RotateSessionToken(ctx context.Context, id string) (*api.Sessio
 func (d *Daemon) Credential(ctx context.Context, token string) (server.Principal, error) {
 	switch {
 	case strings.HasPrefix(token, api.SessionTokenPrefix):
-		id, err := d.db.TokenSession(ctx, tokenHash(token))
-		if err != nil {
-			return server.Principal{}, err
-		}
-		return server.Principal{Role: server.RoleSession, Session: id}, nil
+		return d.credential(ctx, true, tokenHash(token))
 	case strings.HasPrefix(token, api.PlatformTokenPrefix):
-		t, err := d.db.APITokenByHash(ctx, tokenHash(token), time.Now())
-		if err != nil {
-			return server.Principal{}, err
-		}
-		role, err := tokenRole(t.Role)
-		if err != nil {
-			return server.Principal{}, err
-		}
-		return server.Principal{Role: role, Token: t.Name}, nil
+		return d.credential(ctx, false, tokenHash(token))
 	}
 	return server.Principal{}, skills.ErrNotFound
+}
+
+// Recheck says whether the token of p.Hash still proves p
+// (server.Credentials).
+func (d *Daemon) Recheck(ctx context.Context, p server.Principal) error {
+	now, err := d.credential(ctx, p.Role == server.RoleSession, string(p.Hash))
+	if err != nil {
+		return err
+	}
+	if now.Role != p.Role || now.Session != p.Session || now.Token != p.Token {
+		return fmt.Errorf("the token proves another principal now: %w", skills.ErrNotFound)
+	}
+	return nil
+}
+
+// credential is the principal the token of hash proves: a session's
+// token, or a platform token.
+func (d *Daemon) credential(ctx context.Context, session bool, hash string) (server.Principal, error) {
+	if session {
+		id, err := d.db.TokenSession(ctx, hash)
+		if err != nil {
+			return server.Principal{}, err
+		}
+		return server.Principal{Role: server.RoleSession, Session: id, Hash: server.TokenHash(hash)}, nil
+	}
+	t, err := d.db.APITokenByHash(ctx, hash, d.now())
+	if err != nil {
+		return server.Principal{}, err
+	}
+	role, err := tokenRole(t.Role)
+	if err != nil {
+		return server.Principal{}, err
+	}
+	return server.Principal{Role: role, Token: t.Name, Hash: server.TokenHash(hash)}, nil
+}
+
+// now is the time tokens are judged by.
+func (d *Daemon) now() time.Time {
+	if d.opts.now != nil {
+		return d.opts.now()
+	}
+	return time.Now()
 }
 
 // tokenRole is the role a platform token's role name gives.
@@ -165,7 +198,7 @@ func (d *Daemon) CreateToken(ctx context.Context, req api.TokenRequest) (*api.To
 	if _, err := tokenRole(req.Role); err != nil {
 		return nil, err
 	}
-	now := time.Now().UTC()
+	now := d.now().UTC()
 	expires, err := parseExpiry(req.Expires, now)
 	if err != nil {
 		return nil, err
@@ -186,7 +219,7 @@ func (d *Daemon) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := d.now()
 	out := make([]api.TokenInfo, len(list))
 	for i, t := range list {
 		out[i] = api.TokenInfo{Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt, ExpiresAt: timeOrNil(t.ExpiresAt),
@@ -203,6 +236,7 @@ func (d *Daemon) RevokeToken(ctx context.Context, name string) error {
 		}
 		return err
 	}
+	d.http.TokenChanged(name)
 	d.log.Info("token revoked", "name", name)
 	return nil
 }

@@ -25,6 +25,13 @@ import (
 // newLoggedDaemon is newTestDaemon logging into log, at debug level.
 func newLoggedDaemon(t *testing.T, log *skilltest.SyncBuffer) *Daemon {
 	t.Helper()
+	return newDaemonWith(t, log, Options{})
+}
+
+// newDaemonWith is newLoggedDaemon with the options opts (its host name,
+// mount and logger set).
+func newDaemonWith(t *testing.T, log *skilltest.SyncBuffer, opts Options) *Daemon {
+	t.Helper()
 	fusetest.Require(t)
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
@@ -33,8 +40,9 @@ func newLoggedDaemon(t *testing.T, log *skilltest.SyncBuffer) *Daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	d, err := New(ctx, cat, Options{HostName: "tokens", FsName: testFsName,
-		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	opts.HostName, opts.FsName = "tokens", testFsName
+	opts.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := New(ctx, cat, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

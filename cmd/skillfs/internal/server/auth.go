@@ -23,13 +23,21 @@ const (
 // session tokens (api.SessionTokenPrefix) and named platform tokens
 // (api.PlatformTokenPrefix). Tokens are kept as hashes only; a token is
 // looked up at every request that carries it, so that a revocation, an
-// expiry or a session's close is effective at the next one.
+// expiry or a session's close is effective at the next one; an event
+// stream, the one request that lasts, asks again by the token's hash
+// (Recheck) before it sends anything and whenever the daemon says a
+// credential changed (API.TokenChanged, API.SessionChanged).
 type Credentials interface {
 	// Credential is the principal token proves: a session's (Role
 	// RoleSession, Session) or a platform token's (its Role and name in
-	// Token). A token that proves nothing — unknown, expired, revoked, its
-	// session closed or moved — is an error wrapping skills.ErrNotFound.
+	// Token), with the token's Hash. A token that proves nothing —
+	// unknown, expired, revoked, its session closed or moved — is an error
+	// wrapping skills.ErrNotFound.
 	Credential(ctx context.Context, token string) (Principal, error)
+	// Recheck is nil while the token of hash p.Hash still proves p (its
+	// Role, Session and Token), as Credential found it; once it proves
+	// nothing, or another principal, an error wrapping skills.ErrNotFound.
+	Recheck(ctx context.Context, p Principal) error
 	// RotateSessionToken gives open session id a new token; the old one
 	// no longer works.
 	RotateSessionToken(ctx context.Context, id string) (*api.SessionToken, error)
@@ -62,13 +70,8 @@ var errUnauthorized = errors.New("missing or wrong bearer token")
 func (a *API) authenticate(via, listenerToken string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.principal(r, via, listenerToken)
-		switch {
-		case errors.Is(err, errUnauthorized):
-			w.Header().Set("Connection", "close")
-			writeJSON(w, http.StatusUnauthorized, api.Error{Error: errUnauthorized.Error(), Code: skills.ClassPermission.Name})
-			return
-		case err != nil:
-			writeErr(w, err)
+		if err != nil {
+			refuse(w, err)
 			return
 		}
 		if p.Role == RoleSession && r.Header.Get(api.ActAsHeader) != "" {
@@ -106,16 +109,33 @@ func (a *API) principal(r *http.Request, via, listenerToken string) (Principal, 
 		return Principal{}, errUnauthorized
 	}
 	p, err := a.Credentials.Credential(r.Context(), cred)
-	if errors.Is(err, skills.ErrNotFound) {
-		return Principal{}, errUnauthorized
-	}
 	if err != nil {
-		// The index failed: the lookup's error names no token (only its
-		// hash is ever looked up), but say no more than that.
-		return Principal{}, fmt.Errorf("look up the request's credential: %w", kindOnly(err))
+		return Principal{}, credentialErr(err)
 	}
 	p.Via = via
 	return p, nil
+}
+
+// credentialErr is what a request is answered when the lookup of its
+// credential failed with err: errUnauthorized for a token that proves
+// nothing; else the index failed, and its error names no token (only
+// hashes are looked up), but the answer says no more than its kind.
+func credentialErr(err error) error {
+	if errors.Is(err, skills.ErrNotFound) {
+		return errUnauthorized
+	}
+	return fmt.Errorf("look up the request's credential: %w", kindOnly(err))
+}
+
+// refuse answers a request whose credential failed with err (principal,
+// credentialErr).
+func refuse(w http.ResponseWriter, err error) {
+	if errors.Is(err, errUnauthorized) {
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusUnauthorized, api.Error{Error: errUnauthorized.Error(), Code: skills.ClassPermission.Name})
+		return
+	}
+	writeErr(w, err)
 }
 
 // kindOnly is the sentinel of err's kind, without err's message.

@@ -73,7 +73,18 @@ type eventStream struct {
 	// host committed before it (ids follow commit order, writes taking
 	// turns), which sending it first would skip for good.
 	fromLog bool
+	// keepEvery is the time between keep-alives (DefaultKeepAlive).
+	keepEvery time.Duration
+	// cred is the principal the stream was opened by; when a token
+	// proved it (watch is set) creds are asked again whether it still
+	// does (proven).
+	cred  Principal
+	creds Credentials
+	watch *streamWatch
 }
+
+// DefaultKeepAlive is how often an idle stream gets a comment line.
+const DefaultKeepAlive = 15 * time.Second
 
 // send writes one event. It reports done when the stream has nothing more
 // to say (its session closed) or cannot go on.
@@ -109,6 +120,9 @@ func (s *eventStream) catchUp(ctx context.Context, resuming bool) (done bool) {
 			return s.resync(page, fmt.Sprintf("id %d was never given by this daemon's event log (the newest is %d)", s.last, page.Last))
 		}
 		resuming = false
+		if len(page.Events) > 0 && !s.proven(ctx) {
+			return true
+		}
 		for _, e := range page.Events {
 			if s.send(events.FromStored(e)) {
 				return true
@@ -129,7 +143,8 @@ func (s *eventStream) resync(page *index.EventPage, reason string) bool {
 }
 
 // stream sends events as server-sent events, one JSON object per event with
-// its id, and a comment line every 15 s to keep idle connections alive. A
+// its id, and a comment line every 15 s (KeepAlive) to keep idle
+// connections alive. A
 // client that resumes (Last-Event-ID, or ?after=ID) first gets every event
 // after that id from the log, then the live ones, with no gap and none
 // twice: the stream subscribes before it reads the log and sends only ids
@@ -139,6 +154,10 @@ func (s *eventStream) resync(page *index.EventPage, reason string) bool {
 // closed event still to come is one the stream gets. A closed session's
 // stream ends after the replay; a new client of one is told it does not
 // exist.
+//
+// A stream opened with a session or platform token ends once the token no
+// longer proves its principal (proven), the change told at once by the
+// daemon (openStreams) or found before the next events or keep-alive.
 //
 // It lives as long as its client reads: the API's read deadline covers
 // request bodies only, and its write deadline each write (withDeadlines).
@@ -161,9 +180,22 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, session string, clo
 		}
 		defer lim.streams.leave()
 	}
+	s := &eventStream{w: w, fl: fl, log: a.Events, session: session, last: after, fromLog: a.SharedIndex, keepEvery: a.KeepAlive}
+	if s.keepEvery <= 0 {
+		s.keepEvery = DefaultKeepAlive
+	}
+	if s.cred, _ = PrincipalOf(r.Context()); a.Credentials != nil {
+		// Watched first, then asked: a change made since the request's
+		// lookup is seen now, one made after is told.
+		s.creds, s.watch = a.Credentials, a.streams.add(s.cred)
+		defer a.streams.remove(s.watch)
+		if err := s.recheck(r.Context()); err != nil {
+			refuse(w, credentialErr(err))
+			return
+		}
+	}
 	sub := a.Events.Subscribe(session)
 	defer a.Events.Unsubscribe(sub)
-	s := &eventStream{w: w, fl: fl, log: a.Events, session: session, last: after, fromLog: a.SharedIndex}
 	closed, err := s.start(r.Context(), resume, closedNow)
 	if err != nil {
 		writeErr(w, err)
@@ -202,13 +234,24 @@ func (s *eventStream) start(ctx context.Context, resume bool, closedNow func(con
 // serve sends the live events of sub, and the keep-alives, until the
 // client goes or the stream is done.
 func (s *eventStream) serve(ctx context.Context, sub *events.Subscriber) {
-	keep := time.NewTicker(15 * time.Second)
+	keep := time.NewTicker(s.keepEvery)
 	defer keep.Stop()
+	var changed <-chan struct{} // nil, never ready, without a token
+	if s.watch != nil {
+		changed = s.watch.changed
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
+			if !s.proven(ctx) {
+				return
+			}
 		case <-keep.C:
+			if !s.proven(ctx) {
+				return
+			}
 			if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
 				return // the client is gone, or stopped reading past the write deadline
 			}
@@ -233,6 +276,9 @@ func (s *eventStream) deliver(ctx context.Context, sub *events.Subscriber) (done
 	if lagged || (s.fromLog && len(evs) > 0) {
 		return s.catchUp(ctx, false)
 	}
+	if len(evs) > 0 && !s.proven(ctx) {
+		return true
+	}
 	for _, e := range evs {
 		if e.ID <= s.last {
 			continue // sent from the log already
@@ -242,4 +288,88 @@ func (s *eventStream) deliver(ctx context.Context, sub *events.Subscriber) (done
 		}
 	}
 	return false
+}
+
+// recheck asks the stream's credentials whether its token still proves
+// its principal: nil for a stream opened without a token.
+func (s *eventStream) recheck(ctx context.Context) error {
+	if s.watch == nil {
+		return nil
+	}
+	return s.creds.Recheck(ctx, s.cred)
+}
+
+// proven says whether the stream may go on: its token, if one opened it,
+// still proves its principal. A token that no longer does has the stream
+// send its last words, then an unauthorized event whose id is the last
+// event sent (where a client with a working credential resumes, missing
+// nothing); a lookup that fails ends the stream too, as a failed read of
+// the log does (the client reconnects and is looked up again).
+func (s *eventStream) proven(ctx context.Context) bool {
+	err := s.recheck(ctx)
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, skills.ErrNotFound) && !s.lastWords(ctx) {
+		s.send(api.Event{ID: s.last, Type: skills.EventUnauthorized, Session: s.session, At: time.Now().UTC(),
+			Reason: "the credential this stream was opened with no longer proves its principal " +
+				"(revoked, expired or replaced, or its session closed or moved): reconnect with one that does"})
+	}
+	return false
+}
+
+// lastWords sends a stream whose session token died with its session's
+// close or move the events committed while the token still worked: those
+// up to that closed or moved event (the transaction that recorded it
+// dropped the token), that event included. It reports done when the
+// stream ended with it (its own session's close). A token that died
+// without an event — replaced, a platform token revoked or expired — gets
+// nothing more: no event after the check can be told to have come before
+// the change.
+func (s *eventStream) lastWords(ctx context.Context) (done bool) {
+	if s.cred.Role != RoleSession {
+		return false
+	}
+	ends := func(e skills.Event) bool {
+		return (e.Session == s.cred.Session || e.Session == s.session) &&
+			(e.Type == skills.EventClosed || e.Type == skills.EventMoved)
+	}
+	var cut int64
+	s.eachLogged(ctx, func(e skills.Event) bool {
+		if ends(e) {
+			cut = e.ID
+		}
+		return cut == 0
+	})
+	if cut == 0 {
+		return false
+	}
+	s.eachLogged(ctx, func(e skills.Event) bool {
+		if e.ID > cut {
+			return false
+		}
+		done = s.send(events.FromStored(e))
+		return !done && e.ID < cut
+	})
+	return done
+}
+
+// eachLogged hands each event of the stream's log after the last sent to
+// f, in order, while f says go on; a failed read ends it.
+func (s *eventStream) eachLogged(ctx context.Context, f func(skills.Event) bool) {
+	for after := s.last; ; {
+		page, err := s.log.Events(ctx, s.session, after, replayPage)
+		if err != nil {
+			return
+		}
+		for _, e := range page.Events {
+			if !f(e) {
+				return
+			}
+			after = e.ID
+		}
+		if len(page.Events) < replayPage {
+			return
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package server
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // Role is what a caller of the API may do.
 type Role int
@@ -49,7 +52,28 @@ type Principal struct {
 	// PeerPID and PeerUID are the peer of a Unix socket connection
 	// (SO_PEERCRED), 0 when unknown.
 	PeerPID, PeerUID int
+	// Hash is the hash of the session or platform token that proved the
+	// principal, as Credentials know it ("" when no such token did: the
+	// socket, the listener's own token, a sandbox's socket). An event
+	// stream keeps it to ask again whether the token still proves the
+	// principal (Credentials.Recheck); the token itself is never kept.
+	Hash TokenHash
 }
+
+// TokenHash is a token's hash as Credentials look it up. It formats and
+// logs as a placeholder, never its value.
+type TokenHash string
+
+// String is a placeholder saying whether h is set.
+func (h TokenHash) String() string {
+	if h == "" {
+		return ""
+	}
+	return "(token hash)"
+}
+
+// LogValue is String: a log line never holds a hash.
+func (h TokenHash) LogValue() slog.Value { return slog.StringValue(h.String()) }
 
 type principalKey struct{}
 

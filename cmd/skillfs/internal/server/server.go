@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -144,6 +145,9 @@ type Config struct {
 	// SharedIndex says the index is shared with other hosts: the streams
 	// then send every event from the log (see eventStream.fromLog).
 	SharedIndex bool
+	// KeepAlive is how often an idle event stream gets a comment line,
+	// and its credential is checked again (0: DefaultKeepAlive).
+	KeepAlive time.Duration
 	// Metrics counts the requests (nil: nothing), Gatherer is what
 	// GET /metrics serves (nil: 404).
 	Metrics  *Metrics
@@ -155,6 +159,7 @@ type Config struct {
 type API struct {
 	Config
 	metricsHandler http.Handler
+	streams        openStreams // the event streams open with a token
 }
 
 // New is the API over cfg.
