@@ -508,7 +508,10 @@ class Client:
         events after the id are no longer kept) is yielded: read the
         activations again; with reconnect, the stream goes on after it.
         A stream started without after that breaks before its first event
-        starts again from then on: give after to miss nothing.
+        starts again from then on: give after to miss nothing. An
+        "unauthorized" event (the token was revoked, rotated or expired, its
+        session moved) is yielded and ends the generator, reconnect or not:
+        a new credential resumes from self.last_event_id.
 
         The daemon sends a comment every 15 s on an idle stream; one silent
         for idle_timeout seconds (None: wait forever) is taken as broken:
@@ -536,6 +539,8 @@ class Client:
                     yield ev
                     if ev.get("type") == "closed" and id is not None:
                         return
+                    if ev.get("type") == "unauthorized":
+                        return  # the token no longer proves its principal: reconnecting would be refused
                     if ev.get("type") == "resync" and not reconnect:
                         return
             except (OSError, http.client.HTTPException):
