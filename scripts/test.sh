@@ -69,4 +69,4 @@ SKILLFS_TEST_INDEX=postgres go test -count=1 -timeout 20m ./integration
 finish
 trap - EXIT
 export TMPDIR=$tmp_before
-FUZZTIME=${FUZZTIME:-10s} scripts/fuzz.sh
+FUZZTIME=${FUZZTIME:-6s} scripts/fuzz.sh
