@@ -119,6 +119,14 @@ type Options struct {
 	// shared by every read of the mount.
 	AuditReads bool
 
+	// Keeper, when set, keeps a duplicate of the connection's descriptor
+	// (see Keeper): Mount takes back the connection it holds for this
+	// mountpoint, if any, instead of mounting anew.
+	Keeper Keeper
+	// StateDir holds what a server taking a connection back needs from
+	// the one that served it before (required with Keeper).
+	StateDir string
+
 	// kernelWritable leaves the mount writable at the VFS level so tests can
 	// prove the daemon itself refuses every mutation.
 	kernelWritable bool
