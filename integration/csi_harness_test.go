@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -126,12 +127,17 @@ type csiNode struct {
 	serve   []string // the daemon's flags
 }
 
-// startCSINode starts a node: daemon (with serve's flags), skills, users,
-// policy file, plugin.
-func startCSINode(t *testing.T, serve ...string) *csiNode {
+// startCSINode starts a node: daemon, skills, users, policy file, plugin.
+func startCSINode(t *testing.T) *csiNode { return newCSINode(t, false) }
+
+// startKeptCSINode is startCSINode with a keeper holding the daemon's FUSE
+// connection (`skillfs keeper`, `serve --keeper`).
+func startKeptCSINode(t *testing.T) *csiNode { return newCSINode(t, true) }
+
+func newCSINode(t *testing.T, kept bool) *csiNode {
 	t.Helper()
 	e := newEnv(t)
-	n := &csiNode{t: t, e: e, dir: t.TempDir(), serve: append([]string{"--examples=false"}, serve...)}
+	n := &csiNode{t: t, e: e, dir: t.TempDir(), serve: []string{"--examples=false"}}
 	n.kubelet = &kubelet{t: t, root: filepath.Join(n.dir, "kubelet"), endpoint: filepath.Join(n.dir, "csi.sock")}
 	policy := filepath.Join(n.dir, "policy.yaml")
 	if err := os.WriteFile(policy, []byte(csiPolicy), 0o600); err != nil {
@@ -139,6 +145,9 @@ func startCSINode(t *testing.T, serve ...string) *csiNode {
 	}
 	t.Cleanup(n.sweep) // registered first: runs after every other cleanup of the node
 	sharedMount(t, n.kubelet.root)
+	if kept {
+		n.serve = append(n.serve, "--keeper", n.startKeeper())
+	}
 	n.d = e.serve(n.serve...)
 	src := filepath.Join(n.dir, "src")
 	for slug, tree := range csiSkills {
@@ -869,4 +878,50 @@ func (c *container) curl(path string) (int, string) {
 		c.t.Fatalf("curl %s in container %d: no status in %q", path, c.pid, out)
 	}
 	return code, s[:max(i, 0)]
+}
+
+// startKeeper starts `skillfs keeper` on a socket in the node's folder,
+// for a daemon served with --keeper, and waits until it listens. It is
+// stopped (SIGTERM) when the test ends, after the daemon; a mount it kept
+// for a daemon that stopped is then detached.
+func (n *csiNode) startKeeper() string {
+	n.t.Helper()
+	sock := filepath.Join(n.dir, "keeper.sock")
+	log := &skilltest.SyncBuffer{}
+	cmd := n.e.command(context.Background(), "keeper", "--socket", sock)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		n.t.Fatalf("start skillfs keeper: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	mnt := filepath.Join(n.e.home, "mnt")
+	n.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			n.t.Errorf("skillfs keeper did not stop within 20s of SIGTERM\n%s", log)
+		}
+		if slices.Contains(mountedUnder(n.t, mnt), mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return sock
+		}
+		select {
+		case <-done:
+			n.t.Fatalf("skillfs keeper exited before listening: %v\n%s", cmd.ProcessState, log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("skillfs keeper not listening after 30s\n%s", log)
+		}
+	}
 }
