@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -675,7 +674,7 @@ type container struct {
 	reads    int            // successful reads
 	failures []string       // failed reads, the first 20
 	failed   int            // failed reads
-	ends     []int64        // when each successful read ended
+	spans    [][2]int64     // when each successful read started and ended (Unix nanoseconds)
 	opens    map[string]int // successful reads by path
 	exited   error          // the agent's end, once done is closed
 	fatal    string         // what the agent said stopped it before it read
@@ -717,7 +716,7 @@ func startContainer(t *testing.T, mounts [][2]string) *container {
 	c.pid = c.cmd.Process.Pid
 	ready := make(chan struct{})
 	go c.collect(out, ready)
-	t.Cleanup(c.stop)
+	t.Cleanup(c.kill)
 	select {
 	case <-ready:
 	case <-c.done:
@@ -749,7 +748,7 @@ func (c *container) collect(out io.Reader, ready chan struct{}) {
 		c.mu.Lock()
 		if r.Err == "" {
 			c.reads++
-			c.ends = append(c.ends, r.End)
+			c.spans = append(c.spans, [2]int64{r.Start, r.End})
 			c.opens[r.Path]++
 		} else {
 			c.failed++
@@ -774,6 +773,13 @@ func (c *container) stop() {
 		<-c.done
 		c.t.Errorf("container %d: the agent did not end within 30s of its input closing", c.pid)
 	}
+}
+
+// kill ends the container at once (the end of a test, which may have left
+// it reading from a daemon no longer there).
+func (c *container) kill() {
+	c.cmd.Process.Kill()
+	<-c.done
 }
 
 // waitReads waits until the agent read n files more (with success) than
@@ -818,7 +824,8 @@ func (c *container) longestPause(from, to time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	prev, worst := from.UnixNano(), int64(0)
-	for _, e := range c.ends {
+	for _, sp := range c.spans {
+		e := sp[1]
 		if e < prev {
 			continue
 		}
@@ -852,6 +859,20 @@ func (c *container) propagation(path string) string {
 		c.t.Fatalf("container %d: nothing mounted at %s", c.pid, path)
 	}
 	return opt
+}
+
+// across is how many successful reads of the agent were under way at t:
+// started before, ended after.
+func (c *container) across(t time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, sp := range c.spans {
+		if sp[0] < t.UnixNano() && sp[1] > t.UnixNano() {
+			n++
+		}
+	}
+	return n
 }
 
 // opened is how often the agent read path with success.
@@ -911,9 +932,8 @@ func (n *csiNode) startKeeper() string {
 		}
 	})
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("unix", sock); err == nil {
-			c.Close()
-			return sock
+		if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == fs.ModeSocket {
+			return sock // it listens once its socket is there (a fresh folder)
 		}
 		select {
 		case <-done:

@@ -39,16 +39,28 @@ func TestCSIDaemonRestartsUnderKeeper(t *testing.T) {
 	c.assertNoFailure("before the restarts")
 	first := n.firstActivation(s.ID)
 
+	var restarting time.Time // when the restart of a daemon down for a while began
 	for _, r := range []struct {
 		name    string
 		restart func() (down, up time.Time) // stops and starts again: when it went down, when it was ready
+		// waited: the agent surely waited on the daemon while it was down,
+		// with a read under way when it came back.
+		waited bool
 	}{
 		{"kill -9 of the daemon", func() (time.Time, time.Time) {
 			n.d.kill()
 			down := time.Now()
 			n.restartDaemon()
 			return down, time.Now()
-		}},
+		}, false},
+		{"kill -9 of the daemon, down for a second", func() (time.Time, time.Time) {
+			n.d.kill()
+			down := time.Now()
+			time.Sleep(time.Second) // as a service manager's restart delay
+			restarting = time.Now()
+			n.restartDaemon()
+			return down, time.Now()
+		}, true},
 		{"kill -9 of the plugin and the daemon", func() (time.Time, time.Time) {
 			n.plugin.kill()
 			n.d.kill()
@@ -57,7 +69,7 @@ func TestCSIDaemonRestartsUnderKeeper(t *testing.T) {
 			up := time.Now()
 			n.restartPlugin()
 			return down, up
-		}},
+		}, false},
 		{"SIGTERM of the daemon", func() (time.Time, time.Time) {
 			down := time.Now()
 			if code := n.d.stop(); code != 0 {
@@ -65,13 +77,16 @@ func TestCSIDaemonRestartsUnderKeeper(t *testing.T) {
 			}
 			n.restartDaemon()
 			return down, time.Now()
-		}},
+		}, false},
 	} {
 		down, up := r.restart()
 		c.waitReads(300, 60*time.Second)
 		c.assertNoFailure("after " + r.name)
-		t.Logf("%s: the agent's longest pause %v (the daemon ready again %v after it went down)", r.name,
-			c.longestPause(down, time.Now()).Round(time.Millisecond), up.Sub(down).Round(time.Millisecond))
+		t.Logf("%s: the agent's longest pause %v (the daemon ready again %v after it went down; reads under way when it went down: %d, each answered right)",
+			r.name, c.longestPause(down, time.Now()).Round(time.Millisecond), up.Sub(down).Round(time.Millisecond), c.across(down))
+		if r.waited && c.across(restarting) == 0 {
+			t.Fatalf("%s: no read of the agent was under way when the daemon started again: it read without the daemon", r.name)
+		}
 		var who struct{ Session string }
 		if code, body := c.curl("/v1/whoami"); code != 200 || json.Unmarshal([]byte(body), &who) != nil || who.Session != s.ID {
 			t.Fatalf("after %s: whoami on the pod's socket: %d %s", r.name, code, body)
