@@ -1,0 +1,142 @@
+// Command skillfs-csi is skillfs's CSI node plugin: it gives Kubernetes
+// pods a skillfs session as an ephemeral inline volume (see package node
+// for what it does and decides, package claims for the policy file).
+//
+//	skillfs-csi [--endpoint unix:///csi/csi.sock] [--skillfs-socket /var/lib/skillfs/skillfs.sock]
+//	            [--node-id NAME] [--driver-name csi.skillfs] [--policy /etc/skillfs-csi/policy.yaml]
+//	skillfs-csi --version
+//
+// It serves the CSI Identity and Node services on the endpoint (a Unix
+// socket, made 0600; a stale socket file there is replaced) until SIGTERM
+// or SIGINT, then stops taking calls and lets those in flight finish.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+
+	"skillfs/cmd/skillfs-csi/internal/claims"
+	"skillfs/cmd/skillfs-csi/internal/node"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// policyInterval is how often the policy file is checked for a change.
+const policyInterval = 5 * time.Second
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "skillfs-csi:", err)
+		os.Exit(2)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	endpoint, socket, nodeID, driver, policy string
+	version                                  bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	host, _ := os.Hostname()
+	var c config
+	fs := flag.NewFlagSet("skillfs-csi", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.endpoint, "endpoint", "unix:///csi/csi.sock", "the CSI endpoint to serve: unix://PATH (or a bare path)")
+	fs.StringVar(&c.socket, "skillfs-socket", "/var/lib/skillfs/skillfs.sock", "the node daemon's operator API socket")
+	fs.StringVar(&c.nodeID, "node-id", host, "this node's id, as NodeGetInfo answers it (the Kubernetes node name)")
+	fs.StringVar(&c.driver, "driver-name", "csi.skillfs", "the driver's name (the CSIDriver object's)")
+	fs.StringVar(&c.policy, "policy", "/etc/skillfs-csi/policy.yaml", "the claims policy file (re-read when it changes)")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.nodeID == "" {
+		return c, errors.New("--node-id: no host name to default to; give one")
+	}
+	if c.driver == "" {
+		return c, errors.New("--driver-name: must not be empty")
+	}
+	return c, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if c.version {
+		fmt.Fprintln(stdout, "skillfs-csi", version)
+		return nil
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	l, err := Listen(c.endpoint)
+	if err != nil {
+		return err
+	}
+	store := claims.Open(c.policy, log)
+	go store.Watch(ctx, policyInterval)
+	d := &node.Driver{Name: c.driver, Version: version, NodeID: c.nodeID, Socket: c.socket, Policy: store, Log: log}
+	srv := NewServer(d)
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	log.Info("serving", "endpoint", c.endpoint, "driver", c.driver, "node", c.nodeID, "skillfs_socket", c.socket, "version", version)
+	return srv.Serve(l)
+}
+
+// NewServer is the gRPC server of driver d's Identity and Node services.
+func NewServer(d *node.Driver) *grpc.Server {
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
+	csi.RegisterIdentityServer(srv, d)
+	csi.RegisterNodeServer(srv, d)
+	return srv
+}
+
+// Listen makes the endpoint's Unix socket (0600), replacing a socket file
+// a previous run left; anything else at the path is refused.
+func Listen(endpoint string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok && strings.Contains(endpoint, "://") {
+		return nil, fmt.Errorf("--endpoint %q: want unix://PATH", endpoint)
+	}
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("--endpoint %q: want an absolute path", endpoint)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("--endpoint %q: %s is there and is not a socket", endpoint, path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("--endpoint %q: %w", endpoint, err)
+	}
+	return l, nil
+}
