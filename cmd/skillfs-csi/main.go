@@ -18,16 +18,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
-
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 
 	"skillfs/cmd/skillfs-csi/internal/claims"
 	"skillfs/cmd/skillfs-csi/internal/node"
@@ -90,53 +84,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	l, err := Listen(c.endpoint)
+	l, err := node.Listen(c.endpoint)
 	if err != nil {
 		return err
 	}
 	store := claims.Open(c.policy, log)
 	go store.Watch(ctx, policyInterval)
 	d := &node.Driver{Name: c.driver, Version: version, NodeID: c.nodeID, Socket: c.socket, Policy: store, Log: log}
-	srv := NewServer(d)
+	srv := d.Server()
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
 	}()
 	log.Info("serving", "endpoint", c.endpoint, "driver", c.driver, "node", c.nodeID, "skillfs_socket", c.socket, "version", version)
 	return srv.Serve(l)
-}
-
-// NewServer is the gRPC server of driver d's Identity and Node services.
-func NewServer(d *node.Driver) *grpc.Server {
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
-	csi.RegisterIdentityServer(srv, d)
-	csi.RegisterNodeServer(srv, d)
-	return srv
-}
-
-// Listen makes the endpoint's Unix socket (0600), replacing a socket file
-// a previous run left; anything else at the path is refused.
-func Listen(endpoint string) (net.Listener, error) {
-	path, ok := strings.CutPrefix(endpoint, "unix://")
-	if !ok && strings.Contains(endpoint, "://") {
-		return nil, fmt.Errorf("--endpoint %q: want unix://PATH", endpoint)
-	}
-	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("--endpoint %q: want an absolute path", endpoint)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("--endpoint %q: %s is there and is not a socket", endpoint, path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, err
-		}
-	}
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("--endpoint %q: %w", endpoint, err)
-	}
-	return l, nil
 }

@@ -1,0 +1,261 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"skillfs/cmd/skillfs/api"
+)
+
+// podTarget is the target path a kubelet gives volume vol of pod uid.
+func podTarget(root, uid, vol string) string {
+	return filepath.Join(root, "pods", uid, "volumes", "kubernetes.io~csi", vol, "mount")
+}
+
+func codeOf(err error) codes.Code { return status.Code(err) }
+
+// isMount reports whether path is a mount point here.
+func isMount(t *testing.T, path string) bool {
+	t.Helper()
+	m, err := mountsBelow(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+// driverSessions are the open sessions carrying the driver's label.
+func (n *testNode) driverSessions() []api.SessionInfo {
+	n.t.Helper()
+	list, err := n.driver.daemon().sessions(context.Background(), "", map[string]string{LabelDriver: n.driver.Name})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return list
+}
+
+func TestPublishUnpublish(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-1", "skills")
+	vc := podContext("agents", "pod-1", "uid-1", "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill})
+	req := publishReq("csi-vol-1", target, vc)
+	for i := range 2 { // the second is a repeat: OK, nothing more made
+		if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(target, testSkill, "references", "data.txt"))
+	if err != nil || string(got) != testFileBody {
+		t.Fatalf("read at the target: %q, %v; want %q", got, err, testFileBody)
+	}
+	if err := os.WriteFile(filepath.Join(target, testSkill, "new.txt"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.EACCES) && !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("write at the target: %v, want it refused (read-only)", err)
+	}
+	list := n.driverSessions()
+	if len(list) != 1 || len(list[0].Binds) != 1 || list[0].User != "alice" {
+		t.Fatalf("sessions after two publishes: %+v, want one of alice bound once", list)
+	}
+	s := list[0]
+	for k, want := range map[string]string{LabelNamespace: "agents", LabelPod: "pod-1", LabelPodUID: "uid-1", LabelSA: "runner", LabelVolume: "csi-vol-1"} {
+		if s.Labels[k] != want {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, s.Labels[k], want, s.Labels)
+		}
+	}
+	un := &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-vol-1", TargetPath: target}
+	for i := range 2 {
+		if _, err := n.node().NodeUnpublishVolume(ctx, un); err != nil {
+			t.Fatalf("unpublish %d: %v", i, err)
+		}
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("target after unpublish: %v, want it removed", err)
+	}
+	if m, _ := mountsBelow(filepath.Dir(target)); len(m) > 0 {
+		t.Fatalf("mounts left: %v", m)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("sessions left after unpublish: %+v", list)
+	}
+	// Unknown volume, unknown target: OK.
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "nope", TargetPath: target}); err != nil {
+		t.Fatalf("unpublish of an unknown volume: %v", err)
+	}
+}
+
+func TestPublishRefused(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	cases := []struct {
+		name string
+		vc   map[string]string
+		code codes.Code
+	}{
+		{"other user", podContext("agents", "p", "u1", "runner", map[string]string{AttrUser: "bob"}), codes.PermissionDenied},
+		{"other namespace", podContext("default", "p", "u2", "runner", map[string]string{AttrUser: "alice"}), codes.PermissionDenied},
+		{"other service account", podContext("agents", "p", "u3", "default", map[string]string{AttrUser: "alice"}), codes.PermissionDenied},
+		{"no pod info", map[string]string{AttrUser: "alice"}, codes.PermissionDenied},
+		{"no user", podContext("agents", "p", "u4", "runner", nil), codes.InvalidArgument},
+		{"unknown attribute", podContext("agents", "p", "u5", "runner", map[string]string{AttrUser: "alice", "usr": "x"}), codes.InvalidArgument},
+		{"unknown kind", podContext("agents", "p", "u6", "runner", map[string]string{AttrUser: "alice", AttrKind: "rw"}), codes.InvalidArgument},
+		{"api before skills", podContext("agents", "p", "u7", "runner", map[string]string{AttrKind: KindAPI}), codes.Unavailable},
+	}
+	for i, c := range cases {
+		target := podTarget(root, fmt.Sprint("u", i), "v")
+		_, err := n.node().NodePublishVolume(ctx, publishReq(fmt.Sprint("vol-", i), target, c.vc))
+		if codeOf(err) != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("refused publishes opened sessions: %+v", list)
+	}
+	if m, _ := mountsBelow(root); len(m) > 0 {
+		t.Fatalf("refused publishes left mounts: %v", m)
+	}
+	block := publishReq("vol-b", podTarget(root, "ub", "v"), podContext("agents", "p", "ub", "runner", map[string]string{AttrUser: "alice"}))
+	block.VolumeCapability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	if _, err := n.node().NodePublishVolume(ctx, block); codeOf(err) != codes.InvalidArgument {
+		t.Errorf("block access: %v, want InvalidArgument", err)
+	}
+}
+
+func TestPublishRaces(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-r", "skills")
+	req := publishReq("csi-vol-r", target, podContext("agents", "pod-r", "uid-r", "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill}))
+	un := &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-vol-r", TargetPath: target}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			var err error
+			if i%2 == 0 {
+				_, err = n.node().NodePublishVolume(ctx, req)
+			} else {
+				_, err = n.node().NodeUnpublishVolume(ctx, un)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a racing call: %v", err)
+		}
+	}
+	// Consistent: mounted exactly when a session is bound there.
+	list := n.driverSessions()
+	mounted := isMount(t, target)
+	if mounted != (len(list) == 1 && len(list[0].Binds) == 1) || len(list) > 1 {
+		t.Fatalf("after the races: mounted %v, sessions %+v", mounted, list)
+	}
+	t.Logf("after 20 racing calls: mounted %v, %d session(s)", mounted, len(list))
+	if _, err := n.node().NodeUnpublishVolume(ctx, un); err != nil {
+		t.Fatal(err)
+	}
+	if isMount(t, target) || len(n.driverSessions()) != 0 {
+		t.Fatal("unpublish after the races left a mount or a session")
+	}
+}
+
+func TestAPIVolume(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	skillsTarget, apiTarget := podTarget(root, "uid-a", "skills"), podTarget(root, "uid-a", "api")
+	pod := func(attrs map[string]string) map[string]string { return podContext("agents", "pod-a", "uid-a", "runner", attrs) }
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-s", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
+		t.Fatal(err)
+	}
+	apiReq := publishReq("vol-a", apiTarget, pod(map[string]string{AttrKind: KindAPI}))
+	for range 2 {
+		if _, err := n.node().NodePublishVolume(ctx, apiReq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := n.driverSessions()
+	if len(list) != 1 {
+		t.Fatalf("sessions: %+v", list)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(apiTarget, SocketName))
+	}}}
+	resp, err := hc.Get("http://skillfs/v1/whoami")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who api.Whoami
+	json.NewDecoder(resp.Body).Decode(&who)
+	resp.Body.Close()
+	if who.Session != list[0].ID || who.Role != "session" {
+		t.Fatalf("whoami on the volume's socket: %+v, want session %s", who, list[0].ID)
+	}
+	hc.CloseIdleConnections()
+	// The skills volume goes first: the session stays for the api volume.
+	for _, u := range []struct{ id, target string }{{"vol-s", skillsTarget}, {"vol-a", apiTarget}} {
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: u.id, TargetPath: u.target}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(u.target); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s after unpublish: %v", u.target, err)
+		}
+	}
+	if m, _ := mountsBelow(root); len(m) > 0 || len(n.driverSessions()) != 0 {
+		t.Fatalf("left: mounts %v, sessions %+v", m, n.driverSessions())
+	}
+}
+
+func TestPluginRestart(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-x", "skills")
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-x", target, podContext("agents", "pod-x", "uid-x", "runner", map[string]string{AttrUser: "alice", AttrAll: "true"}))); err != nil {
+		t.Fatal(err)
+	}
+	n.restartPlugin()
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-x", TargetPath: target}); err != nil {
+		t.Fatal(err)
+	}
+	if isMount(t, target) || len(n.driverSessions()) != 0 {
+		t.Fatal("unpublish by a restarted plugin left a mount or a session")
+	}
+}
+
+func TestDaemonDown(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	n.stopDaemon()
+	target := podTarget(t.TempDir(), "uid-d", "skills")
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-d", target, podContext("agents", "p", "uid-d", "runner", map[string]string{AttrUser: "alice"})))
+	if codeOf(err) != codes.Unavailable {
+		t.Fatalf("publish with the daemon down: %v, want Unavailable", err)
+	}
+	t.Log(err)
+	p, err := csi.NewIdentityClient(n.conn).Probe(ctx, &csi.ProbeRequest{})
+	if err != nil || p.GetReady().GetValue() {
+		t.Fatalf("probe with the daemon down: %v, %v; want not ready", p, err)
+	}
+}
