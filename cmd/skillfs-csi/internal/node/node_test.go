@@ -186,7 +186,9 @@ func TestAPIVolume(t *testing.T) {
 	ctx := ctxOf(t)
 	root := t.TempDir()
 	skillsTarget, apiTarget := podTarget(root, "uid-a", "skills"), podTarget(root, "uid-a", "api")
-	pod := func(attrs map[string]string) map[string]string { return podContext("agents", "pod-a", "uid-a", "runner", attrs) }
+	pod := func(attrs map[string]string) map[string]string {
+		return podContext("agents", "pod-a", "uid-a", "runner", attrs)
+	}
 	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-s", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
 		t.Fatal(err)
 	}
