@@ -167,9 +167,15 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
+// maxVolumeID is the longest volume id (the CSI specification's limit).
+const maxVolumeID = 128
+
 func checkIDs(id, target string) error {
 	if id == "" {
 		return status.Error(codes.InvalidArgument, "volume id missing")
+	}
+	if len(id) > maxVolumeID || skills.CheckSessionKey(id) != nil {
+		return status.Errorf(codes.InvalidArgument, "volume id %q: want 1 to %d bytes of printable ASCII without spaces", clip(id), maxVolumeID)
 	}
 	if target == "" {
 		return status.Error(codes.InvalidArgument, "target path missing")
