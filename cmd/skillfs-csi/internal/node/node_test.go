@@ -261,3 +261,60 @@ func TestDaemonDown(t *testing.T) {
 		t.Fatalf("probe with the daemon down: %v, %v; want not ready", p, err)
 	}
 }
+
+func TestKeyedVolumes(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	attrs := map[string]string{AttrUser: "alice", AttrSkills: testSkill, AttrKey: "thread-7"}
+	t1, t2 := podTarget(root, "uid-1", "skills"), podTarget(root, "uid-2", "skills")
+	for i, target := range []string{t1, t2} {
+		uid := fmt.Sprint("uid-", i+1)
+		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-"+uid, target, podContext("agents", "pod-"+uid, uid, "runner", attrs))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 2 {
+		t.Fatalf("two volumes of one key: %+v, want one session bound twice", list)
+	}
+	other := map[string]string{AttrUser: "alice", AttrAll: "true", AttrKey: "thread-7"}
+	t3 := podTarget(root, "uid-3", "skills")
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-uid-3", t3, podContext("agents", "pod-3", "uid-3", "runner", other)))
+	if codeOf(err) != codes.AlreadyExists {
+		t.Fatalf("the key with another request: %v, want AlreadyExists", err)
+	}
+	t.Log(err)
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-1", TargetPath: t1}); err != nil {
+		t.Fatal(err)
+	}
+	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 1 {
+		t.Fatalf("after one of two unpublished: %+v, want the session kept for the other", list)
+	}
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-2", TargetPath: t2}); err != nil {
+		t.Fatal(err)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("after both unpublished: %+v", list)
+	}
+}
+
+func TestTargetTaken(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-t", "skills")
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", target, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mount a tmpfs at the target: %v", err)
+	}
+	defer syscall.Unmount(target, syscall.MNT_DETACH)
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-t", target, podContext("agents", "p", "uid-t", "runner", map[string]string{AttrUser: "alice"})))
+	if codeOf(err) != codes.AlreadyExists {
+		t.Fatalf("publish at a mount point of something else: %v, want AlreadyExists", err)
+	}
+	t.Log(err)
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("a refused bind left its session open: %+v", list)
+	}
+}
