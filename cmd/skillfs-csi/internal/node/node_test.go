@@ -52,6 +52,24 @@ func (n *testNode) driverSessions() []api.SessionInfo {
 	return list
 }
 
+// unpublishClean unpublishes volume id at target and checks that nothing
+// is left: no mount, no target, no session of the driver.
+func (n *testNode) unpublishClean(ctx context.Context, id, target, when string) {
+	n.t.Helper()
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		n.t.Fatalf("unpublish %s: %v", when, err)
+	}
+	if m, _ := mountsBelow(filepath.Dir(target)); len(m) > 0 {
+		n.t.Fatalf("unpublish %s left mounts %v", when, m)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		n.t.Fatalf("unpublish %s left the target: %v", when, err)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		n.t.Fatalf("unpublish %s left sessions %+v", when, list)
+	}
+}
+
 func TestPublishUnpublish(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxOf(t)
@@ -80,21 +98,8 @@ func TestPublishUnpublish(t *testing.T) {
 			t.Errorf("label %s = %q, want %q (labels %v)", k, s.Labels[k], want, s.Labels)
 		}
 	}
-	un := &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-vol-1", TargetPath: target}
-	for i := range 2 {
-		if _, err := n.node().NodeUnpublishVolume(ctx, un); err != nil {
-			t.Fatalf("unpublish %d: %v", i, err)
-		}
-	}
-	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("target after unpublish: %v, want it removed", err)
-	}
-	if m, _ := mountsBelow(filepath.Dir(target)); len(m) > 0 {
-		t.Fatalf("mounts left: %v", m)
-	}
-	if list := n.driverSessions(); len(list) != 0 {
-		t.Fatalf("sessions left after unpublish: %+v", list)
-	}
+	n.unpublishClean(ctx, "csi-vol-1", target, "once")
+	n.unpublishClean(ctx, "csi-vol-1", target, "again")
 	// Unknown volume, unknown target: OK.
 	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "nope", TargetPath: target}); err != nil {
 		t.Fatalf("unpublish of an unknown volume: %v", err)
@@ -173,12 +178,7 @@ func TestPublishRaces(t *testing.T) {
 		t.Fatalf("after the races: mounted %v, sessions %+v", mounted, list)
 	}
 	t.Logf("after 20 racing calls: mounted %v, %d session(s)", mounted, len(list))
-	if _, err := n.node().NodeUnpublishVolume(ctx, un); err != nil {
-		t.Fatal(err)
-	}
-	if isMount(t, target) || len(n.driverSessions()) != 0 {
-		t.Fatal("unpublish after the races left a mount or a session")
-	}
+	n.unpublishClean(ctx, "csi-vol-r", target, "after the races")
 }
 
 func TestAPIVolume(t *testing.T) {
@@ -238,12 +238,7 @@ func TestPluginRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.restartPlugin()
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-x", TargetPath: target}); err != nil {
-		t.Fatal(err)
-	}
-	if isMount(t, target) || len(n.driverSessions()) != 0 {
-		t.Fatal("unpublish by a restarted plugin left a mount or a session")
-	}
+	n.unpublishClean(ctx, "vol-x", target, "by a restarted plugin")
 }
 
 func TestDaemonDown(t *testing.T) {
