@@ -68,13 +68,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -330,15 +329,37 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 			d.Log.Info("session closed", "session", s.ID, "volume", id)
 		}
 	}
+	return removeTarget(id, target, view)
+}
+
+// removeTarget removes the target folder, and the view's folder in it (a
+// kind=api volume's), each only if it is an empty folder that is not a
+// mount point: never a file, never what something else mounted there.
+func removeTarget(id, target, view string) error {
 	for _, p := range []string{view, target} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			if p == view && errors.Is(err, syscall.ENOTDIR) {
-				continue
-			}
+		if mounted, err := isMountPoint(p); err == nil && mounted {
+			return status.Errorf(codes.FailedPrecondition, "volume %s: %s is a mount point no session of this driver is bound at: left alone", id, p)
+		}
+		err := unix.Rmdir(p)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT), p == view && errors.Is(err, unix.ENOTDIR):
+		default:
 			return status.Errorf(codes.Internal, "volume %s: remove %s: %v", id, p, err)
 		}
 	}
 	return nil
+}
+
+// isMountPoint reports whether path is the root of a mount.
+func isMountPoint(path string) (bool, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_BASIC_STATS, &st); err != nil {
+		return false, err
+	}
+	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, fmt.Errorf("statx %s: the kernel does not tell mount roots", path)
+	}
+	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
 }
 
 // grpcError is a failed daemon call as the kubelet is told it: what was

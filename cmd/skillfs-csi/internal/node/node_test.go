@@ -312,4 +312,9 @@ func TestTargetTaken(t *testing.T) {
 	if list := n.driverSessions(); len(list) != 0 {
 		t.Fatalf("a refused bind left its session open: %+v", list)
 	}
+	_, err = n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-t", TargetPath: target})
+	if codeOf(err) != codes.FailedPrecondition || !isMount(t, target) {
+		t.Fatalf("unpublish at a mount point of something else: %v (still mounted: %v), want FailedPrecondition and the mount left alone", err, isMount(t, target))
+	}
+	t.Log(err)
 }
