@@ -61,7 +61,7 @@ func mountsBelow(dir string) ([]string, error) {
 
 // node is one test's daemon and plugin.
 type testNode struct {
-	t      *testing.T
+	t      testing.TB
 	home   string
 	socket string // the daemon's
 	mount  string
@@ -87,7 +87,7 @@ const (
 // skill csi-probe shared with all) and the plugin on a socket, with a
 // policy file allowing namespace agents / service account runner to claim
 // alice.
-func startNode(t *testing.T) *testNode {
+func startNode(t testing.TB) *testNode {
 	t.Helper()
 	fusetest.Require(t)
 	dir := t.TempDir()
@@ -105,7 +105,7 @@ func startNode(t *testing.T) *testNode {
 	return n
 }
 
-func writePolicy(t *testing.T, path, text string) {
+func writePolicy(t testing.TB, path, text string) {
 	t.Helper()
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
@@ -216,7 +216,7 @@ func (n *testNode) restartPlugin() {
 
 func (n *testNode) node() csi.NodeClient { return csi.NewNodeClient(n.conn) }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -248,7 +248,7 @@ func publishReq(id, target string, vc map[string]string) *csi.NodePublishVolumeR
 		}}
 }
 
-func ctxOf(t *testing.T) context.Context {
+func ctxOf(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -69,6 +69,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -257,7 +258,7 @@ func (d *Driver) publishAPI(ctx context.Context, id, target string, v volume) er
 	podDir := filepath.Dir(filepath.Dir(filepath.Clean(target)))
 	var found []api.SessionInfo
 	for _, s := range list {
-		if s.Labels[LabelPodUID] == v.podUID && v.key == "" || slicesContainsBindBelow(s.Binds, podDir) {
+		if s.Labels[LabelPodUID] == v.podUID && v.key == "" || boundInPod(s.Binds, podDir) {
 			found = append(found, s)
 		}
 	}
@@ -276,9 +277,9 @@ func (d *Driver) publishAPI(ctx context.Context, id, target string, v volume) er
 	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)})
 }
 
-// slicesContainsBindBelow reports whether a bind of binds is a volume of
+// boundInPod reports whether a bind of binds is a volume of
 // the pod whose volumes folder is dir (kubelet: <pod>/volumes/<plugin>/<volume>/mount).
-func slicesContainsBindBelow(binds []skills.Bind, dir string) bool {
+func boundInPod(binds []skills.Bind, dir string) bool {
 	for _, b := range binds {
 		if b.PID == 0 && filepath.Dir(filepath.Dir(b.Target)) == dir {
 			return true
@@ -306,15 +307,28 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 
 func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 	dm := d.daemon()
-	list, err := dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name})
+	view := filepath.Join(target, ViewDir)
+	// The sessions the volume opened first; all of the driver's only when
+	// none of those is bound at the target (a keyed session another volume
+	// opened, a kind=api volume's session).
+	list, err := dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelVolume: id})
+	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return boundHere(s.Binds, target, view) }) {
+		var all []api.SessionInfo
+		all, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name})
+		list = append(list, all...)
+	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: list the driver's sessions", id), err, d.Socket)
 	}
-	view := filepath.Join(target, ViewDir)
+	done := map[string]bool{}
 	for _, s := range list {
+		if done[s.ID] {
+			continue
+		}
+		done[s.ID] = true
 		left := len(s.Binds)
 		for _, b := range s.Binds {
-			if b.PID != 0 || b.Target != target && b.Target != view {
+			if !boundHere([]skills.Bind{b}, target, view) {
 				continue
 			}
 			if err := dm.unbind(ctx, s.ID, b.Target); err != nil {
@@ -330,6 +344,12 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 		}
 	}
 	return removeTarget(id, target, view)
+}
+
+// boundHere reports whether a bind of binds (in the daemon's namespace)
+// is at target or view.
+func boundHere(binds []skills.Bind, target, view string) bool {
+	return slices.ContainsFunc(binds, func(b skills.Bind) bool { return b.PID == 0 && (b.Target == target || b.Target == view) })
 }
 
 // removeTarget removes the target folder, and the view's folder in it (a

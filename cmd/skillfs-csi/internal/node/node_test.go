@@ -28,7 +28,7 @@ func podTarget(root, uid, vol string) string {
 func codeOf(err error) codes.Code { return status.Code(err) }
 
 // isMount reports whether path is a mount point here.
-func isMount(t *testing.T, path string) bool {
+func isMount(t testing.TB, path string) bool {
 	t.Helper()
 	m, err := mountsBelow(path)
 	if err != nil {
@@ -317,4 +317,24 @@ func TestTargetTaken(t *testing.T) {
 		t.Fatalf("unpublish at a mount point of something else: %v (still mounted: %v), want FailedPrecondition and the mount left alone", err, isMount(t, target))
 	}
 	t.Log(err)
+}
+
+// BenchmarkPublishUnpublish measures a pod's volume coming and going: a
+// publish (policy, session opened, bound) and its unpublish (unbound,
+// closed, target removed), one after the other.
+func BenchmarkPublishUnpublish(b *testing.B) {
+	n := startNode(b)
+	ctx := ctxOf(b)
+	root := b.TempDir()
+	vc := podContext("agents", "pod-b", "uid-b", "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill})
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprint("vol-b-", i)
+		target := podTarget(root, "uid-b", id)
+		if _, err := n.node().NodePublishVolume(ctx, publishReq(id, target, vc)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
