@@ -13,7 +13,9 @@
 //   - No controller, no staging: ephemeral inline volumes (the CSIDriver
 //     object's volumeLifecycleModes: [Ephemeral]). NodeStageVolume,
 //     NodeUnstageVolume, NodeExpandVolume and NodeGetVolumeStats answer
-//     Unimplemented; no node capability is advertised.
+//     Unimplemented. The one node capability advertised is
+//     VOLUME_MOUNT_GROUP (see kind=api), so the kubelet never walks a
+//     volume to change its owner (a view is read-only).
 //   - A request without volume id, target path or volume capability, or
 //     with a block access type, is InvalidArgument; so is an attribute the
 //     plugin does not know (a typo must not pass for a default).
@@ -53,8 +55,12 @@
 //     folder when key is given) is bound again at target/skills with its
 //     API socket at target/skillfs.sock; Unavailable until that volume is
 //     published, FailedPrecondition when the pod has several and no key
-//     says which. The socket is the daemon's (root's, 0600): the pod's
-//     container connects as root.
+//     says which. With the pod's fsGroup (the request's
+//     volume_mount_group) the target folder is made root:fsGroup, setgid,
+//     02750, so the daemon makes the socket 0660 of that group, now and
+//     at every start: any process of the pod (its fsGroup is among its
+//     groups) connects. Without one, the socket is root's, 0600: only a
+//     container running as root connects.
 //   - The claims policy (package claims) is checked at every publish of a
 //     skills volume, before anything is opened; a denial is
 //     PermissionDenied naming namespace, service account and what was
@@ -70,6 +76,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -121,9 +128,13 @@ func (d *Driver) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResp
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 
-// NodeGetCapabilities advertises no optional node call.
+// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP alone: the kubelet
+// then hands the pod's fsGroup to NodePublishVolume (and never walks a
+// volume to change its owner itself).
 func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
+		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}},
+	}}}, nil
 }
 
 // NodeGetInfo names the node; no volume limit, no topology.
@@ -155,7 +166,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	defer d.locks.lock(id)()
 	log := d.Log.With("volume", id, "target", target, "kind", v.kind, "namespace", v.namespace, "pod", v.pod)
 	if v.kind == KindAPI {
-		err = d.publishAPI(ctx, id, target, v)
+		err = d.publishAPI(ctx, id, target, vc.GetMount().GetVolumeMountGroup(), v)
 	} else {
 		err = d.publishSkills(ctx, id, target, v)
 	}
@@ -240,9 +251,17 @@ func boundAt(info *api.SessionInfo, target string) bool {
 	return false
 }
 
-func (d *Driver) publishAPI(ctx context.Context, id, target string, v volume) error {
+func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v volume) error {
 	if v.podUID == "" {
 		return status.Errorf(codes.InvalidArgument, "volume %s: kind=api needs the pod's uid (%s): the CSIDriver object must set podInfoOnMount: true", id, AttrPodUID)
+	}
+	gid := -1
+	if group != "" {
+		n, err := strconv.ParseUint(group, 10, 31)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "volume %s: volume mount group %q: want a group id", id, group)
+		}
+		gid = int(n)
 	}
 	dm := d.daemon()
 	var list []api.SessionInfo
@@ -274,7 +293,37 @@ func (d *Driver) publishAPI(ctx context.Context, id, target string, v volume) er
 	}
 	s := found[0]
 	s.Existing = true // never close the pod's session here
+	if gid >= 0 && !boundAt(&s, filepath.Join(target, ViewDir)) {
+		if err := shareFolder(target, gid); err != nil {
+			return status.Errorf(codes.Internal, "volume %s: %v", id, err)
+		}
+	}
 	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)})
+}
+
+// shareFolder makes target a folder of group gid, setgid (02750): the
+// daemon then makes the API socket in it 0660 and the group's, so that
+// the pod's processes (of its fsGroup) may connect, whatever their user.
+// Made anew at every start of the daemon, the socket stays the folder's
+// group's.
+func shareFolder(target string, gid int) error {
+	if err := unix.Mkdir(target, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("make the target folder %s: %w", target, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(target, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("target %s is not a folder (%v)", target, err)
+	}
+	if mounted, err := isMountPoint(target); err != nil || mounted {
+		return fmt.Errorf("target %s is a mount point (or cannot be told apart from one: %v)", target, err)
+	}
+	if err := unix.Fchownat(unix.AT_FDCWD, target, 0, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("give the target folder %s to group %d: %w", target, gid, err)
+	}
+	if err := unix.Fchmodat(unix.AT_FDCWD, target, 0o2750, 0); err != nil {
+		return fmt.Errorf("make the target folder %s setgid: %w", target, err)
+	}
+	return nil
 }
 
 // boundInPod reports whether a bind of binds is a volume of

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -337,4 +339,67 @@ func BenchmarkPublishUnpublish(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestAPIVolumeGroup: with the pod's fsGroup (volume_mount_group), the
+// API socket is the group's, 0660: a process of another user in that
+// group connects, one outside it does not.
+func TestAPIVolumeGroup(t *testing.T) {
+	curl := "/usr/bin/curl"
+	if _, err := os.Stat(curl); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("curl not installed, and CI=true: %v", err)
+		}
+		t.Skip("curl not installed")
+	}
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} { // an unprivileged user reaches the kubelet's folders
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	skillsTarget, apiTarget := podTarget(root, "uid-g", "skills"), podTarget(root, "uid-g", "api")
+	if err := os.MkdirAll(filepath.Dir(apiTarget), 0o755); err != nil { // as the kubelet makes it
+		t.Fatal(err)
+	}
+	pod := func(attrs map[string]string) map[string]string {
+		return podContext("agents", "pod-g", "uid-g", "runner", attrs)
+	}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-gs", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
+		t.Fatal(err)
+	}
+	req := publishReq("vol-ga", apiTarget, pod(map[string]string{AttrKind: KindAPI}))
+	req.VolumeCapability.GetMount().VolumeMountGroup = "4242"
+	if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(apiTarget, SocketName)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(sock, &st); err != nil || st.Mode&0o7777 != 0o660 || st.Gid != 4242 {
+		t.Fatalf("socket: mode %o gid %d, %v; want 0660 of group 4242", st.Mode&0o7777, st.Gid, err)
+	}
+	as := func(gid uint32) (string, error) {
+		cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", sock, "http://skillfs/v1/whoami")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
+		t.Fatalf("whoami as a user of the group: %v\n%q", err, out)
+	}
+	if out, err := as(4243); err == nil {
+		t.Fatalf("whoami as a user outside the group answered:\n%s", out)
+	}
+	// The daemon makes the socket again at its next start: the group's still.
+	n.stopDaemon()
+	n.startDaemon()
+	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
+		t.Fatalf("whoami as a user of the group after a daemon restart: %v\n%q", err, out)
+	}
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-gs", TargetPath: skillsTarget}); err != nil {
+		t.Fatal(err)
+	}
+	n.unpublishClean(ctx, "vol-ga", apiTarget, "the api volume")
 }
