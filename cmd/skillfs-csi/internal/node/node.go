@@ -226,6 +226,11 @@ func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b
 		return nil
 	}
 	if _, err := d.daemon().bind(ctx, info.ID, b); err != nil {
+		// Another caller (a second plugin process during an update) may
+		// have bound it there meanwhile: then it is published.
+		if now, serr := d.daemon().session(ctx, info.ID); serr == nil && boundAt(now, b.Target) {
+			return nil
+		}
 		if !info.Existing && len(info.Binds) == 0 {
 			if cerr := d.daemon().close(context.WithoutCancel(ctx), info.ID); cerr != nil {
 				d.Log.Error("close a session whose bind failed", "session", info.ID, "err", cerr)
