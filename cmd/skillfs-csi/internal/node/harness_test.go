@@ -40,8 +40,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build skillfs:", err)
 		os.Exit(1)
 	}
-	fusetest.Main(m, func() ([]string, error) { return mountsBelow(dir) })
-	os.RemoveAll(dir)
+	// Every test's folders are below dir, so that a mount left behind is
+	// found there (and dir is removed only when none is).
+	os.Setenv("TMPDIR", dir)
+	os.Chmod(dir, 0o755) // tests that act as another user open the way to their folders below
+	fusetest.Main(m, func() ([]string, error) {
+		left, err := mountsBelow(dir)
+		if err == nil && len(left) == 0 {
+			os.RemoveAll(dir)
+		}
+		return left, err
+	})
 }
 
 // mountsBelow lists the mounts at or below dir.

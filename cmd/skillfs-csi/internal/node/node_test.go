@@ -204,8 +204,15 @@ func TestAPIVolume(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("sessions: %+v", list)
 	}
+	// Through the folder's descriptor: the path may be longer than a
+	// socket address holds (the pod sees it at a short one).
+	dfd, err := os.Open(apiTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dfd.Close()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(apiTarget, SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dfd.Fd(), SocketName))
 	}}}
 	resp, err := hc.Get("http://skillfs/v1/whoami")
 	if err != nil {
@@ -381,7 +388,8 @@ func TestAPIVolumeGroup(t *testing.T) {
 		t.Fatalf("socket: mode %o gid %d, %v; want 0660 of group 4242", st.Mode&0o7777, st.Gid, err)
 	}
 	as := func(gid uint32) (string, error) {
-		cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", sock, "http://skillfs/v1/whoami")
+		cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", SocketName, "http://skillfs/v1/whoami")
+		cmd.Dir = apiTarget // the path may be longer than a socket address holds
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
