@@ -33,6 +33,9 @@ var version = "dev"
 // policyInterval is how often the policy file is checked for a change.
 const policyInterval = 5 * time.Second
 
+// stopGrace is how long calls in flight may take after SIGTERM.
+const stopGrace = 30 * time.Second
+
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "skillfs-csi:", err)
@@ -94,7 +97,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	srv := d.Server()
 	go func() {
 		<-ctx.Done()
+		// Calls in flight finish (each is bounded); then the rest is cut.
+		t := time.AfterFunc(stopGrace, srv.Stop)
 		srv.GracefulStop()
+		t.Stop()
 	}()
 	log.Info("serving", "endpoint", c.endpoint, "driver", c.driver, "node", c.nodeID, "skillfs_socket", c.socket, "version", version)
 	return srv.Serve(l)

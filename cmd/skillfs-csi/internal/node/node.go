@@ -79,6 +79,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -90,6 +91,12 @@ import (
 	"skillfs/cmd/skillfs/api"
 	"skillfs/skills"
 )
+
+// callTimeout bounds the daemon's work for one call (the daemon bounds each
+// step on a target to 10 s): a hung daemon fails the call with
+// DeadlineExceeded, and the kubelet retries, rather than holding the
+// volume's lock for ever.
+const callTimeout = 2 * time.Minute
 
 // Driver is the plugin: both services.
 type Driver struct {
@@ -164,6 +171,8 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		return nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", id, err)
 	}
 	defer d.locks.lock(id)()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	log := d.Log.With("volume", id, "target", target, "kind", v.kind, "namespace", v.namespace, "pod", v.pod)
 	if v.kind == KindAPI {
 		err = d.publishAPI(ctx, id, target, vc.GetMount().GetVolumeMountGroup(), v)
@@ -350,6 +359,8 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 		return nil, err
 	}
 	defer d.locks.lock(id)()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	log := d.Log.With("volume", id, "target", target)
 	if err := d.unpublish(ctx, id, filepath.Clean(target)); err != nil {
 		log.Warn("unpublish failed", "err", err)
