@@ -246,13 +246,67 @@ func (n *csiNode) assertClean(when string) {
 	}
 }
 
-// csiPlugin is a running skillfs-csi.
-type csiPlugin struct {
+// proc is a process of a node's (the plugin, the keeper): its output
+// kept, stopped with SIGTERM when its test ends if still running.
+type proc struct {
 	t    *testing.T
+	name string
 	cmd  *exec.Cmd
-	args []string
 	log  *skilltest.SyncBuffer
 	done chan struct{}
+}
+
+// startProc starts cmd as the process called name.
+func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, cmd: cmd, log: &skilltest.SyncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// exited fails the test if the process has ended, saying while doing what.
+func (p *proc) exited(doing string) {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		p.t.Fatalf("%s exited %s: %v\n%s", p.name, doing, p.cmd.ProcessState, p.log)
+	default:
+	}
+}
+
+// kill is a crash: SIGKILL.
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop ends the process with SIGTERM, as a pod's deletion or a service
+// manager does.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.kill()
+		p.t.Errorf("%s did not stop within 20s of SIGTERM\n%s", p.name, p.log)
+	}
+}
+
+// csiPlugin is a running skillfs-csi, and the arguments it was started with.
+type csiPlugin struct {
+	*proc
+	args []string
 }
 
 // startPlugin starts skillfs-csi on the kubelet's endpoint, talking to the
@@ -272,17 +326,8 @@ func (n *csiNode) restartPlugin() {
 
 func (n *csiNode) runPlugin(args []string) *csiPlugin {
 	n.t.Helper()
-	p := &csiPlugin{t: n.t, args: args, log: &skilltest.SyncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(csiBinary(n.t), args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		n.t.Fatalf("start skillfs-csi: %v", err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	n.t.Cleanup(p.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	p := &csiPlugin{proc: startProc(n.t, "skillfs-csi", exec.Command(csiBinary(n.t), args...)), args: args}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		info, err := n.kubelet.pluginInfo()
 		if err == nil {
 			if info.GetName() != csiDriver {
@@ -290,36 +335,10 @@ func (n *csiNode) runPlugin(args []string) *csiPlugin {
 			}
 			return p
 		}
-		select {
-		case <-p.done:
-			n.t.Fatalf("skillfs-csi exited before serving: %v\n%s", p.cmd.ProcessState, p.log)
-		case <-time.After(20 * time.Millisecond):
-		}
+		p.exited("before serving")
 		if time.Now().After(deadline) {
 			n.t.Fatalf("skillfs-csi does not answer GetPluginInfo after 30s: %v\n%s", err, p.log)
 		}
-	}
-}
-
-// kill is a crash of the plugin: SIGKILL.
-func (p *csiPlugin) kill() {
-	p.cmd.Process.Kill()
-	<-p.done
-}
-
-// stop ends the plugin with SIGTERM, as a kubelet's pod deletion does.
-func (p *csiPlugin) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill()
-		p.t.Errorf("skillfs-csi did not stop within 20s of SIGTERM\n%s", p.log)
 	}
 }
 
@@ -908,40 +927,20 @@ func (c *container) curl(path string) (int, string) {
 func (n *csiNode) startKeeper() string {
 	n.t.Helper()
 	sock := filepath.Join(n.dir, "keeper.sock")
-	log := &skilltest.SyncBuffer{}
-	cmd := n.e.command(context.Background(), "keeper", "--socket", sock)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		n.t.Fatalf("start skillfs keeper: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	mnt := filepath.Join(n.e.home, "mnt")
-	n.t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			n.t.Errorf("skillfs keeper did not stop within 20s of SIGTERM\n%s", log)
-		}
+	n.t.Cleanup(func() { // after the keeper's stop
 		if slices.Contains(mountedUnder(n.t, mnt), mnt) {
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}
 	})
+	k := startProc(n.t, "skillfs keeper", n.e.command(context.Background(), "keeper", "--socket", sock))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == fs.ModeSocket {
 			return sock // it listens once its socket is there (a fresh folder)
 		}
-		select {
-		case <-done:
-			n.t.Fatalf("skillfs keeper exited before listening: %v\n%s", cmd.ProcessState, log)
-		default:
-		}
+		k.exited("before listening")
 		if time.Now().After(deadline) {
-			n.t.Fatalf("skillfs keeper not listening after 30s\n%s", log)
+			n.t.Fatalf("skillfs keeper not listening after 30s\n%s", k.log)
 		}
 	}
 }

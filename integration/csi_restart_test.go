@@ -31,11 +31,7 @@ func (n *csiNode) firstActivation(id string) time.Time {
 // is bound again. The agent's longest pause across each restart is logged.
 func TestCSIDaemonRestartsUnderKeeper(t *testing.T) {
 	n := startKeptCSINode(t)
-	p := newPod("agents", "agent-0", "runner")
-	n.publishPod(p, true)
-	s := n.sessionOf(p)
-	c := startContainer(t, n.podMounts(p, true))
-	c.waitReads(100, 30*time.Second)
+	p, s, c := n.podReading()
 	c.assertNoFailure("before the restarts")
 	first := n.firstActivation(s.ID)
 

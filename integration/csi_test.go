@@ -77,6 +77,17 @@ func (n *csiNode) podMounts(p pod, withAPI bool) [][2]string {
 	return m
 }
 
+// podReading publishes both volumes of a pod and starts its container,
+// which has read 100 files when it returns.
+func (n *csiNode) podReading() (pod, api.SessionInfo, *container) {
+	n.t.Helper()
+	p := newPod("agents", "agent-0", "runner")
+	n.publishPod(p, true)
+	c := startContainer(n.t, n.podMounts(p, true))
+	c.waitReads(100, 30*time.Second)
+	return p, n.sessionOf(p), c
+}
+
 // assertActivated fails the test unless session id's activations come to
 // exactly csiProbe opened opens times (counts are stored in batches: it
 // waits up to 10 s for them).
@@ -234,12 +245,7 @@ func TestCSIPolicyDenials(t *testing.T) {
 // unpublishes.
 func TestCSIPluginCrash(t *testing.T) {
 	n := startCSINode(t)
-	p := newPod("agents", "agent-0", "runner")
-	n.publishPod(p, true)
-	s := n.sessionOf(p)
-	c := startContainer(t, n.podMounts(p, true))
-	c.waitReads(100, 30*time.Second)
-
+	p, s, c := n.podReading()
 	n.plugin.kill()
 	killed := time.Now()
 	c.waitReads(300, 30*time.Second)
