@@ -241,8 +241,12 @@ func (n *csiNode) assertClean(when string) {
 	if m := mountedUnder(n.t, containerHome); len(m) > 0 {
 		n.t.Fatalf("%s: mounted at the container's path in the host's namespace: %v", when, m)
 	}
-	if s := n.driverSessions(); len(s) > 0 {
-		n.t.Fatalf("%s: the plugin's sessions still open: %+v", when, s)
+	if list := n.driverSessions(); len(list) > 0 {
+		var open []string
+		for _, s := range list[:min(len(list), 5)] {
+			open = append(open, fmt.Sprintf("%s (pod %s, binds %q)", s.ID, s.Labels["k8s.pod"], bindTargets(s)))
+		}
+		n.t.Fatalf("%s: %d of the plugin's sessions still open: %s", when, len(list), strings.Join(open, ", "))
 	}
 }
 
@@ -469,6 +473,18 @@ func (k *kubelet) publish(p pod, volume string, attrs map[string]string) error {
 		k.removeVolumeDir(target)
 	}
 	return err
+}
+
+// publishRetrying is publish retried as the kubelet retries a volume's
+// SetUp while the plugin answers Unavailable (its backoff made short).
+func (k *kubelet) publishRetrying(p pod, volume string, attrs map[string]string) error {
+	k.t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		err := k.publish(p, volume, attrs)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+	}
 }
 
 // unpublish is the kubelet's TearDown of the pod's volume:
@@ -906,6 +922,8 @@ func (c *container) opened(path string) int {
 // returns the HTTP status and body.
 func (c *container) curl(path string) (int, string) {
 	c.t.Helper()
+	requireCommand(c.t, "nsenter")
+	requireCommand(c.t, "curl")
 	out, err := exec.Command("nsenter", "-t", fmt.Sprint(c.pid), "-m", "--",
 		"curl", "-sS", "-w", "\n%{http_code}", "--unix-socket", containerAPI+"/skillfs.sock", "http://skillfs"+path).CombinedOutput()
 	if err != nil {

@@ -272,9 +272,10 @@ func TestCSIPluginCrash(t *testing.T) {
 	n.assertClean("after unpublish by the restarted plugin")
 }
 
-// TestCSIHundredPods: 100 pods' volumes published at once, each its own
-// session at its own target, read from the containers of a sample of them;
-// then all unpublished at once: nothing left.
+// TestCSIHundredPods: 100 pods' volumes (skills and api, side by side as
+// the kubelet sets a pod's volumes up) published at once, each pod its own
+// session at its own targets, read from the containers of a sample of
+// them; then all unpublished at once: nothing left.
 func TestCSIHundredPods(t *testing.T) {
 	const pods, sample = 100, 4
 	n := startCSINode(t)
@@ -284,15 +285,20 @@ func TestCSIHundredPods(t *testing.T) {
 	}
 	parallel := func(fn func(pod) error) (time.Duration, []error) {
 		start := time.Now()
-		errs := make([]error, pods)
-		var wg sync.WaitGroup
+		calls := make([]func() error, pods)
 		for i, p := range all {
-			wg.Go(func() { errs[i] = fn(p) })
+			calls[i] = func() error { return fn(p) }
 		}
-		wg.Wait()
+		errs := sideBySide(calls...)
 		return time.Since(start), errs
 	}
-	published, errs := parallel(func(p pod) error { return n.kubelet.publish(p, skillsVolume, skillsAttrs) })
+	// The kubelet sets a pod's volumes up side by side: the api volume may
+	// come first, and is retried until the skills volume is there.
+	published, errs := parallel(func(p pod) error {
+		return errors.Join(sideBySide(
+			func() error { return n.kubelet.publish(p, skillsVolume, skillsAttrs) },
+			func() error { return n.kubelet.publishRetrying(p, apiVolume, apiAttrs) })...)
+	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("publish %d pods at once: %v", pods, err)
 	}
@@ -307,8 +313,9 @@ func TestCSIHundredPods(t *testing.T) {
 	data := csiSkills[csiProbe]["references/data.txt"].Data
 	for _, p := range all {
 		target := n.kubelet.target(p, skillsVolume)
-		if s := byPod[p.uid]; s.Labels["k8s.pod"] != p.name || !slices.Equal(bindTargets(s), []string{target}) {
-			t.Fatalf("pod %s: session %+v, want one bound at %s", p.name, s, target)
+		want := []string{filepath.Join(n.kubelet.target(p, apiVolume), "skills"), target}
+		if s := byPod[p.uid]; s.Labels["k8s.pod"] != p.name || !slices.Equal(bindTargets(s), want) {
+			t.Fatalf("pod %s: session %+v, want one bound at %q", p.name, s, want)
 		}
 		if got, err := fetch(filepath.Join(target, csiProbe, "references", "data.txt")); err != nil || string(got) != string(data) {
 			t.Fatalf("pod %s: read at the target: %q, %v", p.name, got, err)
@@ -317,7 +324,7 @@ func TestCSIHundredPods(t *testing.T) {
 	readers := map[string]*container{} // by pod uid: a sample, from the first pod to the last
 	for i := range sample {
 		p := all[i*(pods-1)/(sample-1)]
-		readers[p.uid] = startContainer(t, n.podMounts(p, false))
+		readers[p.uid] = startContainer(t, n.podMounts(p, true))
 	}
 	for _, c := range readers {
 		c.waitReads(100, 30*time.Second)
@@ -332,15 +339,50 @@ func TestCSIHundredPods(t *testing.T) {
 			t.Fatalf("pod %s, whose SKILL.md nobody read: activations %+v", p.name, a.Activated)
 		}
 	}
-	unpublished, errs := parallel(func(p pod) error { return n.kubelet.unpublish(p, skillsVolume) })
+	unpublished, errs := parallel(func(p pod) error {
+		return errors.Join(sideBySide(
+			func() error { return n.kubelet.unpublish(p, skillsVolume) },
+			func() error { return n.kubelet.unpublish(p, apiVolume) })...)
+	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("unpublish %d pods at once: %v", pods, err)
 	}
 	n.assertClean("after unpublishing every pod")
 	for _, p := range all {
-		if _, err := os.Lstat(filepath.Dir(n.kubelet.target(p, skillsVolume))); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("pod %s: volume folder left: %v", p.name, err)
+		for _, v := range []string{skillsVolume, apiVolume} {
+			if _, err := os.Lstat(filepath.Dir(n.kubelet.target(p, v))); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("pod %s: volume folder %s left: %v", p.name, v, err)
+			}
 		}
 	}
 	t.Logf("%d pods: published at once in %v, unpublished at once in %v", pods, published.Round(time.Millisecond), unpublished.Round(time.Millisecond))
+}
+
+// TestCSIPodVolumesTornDownTogether: the kubelet tears a pod's volumes down
+// side by side (an operation per volume); the skills and api volumes of
+// one pod, which share its session, unpublished at once leave no session
+// open and nothing mounted.
+func TestCSIPodVolumesTornDownTogether(t *testing.T) {
+	n := startCSINode(t)
+	for i := range 10 {
+		p := newPod("agents", fmt.Sprintf("agent-%d", i), "runner")
+		n.publishPod(p, true)
+		if err := errors.Join(sideBySide(
+			func() error { return n.kubelet.unpublish(p, skillsVolume) },
+			func() error { return n.kubelet.unpublish(p, apiVolume) })...); err != nil {
+			t.Fatalf("pod %d: unpublish both volumes at once: %v", i, err)
+		}
+		n.assertClean(fmt.Sprintf("pod %d: after unpublishing both volumes at once", i))
+	}
+}
+
+// sideBySide runs the calls at once and returns their errors.
+func sideBySide(calls ...func() error) []error {
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { errs[i] = call() })
+	}
+	wg.Wait()
+	return errs
 }
