@@ -272,6 +272,53 @@ func TestCSIPluginCrash(t *testing.T) {
 	n.assertClean("after unpublish by the restarted plugin")
 }
 
+// TestCSIPluginCrashMidPublish: a kill -9 of the plugin while 20 pods'
+// volumes are being published; the kubelet retries what failed
+// Unavailable until the restarted plugin answers: every pod ends with one
+// session bound at its targets, and unpublishing leaves nothing (no
+// session a publish cut short opened).
+func TestCSIPluginCrashMidPublish(t *testing.T) {
+	const pods = 20
+	n := startCSINode(t)
+	all := make([]pod, pods)
+	for i := range all {
+		all[i] = newPod("agents", fmt.Sprintf("agent-%d", i), "runner")
+	}
+	calls := make([]func() error, 0, 2*pods)
+	for _, p := range all {
+		calls = append(calls,
+			func() error { return n.kubelet.publishRetrying(p, skillsVolume, skillsAttrs) },
+			func() error { return n.kubelet.publishRetrying(p, apiVolume, apiAttrs) })
+	}
+	var errs []error
+	done := make(chan struct{})
+	go func() { errs = sideBySide(calls...); close(done) }()
+	for deadline := time.Now().Add(30 * time.Second); len(n.driverSessions()) < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no session opened within 30s")
+		}
+	}
+	n.plugin.kill()
+	killedAt := len(n.driverSessions())
+	n.restartPlugin()
+	<-done
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("publish across the plugin's crash: %v", err)
+	}
+	for _, p := range all {
+		s := n.sessionOf(p)
+		want := []string{filepath.Join(n.kubelet.target(p, apiVolume), "skills"), n.kubelet.target(p, skillsVolume)}
+		if !slices.Equal(bindTargets(s), want) {
+			t.Fatalf("pod %s: session bound at %q, want %q", p.name, bindTargets(s), want)
+		}
+	}
+	t.Logf("plugin killed with %d of %d sessions opened: every pod published once retried", killedAt, pods)
+	for _, p := range all {
+		n.unpublishPod(p, true)
+	}
+	n.assertClean("after unpublishing every pod")
+}
+
 // TestCSIHundredPods: 100 pods' volumes (skills and api, side by side as
 // the kubelet sets a pod's volumes up) published at once, each pod its own
 // session at its own targets, read from the containers of a sample of
