@@ -349,6 +349,7 @@ func TestCSIHundredPods(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("publish %d pods at once: %v", pods, err)
 	}
+	t.Logf("%d pods' volumes published at once in %v", pods, published.Round(time.Millisecond))
 	sessions := n.driverSessions()
 	if len(sessions) != pods {
 		t.Fatalf("%d sessions for %d pods", len(sessions), pods)
@@ -394,6 +395,7 @@ func TestCSIHundredPods(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("unpublish %d pods at once: %v", pods, err)
 	}
+	t.Logf("%d pods' volumes unpublished at once in %v", pods, unpublished.Round(time.Millisecond))
 	n.assertClean("after unpublishing every pod")
 	for _, p := range all {
 		for _, v := range []string{skillsVolume, apiVolume} {
@@ -402,7 +404,6 @@ func TestCSIHundredPods(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d pods: published at once in %v, unpublished at once in %v", pods, published.Round(time.Millisecond), unpublished.Round(time.Millisecond))
 }
 
 // TestCSIPodVolumesTornDownTogether: the kubelet tears a pod's volumes down
