@@ -356,6 +356,9 @@ type kubelet struct {
 	// noPodInfo: the CSIDriver object does not set podInfoOnMount, so the
 	// volume context holds the volume's attributes alone.
 	noPodInfo bool
+	// makesTarget: the kubelet makes the target folder itself before the
+	// call, as kubelets before 1.20 did (later ones make its parent only).
+	makesTarget bool
 }
 
 // pod is a pod as its volumes' calls name it.
@@ -444,9 +447,13 @@ func (k *kubelet) publish(p pod, volume string, attrs map[string]string) error {
 	k.t.Helper()
 	target := k.target(p, volume)
 	dir := filepath.Dir(target)
+	if k.makesTarget {
+		dir = target
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		k.t.Fatal(err)
 	}
+	dir = filepath.Dir(target)
 	data, err := json.Marshal(map[string]string{"specVolID": volume, "volumeHandle": p.volumeID(volume),
 		"driverName": csiDriver, "nodeName": csiNodeID, "volumeLifecycleMode": "Ephemeral"})
 	if err != nil {

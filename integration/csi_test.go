@@ -181,6 +181,22 @@ func TestCSIPublishReadUnpublish(t *testing.T) {
 	n.assertClean("after the second unpublish")
 }
 
+// TestCSIOlderKubeletMakesTarget: a kubelet that makes the target folder
+// itself before NodePublishVolume (before 1.20) gets the same: the view at
+// the target, nothing left by unpublish.
+func TestCSIOlderKubeletMakesTarget(t *testing.T) {
+	n := startCSINode(t)
+	n.kubelet.makesTarget = true
+	p := newPod("agents", "agent-0", "runner")
+	n.publishPod(p, true)
+	target := n.kubelet.target(p, skillsVolume)
+	if got, err := fetch(filepath.Join(target, csiProbe, "references", "data.txt")); err != nil || string(got) != string(csiSkills[csiProbe]["references/data.txt"].Data) {
+		t.Fatalf("read at the target made by the kubelet: %q, %v", got, err)
+	}
+	n.unpublishPod(p, true)
+	n.assertClean("after unpublish")
+}
+
 // bindTargets are the session's binds' targets, sorted.
 func bindTargets(s api.SessionInfo) []string {
 	var out []string
