@@ -133,7 +133,9 @@ func checkInitReply(b []byte) error {
 
 var errBadInit = errors.New("not a FUSE INIT exchange")
 
-func le32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 // initFlags returns the 64 capability flags of an INIT request or reply
 // (flags and, from 7.36, flags2).

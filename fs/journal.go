@@ -141,9 +141,9 @@ func readJournal(r io.Reader) (journalState, error) {
 
 // journal appends to the node-id journal of a mount with a keeper.
 type journal struct {
-	path string
-	next func() uint64 // the owner id counter, for rewrites
-	onFail func(error) // called once when a write fails
+	path   string
+	next   func() uint64 // the owner id counter, for rewrites
+	onFail func(error)   // called once when a write fails
 
 	mu     sync.Mutex
 	f      *os.File

@@ -36,8 +36,8 @@ type restoreState struct {
 // pendingSession is a session of the previous server, not set again yet.
 type pendingSession struct {
 	id     string
-	dir    *journalRec  // its directory; nil if it had left the table
-	grants []journalRec // its grants in the table
+	dir    *journalRec   // its directory; nil if it had left the table
+	grants []journalRec  // its grants in the table
 	ready  chan struct{} // closed once its owners are back in the table
 }
 

@@ -541,6 +541,13 @@ func TestResumeRevocation(t *testing.T) {
 		}
 		return f
 	}
+	// The first close of a file of the connection sends a FLUSH, which the
+	// server refuses once for all. Let that happen now: else the close of
+	// this process's descriptors in the next server's exec (close on exec)
+	// would wait for that very server.
+	if _, err := os.ReadFile(filepath.Join(mnt, "s1/alpha/SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
 	beta := open("s1/beta/notes.txt")
 	alpha := open("s1/alpha/SKILL.md")
 	gamma := open("s2/gamma/SKILL.md")
