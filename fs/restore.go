@@ -2,10 +2,13 @@ package fs
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // Restoring the owners of a resumed connection. The journal names every
@@ -247,5 +250,30 @@ func (s *Server) Detach() error {
 	}
 	s.unmounted = true
 	s.log.Info("skill filesystem detached: the keeper holds its connection", "mountpoint", s.mnt)
+	return nil
+}
+
+// Rekeep hands the keeper a duplicate of the connection again: for a
+// Keeper that lost what it held (it restarted while the daemon ran), so
+// that a later crash of the daemon is survived again. Without a keeper, or
+// once the server stopped, it does nothing.
+func (s *Server) Rekeep() error {
+	if s.kept == nil {
+		return nil
+	}
+	s.unmountMu.Lock()
+	defer s.unmountMu.Unlock()
+	if s.unmounted {
+		return nil
+	}
+	fd, err := unix.FcntlInt(uintptr(s.kept.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("keep the connection again: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "/dev/fuse")
+	defer f.Close()
+	if err := s.opts.Keeper.Put(s.kept.name, f); err != nil {
+		return fmt.Errorf("keep the connection again: %w", err)
+	}
 	return nil
 }

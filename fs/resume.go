@@ -28,9 +28,9 @@ import (
 //     timeout (Options.RequestTimeout) still bounds the pause: a request
 //     unanswered that long aborts the connection.
 //   - The keeper killed while the daemon runs: nothing is lost while the
-//     daemon runs, but the keeper's copy is gone; a Keeper implementation
-//     that reconnects must Put again what it was given (fs Puts once per
-//     fresh mount). A daemon crash before that ends the connection.
+//     daemon runs, but the keeper's copy is gone: once a keeper is back,
+//     Rekeep hands it the connection again (fs Puts by itself only once, on
+//     a fresh mount). A daemon crash before that ends the connection.
 //   - Both gone: the connection ends (ENOTCONN); the next Mount clears the
 //     dead mount and mounts anew.
 //   - Unmount: the keeper's copy is dropped and the mount ends, as without

@@ -39,10 +39,12 @@ type childConfig struct {
 	SinkDelay             time.Duration
 	Opens, Passthrough    bool
 	Sessions              map[string]View // set before RestoreDone
+	SetDelay              time.Duration   // waited before setting them
 }
 
 // childMain serves a mount as childConfig says, then takes commands from
-// stdin, one a line: "set ID VIEW-JSON", "remove ID", "detach", "unmount".
+// stdin, one a line: "set ID VIEW-JSON", "remove ID", "rekeep", "detach",
+// "unmount".
 // It answers "ok" or "err TEXT"; it prints "ready resumed=BOOL" once
 // serving. It exits after detach or unmount, or when stdin closes (after
 // unmounting).
@@ -59,6 +61,7 @@ func childMain(cfgJSON string) {
 		fmt.Println("err", err)
 		os.Exit(2)
 	}
+	time.Sleep(c.SetDelay)
 	for id, v := range c.Sessions {
 		if err := srv.SetSession(id, v); err != nil {
 			fmt.Println("err", err)
@@ -66,7 +69,7 @@ func childMain(cfgJSON string) {
 		}
 	}
 	srv.RestoreDone()
-	fmt.Printf("ready resumed=%t\n", srv.Resumed())
+	fmt.Printf("ready resumed=%t passthrough=%t\n", srv.Resumed(), srv.PassthroughSupported())
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -81,6 +84,8 @@ func childMain(cfgJSON string) {
 			}
 		case "remove":
 			srv.RemoveSession(arg)
+		case "rekeep":
+			err = srv.Rekeep()
 		case "detach":
 			err = srv.Detach()
 		case "unmount":
@@ -139,6 +144,8 @@ type child struct {
 	started time.Time // when it was started
 	ready   time.Time // when it said it serves
 	resumed bool
+	// passthrough: the kernel offered FUSE passthrough.
+	passthrough bool
 }
 
 func newServers(t *testing.T, sessions map[string]View) *servers {
@@ -197,7 +204,8 @@ func (s *servers) start() *child {
 		t.Fatalf("server did not start: %q %v\n%s", line, err, c.log())
 	}
 	c.ready = time.Now()
-	c.resumed = line == "ready resumed=true"
+	c.resumed = strings.Contains(line, " resumed=true")
+	c.passthrough = strings.Contains(line, " passthrough=true")
 	return c
 }
 
@@ -240,14 +248,13 @@ func (s *servers) command(cmd string) {
 	}
 }
 
-// kill kills the current child.
+// kill kills the current child, and returns when it was seen dead.
 func (s *servers) kill() time.Time {
 	c := s.cur
 	c.cmd.Process.Kill()
-	at := time.Now()
 	c.cmd.Wait()
 	s.cur = nil
-	return at
+	return time.Now()
 }
 
 // activations reads what the children's sinks recorded, by "session slug".
@@ -610,5 +617,95 @@ func TestResumeRevocation(t *testing.T) {
 		t.Errorf("after the second resume: %q, %v", got, err)
 	}
 	alpha.Close()
+	s.command("unmount")
+}
+
+// TestResumeWaits: requests reaching a resumed server before the daemon set
+// their sessions again wait for it, and are then answered right.
+func TestResumeWaits(t *testing.T) {
+	st := newStore(t)
+	sessions := resumeSessions(st)
+	s := newServers(t, sessions)
+	s.start()
+	files := viewFiles(t, s.cfg.Mnt, sessions)
+	at := s.kill()
+	s.cfg.SetDelay = 300 * time.Millisecond
+	res := make(chan error, len(files))
+	for _, f := range files {
+		go func() { res <- readChecked(f) }()
+	}
+	next := s.start()
+	for range files {
+		if err := <-res; err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("%d reads waited %v from the kill, %v from the new server's start, until their sessions were set again",
+		len(files), time.Since(at).Round(time.Millisecond), time.Since(next.started).Round(time.Millisecond))
+	s.command("unmount")
+}
+
+// TestResumePassthrough: with passthrough, a file opened before the crash
+// reads on from the kernel's backing file, its close (RELEASE) reaches the
+// new server harmlessly, and opening it again works.
+func TestResumePassthrough(t *testing.T) {
+	st := newStore(t)
+	s := newServers(t, resumeSessions(st))
+	s.cfg.Passthrough = true
+	if c := s.start(); !c.passthrough {
+		s.command("unmount")
+		t.Skip("the kernel offers no FUSE passthrough")
+	}
+	p := filepath.Join(s.cfg.Mnt, "s1/beta/notes.txt")
+	want, _ := os.ReadFile(filepath.Join(st.beta1.Dir, "notes.txt"))
+	if _, err := os.ReadFile(p); err != nil { // the first close's FLUSH, see TestResumeRevocation
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.kill()
+	c := s.start()
+	if !c.resumed {
+		t.Fatal("not resumed")
+	}
+	got := make([]byte, len(want)+1)
+	if n, err := f.ReadAt(got, 0); !errors.Is(err, io.EOF) || !bytes.Equal(got[:n], want) {
+		t.Errorf("read through a handle of the dead server: %q, %v", got[:n], err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if again, err := os.ReadFile(p); err != nil || !bytes.Equal(again, want) {
+		t.Errorf("opened again: %q, %v", again, err)
+	}
+	s.command("unmount")
+}
+
+// TestResumeRekeep: a keeper that lost the connection (it restarted while
+// the server ran) is handed it again by Rekeep, and a crash after that is
+// survived.
+func TestResumeRekeep(t *testing.T) {
+	st := newStore(t)
+	sessions := resumeSessions(st)
+	s := newServers(t, sessions)
+	s.start()
+	s.keeper.close()
+	s.command("rekeep")
+	if !s.keeper.has(keeperName(s.cfg.Mnt)) {
+		t.Fatal("rekeep kept nothing")
+	}
+	files := viewFiles(t, s.cfg.Mnt, sessions)
+	if err := readChecked(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	s.kill()
+	if c := s.start(); !c.resumed {
+		t.Fatal("not resumed after rekeep")
+	}
+	if err := readChecked(files[0]); err != nil {
+		t.Fatal(err)
+	}
 	s.command("unmount")
 }
