@@ -95,30 +95,11 @@ func parseState(b []byte) (*mountState, error) {
 // writeState writes the state file durably: it is written once a mount.
 func writeState(dir string, st *mountState) error {
 	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, stateName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
-		_, err = f.Write(b)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
+		err = writeDurably(filepath.Join(dir, stateName), b)
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write mount state in %q: %w", dir, err)
+		return fmt.Errorf("write mount state: %w", err)
 	}
 	return nil
 }

@@ -133,6 +133,7 @@ type servers struct {
 	keeper *testKeeper
 	cfg    childConfig
 	cur    *child
+	all    []*child // every child started, for their logs
 }
 
 // child is one serving process.
@@ -165,6 +166,11 @@ func newServers(t *testing.T, sessions map[string]View) *servers {
 func (s *servers) cleanup() {
 	if s.cur != nil {
 		s.kill()
+	}
+	if s.t.Failed() {
+		for i, c := range s.all {
+			s.t.Logf("server %d log:\n%s", i, c.log())
+		}
 	}
 	s.keeper.close()
 	if at, _ := mountsAt(s.cfg.Mnt); len(at) > 0 {
@@ -199,6 +205,7 @@ func (s *servers) start() *child {
 		t.Fatal(err)
 	}
 	s.cur = c
+	s.all = append(s.all, c)
 	line, err := c.answer(60 * time.Second)
 	if err != nil || !strings.HasPrefix(line, "ready ") {
 		t.Fatalf("server did not start: %q %v\n%s", line, err, c.log())
@@ -342,7 +349,7 @@ func startReaders(n int, files []testFile) *readers {
 					var st unix.Stat_t
 					name := filepath.Join(filepath.Dir(f.path), fmt.Sprintf("none-%d-%d", i, k))
 					if err := unix.Lstat(name, &st); !errors.Is(err, unix.ENOENT) {
-						l.err = fmt.Errorf("lstat %s: %v, want ENOENT", name, err)
+						l.err = fmt.Errorf("lstat %s: %w, want ENOENT", name, err)
 					}
 					l.end = time.Now()
 				}
@@ -408,6 +415,15 @@ func (p pause) String() string {
 		p.fromKill.Round(time.Microsecond), p.fromStart.Round(time.Microsecond), p.fromReady.Round(time.Microsecond), p.spanning)
 }
 
+// serving starts the first server of the tests' sessions, and lists their
+// files.
+func serving(t *testing.T) (*servers, []testFile) {
+	sessions := resumeSessions(newStore(t))
+	s := newServers(t, sessions)
+	s.start()
+	return s, viewFiles(t, s.cfg.Mnt, sessions)
+}
+
 // resumeSessions is what the tests serve.
 func resumeSessions(st *store) map[string]View {
 	return map[string]View{"s1": {st.alpha1, st.beta1}, "s2": {st.alpha1, st.gamma1}}
@@ -451,15 +467,28 @@ func TestResumeAfterKill(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	ops := r.halt()
 
-	failed := 0
+	// The one failure the kernel makes: a request it was copying to the
+	// server at the instant the server was killed ends with EIO (a dying
+	// process's memory takes no page fault; fuse_dev_do_read then fails
+	// the request instead of keeping it for a resend). It can only hit an
+	// operation under way at a kill; Detach never causes it.
+	failed, lost := 0, 0
 	for _, o := range ops {
-		if o.err != nil {
-			if failed++; failed <= 10 {
-				t.Errorf("%v", o.err)
-			}
+		if o.err == nil {
+			continue
+		}
+		if errors.Is(o.err, unix.EIO) && slices.ContainsFunc(changes, func(c change) bool {
+			return c.how == "kill" && o.start.Before(c.at) && o.end.After(c.at)
+		}) {
+			lost++
+			t.Logf("lost to a kill: %v", o.err)
+			continue
+		}
+		if failed++; failed <= 10 {
+			t.Errorf("%v", o.err)
 		}
 	}
-	t.Logf("%d operations, %d failed", len(ops), failed)
+	t.Logf("%d operations, %d failed, %d lost to the kernel at a kill", len(ops), failed, lost)
 	for _, c := range changes {
 		t.Logf("after %s: %v", c.how, measurePause(ops, c.at, c.next))
 	}
@@ -491,11 +520,7 @@ func TestResumeAfterKill(t *testing.T) {
 // TestResumeFallback: a server that cannot resume the kept connection (no
 // state, other options) mounts anew, without hanging.
 func TestResumeFallback(t *testing.T) {
-	st := newStore(t)
-	sessions := resumeSessions(st)
-	s := newServers(t, sessions)
-	s.start()
-	files := viewFiles(t, s.cfg.Mnt, sessions)
+	s, files := serving(t)
 	check := func() {
 		t.Helper()
 		if err := readChecked(files[0]); err != nil {
@@ -623,11 +648,7 @@ func TestResumeRevocation(t *testing.T) {
 // TestResumeWaits: requests reaching a resumed server before the daemon set
 // their sessions again wait for it, and are then answered right.
 func TestResumeWaits(t *testing.T) {
-	st := newStore(t)
-	sessions := resumeSessions(st)
-	s := newServers(t, sessions)
-	s.start()
-	files := viewFiles(t, s.cfg.Mnt, sessions)
+	s, files := serving(t)
 	at := s.kill()
 	s.cfg.SetDelay = 300 * time.Millisecond
 	res := make(chan error, len(files))
@@ -687,16 +708,12 @@ func TestResumePassthrough(t *testing.T) {
 // the server ran) is handed it again by Rekeep, and a crash after that is
 // survived.
 func TestResumeRekeep(t *testing.T) {
-	st := newStore(t)
-	sessions := resumeSessions(st)
-	s := newServers(t, sessions)
-	s.start()
+	s, files := serving(t)
 	s.keeper.close()
 	s.command("rekeep")
 	if !s.keeper.has(keeperName(s.cfg.Mnt)) {
 		t.Fatal("rekeep kept nothing")
 	}
-	files := viewFiles(t, s.cfg.Mnt, sessions)
 	if err := readChecked(files[0]); err != nil {
 		t.Fatal(err)
 	}
