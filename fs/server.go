@@ -120,11 +120,18 @@ type Options struct {
 	AuditReads bool
 
 	// Keeper, when set, keeps a duplicate of the connection's descriptor
-	// (see Keeper): Mount takes back the connection it holds for this
-	// mountpoint, if any, instead of mounting anew.
+	// (see Keeper; what survives what: resume.go): Mount takes back the
+	// connection it holds for this mountpoint, if it can (Resumed), and
+	// else mounts anew, clearing a dead mount left there itself: a caller
+	// must not touch the mountpoint before (ClearStale, stat, statfs hang
+	// on a kept connection nobody serves). A resumed server serves the
+	// node ids the previous one handed out; the caller sets every session
+	// that comes back (SetSession), then calls RestoreDone. The mount is
+	// made by fs itself, as root (no fusermount).
 	Keeper Keeper
 	// StateDir holds what a server taking a connection back needs from
-	// the one that served it before (required with Keeper).
+	// the one that served it before (required with Keeper; made 0700 if
+	// missing): the INIT exchange and the node-id journal (journal.go).
 	StateDir string
 
 	// kernelWritable leaves the mount writable at the VFS level so tests can
@@ -794,6 +801,9 @@ func (s *Server) notifyContent(nodeid uint64) {
 // Unmount unmounts the filesystem. If files are still open it detaches the
 // mount lazily (MNT_DETACH): the path is free at once and the kernel keeps
 // serving open handles until they are closed; Wait returns after that.
+// With a keeper it first drops the keeper's duplicate and the state: a real
+// unmount ends the connection, nobody is to take it back. It also ends a
+// mount that Detach left.
 func (s *Server) Unmount() error {
 	s.unmountMu.Lock()
 	defer s.unmountMu.Unlock()
