@@ -387,9 +387,10 @@ func (r *readers) halt() []op {
 	return r.ops
 }
 
-// pause measures how long readers waited across a server change: the
-// first answer after the kill (or detach) at, from then and from the new
-// server's start and readiness, and how many operations were under way.
+// pause measures how long readers waited across a server change at at:
+// of the operations under way then, the longest wait after at, and when
+// the last of them was answered, from the new server's start and from its
+// saying it serves.
 type pause struct {
 	fromKill, fromStart, fromReady time.Duration
 	spanning                       int
@@ -397,22 +398,24 @@ type pause struct {
 
 func measurePause(ops []op, at time.Time, next *child) pause {
 	var p pause
-	var first time.Time
+	var last time.Time
 	for _, o := range ops {
-		if o.end.After(at) && (first.IsZero() || o.end.Before(first)) {
-			first = o.end
-		}
 		if o.start.Before(at) && o.end.After(at) {
 			p.spanning++
+			if o.end.After(last) {
+				last = o.end
+			}
 		}
 	}
-	p.fromKill, p.fromStart, p.fromReady = first.Sub(at), first.Sub(next.started), first.Sub(next.ready)
+	if p.spanning > 0 {
+		p.fromKill, p.fromStart, p.fromReady = last.Sub(at), last.Sub(next.started), last.Sub(next.ready)
+	}
 	return p
 }
 
 func (p pause) String() string {
-	return fmt.Sprintf("first answer %v after the old server ended, %v after the new one started, %v after it said it serves (negative: before); %d operations were under way",
-		p.fromKill.Round(time.Microsecond), p.fromStart.Round(time.Microsecond), p.fromReady.Round(time.Microsecond), p.spanning)
+	return fmt.Sprintf("%d operations under way; the last answered %v after the old server ended, %v after the new one started, %v after it said it serves (negative: before)",
+		p.spanning, p.fromKill.Round(time.Microsecond), p.fromStart.Round(time.Microsecond), p.fromReady.Round(time.Microsecond))
 }
 
 // serving starts the first server of the tests' sessions, and lists their
