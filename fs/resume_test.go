@@ -537,12 +537,16 @@ func TestResumeFallback(t *testing.T) {
 	}
 	if c := s.start(); c.resumed {
 		t.Fatal("resumed without a state")
+	} else if !strings.Contains(c.log(), "no usable mount state") {
+		t.Errorf("not resumed, but not because of no usable mount state:\n%s", c.log())
 	}
 	check()
 	s.kill()
 	s.cfg.Opens = true
 	if c := s.start(); c.resumed {
 		t.Fatal("resumed with other options")
+	} else if !strings.Contains(c.log(), "options changed") {
+		t.Errorf("not resumed, but not because of options changed:\n%s", c.log())
 	}
 	check()
 	s.kill()
@@ -551,6 +555,51 @@ func TestResumeFallback(t *testing.T) {
 		t.Fatal("resumed with nothing kept")
 	}
 	check()
+
+	// A server that answers INIT otherwise than the one that mounted.
+	s.kill()
+	statePath := filepath.Join(s.cfg.StateDir, stateName)
+	ms, err := readState(s.cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms.InitReply[outHeaderSize+12] ^= 1 // a capability flag
+	if err := writeState(s.cfg.StateDir, ms); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.start(); c.resumed {
+		t.Fatal("resumed with another INIT answer")
+	} else if !strings.Contains(c.log(), "answers INIT otherwise") {
+		t.Errorf("not resumed, but not because of answers INIT otherwise:\n%s", c.log())
+	}
+	check()
+
+	// A journal that cannot be read.
+	s.kill()
+	if err := os.WriteFile(filepath.Join(s.cfg.StateDir, journalName), []byte("{\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.start(); c.resumed {
+		t.Fatal("resumed with a broken journal")
+	} else if !strings.Contains(c.log(), "journal line 1") {
+		t.Errorf("not resumed, but not because of journal line 1:\n%s", c.log())
+	}
+	check()
+
+	// The kept connection is no longer mounted at the mountpoint.
+	s.kill()
+	if err := unix.Unmount(s.cfg.Mnt, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.start(); c.resumed {
+		t.Fatal("resumed a connection mounted nowhere")
+	} else if !strings.Contains(c.log(), "nothing is mounted at the mountpoint") {
+		t.Errorf("not resumed, but not because of nothing is mounted at the mountpoint:\n%s", c.log())
+	}
+	check()
+	if _, err := os.Stat(statePath); err != nil {
+		t.Errorf("no state after a fresh mount: %v", err)
+	}
 	s.command("unmount")
 }
 
