@@ -778,3 +778,48 @@ func TestResumeRekeep(t *testing.T) {
 	}
 	s.command("unmount")
 }
+
+// brokenKeeper fails every call.
+type brokenKeeper struct{}
+
+func (brokenKeeper) Take(string) (*os.File, error) { return nil, errors.New("keeper unreachable") }
+func (brokenKeeper) Put(string, *os.File) error    { return errors.New("keeper unreachable") }
+func (brokenKeeper) Drop(string) error             { return errors.New("keeper unreachable") }
+
+// TestKeeperRefused: a keeper that cannot be asked fails the mount (it may
+// hold a connection mounted there, which mounting anew could hang on);
+// a keeper needs a state directory; Detach needs a keeper.
+func TestKeeperRefused(t *testing.T) {
+	fusetest.Require(t)
+	mnt := t.TempDir()
+	if _, err := Mount(mnt, Options{FsName: testFsName, Keeper: brokenKeeper{}, StateDir: t.TempDir()}); err == nil ||
+		!strings.Contains(err.Error(), "keeper unreachable") {
+		t.Errorf("mount with an unreachable keeper: %v", err)
+	}
+	if _, err := Mount(mnt, Options{FsName: testFsName, Keeper: newTestKeeperClient(t)}); err == nil ||
+		!strings.Contains(err.Error(), "StateDir") {
+		t.Errorf("mount with a keeper and no state directory: %v", err)
+	}
+	if at, _ := mountsAt(mnt); len(at) > 0 {
+		t.Fatalf("mounted: %v", at)
+	}
+	srv := mountTest(t, Options{})
+	if err := srv.Detach(); !errors.Is(err, errNotResumed) {
+		t.Errorf("detach without a keeper: %v", err)
+	}
+	if srv.Resumed() {
+		t.Error("a mount without a keeper resumed")
+	}
+	srv.RestoreDone() // a no-op
+}
+
+// newTestKeeperClient is a client of a keeper of this process.
+func newTestKeeperClient(t *testing.T) *keeperClient {
+	k := newTestKeeper()
+	conn, err := k.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); k.close() })
+	return &keeperClient{conn: int(conn.Fd())}
+}
