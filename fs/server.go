@@ -591,12 +591,12 @@ func (s *Server) SetSession(id string, v View) error {
 	slices.Sort(slugs)
 
 	ss := s.session(id)
-	if p := s.takePending(id); p != nil && ss == nil {
-		s.restoreSession(p, view, slugs, false)
-		return nil
-	}
 	if ss == nil {
-		s.addSession(id, view, slugs)
+		if p := s.takePending(id); p != nil {
+			s.restoreSession(p, view, slugs, false) // served before the connection was taken back
+		} else {
+			s.addSession(id, view, slugs)
+		}
 		return nil
 	}
 	c := s.replaceView(ss, view, slugs)
