@@ -411,3 +411,117 @@ func TestAPIVolumeGroup(t *testing.T) {
 	}
 	n.unpublishClean(ctx, "vol-ga", apiTarget, "the api volume")
 }
+
+// publishPod publishes pod uid's skills volume and then its kind=api
+// volume under root, and returns their targets.
+func (n *testNode) publishPod(ctx context.Context, root, uid string, api bool) (skillsTarget, apiTarget string) {
+	n.t.Helper()
+	skillsTarget, apiTarget = podTarget(root, uid, "skills"), podTarget(root, uid, "api")
+	pod := podContext("agents", "pod-"+uid, uid, "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill})
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-s-"+uid, skillsTarget, pod)); err != nil {
+		n.t.Fatalf("pod %s: publish the skills volume: %v", uid, err)
+	}
+	if api {
+		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-a-"+uid, apiTarget, podContext("agents", "pod-"+uid, uid, "runner", map[string]string{AttrKind: KindAPI}))); err != nil {
+			n.t.Fatalf("pod %s: publish the api volume: %v", uid, err)
+		}
+	}
+	return skillsTarget, apiTarget
+}
+
+// sideBySide runs the calls at once (released together) and returns their
+// errors.
+func sideBySide(calls ...func() error) []error {
+	errs := make([]error, len(calls))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { <-start; errs[i] = call() })
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// TestPodVolumesTornDownTogether: a kubelet tears a pod's volumes down side
+// by side; the skills and api volumes, which share the pod's session,
+// unpublished at once leave no session open and nothing mounted, round
+// after round.
+func TestPodVolumesTornDownTogether(t *testing.T) {
+	const rounds = 30
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	for i := range rounds {
+		uid := fmt.Sprint("uid-t", i)
+		skillsTarget, apiTarget := n.publishPod(ctx, root, uid, true)
+		errs := sideBySide(
+			func() error {
+				_, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-s-" + uid, TargetPath: skillsTarget})
+				return err
+			},
+			func() error {
+				_, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-a-" + uid, TargetPath: apiTarget})
+				return err
+			})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: unpublish both volumes at once: %v", i, err)
+		}
+		if list := n.driverSessions(); len(list) != 0 {
+			t.Fatalf("round %d: after both volumes unpublished at once, sessions left open: %+v", i, list)
+		}
+		if m, _ := mountsBelow(root); len(m) > 0 {
+			t.Fatalf("round %d: mounts left: %v", i, m)
+		}
+	}
+}
+
+// TestAPIPublishRacesSkillsUnpublish: a pod's api volume published while
+// its skills volume goes (a pod deleted while its volumes are set up). The
+// api publish either succeeds, and then its socket and view are there,
+// bound, or it is refused Unavailable and nothing of it is left; never a
+// volume reported published whose session was closed under it.
+func TestAPIPublishRacesSkillsUnpublish(t *testing.T) {
+	const rounds = 30
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	published := 0
+	for i := range rounds {
+		uid := fmt.Sprint("uid-p", i)
+		skillsTarget, apiTarget := n.publishPod(ctx, root, uid, false)
+		apiReq := publishReq("vol-a-"+uid, apiTarget, podContext("agents", "pod-"+uid, uid, "runner", map[string]string{AttrKind: KindAPI}))
+		errs := sideBySide(
+			func() error {
+				_, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-s-" + uid, TargetPath: skillsTarget})
+				return err
+			},
+			func() error {
+				_, err := n.node().NodePublishVolume(ctx, apiReq)
+				return err
+			})
+		if errs[0] != nil {
+			t.Fatalf("round %d: unpublish the skills volume: %v", i, errs[0])
+		}
+		list := n.driverSessions()
+		view := filepath.Join(apiTarget, ViewDir)
+		switch {
+		case errs[1] == nil:
+			published++
+			if len(list) != 1 || len(list[0].Binds) != 1 || list[0].Binds[0].Target != view || !isMount(t, view) {
+				t.Fatalf("round %d: the api volume was published, but sessions are %+v (mounted at %s: %v); want one bound there", i, list, view, isMount(t, view))
+			}
+			if _, err := os.Lstat(filepath.Join(apiTarget, SocketName)); err != nil {
+				t.Fatalf("round %d: the api volume was published without its socket: %v", i, err)
+			}
+		case codeOf(errs[1]) == codes.Unavailable:
+			if len(list) != 0 {
+				t.Fatalf("round %d: the api publish was refused (%v), but sessions are open: %+v", i, errs[1], list)
+			}
+		default:
+			t.Fatalf("round %d: api publish: %v, want OK or Unavailable", i, errs[1])
+		}
+		n.unpublishClean(ctx, "vol-a-"+uid, apiTarget, fmt.Sprintf("round %d: the api volume", i))
+	}
+	t.Logf("%d rounds: the api volume published in %d, refused Unavailable in %d", rounds, published, rounds-published)
+}
