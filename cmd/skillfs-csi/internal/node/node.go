@@ -66,12 +66,26 @@
 //     folder when key is given) is bound again at target/skills with its
 //     API socket at target/skillfs.sock; Unavailable until that volume is
 //     published, FailedPrecondition when the pod has several and no key
-//     says which. With the pod's fsGroup (the request's
-//     volume_mount_group) the target folder is made root:fsGroup, setgid,
-//     02750, so the daemon makes the socket 0660 of that group, now and
-//     at every start: any process of the pod (its fsGroup is among its
-//     groups) connects. Without one, the socket is root's, 0600: only a
-//     container running as root connects.
+//     says which. The socket is the session's credential: who connects
+//     acts as the session. With a group for it the target folder is made
+//     root:group, setgid, 02750, so the daemon makes the socket 0660 of
+//     that group, now and at every start: a process of the pod with that
+//     group among its groups connects, whatever its user. The group is the
+//     volume's attribute socketGroup (a group id) when given, else the
+//     pod's fsGroup (the request's volume_mount_group: the kubelet sends
+//     it, because of VOLUME_MOUNT_GROUP, whenever the pod has one, whatever
+//     the CSIDriver object's fsGroupPolicy). Without either the socket is
+//     root's, 0600: only a container running as root connects.
+//     socketGroup is there for a pod that gives its containers a group
+//     (runAsGroup, supplementalGroups) but no fsGroup, so that none of them
+//     has to run as root to use the socket. Any group id is taken, and the
+//     claims policy does not bound it: the socket is reached only through
+//     the volume's folder, below the kubelet's folder of the pod (root's,
+//     closed to other users of the node), that is from the containers of
+//     this pod that mount the volume, and those the pod's author sets up
+//     (users and groups included) as they are free to with fsGroup; a
+//     group names no one outside the pod. A group-less socket (0600) is
+//     not made any wider by default: who may use it is the pod's to say.
 //   - The claims policy (package claims) is checked at every publish of a
 //     skills volume, before anything is opened; a denial is
 //     PermissionDenied naming namespace, service account and what was
@@ -87,7 +101,6 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -334,13 +347,13 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	if v.podUID == "" {
 		return status.Errorf(codes.InvalidArgument, "volume %s: kind=api needs the pod's uid (%s): the CSIDriver object must set podInfoOnMount: true", id, AttrPodUID)
 	}
-	gid := -1
-	if group != "" {
-		n, err := strconv.ParseUint(group, 10, 31)
+	gid := v.socketGroup // the volume's own word first: the pod's author wrote both
+	if gid < 0 && group != "" {
+		n, err := parseGroup(group)
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "volume %s: volume mount group %q: want a group id", id, group)
+			return status.Errorf(codes.InvalidArgument, "volume %s: volume mount group: %v", id, err)
 		}
-		gid = int(n)
+		gid = n
 	}
 	dm := d.daemon()
 	var list []api.SessionInfo

@@ -348,9 +348,11 @@ func BenchmarkPublishUnpublish(b *testing.B) {
 	}
 }
 
-// TestAPIVolumeGroup: with the pod's fsGroup (volume_mount_group), the
-// API socket is the group's, 0660: a process of another user in that
-// group connects, one outside it does not.
+// TestAPIVolumeGroup: with a group for the socket — the pod's fsGroup
+// (volume_mount_group), or the volume's socketGroup (which wins over the
+// fsGroup) — the API socket is the group's, 0660: a process of another
+// user in that group connects, one outside it does not; without either it
+// is root's, 0600.
 func TestAPIVolumeGroup(t *testing.T) {
 	curl := "/usr/bin/curl"
 	if _, err := os.Stat(curl); err != nil {
@@ -367,49 +369,85 @@ func TestAPIVolumeGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	skillsTarget, apiTarget := podTarget(root, "uid-g", "skills"), podTarget(root, "uid-g", "api")
-	if err := os.MkdirAll(filepath.Dir(apiTarget), 0o755); err != nil { // as the kubelet makes it
-		t.Fatal(err)
+	cases := []struct {
+		name         string
+		mountGroup   string // the request's volume_mount_group
+		socketGroup  string // the volume's attribute
+		gid          uint32 // the socket's group, and the one that connects
+		restartAfter bool
+	}{
+		{"fsGroup", "4242", "", 4242, true},
+		{"socketGroup", "", "4244", 4244, false},
+		{"socketGroup over fsGroup", "4243", "4245", 4245, false},
+		{"neither", "", "", 0, false},
 	}
-	pod := func(attrs map[string]string) map[string]string {
-		return podContext("agents", "pod-g", "uid-g", "runner", attrs)
+	for i, c := range cases {
+		uid := fmt.Sprint("uid-g", i)
+		skillsTarget, apiTarget := podTarget(root, uid, "skills"), podTarget(root, uid, "api")
+		if err := os.MkdirAll(filepath.Dir(apiTarget), 0o755); err != nil { // as the kubelet makes it
+			t.Fatal(err)
+		}
+		pod := func(attrs map[string]string) map[string]string {
+			return podContext("agents", "pod-"+uid, uid, "runner", attrs)
+		}
+		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-gs-"+uid, skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
+			t.Fatal(err)
+		}
+		attrs := map[string]string{AttrKind: KindAPI}
+		if c.socketGroup != "" {
+			attrs[AttrSocketGroup] = c.socketGroup
+		}
+		req := publishReq("vol-ga-"+uid, apiTarget, pod(attrs))
+		req.VolumeCapability.GetMount().VolumeMountGroup = c.mountGroup
+		if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		sock := filepath.Join(apiTarget, SocketName)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(sock, &st); err != nil {
+			t.Fatalf("%s: socket: %v", c.name, err)
+		}
+		wantMode := uint32(0o660)
+		if c.gid == 0 {
+			wantMode = 0o600
+		}
+		if st.Mode&0o7777 != wantMode || st.Gid != c.gid {
+			t.Fatalf("%s: socket: mode %o gid %d; want %o of group %d", c.name, st.Mode&0o7777, st.Gid, wantMode, c.gid)
+		}
+		as := func(gid uint32) (string, error) {
+			cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", SocketName, "http://skillfs/v1/whoami")
+			cmd.Dir = apiTarget // the path may be longer than a socket address holds
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		connects := func(when string) {
+			t.Helper()
+			if c.gid == 0 {
+				if out, err := as(0); err == nil {
+					t.Fatalf("%s: whoami as another user of group 0 answered on a socket of root's, 0600:\n%s", c.name, out)
+				}
+				return
+			}
+			if out, err := as(c.gid); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
+				t.Fatalf("%s: whoami as a user of the group%s: %v\n%q", c.name, when, err, out)
+			}
+			if out, err := as(c.gid + 100); err == nil {
+				t.Fatalf("%s: whoami as a user outside the group%s answered:\n%s", c.name, when, out)
+			}
+		}
+		connects("")
+		if c.restartAfter {
+			// The daemon makes the socket again at its next start: the group's still.
+			n.stopDaemon()
+			n.startDaemon()
+			connects(" after a daemon restart")
+		}
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-gs-" + uid, TargetPath: skillsTarget}); err != nil {
+			t.Fatal(err)
+		}
+		n.unpublishClean(ctx, "vol-ga-"+uid, apiTarget, c.name+": the api volume")
 	}
-	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-gs", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
-		t.Fatal(err)
-	}
-	req := publishReq("vol-ga", apiTarget, pod(map[string]string{AttrKind: KindAPI}))
-	req.VolumeCapability.GetMount().VolumeMountGroup = "4242"
-	if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(apiTarget, SocketName)
-	var st syscall.Stat_t
-	if err := syscall.Lstat(sock, &st); err != nil || st.Mode&0o7777 != 0o660 || st.Gid != 4242 {
-		t.Fatalf("socket: mode %o gid %d, %v; want 0660 of group 4242", st.Mode&0o7777, st.Gid, err)
-	}
-	as := func(gid uint32) (string, error) {
-		cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", SocketName, "http://skillfs/v1/whoami")
-		cmd.Dir = apiTarget // the path may be longer than a socket address holds
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
-		t.Fatalf("whoami as a user of the group: %v\n%q", err, out)
-	}
-	if out, err := as(4243); err == nil {
-		t.Fatalf("whoami as a user outside the group answered:\n%s", out)
-	}
-	// The daemon makes the socket again at its next start: the group's still.
-	n.stopDaemon()
-	n.startDaemon()
-	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
-		t.Fatalf("whoami as a user of the group after a daemon restart: %v\n%q", err, out)
-	}
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-gs", TargetPath: skillsTarget}); err != nil {
-		t.Fatal(err)
-	}
-	n.unpublishClean(ctx, "vol-ga", apiTarget, "the api volume")
 }
 
 // publishPod publishes pod uid's skills volume and then its kind=api
