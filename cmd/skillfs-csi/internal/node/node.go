@@ -395,7 +395,7 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)},
 		func(now *api.SessionInfo) error {
 			if !boundInPod(now.Binds, podDir) {
-				return status.Errorf(codes.Unavailable, "volume %s: the skills volume of pod %s/%s is being unpublished (session %s)", id, v.namespace, v.pod, s.ID)
+				return status.Errorf(codes.Unavailable, "volume %s: session %s of pod %s/%s is bound at no skills volume of the pod (not published yet, or being unpublished)", id, s.ID, v.namespace, v.pod)
 			}
 			return nil
 		})
