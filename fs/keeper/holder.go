@@ -30,6 +30,9 @@ const (
 	oobSize = 64
 )
 
+// ErrInUse marks a socket another keeper listens on.
+var ErrInUse = errors.New("a keeper listens on it already")
+
 // Listen makes the holder's socket at path, mode 0600. A socket file left
 // there by a keeper that died is replaced; one a keeper still listens on,
 // or anything that is not a socket, is refused.
@@ -44,7 +47,7 @@ func Listen(path string) (*net.UnixListener, error) {
 		c, err := net.DialTimeout("unixpacket", path, time.Second)
 		if err == nil {
 			c.Close()
-			return nil, fmt.Errorf("keeper socket %q: a keeper listens on it already", path)
+			return nil, fmt.Errorf("keeper socket %q: %w", path, ErrInUse)
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("keeper socket %q: is a keeper listening? %w", path, err)
