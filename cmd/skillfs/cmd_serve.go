@@ -130,6 +130,12 @@ func (c *cli) serveCmd() *cobra.Command {
 			EventRetention: *eventRetention, EventRetainCount: *eventRetainCount,
 			HostName: *hostName, ReconcileEvery: *reconcileEvery,
 			Keeper: *keeperSocket,
+			// SIGINT is a real stop even with a keeper: the mount and its
+			// binds end (SIGTERM, the service manager's, hands them over).
+			Handover: func() bool {
+				sig := c.stopSignal.Load()
+				return sig == nil || *sig != os.Interrupt
+			},
 		}
 		limits.apply(&opts)
 		quotas.apply(&opts)
@@ -162,7 +168,8 @@ func (c *cli) untilSignalled(log *slog.Logger) (context.Context, context.CancelF
 	}()
 	go func() {
 		select {
-		case <-sigs:
+		case sig := <-sigs:
+			c.stopSignal.Store(&sig)
 			cancel()
 		case <-ctx.Done():
 			return

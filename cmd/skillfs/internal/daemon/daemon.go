@@ -116,6 +116,10 @@ type Options struct {
 	// binds outlive the daemon (see keep.go), and a start whose keeper does
 	// not answer fails.
 	Keeper string
+	// Handover, asked when the daemon stops with a keeper, says whether
+	// the stop leaves the mount and its binds to the keeper for the next
+	// start (true, and nil: the default) or ends them as without one.
+	Handover func() bool
 
 	// recorderIndex, for tests, wraps the index the activation recorder
 	// sees (nil: the catalog's as it is).
@@ -182,7 +186,9 @@ type Daemon struct {
 	// What Close undoes, each at most once: the mount, the activation
 	// journal and the lock of the data directory.
 	unmount, closeJournal, release func()
-	detachOnce                     sync.Once
+	// endMount ends serving the mount, the first call only: keep leaves it
+	// (a kept one) to the keeper, else it is unmounted.
+	endMount func(keep bool)
 }
 
 // checks marks the checks of the daemon's health under way, one flag per
@@ -290,7 +296,8 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 	return d, nil
 }
 
-// Close unmounts the shared filesystem, closes the activation journal and
+// Close unmounts the shared filesystem (with a keeper: leaves it to the
+// keeper, unless Serve unmounted it), closes the activation journal and
 // unlocks the data directory, as far as New got; Serve has stopped
 // serving first.
 func (d *Daemon) Close() {
@@ -299,6 +306,9 @@ func (d *Daemon) Close() {
 			(*undo)()
 			*undo = nil
 		}
+	}
+	if d.keeper != nil {
+		d.keeper.Close() // this process's own duplicates: the keeper holds the connection
 	}
 }
 
@@ -353,7 +363,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.events.CloseAll()
 	srv.Shutdown()
-	keep := d.keeper != nil && lost == nil
+	keep := d.keeper != nil && lost == nil && (d.opts.Handover == nil || d.opts.Handover())
 	if keep {
 		// The binds stay, on the connection the keeper holds, for the
 		// next start; the API sockets end with the process (the next
@@ -365,11 +375,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	// Opens keep arriving until the filesystem stops serving: flush after,
 	// and fail any open still arriving (a sandbox may hold the connection);
 	// with a keeper, they wait for the next start.
-	if keep {
-		d.detachMount()
-	} else {
-		d.unmount()
-	}
+	d.endMount(keep)
 	stopFlush()
 	flushing.Wait()
 	d.audit.Close() // a loss is logged; the activations below decide the exit
@@ -523,29 +529,25 @@ func (d *Daemon) mount() error {
 		d.log.Warn("passthrough asked for, but the kernel does not offer it: reads go through the daemon")
 	}
 	var once sync.Once
-	d.unmount = func() {
+	d.endMount = func(keep bool) {
 		once.Do(func() {
+			if keep {
+				// Readers wait for the next start.
+				if err := srv.Detach(); err != nil {
+					d.log.Error("detach the mount (left to the keeper)", "mountpoint", opts.MountRoot, "err", err)
+					return
+				}
+				d.log.Info("mount detached: left to the keeper with its binds, readers wait for the next start",
+					"mountpoint", opts.MountRoot, "keeper", opts.Keeper)
+				return
+			}
 			if err := srv.Unmount(); err != nil {
 				d.log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
 			}
 		})
 	}
-	if d.keeper != nil {
-		// A start that fails after the mount leaves it to the keeper for
-		// the next one, as a stop does.
-		d.unmount = d.detachMount
-	}
+	// A start that fails after the mount leaves a kept one to the keeper
+	// for the next start, as a stop does.
+	d.unmount = func() { d.endMount(d.keeper != nil) }
 	return nil
-}
-
-// detachMount stops serving the kept mount without ending it (Detach):
-// readers wait for the next start.
-func (d *Daemon) detachMount() {
-	d.detachOnce.Do(func() {
-		if err := d.fs.Detach(); err != nil {
-			d.log.Error("detach the mount (left to the keeper)", "mountpoint", d.mountRoot, "err", err)
-			return
-		}
-		d.log.Info("mount detached: left to the keeper with its binds, readers wait for the next start", "mountpoint", d.mountRoot, "keeper", d.opts.Keeper)
-	})
 }
