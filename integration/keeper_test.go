@@ -305,6 +305,7 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 		t.Logf("%-14s the daemon back to serving in %v; the reader's longest read across it %v (300 ms of it the daemon was down on purpose)",
 			o.how+":", o.toServing.Round(time.Millisecond), o.pause.Round(time.Millisecond))
 	}
+	checkKept(t, e, true)
 	after := e.activationsOf(s.ID)
 	r.mu.Lock()
 	skillReads := r.skill
@@ -320,6 +321,7 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	k.kill()
 	k = startKeeperProc(t, sock)
 	waitLog(t, d, "connection given again to a keeper")
+	checkKept(t, e, true)
 	restart("keeper replaced, then kill -9", d.kill)
 	if errs := r.errors(); len(errs) > 0 {
 		t.Fatalf("%d reads failed through a keeper's restart, the first: %s", len(errs), errs[0])
@@ -332,6 +334,16 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	// documented; the next start mounts afresh and binds the sandbox again.
 	k.kill()
 	waitLog(t, d, "keeper unreachable")
+	var st struct {
+		Keeper *struct {
+			Holds bool   `json:"holds"`
+			Error string `json:"error"`
+		} `json:"keeper"`
+	}
+	e.okJSON(&st, "status")
+	if st.Keeper == nil || st.Keeper.Holds || !strings.Contains(st.Keeper.Error, "does not answer") {
+		t.Fatalf("status with the keeper gone: %+v", st.Keeper)
+	}
 	d.kill()
 	if _, err := os.ReadDir(filepath.Join(inside, "kept-reads")); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("keeper and daemon gone: the sandbox reads %v, want ENOTCONN", err)
@@ -363,6 +375,23 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	}
 	if !strings.Contains(k.logs(), "keeper: dropped") && !strings.Contains(k.logs(), "connection ended") {
 		t.Errorf("the keeper does not say the mount's connection went:\n%s", k.logs())
+	}
+}
+
+// checkKept checks what `skillfs status` says of the keeper: that it holds
+// the mount's connection, and whether this start resumed it.
+func checkKept(t *testing.T, e *env, resumed bool) {
+	t.Helper()
+	var st struct {
+		Keeper *struct {
+			Resumed bool   `json:"resumed"`
+			Holds   bool   `json:"holds"`
+			Error   string `json:"error"`
+		} `json:"keeper"`
+	}
+	e.okJSON(&st, "status")
+	if st.Keeper == nil || !st.Keeper.Holds || st.Keeper.Resumed != resumed {
+		t.Fatalf("status of the keeper: %+v, want it holding the connection, resumed %t", st.Keeper, resumed)
 	}
 }
 

@@ -157,6 +157,32 @@ func (c *Client) Close() {
 	}
 }
 
+// Holds says whether the holder keeps every connection this process
+// serves through it (nil), or why not: a crash of this process would then
+// end those it does not keep.
+func (c *Client) Holds() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.held) == 0 {
+		return fmt.Errorf("keeper %s: no connection was given to it", c.path)
+	}
+	kept, err := c.list()
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for name := range c.held {
+		if !slices.Contains(kept, name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("keeper %s does not hold %q (yet: it is given again within a second of answering)", c.path, missing)
+	}
+	return nil
+}
+
 // Watch looks every so often, until ctx ends, whether the holder still
 // keeps every connection this process serves, and gives it those it lost:
 // a keeper restarted while the daemon runs holds them again within about

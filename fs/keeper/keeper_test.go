@@ -426,11 +426,17 @@ func TestWatchGivesAgain(t *testing.T) {
 	if err := c.Put("fuse:/w", conn); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Holds(); err != nil {
+		t.Fatalf("holds after the put: %v", err)
+	}
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Watch(ctx, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
 	stop() // the keeper's own copy is closed: ours keeps the connection
+	if err := c.Holds(); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("holds with the keeper stopped: %v", err)
+	}
 	for !strings.Contains(logs.String(), "keeper unreachable") {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -447,6 +453,9 @@ func TestWatchGivesAgain(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("given again %v after the restart", time.Since(start))
+	if err := c.Holds(); err != nil {
+		t.Fatalf("holds once given again: %v", err)
+	}
 	f, err := Dial(path).Take("fuse:/w")
 	if err != nil || f == nil || !sameFile(t, f, conn) {
 		t.Fatalf("take from the restarted keeper: %v, %v", f, err)
