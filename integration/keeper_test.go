@@ -19,31 +19,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// keeperProc is a running `skillfs keeper`.
-type keeperProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  bytes.Buffer
-	done chan struct{}
-}
-
 // startKeeperProc starts `skillfs keeper --socket sock` and waits until
-// it listens; the test's end stops it (SIGTERM) if it still runs.
-func startKeeperProc(t *testing.T, sock string) *keeperProc {
+// it listens; the test's end stops it (SIGTERM) if it still runs. It is
+// stopped and killed as a daemon is.
+func startKeeperProc(t *testing.T, sock string) *daemon {
 	t.Helper()
-	k := &keeperProc{t: t, cmd: exec.Command(binary, "keeper", "--socket", sock), done: make(chan struct{})}
+	k := &daemon{t: t, cmd: exec.Command(binary, "keeper", "--socket", sock), done: make(chan struct{})}
 	k.cmd.Stderr = &lockedWriter{mu: &k.mu, w: &k.log}
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := k.cmd.Start(); err != nil {
 		t.Fatalf("start skillfs keeper: %v", err)
 	}
-	go func() { k.cmd.Wait(); close(k.done) }()
+	go func() { k.err = k.cmd.Wait(); close(k.done) }()
 	t.Cleanup(func() { k.stop() })
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(k.logs(), "keeper listening"); time.Sleep(5 * time.Millisecond) {
 		select {
 		case <-k.done:
-			t.Fatalf("skillfs keeper exited: %v\n%s", k.cmd.ProcessState, k.logs())
+			t.Fatalf("skillfs keeper exited: %v\n%s", k.err, k.logs())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -51,33 +43,6 @@ func startKeeperProc(t *testing.T, sock string) *keeperProc {
 		}
 	}
 	return k
-}
-
-func (k *keeperProc) logs() string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.log.String()
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (k *keeperProc) stop() int {
-	select {
-	case <-k.done:
-	default:
-		k.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-k.done:
-		case <-time.After(10 * time.Second):
-			k.kill()
-			k.t.Errorf("skillfs keeper did not stop within 10s of SIGTERM\n%s", k.logs())
-		}
-	}
-	return k.cmd.ProcessState.ExitCode()
-}
-
-func (k *keeperProc) kill() {
-	k.cmd.Process.Kill()
-	<-k.done
 }
 
 // loopReader reads every file of a skill, through a sandbox's bind, in a

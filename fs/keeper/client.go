@@ -186,21 +186,14 @@ func (c *Client) Holds() error {
 // Watch looks every so often, until ctx ends, whether the holder still
 // keeps every connection this process serves, and gives it those it lost:
 // a keeper restarted while the daemon runs holds them again within about
-// every. What it finds is logged once per change (unreachable, given
+// interval. What it finds is logged once per change (unreachable, given
 // again).
-func (c *Client) Watch(ctx context.Context, every time.Duration, log *slog.Logger) {
+func (c *Client) Watch(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
 	told := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		msg := c.restore(log)
 		if msg != told && msg != "" {
 			log.Warn("keeper unreachable: a crash of the daemon now ends its mount", "socket", c.path, "err", msg)
@@ -208,7 +201,7 @@ func (c *Client) Watch(ctx context.Context, every time.Duration, log *slog.Logge
 			log.Info("keeper answers again", "socket", c.path)
 		}
 		told = msg
-	}
+	})
 }
 
 // restore gives the holder what it lost; it returns why it could not, ""

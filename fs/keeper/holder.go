@@ -109,18 +109,7 @@ func Serve(ctx context.Context, l *net.UnixListener, log *slog.Logger) error {
 		}
 		mu.Unlock()
 	})
-	conns.Go(func() {
-		t := time.NewTicker(sweepEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				h.sweep()
-			}
-		}
-	})
+	conns.Go(func() { every(ctx, sweepEvery, h.sweep) })
 	defer func() {
 		cancel()
 		conns.Wait()
@@ -160,6 +149,20 @@ func Serve(ctx context.Context, l *net.UnixListener, log *slog.Logger) error {
 			}()
 			h.serveConn(c)
 		})
+	}
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }
 

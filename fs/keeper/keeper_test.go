@@ -20,6 +20,7 @@ import (
 
 	skfs "skillfs/fs"
 	"skillfs/fs/fusetest"
+	"skillfs/skills/skilltest"
 )
 
 var fsName = fusetest.FsName("skillfs-keepertest")
@@ -28,33 +29,15 @@ func TestMain(m *testing.M) {
 	fusetest.Main(m, func() ([]string, error) { return skfs.MountsOf(fsName) })
 }
 
-// syncBuffer is a log sink tests read while the holder writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startKeeper serves a holder on a socket of a fresh folder until the test
 // ends (or stop is called); it returns the socket's path and the log.
-func startKeeper(t *testing.T, path string) (stop func(), log *syncBuffer) {
+func startKeeper(t *testing.T, path string) (stop func(), log *skilltest.SyncBuffer) {
 	t.Helper()
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log = &syncBuffer{}
+	log = &skilltest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, l, slog.New(slog.NewTextHandler(log, nil))) }()
@@ -429,7 +412,7 @@ func TestWatchGivesAgain(t *testing.T) {
 	if err := c.Holds(); err != nil {
 		t.Fatalf("holds after the put: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &skilltest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Watch(ctx, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
