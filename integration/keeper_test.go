@@ -382,3 +382,21 @@ func TestKeeperUnreachable(t *testing.T) {
 		t.Fatalf("keeper: SIGTERM exit %d\n%s", code, k.logs())
 	}
 }
+
+// Under a service manager (skillfs-keeper.service is Type=notify) the
+// keeper says READY=1 once its socket listens.
+func TestKeeperTellsServiceManager(t *testing.T) {
+	next := serviceManager(t)
+	sock := filepath.Join(t.TempDir(), "keeper.sock")
+	k := startKeeperProc(t, sock)
+	got := next(10 * time.Second)
+	if !strings.HasPrefix(got, "READY=1\n") || !strings.Contains(got, sock) {
+		t.Fatalf("the keeper told %q, want READY=1 naming its socket\n%s", got, k.logs())
+	}
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("at READY=1 the socket is %v, %v; want a socket of mode 0600", fi, err)
+	}
+	if code := k.stop(); code != 0 {
+		t.Fatalf("keeper: SIGTERM exit %d\n%s", code, k.logs())
+	}
+}
