@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,8 +108,19 @@ func mountDevAt(pid, path string) (string, bool, error) {
 		return "", false, err
 	}
 	defer f.Close()
+	dev, found, err := parseMountDev(f, path)
+	if err != nil {
+		return "", false, fmt.Errorf("read /proc/%s/mountinfo: %w", pid, err)
+	}
+	return dev, found, nil
+}
+
+// parseMountDev reads mountinfo (proc(5)) and returns the device of the
+// last mount at path, and whether there is one. Lines not of its shape are
+// skipped.
+func parseMountDev(r io.Reader, path string) (string, bool, error) {
 	dev, found := "", false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxMountinfoLine)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options ...
@@ -120,10 +132,7 @@ func mountDevAt(pid, path string) (string, bool, error) {
 			dev, found = fields[2], true // later lines are mounted on top
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", false, fmt.Errorf("read /proc/%s/mountinfo: %w", pid, err)
-	}
-	return dev, found, nil
+	return dev, found, sc.Err()
 }
 
 // unescapeOctal undoes mountinfo's escapes (\040 for a space, and so on).
