@@ -218,8 +218,9 @@ func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) erro
 	return nil
 }
 
-// Run serves until ctx is cancelled, then unmounts everything, flushes
-// activations and returns nil. It returns an error when the mount is lost
+// Run serves until ctx is cancelled, then unmounts everything (with a
+// keeper, unless Options.Handover says otherwise, leaves the mount and its
+// binds to the keeper instead), flushes activations and returns nil. It returns an error when the mount is lost
 // from under it (a restart then mounts again and re-attaches the binds).
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d, err := New(ctx, cat, opts)
