@@ -2,9 +2,12 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,7 +215,27 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	s := e.newSession("alice", "--skills", "kept-reads,release-notes")
 	pid := startSandbox(t)
 	inside := "/proc/" + strconv.Itoa(pid) + "/root/home/gem/skills"
-	e.ok("session", "mount", s.ID, "/home/gem/skills", "--pid", strconv.Itoa(pid))
+	e.ok("session", "mount", s.ID, "/home/gem/skills", "--pid", strconv.Itoa(pid), "--api-socket", "/home/gem/.skillfs.sock")
+	// The session's API socket in the sandbox dies with each daemon; the
+	// restart makes it again beside the kept bind.
+	apiSocket := "/proc/" + strconv.Itoa(pid) + "/root/home/gem/.skillfs.sock"
+	socketAnswers := func(when string) {
+		t.Helper()
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", apiSocket)
+			}}}
+		resp, err := hc.Get("http://skillfs/v1/sessions/" + s.ID + "/activations")
+		if err != nil {
+			t.Fatalf("%s: the session's API socket: %v", when, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: the session's API socket answers %d", when, resp.StatusCode)
+		}
+	}
+	socketAnswers("bound")
 	r := startLoopReader(filepath.Join(inside, "kept-reads"), files)
 	defer func() {
 		select {
@@ -271,6 +294,7 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 			o.how+":", o.toServing.Round(time.Millisecond), o.pause.Round(time.Millisecond))
 	}
 	checkKept(t, e, true)
+	socketAnswers("after the restarts")
 	after := e.activationsOf(s.ID)
 	r.mu.Lock()
 	skillReads := r.skill

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -17,20 +18,20 @@ import (
 const callTimeout = 5 * time.Second
 
 // Client is the keeper as a daemon sees it (an fs.Keeper): each call dials
-// the holder's socket. It remembers, as a duplicate of its own, every
-// connection it was given (Put) or handed back (Take) and not dropped
-// since: the connections this process serves. Watch gives them again to a
-// holder that lost them (it was restarted), so that a keeper's restart
-// while the daemon runs costs nothing.
+// the holder's socket. It remembers the names of the connections it was
+// given (Put) or handed back (Take) and not dropped since: the connections
+// this process serves. Watch notices a holder that lost one (it was
+// restarted) and has it given again, so that a keeper's restart while the
+// daemon runs costs nothing.
 type Client struct {
-	path string
-	mu   sync.Mutex // one exchange at a time; guards held
-	held map[string]*os.File
+	path   string
+	mu     sync.Mutex // guards served
+	served map[string]bool
 }
 
 // Dial returns the client of the holder listening at path. It does not
 // connect: every call does (Ping checks that the holder answers).
-func Dial(path string) *Client { return &Client{path: path, held: map[string]*os.File{}} }
+func Dial(path string) *Client { return &Client{path: path, served: map[string]bool{}} }
 
 // Path is the holder's socket.
 func (c *Client) Path() string { return c.path }
@@ -44,12 +45,6 @@ func (c *Client) Ping() error {
 
 // Kept lists the names the holder keeps descriptors under.
 func (c *Client) Kept() ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.list()
-}
-
-func (c *Client) list() ([]string, error) {
 	r, _, err := c.call(opList, "", nil)
 	if err != nil {
 		return nil, err
@@ -63,8 +58,6 @@ func (c *Client) list() ([]string, error) {
 // Take returns a duplicate of the descriptor the holder keeps under name,
 // nil when it keeps none.
 func (c *Client) Take(name string) (*os.File, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	r, f, err := c.call(opTake, name, nil)
 	if err != nil {
 		return nil, err
@@ -76,18 +69,15 @@ func (c *Client) Take(name string) (*os.File, error) {
 		if f == nil {
 			return nil, fmt.Errorf("keeper %s: a take of %q answered without a descriptor", c.path, name)
 		}
-		c.hold(name, f)
+		c.serve(name, true)
 		return f, nil
 	}
 	return nil, fmt.Errorf("keeper %s: a take of %q answered %q", c.path, name, r.status)
 }
 
 // Put has the holder keep a duplicate of f under name, replacing any kept
-// before. f is remembered even when the holder cannot be reached, for
-// Watch to give it again.
+// before.
 func (c *Client) Put(name string, f *os.File) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("keeper: %w", err)
 	}
@@ -95,11 +85,7 @@ func (c *Client) Put(name string, f *os.File) error {
 	if err != nil {
 		return err
 	}
-	c.hold(name, f)
-	return c.put(name, fd)
-}
-
-func (c *Client) put(name string, fd int) error {
+	c.serve(name, true)
 	r, _, err := c.call(opPut, name, unix.UnixRights(fd))
 	if err != nil {
 		return err
@@ -110,15 +96,9 @@ func (c *Client) put(name string, fd int) error {
 	return nil
 }
 
-// Drop has the holder close the descriptor it keeps under name, if any,
-// and forgets this process's own.
+// Drop has the holder close the descriptor it keeps under name, if any.
 func (c *Client) Drop(name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f := c.held[name]; f != nil {
-		f.Close()
-		delete(c.held, name)
-	}
+	c.serve(name, false)
 	r, _, err := c.call(opDrop, name, nil)
 	if err != nil {
 		return err
@@ -129,32 +109,38 @@ func (c *Client) Drop(name string) error {
 	return nil
 }
 
-// hold remembers a duplicate of f under name. Without a descriptor to spare
-// it remembers nothing: only Watch would have used it.
-func (c *Client) hold(name string, f *os.File) {
-	fd, err := rawFD(f)
-	if err != nil {
-		return
-	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	if old := c.held[name]; old != nil {
-		old.Close()
-	}
-	c.held[name] = os.NewFile(uintptr(dup), name)
-}
-
-// Close forgets the duplicates this process holds (the holder keeps its
-// own).
-func (c *Client) Close() {
+// serve records that this process serves the connection name (or no
+// longer does).
+func (c *Client) serve(name string, yes bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name, f := range c.held {
-		f.Close()
-		delete(c.held, name)
+	if yes {
+		c.served[name] = true
+	} else {
+		delete(c.served, name)
 	}
+}
+
+// lost lists the connections this process serves that the holder does not
+// keep; an error when it does not answer.
+func (c *Client) lost() ([]string, error) {
+	c.mu.Lock()
+	served := slices.Sorted(maps.Keys(c.served))
+	c.mu.Unlock()
+	if len(served) == 0 {
+		return nil, nil
+	}
+	kept, err := c.Kept()
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, name := range served {
+		if !slices.Contains(kept, name) {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
 }
 
 // Holds says whether the holder keeps every connection this process
@@ -162,39 +148,43 @@ func (c *Client) Close() {
 // end those it does not keep.
 func (c *Client) Holds() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.held) == 0 {
+	none := len(c.served) == 0
+	c.mu.Unlock()
+	if none {
 		return fmt.Errorf("keeper %s: no connection was given to it", c.path)
 	}
-	kept, err := c.list()
+	missing, err := c.lost()
 	if err != nil {
 		return err
 	}
-	var missing []string
-	for name := range c.held {
-		if !slices.Contains(kept, name) {
-			missing = append(missing, name)
-		}
-	}
 	if len(missing) > 0 {
-		slices.Sort(missing)
 		return fmt.Errorf("keeper %s does not hold %q (yet: it is given again within a second of answering)", c.path, missing)
 	}
 	return nil
 }
 
-// Watch looks every so often, until ctx ends, whether the holder still
-// keeps every connection this process serves, and gives it those it lost:
-// a keeper restarted while the daemon runs holds them again within about
-// interval. What it finds is logged once per change (unreachable, given
-// again).
-func (c *Client) Watch(ctx context.Context, interval time.Duration, log *slog.Logger) {
+// Watch looks every interval, until ctx ends, whether the holder still
+// keeps every connection this process serves, and when it lost one (it
+// was restarted) calls rekeep, which is to Put them again
+// (fs.Server.Rekeep): a keeper restarted while the daemon runs holds them
+// again within about interval. What it finds is logged once per change
+// (unreachable, given again).
+func (c *Client) Watch(ctx context.Context, interval time.Duration, log *slog.Logger, rekeep func() error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	told := ""
 	every(ctx, interval, func() {
-		msg := c.restore(log)
+		msg := ""
+		missing, err := c.lost()
+		if err == nil && len(missing) > 0 {
+			if err = rekeep(); err == nil {
+				log.Info("connection given again to a keeper that had lost it", "names", missing, "socket", c.path)
+			}
+		}
+		if err != nil {
+			msg = err.Error()
+		}
 		if msg != told && msg != "" {
 			log.Warn("keeper unreachable: a crash of the daemon now ends its mount", "socket", c.path, "err", msg)
 		} else if msg == "" && told != "" {
@@ -202,34 +192,6 @@ func (c *Client) Watch(ctx context.Context, interval time.Duration, log *slog.Lo
 		}
 		told = msg
 	})
-}
-
-// restore gives the holder what it lost; it returns why it could not, ""
-// when it could.
-func (c *Client) restore(log *slog.Logger) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.held) == 0 {
-		return ""
-	}
-	kept, err := c.list()
-	if err != nil {
-		return err.Error()
-	}
-	for name, f := range c.held {
-		if slices.Contains(kept, name) {
-			continue
-		}
-		fd, err := rawFD(f)
-		if err == nil {
-			err = c.put(name, fd)
-		}
-		if err != nil {
-			return err.Error()
-		}
-		log.Info("connection given again to a keeper that had lost it", "name", name, "socket", c.path)
-	}
-	return ""
 }
 
 // call makes one exchange: a request, with rights (a descriptor) for a

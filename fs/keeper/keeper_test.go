@@ -149,7 +149,6 @@ func TestPutTakeDrop(t *testing.T) {
 	_, log := startKeeper(t, path)
 	conn := fuseConn(t)
 	c := Dial(path)
-	defer c.Close()
 
 	if f, err := c.Take("fuse:/nothing"); err != nil || f != nil {
 		t.Fatalf("take of a name never put: %v, %v", f, err)
@@ -163,7 +162,6 @@ func TestPutTakeDrop(t *testing.T) {
 	}
 	// Another client (a daemon started again) takes the same connection.
 	other := Dial(path)
-	defer other.Close()
 	f, err := other.Take("fuse:/mnt/a b")
 	if err != nil || f == nil {
 		t.Fatalf("take: %v, %v", f, err)
@@ -200,7 +198,6 @@ func TestPutRefusesOtherDescriptors(t *testing.T) {
 	startKeeper(t, path)
 	fusetest.Require(t)
 	c := Dial(path)
-	defer c.Close()
 	null, err := os.Open("/dev/null")
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +250,6 @@ func TestEndedConnectionDropped(t *testing.T) {
 	if err := c.Put("fuse:"+dir, f); err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
 	f.Close()
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
@@ -274,7 +270,6 @@ func TestMaxKept(t *testing.T) {
 	startKeeper(t, path)
 	conn := fuseConn(t)
 	c := Dial(path)
-	defer c.Close()
 	for i := range MaxKept {
 		if err := c.Put(fmt.Sprintf("fuse:/m/%d", i), conn); err != nil {
 			t.Fatalf("put %d: %v", i, err)
@@ -405,7 +400,6 @@ func TestWatchGivesAgain(t *testing.T) {
 	stop, _ := startKeeper(t, path)
 	conn := fuseConn(t)
 	c := Dial(path)
-	defer c.Close()
 	if err := c.Put("fuse:/w", conn); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +409,8 @@ func TestWatchGivesAgain(t *testing.T) {
 	logs := &skilltest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go c.Watch(ctx, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
+	// What fs.Server.Rekeep does: Put the connection it serves again.
+	go c.Watch(ctx, 50*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)), func() error { return c.Put("fuse:/w", conn) })
 	stop() // the keeper's own copy is closed: ours keeps the connection
 	if err := c.Holds(); err == nil || !strings.Contains(err.Error(), "does not answer") {
 		t.Fatalf("holds with the keeper stopped: %v", err)

@@ -308,9 +308,6 @@ func (d *Daemon) Close() {
 			*undo = nil
 		}
 	}
-	if d.keeper != nil {
-		d.keeper.Close() // this process's own duplicates: the keeper holds the connection
-	}
 }
 
 // Serve takes over the sessions this host serves, serves the API and
@@ -343,7 +340,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	following.Go(func() { d.follow(watchCtx, d.opts.ReconcileEvery, wake) })
 	following.Go(func() { d.heartbeat(watchCtx, d.opts.HeartbeatEvery) })
 	if d.keeper != nil {
-		following.Go(func() { d.keeper.Watch(watchCtx, keeperWatchEvery, d.log) })
+		following.Go(func() { d.keeper.Watch(watchCtx, keeperWatchEvery, d.log, d.rekeep) })
 	}
 
 	var lost error
