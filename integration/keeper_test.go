@@ -184,7 +184,9 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	serve := func() (*daemon, time.Duration) {
 		start := time.Now()
 		d := e.serve("--keeper", sock)
-		return d, time.Since(start)
+		took := time.Since(start)
+		waitLog(t, d, "msg=serving ") // the log up to the readiness line is in
+		return d, took
 	}
 	d, first := serve()
 	if !strings.Contains(d.logs(), "resumed=false") {
