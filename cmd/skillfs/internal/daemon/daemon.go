@@ -220,8 +220,9 @@ func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) erro
 
 // Run serves until ctx is cancelled, then unmounts everything (with a
 // keeper, unless Options.Handover says otherwise, leaves the mount and its
-// binds to the keeper instead), flushes activations and returns nil. It returns an error when the mount is lost
-// from under it (a restart then mounts again and re-attaches the binds).
+// binds to the keeper instead), flushes activations and returns nil. It
+// returns an error when the mount is lost from under it (a restart then
+// mounts again and re-attaches the binds).
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d, err := New(ctx, cat, opts)
 	if err != nil {
@@ -487,8 +488,9 @@ func (opts *Options) defaults(home string) {
 	opts.Limits.Defaults()
 }
 
-// mount mounts the shared filesystem, clearing a dead mount a crash left;
-// d.unmount unmounts it.
+// mount mounts the shared filesystem, clearing a dead mount a crash left
+// (with a keeper: takes back the connection it holds, see keep.go);
+// d.endMount ends it.
 func (d *Daemon) mount() error {
 	opts := d.opts
 	fo := skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
