@@ -341,7 +341,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	following.Go(func() { d.follow(watchCtx, d.opts.ReconcileEvery, wake) })
 	following.Go(func() { d.heartbeat(watchCtx, d.opts.HeartbeatEvery) })
 	if d.keeper != nil {
-		following.Go(func() { d.keeper.Watch(watchCtx, keeperWatchEvery, d.log, d.rekeep) })
+		following.Go(func() { d.keeper.Watch(watchCtx, keeperWatchEvery, d.log, d.fs.Rekeep) })
 	}
 
 	var lost error

@@ -48,16 +48,6 @@ func DialKeeper(path string) (*keeper.Client, error) {
 	return k, nil
 }
 
-// rekeep gives a keeper that lost the mount's connection (it restarted)
-// the connection again.
-func (d *Daemon) rekeep() error {
-	r, ok := any(d.fs).(interface{ Rekeep() error })
-	if !ok {
-		return errors.New("this build cannot give the keeper its connection again")
-	}
-	return r.Rekeep()
-}
-
 // prepareKeptRoot makes the mount root if it is missing without looking
 // into it: mkdir of a path where a mount is answers EEXIST from the parent
 // folder, never asking the mount's server, which may not run yet.
