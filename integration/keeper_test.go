@@ -163,18 +163,21 @@ type outage struct {
 // FUSE connection, a sandbox reading a skill in a loop (every read
 // reaching the daemon) sees no failure through kill -9 of the daemon twice
 // and a SIGTERM, each followed by a restart: every read returns the skill's
-// bytes, the reads in flight wait and complete, the bind is never made
-// again, and the activations are exact. The keeper killed while the
+// bytes, the reads in flight wait and complete, neither the sandbox's bind
+// nor one in the daemon's own namespace is made again (the session's API
+// socket in the sandbox is), and the activations are exact. The keeper killed while the
 // daemon runs costs nothing (the daemon gives its connection to the next
 // keeper); the keeper gone and then the daemon killed ends the mount
 // (ENOTCONN), and the next start mounts afresh and binds the sandbox again.
 // SIGINT is a real stop: nothing stays mounted.
 func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	e := newEnv(t)
+	// A bind in the daemon's own namespace too, as a CSI target is.
+	podDir := t.TempDir()
 	// Registered first, so it runs last: whatever a failure leaves mounted
 	// with a keeper (a detached mount outlives its daemon) is unmounted.
 	t.Cleanup(func() {
-		for _, m := range slices.Backward(mountedUnder(t, e.home)) {
+		for _, m := range slices.Backward(append(mountedUnder(t, e.home), mountedUnder(t, podDir)...)) {
 			t.Errorf("left mounted: %s", m)
 			unix.Unmount(m, unix.MNT_DETACH)
 		}
@@ -238,6 +241,8 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 		}
 	}
 	socketAnswers("bound")
+	target := filepath.Join(podDir, "target")
+	e.ok("session", "mount", s.ID, target)
 	r := startLoopReader(filepath.Join(inside, "kept-reads"), files)
 	defer func() {
 		select {
@@ -272,8 +277,8 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 		if strings.Contains(d.logs(), "session rebound") {
 			t.Fatalf("%s: the sandbox was bound again, not kept:\n%s", how, d.logs())
 		}
-		if !strings.Contains(d.logs(), "bind kept across the restart") {
-			t.Fatalf("%s: the restart does not say it kept the sandbox's bind:\n%s", how, d.logs())
+		if strings.Count(d.logs(), "bind kept across the restart") != 2 {
+			t.Fatalf("%s: the restart does not say it kept both binds, the sandbox's and its own namespace's:\n%s", how, d.logs())
 		}
 		outages = append(outages, outage{how: how, down: down, toServing: took, pause: pause})
 	}
@@ -297,6 +302,9 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	}
 	checkKept(t, e, true)
 	socketAnswers("after the restarts")
+	if got, err := fetch(filepath.Join(target, "kept-reads", "SKILL.md")); err != nil || !bytes.Equal(got, files["SKILL.md"]) {
+		t.Fatalf("the bind in the daemon's namespace after the restarts reads %q, %v", got, err)
+	}
 	after := e.activationsOf(s.ID)
 	r.mu.Lock()
 	skillReads := r.skill
@@ -355,7 +363,7 @@ func TestKeeperKeepsReadersThroughRestarts(t *testing.T) {
 	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("SIGINT: exit %d\n%s", code, d.logs())
 	}
-	if m := mountedUnder(t, e.home); len(m) != 0 {
+	if m := append(mountedUnder(t, e.home), mountedUnder(t, podDir)...); len(m) != 0 {
 		t.Fatalf("mounts left after SIGINT: %v", m)
 	}
 	if names, err := os.ReadDir(inside); err != nil || len(names) != 0 {
