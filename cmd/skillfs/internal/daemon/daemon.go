@@ -505,7 +505,9 @@ func (d *Daemon) mount() error {
 		}
 		fo.Keeper, fo.StateDir = d.keeper, filepath.Join(d.cat.Home(), stateDirName)
 	} else {
-		if _, err := os.Stat(filepath.Join(d.cat.Home(), stateDirName, "mount.json")); err == nil {
+		// A mount left to a keeper has its state there (fs.Options.StateDir),
+		// removed when it is unmounted.
+		if names, _ := os.ReadDir(filepath.Join(d.cat.Home(), stateDirName)); len(names) > 0 {
 			d.log.Warn("the last daemon left its mount to a keeper and this one has none (--keeper): "+
 				"if the keeper still holds it, the check for a stale mount waits until the kernel's request timeout ends it, and its readers fail",
 				"mountpoint", opts.MountRoot, "state", filepath.Join(d.cat.Home(), stateDirName))
