@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -105,4 +106,14 @@ func TestCSIDaemonRestartsUnderKeeper(t *testing.T) {
 	}
 	n.unpublishPod(p, true)
 	n.assertClean("after unpublish")
+	// A real stop (SIGINT) ends the mount, with the keeper's duplicate of
+	// its connection.
+	n.d.cmd.Process.Signal(os.Interrupt)
+	<-n.d.done
+	if code := n.d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("SIGINT: exit %d\n%s", code, n.d.logs())
+	}
+	if m := mountedUnder(t, n.e.home); len(m) > 0 {
+		t.Fatalf("after the daemon's SIGINT (a real stop, keeper or not) still mounted: %v\n%s", m, n.d.logs())
+	}
 }
