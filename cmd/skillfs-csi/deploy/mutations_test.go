@@ -49,16 +49,18 @@ var mutations = []mutation{
 	// The daemon's configuration file.
 	{"config key not a flag", "config.yaml", "    agent-path: /home/gem/skills", "    agent_path: /home/gem/skills", `"agent_path" is not a flag of skillfs serve`},
 	{"config value of the wrong kind", "config.yaml", "    examples: true", "    examples: yes-please", "examples: \"yes-please\": want true or false"},
+	{"config value not one of its flag's", "config.yaml", "    log-format: json", "    log-format: jsn", `log-format: "jsn": want one of text, json`},
 	{"config key twice", "config.yaml", "    log-format: json\n", "    log-format: json\n    log-format: text\n", `"log-format" given twice`},
 	{"agent path elsewhere", "config.yaml", "    agent-path: /home/gem/skills", "    agent-path: /opt/skills", "serve's agent-path (what prompts say) is /opt/skills"},
 
 	// The plugin.
 	{"unknown plugin flag", "node.yaml", "--policy=/etc/skillfs-csi/policy.yaml", "--policy-file=/etc/skillfs-csi/policy.yaml", "skillfs-csi has no flag --policy-file"},
-	{"plugin privileged", "node.yaml", "          # daemon's socket (0600, root's), and no capability.\n          securityContext:\n",
-		"          # daemon's socket (0600, root's), and no capability.\n          securityContext:\n            privileged: true\n", "privileged: only the daemon"},
-	{"plugin escalates", "node.yaml", "          # daemon's socket (0600, root's), and no capability.\n          securityContext:\n            runAsUser: 0\n            allowPrivilegeEscalation: false\n",
-		"          # daemon's socket (0600, root's), and no capability.\n          securityContext:\n            runAsUser: 0\n            allowPrivilegeEscalation: true\n", "allowPrivilegeEscalation"},
+	{"plugin privileged", "node.yaml", "          # capability.\n          securityContext:\n",
+		"          # capability.\n          securityContext:\n            privileged: true\n", "privileged: only the daemon"},
+	{"plugin escalates", "node.yaml", "          # capability.\n          securityContext:\n            runAsUser: 0\n            allowPrivilegeEscalation: false\n",
+		"          # capability.\n          securityContext:\n            runAsUser: 0\n            allowPrivilegeEscalation: true\n", "allowPrivilegeEscalation"},
 	{"plugin socket elsewhere", "node.yaml", "            path: /var/lib/kubelet/plugins/csi.skillfs\n", "            path: /var/lib/kubelet/plugins/skillfs\n", "want /var/lib/kubelet/plugins/csi.skillfs/csi.sock"},
+	{"plugin's pods folder a copy", "node.yaml", "              mountPath: /var/lib/kubelet/pods\n              mountPropagation: HostToContainer\n", "              mountPath: /var/lib/kubelet/pods\n", "the pods folder is not the node's, HostToContainer"},
 	{"node id not the node's", "node.yaml", "--node-id=$(NODE_ID)", "--node-id=node-1", "is not the node's name"},
 	{"daemon socket elsewhere", "node.yaml", "--skillfs-socket=/var/lib/skillfs/skillfs.sock", "--skillfs-socket=/run/skillfs/skillfs.sock", "not the daemon's socket"},
 	{"policy not mounted", "node.yaml", "--policy=/etc/skillfs-csi/policy.yaml", "--policy=/etc/skillfs/policy.yaml", "--policy /etc/skillfs/policy.yaml: not in a ConfigMap's volume"},

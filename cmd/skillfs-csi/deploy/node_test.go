@@ -191,6 +191,10 @@ func checkValue(f flag, v string) error {
 		if _, err := time.ParseDuration(v); err != nil {
 			return fmt.Errorf("%q: not a duration", v)
 		}
+	default:
+		if one := strings.Split(f.arg, `\|`); len(one) > 1 && !slices.Contains(one, v) {
+			return fmt.Errorf("%q: want one of %s", v, strings.Join(one, ", "))
+		}
 	}
 	return nil
 }
@@ -291,6 +295,13 @@ func checkPlugin(b *bundle, p *problems) {
 		p.add(where, "--endpoint %q is not a unix socket", ep)
 	} else if h := hostPathOf(po.spec, c, sock); h != path.Join(kubeletPlugins, d, "csi.sock") {
 		p.add(where, "--endpoint %s is the node's %q, want %s (the kubelet's folder of the driver)", ep, h, path.Join(kubeletPlugins, d, "csi.sock"))
+	}
+	// It removes the kubelet's targets once the daemon unbound them: it
+	// must see them where the kubelet names them, with the node's mounts
+	// (a private copy would keep every bind made before it started).
+	if m, v := mountOf(po.spec, c, kubeletPods); m == nil || path.Clean(m.MountPath) != kubeletPods || v == nil || v.HostPath == nil ||
+		path.Clean(v.HostPath.Path) != kubeletPods || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+		p.add(where, "the pods folder is not the node's, HostToContainer, at %s: the plugin removes the targets it is given", kubeletPods)
 	}
 	if id, _ := cmd.value("node-id"); !fromNodeName(c, id) {
 		p.add(where, "--node-id %q is not the node's name (spec.nodeName through the downward API)", id)
