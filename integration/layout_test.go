@@ -19,9 +19,9 @@ var layers = [][]string{
 	{"skills/store", "skills/source"},
 	{"index", "policy", "fs", "fs/bind"},
 	{"cmd/skillfs/api", "cmd/skillfs/internal/catalog/confine", "cmd/skillfs/internal/catalog/datadir", "cmd/skillfs/internal/activation",
-		"cmd/skillfs/internal/sandbox"},
-	{"cmd/skillfs/internal/events", "cmd/skillfs/internal/catalog/content"},
-	{"cmd/skillfs/internal/catalog"},
+		"cmd/skillfs/internal/sandbox", "cmd/skillfs-csi/internal/claims"},
+	{"cmd/skillfs/internal/events", "cmd/skillfs/internal/catalog/content", "cmd/skillfs-csi/internal/node"},
+	{"cmd/skillfs/internal/catalog", "cmd/skillfs-csi"},
 	{"cmd/skillfs/internal/server"},
 	{"cmd/skillfs/internal/daemon"},
 	{"cmd/skillfs", "cmd/skillfs-csi/deploy"},
@@ -36,6 +36,8 @@ var foundations = map[string][]string{
 	"policy":  {"skills"},
 	"fs":      {"skills"},
 	"fs/bind": {"skills"},
+	// The CSI plugin's policy stands on nothing of the module.
+	"cmd/skillfs-csi/internal/claims": {},
 }
 
 // testHelpers are imported by tests alone; each stands on the layers below
@@ -169,4 +171,38 @@ func count(l []string, s string) int {
 		}
 	}
 	return n
+}
+
+// TestCSIPluginApart: gRPC is the CSI plugin's alone (the daemon and the
+// CLI link none of it), and the plugin builds without cgo (it talks to the
+// daemon over its socket, it links no SQLite).
+func TestCSIPluginApart(t *testing.T) {
+	deps := func(env []string, pkg string) []string {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, d := range deps(nil, "../cmd/skillfs") {
+		if strings.HasPrefix(d, "google.golang.org/grpc") || strings.HasPrefix(d, "github.com/container-storage-interface/") {
+			t.Errorf("skillfs depends on %s: gRPC and CSI belong to skillfs-csi", d)
+		}
+	}
+	plugin := deps([]string{"CGO_ENABLED=0"}, "../cmd/skillfs-csi")
+	for _, d := range plugin {
+		if d == "runtime/cgo" || strings.HasPrefix(d, "github.com/mattn/go-sqlite3") || strings.HasPrefix(d, "skillfs/cmd/skillfs/internal/") {
+			t.Errorf("skillfs-csi depends on %s: it must build without cgo, apart from the daemon", d)
+		}
+	}
+	if !slices.Contains(plugin, "google.golang.org/grpc") {
+		t.Error("skillfs-csi does not depend on gRPC: the check above would prove nothing")
+	}
+	build := exec.Command("go", "build", "-o", os.DevNull, "../cmd/skillfs-csi")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build ./cmd/skillfs-csi: %v\n%s", err, out)
+	}
 }

@@ -19,7 +19,8 @@ import (
 // ids, groups and capabilities, so that the socket is made, and later
 // removed, with no right the sandbox lacks. The socket file is therefore
 // the sandboxed user's, made 0600 (the thread's own umask): only that user
-// (and root) may connect. Its folder must exist there; nothing is created
+// (and root) may connect; in a setgid folder it is the folder's group's
+// too, 0660 (a folder shared with a group on purpose). Its folder must exist there; nothing is created
 // but the socket itself, and whatever is at the path already is refused and
 // left alone, unless it is the socket a previous run made (Socket.ID, for a
 // restart after a crash). The bind is made in the socket's folder (after
@@ -27,7 +28,8 @@ import (
 // listening descriptor, once made, serves from any thread.
 //
 // With pid 0 the socket is made in this process's namespace, as this
-// process, 0600: for a runtime that passes it into a sandbox itself.
+// process, 0600 (0660 and the folder's group's in a setgid folder): for a
+// runtime that passes it into a sandbox itself.
 
 // Socket is an API socket as made: its path in the namespace it was made
 // in, every symlink of its folder resolved, and the identity of the socket
@@ -239,7 +241,16 @@ func makeSocket(dir, name, replace string, f *fence, procFD int) (int, Socket, e
 	if err := unix.Fchdir(dfd); err != nil {
 		return -1, Socket{}, fmt.Errorf("api socket %q: enter its folder: %w", path, err)
 	}
-	unix.Umask(0o177) // this thread's alone (ownThread): the socket is 0600 from the start
+	// This thread's umask alone (ownThread): the socket is 0600 from the
+	// start, or 0660 in a setgid folder, whose new files are its group's
+	// (the kernel gives the socket that group): a folder shared with a
+	// group on purpose shares the socket with it.
+	mask := 0o177
+	var dst unix.Stat_t
+	if err := unix.Fstat(dfd, &dst); err == nil && dst.Mode&unix.S_ISGID != 0 {
+		mask = 0o117
+	}
+	unix.Umask(mask)
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, Socket{}, fmt.Errorf("api socket %q: %w", path, err)

@@ -326,6 +326,25 @@ func TestSocketLongPath(t *testing.T) {
 	if err := unix.Lstat(path, &st); err != nil || st.Mode&0o7777 != 0o600 || st.Uid != 0 {
 		t.Fatalf("socket mode %o owner %d, %v; want 0600 of root", st.Mode, st.Uid, err)
 	}
+	// In a setgid folder the socket is its group's too.
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(shared, 0, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(shared, 0o2750); err != nil {
+		t.Fatal(err)
+	}
+	gl, _, err := m.Listen(0, "", filepath.Join(shared, "api.sock"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gl.Close()
+	if err := unix.Lstat(filepath.Join(shared, "api.sock"), &st); err != nil || st.Mode&0o7777 != 0o660 || st.Uid != 0 || st.Gid != 4242 {
+		t.Fatalf("socket in a setgid folder: mode %o owner %d:%d, %v; want 0660 of root:4242", st.Mode, st.Uid, st.Gid, err)
+	}
 	// The process's own umask is untouched.
 	old := unix.Umask(0o022)
 	unix.Umask(old)

@@ -1,0 +1,513 @@
+// Package node is the CSI node plugin's Identity and Node services: it
+// gives a pod a skillfs session as an ephemeral inline volume, through the
+// node's daemon (its operator API socket). The daemon, not the plugin,
+// binds the session's view at the volume's target path: it serves the one
+// FUSE mount, runs in the host's mount namespace and sees the kubelet's
+// pods folder (mounted Bidirectional into its container), so the bind
+// reaches the pod. The plugin needs no mount privilege: it talks to the
+// daemon's socket and removes the target folder at unpublish (root's
+// rights on the kubelet's folder; no capability beyond them).
+//
+// Decisions (where the CSI specification leaves room):
+//
+//   - No controller, no staging: ephemeral inline volumes (the CSIDriver
+//     object's volumeLifecycleModes: [Ephemeral]). NodeStageVolume,
+//     NodeUnstageVolume, NodeExpandVolume and NodeGetVolumeStats answer
+//     Unimplemented. The one node capability advertised is
+//     VOLUME_MOUNT_GROUP (see kind=api), so the kubelet never walks a
+//     volume to change its owner (a view is read-only).
+//   - A request without volume id, target path or volume capability, or
+//     with a block access type, is InvalidArgument; so is an attribute the
+//     plugin does not know (a typo must not pass for a default).
+//   - The view is read-only whatever the request says: a write access mode
+//     or readonly=false (the kubelet sends SINGLE_NODE_WRITER for every
+//     inline volume, and readonly only when the pod says readOnly: true)
+//     is published read-only, as the filesystem can be no other way; a
+//     write fails in the pod with EROFS. fs_type and mount flags are not
+//     used.
+//   - Publish is idempotent by volume id: the session's client key is
+//     "csi:vol:"+volume id (or "csi:key:"+key when the attribute key is
+//     given, shared by every volume of the same user that gives it), so a
+//     repeat finds the session the first call opened, in this process or
+//     before a restart; a repeat at the same target is OK. The same volume
+//     at another target is bound there too (a read-only view may be in
+//     many places). A target taken by another session, or already a mount
+//     point of something else, is AlreadyExists with the daemon's words.
+//     A keyed session opened by a volume asking for other skills (or
+//     another user's) is AlreadyExists: sharing it would give a pod what
+//     its own claim did not ask for and the policy may not allow.
+//   - Unpublish finds what is bound at the target among the plugin's
+//     sessions (those carrying its driver label), removes the bind, closes
+//     the session when no bind of it remains (a keyed session shared by
+//     other volumes stays until the last one goes), closes sessions of the
+//     volume left without a bind (a publish that failed half way), and
+//     removes the target folder. Nothing bound there, an unknown volume, a
+//     missing target: OK.
+//   - Calls on one volume id are serialised in the process; the plugin
+//     keeps no state of its own: everything it needs is in the daemon (the
+//     session's key, labels and binds), so a restart between publish and
+//     unpublish changes nothing.
+//   - Sessions carry labels naming the pod (k8s.namespace, k8s.pod,
+//     k8s.pod-uid, k8s.service-account) and the volume (csi.driver,
+//     csi.volume, csi.request): `skillfs session list --label k8s.pod=NAME`.
+//   - kind=api: the session of the same pod's skills volume (found by the
+//     pod's uid label, or by key and a bind in the same pod's volumes
+//     folder when key is given) is bound again at target/skills with its
+//     API socket at target/skillfs.sock; Unavailable until that volume is
+//     published, FailedPrecondition when the pod has several and no key
+//     says which. With the pod's fsGroup (the request's
+//     volume_mount_group) the target folder is made root:fsGroup, setgid,
+//     02750, so the daemon makes the socket 0660 of that group, now and
+//     at every start: any process of the pod (its fsGroup is among its
+//     groups) connects. Without one, the socket is root's, 0600: only a
+//     container running as root connects.
+//   - The claims policy (package claims) is checked at every publish of a
+//     skills volume, before anything is opened; a denial is
+//     PermissionDenied naming namespace, service account and what was
+//     refused. The daemon not answering is Unavailable (the kubelet
+//     retries).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"skillfs/cmd/skillfs-csi/internal/claims"
+	"skillfs/cmd/skillfs/api"
+	"skillfs/skills"
+)
+
+// callTimeout bounds the daemon's work for one call (the daemon bounds each
+// step on a target to 10 s): a hung daemon fails the call with
+// DeadlineExceeded, and the kubelet retries, rather than holding the
+// volume's lock for ever.
+const callTimeout = 2 * time.Minute
+
+// Driver is the plugin: both services.
+type Driver struct {
+	Name    string // the driver name (the CSIDriver object's)
+	Version string
+	NodeID  string
+	Socket  string // the daemon's operator API socket
+	Policy  *claims.Store
+	Log     *slog.Logger
+
+	locks volumeLocks
+
+	csi.UnimplementedIdentityServer
+	csi.UnimplementedNodeServer
+}
+
+func (d *Driver) daemon() daemon { return daemon{c: &api.Client{Socket: d.Socket}} }
+
+// GetPluginInfo names the driver.
+func (d *Driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: d.Name, VendorVersion: d.Version}, nil
+}
+
+// GetPluginCapabilities advertises nothing: no controller service, no
+// topology.
+func (d *Driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	return &csi.GetPluginCapabilitiesResponse{}, nil
+}
+
+// Probe is ready when the daemon answers on its socket and is ready.
+func (d *Driver) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	if err := d.daemon().ready(ctx); err != nil {
+		d.Log.Warn("probe: the skillfs daemon is not ready", "socket", d.Socket, "err", err)
+		return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil
+	}
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
+}
+
+// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP alone: the kubelet
+// then hands the pod's fsGroup to NodePublishVolume (and never walks a
+// volume to change its owner itself).
+func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
+		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}},
+	}}}, nil
+}
+
+// NodeGetInfo names the node; no volume limit, no topology.
+func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{NodeId: d.NodeID}, nil
+}
+
+// NodePublishVolume gives the volume's session at the target (see the
+// package doc).
+func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	id, target := req.GetVolumeId(), req.GetTargetPath()
+	if err := checkIDs(id, target); err != nil {
+		return nil, err
+	}
+	vc := req.GetVolumeCapability()
+	if vc == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume capability missing")
+	}
+	if vc.GetBlock() != nil {
+		return nil, status.Error(codes.InvalidArgument, "block access: a skillfs volume is a read-only folder (access type mount)")
+	}
+	if vc.GetMount() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume capability without access type: want mount")
+	}
+	v, err := parseVolume(req.GetVolumeContext())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", id, err)
+	}
+	defer d.locks.lock(id)()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	log := d.Log.With("volume", id, "target", target, "kind", v.kind, "namespace", v.namespace, "pod", v.pod)
+	if v.kind == KindAPI {
+		err = d.publishAPI(ctx, id, target, vc.GetMount().GetVolumeMountGroup(), v)
+	} else {
+		err = d.publishSkills(ctx, id, target, v)
+	}
+	if err != nil {
+		log.Warn("publish refused", "err", err)
+		return nil, err
+	}
+	log.Info("published")
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// maxVolumeID is the longest volume id (the CSI specification's limit).
+const maxVolumeID = 128
+
+func checkIDs(id, target string) error {
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "volume id missing")
+	}
+	if len(id) > maxVolumeID || skills.CheckSessionKey(id) != nil {
+		return status.Errorf(codes.InvalidArgument, "volume id %q: want 1 to %d bytes of printable ASCII without spaces", clip(id), maxVolumeID)
+	}
+	if target == "" {
+		return status.Error(codes.InvalidArgument, "target path missing")
+	}
+	if !filepath.IsAbs(target) {
+		return status.Errorf(codes.InvalidArgument, "target path %q is not absolute", target)
+	}
+	return nil
+}
+
+func (d *Driver) publishSkills(ctx context.Context, id, target string, v volume) error {
+	c := claims.Claim{Namespace: v.namespace, ServiceAccount: v.sa, User: v.user, Skills: v.skills, All: v.all, Preload: v.preload}
+	if err := d.Policy.Policy().Allow(c); err != nil {
+		return status.Errorf(codes.PermissionDenied, "volume %s: %v", id, err)
+	}
+	dm := d.daemon()
+	req := api.CreateRequest{User: v.user, Skills: v.skills, All: v.all, Preload: v.preload,
+		Key: v.sessionKey(id), Labels: v.labels(d.Name, id)}
+	if req.Skills == nil && !req.All {
+		req.Skills = []string{}
+	}
+	info, err := dm.create(ctx, req)
+	if err != nil {
+		return grpcError(fmt.Sprintf("volume %s: open a session of user %q", id, v.user), err, d.Socket)
+	}
+	if info.Existing && (info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
+		return status.Errorf(codes.AlreadyExists, "volume %s: key %q is that of open session %s, which a volume asking for other skills opened; give this volume a key of its own", id, v.key, info.ID)
+	}
+	return d.bindAt(ctx, info, id, skills.Bind{Target: target})
+}
+
+// bindAt binds session info at b (target, API socket), unless it is
+// bound there already; a session this call opened is closed again when the
+// bind fails and it has no other.
+func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind) error {
+	if boundAt(info, b.Target) {
+		return nil
+	}
+	if _, err := d.daemon().bind(ctx, info.ID, b); err != nil {
+		// Another caller (a second plugin process during an update) may
+		// have bound it there meanwhile: then it is published.
+		if now, serr := d.daemon().session(ctx, info.ID); serr == nil && boundAt(now, b.Target) {
+			return nil
+		}
+		if !info.Existing && len(info.Binds) == 0 {
+			if cerr := d.daemon().close(context.WithoutCancel(ctx), info.ID); cerr != nil {
+				d.Log.Error("close a session whose bind failed", "session", info.ID, "err", cerr)
+			}
+		}
+		return grpcError(fmt.Sprintf("volume %s: bind session %s at %s", id, info.ID, b.Target), err, d.Socket)
+	}
+	return nil
+}
+
+// boundAt reports whether session info is bound at target in the daemon's
+// namespace (as given, or as resolved).
+func boundAt(info *api.SessionInfo, target string) bool {
+	want := []string{filepath.Clean(target)}
+	if r, err := filepath.EvalSymlinks(target); err == nil {
+		want = append(want, r)
+	}
+	for _, b := range info.Binds {
+		if b.PID == 0 && (b.Target == want[0] || len(want) > 1 && b.Target == want[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v volume) error {
+	if v.podUID == "" {
+		return status.Errorf(codes.InvalidArgument, "volume %s: kind=api needs the pod's uid (%s): the CSIDriver object must set podInfoOnMount: true", id, AttrPodUID)
+	}
+	gid := -1
+	if group != "" {
+		n, err := strconv.ParseUint(group, 10, 31)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "volume %s: volume mount group %q: want a group id", id, group)
+		}
+		gid = int(n)
+	}
+	dm := d.daemon()
+	var list []api.SessionInfo
+	var err error
+	if v.key != "" {
+		list, err = dm.sessions(ctx, v.sessionKey(""), map[string]string{LabelDriver: d.Name})
+	} else {
+		list, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelPodUID: v.podUID})
+	}
+	if err != nil {
+		return grpcError(fmt.Sprintf("volume %s: find the session of pod %s/%s", id, v.namespace, v.pod), err, d.Socket)
+	}
+	podDir := filepath.Dir(filepath.Dir(filepath.Clean(target)))
+	var found []api.SessionInfo
+	for _, s := range list {
+		if s.Labels[LabelPodUID] == v.podUID && v.key == "" || boundInPod(s.Binds, podDir) {
+			found = append(found, s)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return status.Errorf(codes.Unavailable, "volume %s: pod %s/%s has no skillfs skills volume published yet (kind=api serves the session of that volume)", id, v.namespace, v.pod)
+	case len(found) > 1:
+		ids := make([]string, len(found))
+		for i, s := range found {
+			ids[i] = s.ID
+		}
+		return status.Errorf(codes.FailedPrecondition, "volume %s: pod %s/%s has %d skillfs sessions (%s): give the skills volume and this one the same key", id, v.namespace, v.pod, len(found), strings.Join(ids, ", "))
+	}
+	s := found[0]
+	s.Existing = true // never close the pod's session here
+	if gid >= 0 && !boundAt(&s, filepath.Join(target, ViewDir)) {
+		if err := shareFolder(target, gid); err != nil {
+			return status.Errorf(codes.Internal, "volume %s: %v", id, err)
+		}
+	}
+	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)})
+}
+
+// shareFolder makes target a folder of group gid, setgid (02750): the
+// daemon then makes the API socket in it 0660 and the group's, so that
+// the pod's processes (of its fsGroup) may connect, whatever their user.
+// Made anew at every start of the daemon, the socket stays the folder's
+// group's.
+func shareFolder(target string, gid int) error {
+	if err := unix.Mkdir(target, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("make the target folder %s: %w", target, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(target, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("target %s is not a folder (%v)", target, err)
+	}
+	if mounted, err := isMountPoint(target); err != nil || mounted {
+		return fmt.Errorf("target %s is a mount point (or cannot be told apart from one: %v)", target, err)
+	}
+	if err := unix.Fchownat(unix.AT_FDCWD, target, 0, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("give the target folder %s to group %d: %w", target, gid, err)
+	}
+	if err := unix.Fchmodat(unix.AT_FDCWD, target, 0o2750, 0); err != nil {
+		return fmt.Errorf("make the target folder %s setgid: %w", target, err)
+	}
+	return nil
+}
+
+// boundInPod reports whether a bind of binds is a volume of
+// the pod whose volumes folder is dir (kubelet: <pod>/volumes/<plugin>/<volume>/mount).
+func boundInPod(binds []skills.Bind, dir string) bool {
+	for _, b := range binds {
+		if b.PID == 0 && filepath.Dir(filepath.Dir(b.Target)) == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeUnpublishVolume removes what the volume put at the target (see the
+// package doc).
+func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	id, target := req.GetVolumeId(), req.GetTargetPath()
+	if err := checkIDs(id, target); err != nil {
+		return nil, err
+	}
+	defer d.locks.lock(id)()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	log := d.Log.With("volume", id, "target", target)
+	if err := d.unpublish(ctx, id, filepath.Clean(target)); err != nil {
+		log.Warn("unpublish failed", "err", err)
+		return nil, err
+	}
+	log.Info("unpublished")
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+func (d *Driver) unpublish(ctx context.Context, id, target string) error {
+	dm := d.daemon()
+	view := filepath.Join(target, ViewDir)
+	// The sessions the volume opened first; all of the driver's only when
+	// none of those is bound at the target (a keyed session another volume
+	// opened, a kind=api volume's session).
+	list, err := dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelVolume: id})
+	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return boundHere(s.Binds, target, view) }) {
+		var all []api.SessionInfo
+		all, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name})
+		list = append(list, all...)
+	}
+	if err != nil {
+		return grpcError(fmt.Sprintf("volume %s: list the driver's sessions", id), err, d.Socket)
+	}
+	done := map[string]bool{}
+	for _, s := range list {
+		if done[s.ID] {
+			continue
+		}
+		done[s.ID] = true
+		left := len(s.Binds)
+		for _, b := range s.Binds {
+			if !boundHere([]skills.Bind{b}, target, view) {
+				continue
+			}
+			if err := dm.unbind(ctx, s.ID, b.Target); err != nil {
+				return grpcError(fmt.Sprintf("volume %s: remove the bind of session %s at %s", id, s.ID, b.Target), err, d.Socket)
+			}
+			left--
+		}
+		if left == 0 && (len(s.Binds) > 0 || s.Labels[LabelVolume] == id) {
+			if err := dm.close(ctx, s.ID); err != nil {
+				return grpcError(fmt.Sprintf("volume %s: close session %s", id, s.ID), err, d.Socket)
+			}
+			d.Log.Info("session closed", "session", s.ID, "volume", id)
+		}
+	}
+	return removeTarget(id, target, view)
+}
+
+// boundHere reports whether a bind of binds (in the daemon's namespace)
+// is at target or view.
+func boundHere(binds []skills.Bind, target, view string) bool {
+	return slices.ContainsFunc(binds, func(b skills.Bind) bool { return b.PID == 0 && (b.Target == target || b.Target == view) })
+}
+
+// removeTarget removes the target folder, and the view's folder in it (a
+// kind=api volume's), each only if it is an empty folder that is not a
+// mount point: never a file, never what something else mounted there.
+func removeTarget(id, target, view string) error {
+	for _, p := range []string{view, target} {
+		if mounted, err := isMountPoint(p); err == nil && mounted {
+			return status.Errorf(codes.FailedPrecondition, "volume %s: %s is a mount point no session of this driver is bound at: left alone", id, p)
+		}
+		err := unix.Rmdir(p)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT), p == view && errors.Is(err, unix.ENOTDIR):
+		default:
+			return status.Errorf(codes.Internal, "volume %s: remove %s: %v", id, p, err)
+		}
+	}
+	return nil
+}
+
+// isMountPoint reports whether path is the root of a mount.
+func isMountPoint(path string) (bool, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_BASIC_STATS, &st); err != nil {
+		return false, err
+	}
+	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, fmt.Errorf("statx %s: the kernel does not tell mount roots", path)
+	}
+	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// grpcError is a failed daemon call as the kubelet is told it: what was
+// done, the daemon's words, and the code its kind names.
+func grpcError(doing string, err error, socket string) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, api.ErrNoDaemon):
+		return status.Errorf(codes.Unavailable, "%s: the skillfs daemon does not answer on %s (is it running on this node?): %v", doing, socket, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, skills.ErrUnavailable), errors.Is(err, skills.ErrBusy):
+		code = codes.Unavailable
+	case errors.Is(err, skills.ErrInvalid), errors.Is(err, skills.ErrUnsafePath), errors.Is(err, skills.ErrDependency):
+		code = codes.InvalidArgument
+	case errors.Is(err, skills.ErrLimit):
+		code = codes.ResourceExhausted
+	case errors.Is(err, skills.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, skills.ErrPermission):
+		code = codes.PermissionDenied
+	case errors.Is(err, skills.ErrExists):
+		code = codes.AlreadyExists
+	case errors.As(err, new(net.Error)):
+		// No answer of the daemon: the socket, the connection.
+		code = codes.Unavailable
+	}
+	return status.Errorf(code, "%s: %v", doing, err)
+}
+
+// volumeLocks serialise the calls on one volume id.
+type volumeLocks struct {
+	mu sync.Mutex
+	m  map[string]*volumeLock
+}
+
+type volumeLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock locks volume id and returns its unlock.
+func (l *volumeLocks) lock(id string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*volumeLock{}
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &volumeLock{}
+		l.m[id] = e
+	}
+	e.users++
+	l.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		l.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	}
+}

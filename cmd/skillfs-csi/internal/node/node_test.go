@@ -1,0 +1,413 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"skillfs/cmd/skillfs/api"
+)
+
+// podTarget is the target path a kubelet gives volume vol of pod uid.
+func podTarget(root, uid, vol string) string {
+	return filepath.Join(root, "pods", uid, "volumes", "kubernetes.io~csi", vol, "mount")
+}
+
+func codeOf(err error) codes.Code { return status.Code(err) }
+
+// isMount reports whether path is a mount point here.
+func isMount(t testing.TB, path string) bool {
+	t.Helper()
+	m, err := mountsBelow(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+// driverSessions are the open sessions carrying the driver's label.
+func (n *testNode) driverSessions() []api.SessionInfo {
+	n.t.Helper()
+	list, err := n.driver.daemon().sessions(context.Background(), "", map[string]string{LabelDriver: n.driver.Name})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return list
+}
+
+// unpublishClean unpublishes volume id at target and checks that nothing
+// is left: no mount, no target, no session of the driver.
+func (n *testNode) unpublishClean(ctx context.Context, id, target, when string) {
+	n.t.Helper()
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		n.t.Fatalf("unpublish %s: %v", when, err)
+	}
+	if m, _ := mountsBelow(filepath.Dir(target)); len(m) > 0 {
+		n.t.Fatalf("unpublish %s left mounts %v", when, m)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		n.t.Fatalf("unpublish %s left the target: %v", when, err)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		n.t.Fatalf("unpublish %s left sessions %+v", when, list)
+	}
+}
+
+func TestPublishUnpublish(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-1", "skills")
+	vc := podContext("agents", "pod-1", "uid-1", "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill})
+	req := publishReq("csi-vol-1", target, vc)
+	for i := range 2 { // the second is a repeat: OK, nothing more made
+		if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(target, testSkill, "references", "data.txt"))
+	if err != nil || string(got) != testFileBody {
+		t.Fatalf("read at the target: %q, %v; want %q", got, err, testFileBody)
+	}
+	if err := os.WriteFile(filepath.Join(target, testSkill, "new.txt"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.EACCES) && !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("write at the target: %v, want it refused (read-only)", err)
+	}
+	list := n.driverSessions()
+	if len(list) != 1 || len(list[0].Binds) != 1 || list[0].User != "alice" {
+		t.Fatalf("sessions after two publishes: %+v, want one of alice bound once", list)
+	}
+	s := list[0]
+	for k, want := range map[string]string{LabelNamespace: "agents", LabelPod: "pod-1", LabelPodUID: "uid-1", LabelSA: "runner", LabelVolume: "csi-vol-1"} {
+		if s.Labels[k] != want {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, s.Labels[k], want, s.Labels)
+		}
+	}
+	n.unpublishClean(ctx, "csi-vol-1", target, "once")
+	n.unpublishClean(ctx, "csi-vol-1", target, "again")
+	// Unknown volume, unknown target: OK.
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "nope", TargetPath: target}); err != nil {
+		t.Fatalf("unpublish of an unknown volume: %v", err)
+	}
+}
+
+func TestPublishRefused(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	cases := []struct {
+		name string
+		vc   map[string]string
+		code codes.Code
+	}{
+		{"other user", podContext("agents", "p", "u1", "runner", map[string]string{AttrUser: "bob"}), codes.PermissionDenied},
+		{"other namespace", podContext("default", "p", "u2", "runner", map[string]string{AttrUser: "alice"}), codes.PermissionDenied},
+		{"other service account", podContext("agents", "p", "u3", "default", map[string]string{AttrUser: "alice"}), codes.PermissionDenied},
+		{"no pod info", map[string]string{AttrUser: "alice"}, codes.PermissionDenied},
+		{"no user", podContext("agents", "p", "u4", "runner", nil), codes.InvalidArgument},
+		{"unknown attribute", podContext("agents", "p", "u5", "runner", map[string]string{AttrUser: "alice", "usr": "x"}), codes.InvalidArgument},
+		{"unknown kind", podContext("agents", "p", "u6", "runner", map[string]string{AttrUser: "alice", AttrKind: "rw"}), codes.InvalidArgument},
+		{"api before skills", podContext("agents", "p", "u7", "runner", map[string]string{AttrKind: KindAPI}), codes.Unavailable},
+	}
+	for i, c := range cases {
+		target := podTarget(root, fmt.Sprint("u", i), "v")
+		_, err := n.node().NodePublishVolume(ctx, publishReq(fmt.Sprint("vol-", i), target, c.vc))
+		if codeOf(err) != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("refused publishes opened sessions: %+v", list)
+	}
+	if m, _ := mountsBelow(root); len(m) > 0 {
+		t.Fatalf("refused publishes left mounts: %v", m)
+	}
+	block := publishReq("vol-b", podTarget(root, "ub", "v"), podContext("agents", "p", "ub", "runner", map[string]string{AttrUser: "alice"}))
+	block.VolumeCapability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	if _, err := n.node().NodePublishVolume(ctx, block); codeOf(err) != codes.InvalidArgument {
+		t.Errorf("block access: %v, want InvalidArgument", err)
+	}
+}
+
+func TestPublishRaces(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-r", "skills")
+	req := publishReq("csi-vol-r", target, podContext("agents", "pod-r", "uid-r", "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill}))
+	un := &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-vol-r", TargetPath: target}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			var err error
+			if i%2 == 0 {
+				_, err = n.node().NodePublishVolume(ctx, req)
+			} else {
+				_, err = n.node().NodeUnpublishVolume(ctx, un)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a racing call: %v", err)
+		}
+	}
+	// Consistent: mounted exactly when a session is bound there.
+	list := n.driverSessions()
+	mounted := isMount(t, target)
+	if mounted != (len(list) == 1 && len(list[0].Binds) == 1) || len(list) > 1 {
+		t.Fatalf("after the races: mounted %v, sessions %+v", mounted, list)
+	}
+	t.Logf("after 20 racing calls: mounted %v, %d session(s)", mounted, len(list))
+	n.unpublishClean(ctx, "csi-vol-r", target, "after the races")
+}
+
+func TestAPIVolume(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	skillsTarget, apiTarget := podTarget(root, "uid-a", "skills"), podTarget(root, "uid-a", "api")
+	pod := func(attrs map[string]string) map[string]string {
+		return podContext("agents", "pod-a", "uid-a", "runner", attrs)
+	}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-s", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
+		t.Fatal(err)
+	}
+	apiReq := publishReq("vol-a", apiTarget, pod(map[string]string{AttrKind: KindAPI}))
+	for range 2 {
+		if _, err := n.node().NodePublishVolume(ctx, apiReq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := n.driverSessions()
+	if len(list) != 1 {
+		t.Fatalf("sessions: %+v", list)
+	}
+	// Through the folder's descriptor: the path may be longer than a
+	// socket address holds (the pod sees it at a short one).
+	dfd, err := os.Open(apiTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dfd.Close()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dfd.Fd(), SocketName))
+	}}}
+	resp, err := hc.Get("http://skillfs/v1/whoami")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who api.Whoami
+	json.NewDecoder(resp.Body).Decode(&who)
+	resp.Body.Close()
+	if who.Session != list[0].ID || who.Role != "session" {
+		t.Fatalf("whoami on the volume's socket: %+v, want session %s", who, list[0].ID)
+	}
+	hc.CloseIdleConnections()
+	// The skills volume goes first: the session stays for the api volume.
+	for _, u := range []struct{ id, target string }{{"vol-s", skillsTarget}, {"vol-a", apiTarget}} {
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: u.id, TargetPath: u.target}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(u.target); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s after unpublish: %v", u.target, err)
+		}
+	}
+	if m, _ := mountsBelow(root); len(m) > 0 || len(n.driverSessions()) != 0 {
+		t.Fatalf("left: mounts %v, sessions %+v", m, n.driverSessions())
+	}
+}
+
+func TestPluginRestart(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-x", "skills")
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-x", target, podContext("agents", "pod-x", "uid-x", "runner", map[string]string{AttrUser: "alice", AttrAll: "true"}))); err != nil {
+		t.Fatal(err)
+	}
+	n.restartPlugin()
+	n.unpublishClean(ctx, "vol-x", target, "by a restarted plugin")
+}
+
+func TestDaemonDown(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	n.stopDaemon()
+	target := podTarget(t.TempDir(), "uid-d", "skills")
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-d", target, podContext("agents", "p", "uid-d", "runner", map[string]string{AttrUser: "alice"})))
+	if codeOf(err) != codes.Unavailable {
+		t.Fatalf("publish with the daemon down: %v, want Unavailable", err)
+	}
+	t.Log(err)
+	p, err := csi.NewIdentityClient(n.conn).Probe(ctx, &csi.ProbeRequest{})
+	if err != nil || p.GetReady().GetValue() {
+		t.Fatalf("probe with the daemon down: %v, %v; want not ready", p, err)
+	}
+}
+
+func TestKeyedVolumes(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	attrs := map[string]string{AttrUser: "alice", AttrSkills: testSkill, AttrKey: "thread-7"}
+	t1, t2 := podTarget(root, "uid-1", "skills"), podTarget(root, "uid-2", "skills")
+	for i, target := range []string{t1, t2} {
+		uid := fmt.Sprint("uid-", i+1)
+		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-"+uid, target, podContext("agents", "pod-"+uid, uid, "runner", attrs))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 2 {
+		t.Fatalf("two volumes of one key: %+v, want one session bound twice", list)
+	}
+	other := map[string]string{AttrUser: "alice", AttrAll: "true", AttrKey: "thread-7"}
+	t3 := podTarget(root, "uid-3", "skills")
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-uid-3", t3, podContext("agents", "pod-3", "uid-3", "runner", other)))
+	if codeOf(err) != codes.AlreadyExists {
+		t.Fatalf("the key with another request: %v, want AlreadyExists", err)
+	}
+	t.Log(err)
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-1", TargetPath: t1}); err != nil {
+		t.Fatal(err)
+	}
+	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 1 {
+		t.Fatalf("after one of two unpublished: %+v, want the session kept for the other", list)
+	}
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-2", TargetPath: t2}); err != nil {
+		t.Fatal(err)
+	}
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("after both unpublished: %+v", list)
+	}
+}
+
+func TestTargetTaken(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	target := podTarget(t.TempDir(), "uid-t", "skills")
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", target, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mount a tmpfs at the target: %v", err)
+	}
+	defer syscall.Unmount(target, syscall.MNT_DETACH)
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-t", target, podContext("agents", "p", "uid-t", "runner", map[string]string{AttrUser: "alice"})))
+	if codeOf(err) != codes.AlreadyExists {
+		t.Fatalf("publish at a mount point of something else: %v, want AlreadyExists", err)
+	}
+	t.Log(err)
+	if list := n.driverSessions(); len(list) != 0 {
+		t.Fatalf("a refused bind left its session open: %+v", list)
+	}
+	_, err = n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-t", TargetPath: target})
+	if codeOf(err) != codes.FailedPrecondition || !isMount(t, target) {
+		t.Fatalf("unpublish at a mount point of something else: %v (still mounted: %v), want FailedPrecondition and the mount left alone", err, isMount(t, target))
+	}
+	t.Log(err)
+}
+
+// BenchmarkPublishUnpublish measures a pod's volume coming and going: a
+// publish (policy, session opened, bound) and its unpublish (unbound,
+// closed, target removed), one after the other.
+func BenchmarkPublishUnpublish(b *testing.B) {
+	n := startNode(b)
+	ctx := ctxOf(b)
+	root := b.TempDir()
+	vc := podContext("agents", "pod-b", "uid-b", "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill})
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprint("vol-b-", i)
+		target := podTarget(root, "uid-b", id)
+		if _, err := n.node().NodePublishVolume(ctx, publishReq(id, target, vc)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestAPIVolumeGroup: with the pod's fsGroup (volume_mount_group), the
+// API socket is the group's, 0660: a process of another user in that
+// group connects, one outside it does not.
+func TestAPIVolumeGroup(t *testing.T) {
+	curl := "/usr/bin/curl"
+	if _, err := os.Stat(curl); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("curl not installed, and CI=true: %v", err)
+		}
+		t.Skip("curl not installed")
+	}
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} { // an unprivileged user reaches the kubelet's folders
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	skillsTarget, apiTarget := podTarget(root, "uid-g", "skills"), podTarget(root, "uid-g", "api")
+	if err := os.MkdirAll(filepath.Dir(apiTarget), 0o755); err != nil { // as the kubelet makes it
+		t.Fatal(err)
+	}
+	pod := func(attrs map[string]string) map[string]string {
+		return podContext("agents", "pod-g", "uid-g", "runner", attrs)
+	}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-gs", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
+		t.Fatal(err)
+	}
+	req := publishReq("vol-ga", apiTarget, pod(map[string]string{AttrKind: KindAPI}))
+	req.VolumeCapability.GetMount().VolumeMountGroup = "4242"
+	if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(apiTarget, SocketName)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(sock, &st); err != nil || st.Mode&0o7777 != 0o660 || st.Gid != 4242 {
+		t.Fatalf("socket: mode %o gid %d, %v; want 0660 of group 4242", st.Mode&0o7777, st.Gid, err)
+	}
+	as := func(gid uint32) (string, error) {
+		cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", SocketName, "http://skillfs/v1/whoami")
+		cmd.Dir = apiTarget // the path may be longer than a socket address holds
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
+		t.Fatalf("whoami as a user of the group: %v\n%q", err, out)
+	}
+	if out, err := as(4243); err == nil {
+		t.Fatalf("whoami as a user outside the group answered:\n%s", out)
+	}
+	// The daemon makes the socket again at its next start: the group's still.
+	n.stopDaemon()
+	n.startDaemon()
+	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
+		t.Fatalf("whoami as a user of the group after a daemon restart: %v\n%q", err, out)
+	}
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-gs", TargetPath: skillsTarget}); err != nil {
+		t.Fatal(err)
+	}
+	n.unpublishClean(ctx, "vol-ga", apiTarget, "the api volume")
+}
