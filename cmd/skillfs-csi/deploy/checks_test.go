@@ -298,6 +298,21 @@ func checkPods(b *bundle, p *problems) {
 	}
 }
 
+// containerCaps are the capabilities a container holds beyond none: the
+// plugin gives a kind=api volume's folder to the pod's fsGroup (chown to a
+// group root is not in) and makes it setgid (kept only with CAP_FSETID),
+// so that the daemon makes the socket in it that group's.
+var containerCaps = map[string][]string{pluginName: {"CHOWN", "FSETID"}}
+
+func capNames(add []corev1.Capability) []string {
+	var out []string
+	for _, c := range add {
+		out = append(out, string(c))
+	}
+	slices.Sort(out)
+	return out
+}
+
 var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 func checkContainer(po *pod, c *corev1.Container, p *problems) {
@@ -346,8 +361,8 @@ func checkContainer(po *pod, c *corev1.Container, p *problems) {
 		p.add(where, "privileged: only the daemon makes mounts")
 	case sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
 		p.add(where, "allowPrivilegeEscalation must be false")
-	case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0:
-		p.add(where, "capabilities: want drop [ALL] and none added")
+	case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || !slices.Equal(capNames(sc.Capabilities.Add), containerCaps[c.Name]):
+		p.add(where, "capabilities: want drop [ALL] and add %v, not %v", containerCaps[c.Name], sc.Capabilities)
 	}
 	for _, m := range c.VolumeMounts {
 		if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {

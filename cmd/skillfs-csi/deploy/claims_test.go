@@ -7,14 +7,28 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"skillfs/cmd/skillfs-csi/internal/claims"
+	"skillfs/cmd/skillfs-csi/internal/node"
 )
 
 // The volume attributes the plugin takes (volume_context), and the values
-// of kind.
+// of kind ("" is the default, skills), by the plugin's own names.
 var (
-	volumeAttributes = []string{"user", "skills", "all", "preload", "key", "kind"}
-	volumeKinds      = []string{"", "skills", "api"}
+	volumeAttributes = []string{node.AttrUser, node.AttrSkills, node.AttrAll, node.AttrPreload, node.AttrKey, node.AttrKind}
+	volumeKinds      = []string{"", node.KindSkills, node.KindAPI}
 )
+
+// list is a list attribute's names, as the plugin reads them.
+func list(attr string) []string {
+	var out []string
+	for _, n := range strings.Split(attr, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // policyText is the claims policy the plugin reads: the key of the
 // ConfigMap its --policy names.
@@ -40,7 +54,7 @@ func checkPolicy(b *bundle, p *problems) {
 	if !ok {
 		return
 	}
-	if _, err := parsePolicy([]byte(text)); err != nil {
+	if _, err := claims.Parse([]byte(text)); err != nil {
 		p.add(at("policy.yaml"), "the claims policy does not parse: %v", err)
 	}
 }
@@ -80,16 +94,16 @@ func checkExamplePod(b *bundle, p *problems) {
 					p.add(where, "volume attribute %q is not one the plugin takes (%s)", k, strings.Join(volumeAttributes, ", "))
 				}
 			}
-			kind := attrs["kind"]
+			kind := attrs[node.AttrKind]
 			if !slices.Contains(volumeKinds, kind) {
 				p.add(where, "kind %q: want skills or api", kind)
 				continue
 			}
 			kinds = append(kinds, kind)
-			if kind == "api" {
+			if kind == node.KindAPI {
 				continue
 			}
-			if attrs["user"] == "" {
+			if attrs[node.AttrUser] == "" {
 				p.add(where, "a skills volume without a user")
 				continue
 			}
@@ -103,20 +117,41 @@ func checkExamplePod(b *bundle, p *problems) {
 			if !havePolicy {
 				continue
 			}
-			pol, err := parsePolicy([]byte(text))
+			pol, err := claims.Parse([]byte(text))
 			if err != nil {
 				continue // checkPolicy
 			}
-			var skills []string
-			if s := attrs["skills"]; s != "" {
-				skills = strings.Split(s, ",")
-			}
-			if err := pol.allows(po.Namespace, po.Spec.ServiceAccountName, attrs["user"], skills); err != nil {
+			claim := claims.Claim{Namespace: po.Namespace, ServiceAccount: po.Spec.ServiceAccountName, User: attrs[node.AttrUser],
+				Skills: list(attrs[node.AttrSkills]), All: attrs[node.AttrAll] == "true", Preload: list(attrs[node.AttrPreload])}
+			if err := pol.Allow(claim); err != nil {
 				p.add(where, "the policy refuses the example: %v", err)
 			}
 		}
-		if slices.Contains(kinds, "api") && !slices.ContainsFunc(kinds, func(k string) bool { return k != "api" }) {
+		if !slices.Contains(kinds, node.KindAPI) {
+			continue
+		}
+		if !slices.ContainsFunc(kinds, func(k string) bool { return k != node.KindAPI }) {
 			p.add(o, "pod %s: an api volume without a skills volume (the socket is that session's)", po.Name)
 		}
+		// The socket is the pod's fsGroup's (0660), or root's (0600)
+		// when the pod has none.
+		if sc := po.Spec.SecurityContext; sc == nil || sc.FSGroup == nil {
+			for _, c := range po.Spec.Containers {
+				if uid := runAsUser(&po.Spec, &c); uid == nil || *uid != 0 {
+					p.add(o, "pod %s: an api volume but no fsGroup: its socket is root's, and container %s does not run as root", po.Name, c.Name)
+				}
+			}
+		}
 	}
+}
+
+// runAsUser is the uid container c of spec runs as, when the spec says.
+func runAsUser(spec *corev1.PodSpec, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if spec.SecurityContext != nil {
+		return spec.SecurityContext.RunAsUser
+	}
+	return nil
 }
