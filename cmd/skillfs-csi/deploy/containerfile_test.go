@@ -61,6 +61,8 @@ type stage struct {
 	copies map[string][]string // destination → sources, COPY --from=stage
 	from   string              // the stage the COPY --from names
 	apt    []string            // packages installed
+	// stopSignal is the signal a container stop sends ("" for SIGTERM).
+	stopSignal string
 }
 
 var (
@@ -109,6 +111,8 @@ func stages(ins []instruction) ([]*stage, error) {
 			for _, m := range aptGet.FindAllStringSubmatch(in.args, -1) {
 				s.apt = append(s.apt, strings.Fields(m[2])...)
 			}
+		case "STOPSIGNAL":
+			s.stopSignal = strings.ToUpper(in.args)
 		case "COPY":
 			f := strings.Fields(in.args)
 			if len(f) < 3 || !strings.HasPrefix(f[0], "--from=") {
@@ -172,6 +176,9 @@ func checkContainerfile(b *bundle, p *problems) {
 		if len(got) != 1 || got[0] != how {
 			p.add(where, "%s: want it built with %q and copied there, got %q", bin, how, got)
 		}
+	}
+	if run.stopSignal != "" && run.stopSignal != "SIGTERM" {
+		p.add(where, "STOPSIGNAL %s: serve --keeper hands over on SIGTERM alone (SIGINT ends every view)", run.stopSignal)
 	}
 	for _, pkg := range []string{"fuse3", "git", "ca-certificates"} {
 		if !slices.Contains(run.apt, pkg) {

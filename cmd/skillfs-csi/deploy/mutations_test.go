@@ -101,6 +101,7 @@ var mutations = []mutation{
 	{"plugin with cgo", "Containerfile", "RUN CGO_ENABLED=0 go build", "RUN CGO_ENABLED=1 go build", "/usr/local/bin/skillfs-csi: want it built with"},
 	{"other C library", "Containerfile", "FROM debian:trixie-slim", "FROM debian:bookworm-slim", "built on Debian trixie, run on bookworm"},
 	{"old Go", "Containerfile", "golang:1.26-trixie", "golang:1.25-trixie", "older than go.mod's"},
+	{"stop by SIGINT", "Containerfile", "STOPSIGNAL SIGTERM", "STOPSIGNAL SIGINT", "STOPSIGNAL SIGINT"},
 	{"no git", "Containerfile", "fuse3 git ca-certificates", "fuse3 ca-certificates", "lacks git"},
 	{"binary elsewhere", "Containerfile", "/out/skillfs-csi /usr/local/bin/", "/out/skillfs-csi /usr/bin/", "want it built with"},
 
