@@ -17,6 +17,9 @@ import (
 var testFsName = fusetest.FsName("skillfs-test")
 
 func TestMain(m *testing.M) {
+	if cfg := os.Getenv(childEnv); cfg != "" {
+		childMain(cfg) // a serving child of resume_test.go
+	}
 	fusetest.Main(m, func() ([]string, error) { return MountsOf(testFsName) })
 }
 

@@ -63,6 +63,9 @@ type kernelRefs struct {
 	seen    []uint64
 	dropped bool // no longer served: it leaves the table once lookups is zero
 	gone    bool // left the table: none of its ids may be handed out again
+	// pinned: an owner of a resumed connection, of which the kernel may
+	// hold any entry, how often is not known (restore.go): always held.
+	pinned bool
 }
 
 // hand records that the kernel is given entry idx (-1: a session's
@@ -88,14 +91,21 @@ func (r *kernelRefs) hand(idx int32, entries int) bool {
 func (r *kernelRefs) held() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lookups > 0
+	return r.lookups > 0 || r.pinned
 }
 
-// handed returns the entries the kernel was given and may still hold.
-func (r *kernelRefs) handed() []int32 {
+// handed returns the entries, of a tree of n, the kernel was given and may
+// still hold.
+func (r *kernelRefs) handed(n int) []int32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []int32
+	if r.pinned {
+		for i := range n {
+			out = append(out, int32(i))
+		}
+		return out
+	}
 	for w, word := range r.seen {
 		for word != 0 {
 			b := bits.TrailingZeros64(word)
@@ -106,17 +116,24 @@ func (r *kernelRefs) handed() []int32 {
 	return out
 }
 
-// owner is what a node id's high bits name: a session or a grant.
+// owner is what a node id's high bits name: a session or a grant, or, on
+// a resumed connection, one of a session not restored yet (restore.go).
 type owner struct {
 	ss *session
 	g  *grant
+	p  *pendingSession
 }
 
+// refs returns the owner's kernel references; nil for a pending one,
+// which counts as held until restored.
 func (o owner) refs() *kernelRefs {
-	if o.g != nil {
+	switch {
+	case o.g != nil:
 		return &o.g.kernel
+	case o.ss != nil:
+		return &o.ss.kernel
 	}
-	return &o.ss.kernel
+	return nil
 }
 
 // nodeTable finds the owners of node ids: every session and grant served,
@@ -126,6 +143,8 @@ func (o owner) refs() *kernelRefs {
 type nodeTable struct {
 	mu     sync.RWMutex
 	owners map[uint64]owner
+	// left, if set, is told of every owner leaving the table (the journal).
+	left func(id uint64)
 }
 
 func (t *nodeTable) add(id uint64, o owner) {
@@ -161,6 +180,9 @@ func (t *nodeTable) forget(nodeid, n uint64) {
 		return
 	}
 	r := o.refs()
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lookups -= min(n, r.lookups)
@@ -170,7 +192,7 @@ func (t *nodeTable) forget(nodeid, n uint64) {
 // leaveIfUnheld forgets the entries handed once the kernel holds none of
 // them, and removes a dropped owner from the table. r.mu is held.
 func (t *nodeTable) leaveIfUnheld(id uint64, r *kernelRefs) {
-	if r.lookups > 0 {
+	if r.lookups > 0 || r.pinned {
 		return
 	}
 	r.seen = nil
@@ -179,6 +201,9 @@ func (t *nodeTable) leaveIfUnheld(id uint64, r *kernelRefs) {
 		t.mu.Lock()
 		delete(t.owners, id)
 		t.mu.Unlock()
+		if t.left != nil {
+			t.left(id)
+		}
 	}
 }
 

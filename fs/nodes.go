@@ -45,6 +45,9 @@ func (s *Server) resolve(nodeid uint64) node {
 	}
 	id, e := ownerOf(nodeid)
 	o, ok := s.ids.get(id)
+	if ok && o.p != nil {
+		o, ok = s.awaitOwner(id, o.p)
+	}
 	switch {
 	case !ok:
 		return node{}
@@ -159,6 +162,15 @@ func (f *nodeFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, o
 
 func (s *Server) lookupSession(id string, out *fuse.EntryOut) fuse.Status {
 	ss := s.session(id)
+	if ss == nil && s.restore != nil {
+		if id == s.probe {
+			return fuse.Status(probeErrno)
+		}
+		if p := s.pendingOf(id); p != nil {
+			s.awaitSession(p)
+			ss = s.session(id)
+		}
+	}
 	if ss == nil || !ss.kernel.hand(-1, 0) {
 		return fuse.ENOENT
 	}

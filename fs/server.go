@@ -120,11 +120,18 @@ type Options struct {
 	AuditReads bool
 
 	// Keeper, when set, keeps a duplicate of the connection's descriptor
-	// (see Keeper): Mount takes back the connection it holds for this
-	// mountpoint, if any, instead of mounting anew.
+	// (see Keeper; what survives what: resume.go): Mount takes back the
+	// connection it holds for this mountpoint, if it can (Resumed), and
+	// else mounts anew, clearing a dead mount left there itself: a caller
+	// must not touch the mountpoint before (ClearStale, stat, statfs hang
+	// on a kept connection nobody serves). A resumed server serves the
+	// node ids the previous one handed out; the caller sets every session
+	// that comes back (SetSession), then calls RestoreDone. The mount is
+	// made by fs itself, as root (no fusermount).
 	Keeper Keeper
 	// StateDir holds what a server taking a connection back needs from
-	// the one that served it before (required with Keeper).
+	// the one that served it before (required with Keeper; made 0700 if
+	// missing): the INIT exchange and the node-id journal (journal.go).
 	StateDir string
 
 	// kernelWritable leaves the mount writable at the VFS level so tests can
@@ -160,6 +167,14 @@ type Server struct {
 	backingRefused atomic.Bool
 	// done is closed when the filesystem is no longer served.
 	done chan struct{}
+
+	// With a keeper (resume.go): the connection kept, the node-id journal
+	// (nil if it could not be written), what a resumed server waits on
+	// (nil on a fresh mount) and the name only this server answers.
+	kept    *keptConn
+	jrnl    *journal
+	restore *restoreState
+	probe   string
 
 	update sync.Mutex // serialises view changes with their kernel notifications
 
@@ -352,9 +367,28 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 			return fuse.EIO
 		},
 	}
+	if opts.Keeper != nil {
+		mo.MaxWrite = min(mo.MaxWrite, kernelMaxWrite())
+		if err := s.mountKept(mo); err != nil {
+			return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
+		}
+	} else if err := s.mountPlain(mo); err != nil {
+		return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
+	}
+	logger.Info("skill filesystem mounted", "mountpoint", abs, "fsname", opts.FsName, "resumed", s.Resumed(),
+		"file_handles", map[bool]string{true: "refused", false: "by generation"}[s.HandlesRefused()])
+	return s, nil
+}
+
+// fs is what go-fuse serves.
+func (s *Server) fs() fuse.RawFileSystem { return &counting{&nodeFS{s}, &s.requests} }
+
+// mountPlain mounts through go-fuse, for a mount without a keeper.
+func (s *Server) mountPlain(mo *fuse.MountOptions) error {
 	var srv *fuse.Server
-	s.timeout, err = withRequestTimeout(opts.RequestTimeout, opts.RequestTimeoutRecord, logger, func() error {
-		srv, err = fuse.NewServer(&counting{&nodeFS{s}, &s.requests}, abs, mo)
+	var err error
+	s.timeout, err = withRequestTimeout(s.opts.RequestTimeout, s.opts.RequestTimeoutRecord, s.log, func() error {
+		srv, err = fuse.NewServer(s.fs(), s.mnt, mo)
 		if err != nil {
 			return err
 		}
@@ -363,16 +397,14 @@ func Mount(mountpoint string, opts Options) (*Server, error) {
 		return srv.WaitMount()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mount skill filesystem at %q: %w", abs, err)
+		return err
 	}
 	go func() {
 		srv.Wait()
 		s.fds.close()
 		close(s.done)
 	}()
-	logger.Info("skill filesystem mounted", "mountpoint", abs, "fsname", opts.FsName,
-		"file_handles", map[bool]string{true: "refused", false: "by generation"}[s.HandlesRefused()])
-	return s, nil
+	return nil
 }
 
 // RequestTimeout returns the time after which the kernel aborts the
@@ -511,8 +543,20 @@ func (s *Server) newGrant(session string, sk Skill, l *lease) *grant {
 		ref:     s.trees.acquire(sk.Dir),
 		lease:   l,
 	}
+	if s.jrnl != nil {
+		s.jrnl.add(journalRec{Op: recGrant, ID: g.id, Gen: g.gen, Session: session,
+			Slug: sk.Slug, Dir: sk.Dir, Version: sk.Version})
+	}
 	s.ids.add(g.id, owner{g: g})
 	return g
+}
+
+// journalSession records a session's directory, before its id can reach
+// the kernel.
+func (s *Server) journalSession(ss *session) {
+	if s.jrnl != nil {
+		s.jrnl.add(journalRec{Op: recSession, ID: ss.ino >> inoShift, Gen: ss.gen, Session: ss.id})
+	}
 }
 
 // dropGrant ends the service of a grant (revoked, or its session moved to
@@ -548,7 +592,11 @@ func (s *Server) SetSession(id string, v View) error {
 
 	ss := s.session(id)
 	if ss == nil {
-		s.addSession(id, view, slugs)
+		if p := s.takePending(id); p != nil {
+			s.restoreSession(p, view, slugs, false) // served before the connection was taken back
+		} else {
+			s.addSession(id, view, slugs)
+		}
 		return nil
 	}
 	c := s.replaceView(ss, view, slugs)
@@ -562,6 +610,7 @@ func (s *Server) SetSession(id string, v View) error {
 func (s *Server) addSession(id string, view map[string]Skill, slugs []string) {
 	ss := &session{srv: s, id: id, ino: s.nextID.Add(1) << inoShift, gen: randomGeneration(), created: time.Now(),
 		view: view, slugs: slugs, grants: make(map[string]*grant)}
+	s.journalSession(ss)
 	s.ids.add(ss.ino>>inoShift, owner{ss: ss})
 	s.mu.Lock()
 	s.sessions[id] = ss
@@ -721,7 +770,7 @@ func (s *Server) unserve(grants ...*grant) {
 		if err != nil {
 			continue // never walked, so never given to the kernel
 		}
-		handed := g.kernel.handed()
+		handed := g.kernel.handed(len(t.entries))
 		for _, idx := range handed {
 			s.notifyContent(g.ino(idx)) // a directory's cached listing as well as a file's pages
 		}
@@ -752,11 +801,24 @@ func (s *Server) notifyContent(nodeid uint64) {
 // Unmount unmounts the filesystem. If files are still open it detaches the
 // mount lazily (MNT_DETACH): the path is free at once and the kernel keeps
 // serving open handles until they are closed; Wait returns after that.
+// With a keeper it first drops the keeper's duplicate and the state: a real
+// unmount ends the connection, nobody is to take it back. It also ends a
+// mount that Detach left.
 func (s *Server) Unmount() error {
 	s.unmountMu.Lock()
 	defer s.unmountMu.Unlock()
-	if s.unmounted {
+	if s.unmounted && s.kept == nil {
 		return nil
+	}
+	if s.kept != nil {
+		// A real unmount ends the connection: nobody is to take it back.
+		if err := s.opts.Keeper.Drop(s.kept.name); err != nil {
+			s.log.Warn("drop the kept connection", "name", s.kept.name, "err", err)
+		}
+		removeState(s.opts.StateDir)
+		if s.jrnl != nil {
+			s.jrnl.close()
+		}
 	}
 	err := unix.Unmount(s.mnt, 0)
 	lazy := false
@@ -764,7 +826,7 @@ func (s *Server) Unmount() error {
 		err = unix.Unmount(s.mnt, unix.MNT_DETACH)
 		lazy = true
 	}
-	if errors.Is(err, unix.EPERM) {
+	if errors.Is(err, unix.EPERM) && s.kept == nil {
 		// Not privileged: the setuid helper can still unmount a mount it made.
 		err = s.fuse.Unmount()
 	}

@@ -20,6 +20,7 @@ type mountEntry struct {
 	Mountpoint string
 	FSType     string
 	Source     string
+	Dev        string // major:minor of the mounted filesystem
 }
 
 // MountsOf lists the mount points, in this process's mount namespace, of
@@ -69,6 +70,7 @@ func parseMountinfo(r io.Reader) ([]mountEntry, error) {
 			continue
 		}
 		out = append(out, mountEntry{
+			Dev:        fields[2],
 			Mountpoint: unescapeMountinfo(fields[4]),
 			FSType:     unescapeMountinfo(fields[sep+1]),
 			Source:     unescapeMountinfo(fields[sep+2]),

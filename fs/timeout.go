@@ -207,15 +207,23 @@ func recoverRequestTimeout(defPath, record string, log *slog.Logger) {
 // The record holds one line: "previous=P ours=O\n".
 const timeoutRecordFormat = "previous=%d ours=%d\n"
 
-// writeTimeoutRecord writes the record durably: to a temporary file, synced,
-// renamed into place, and the directory synced.
+// writeTimeoutRecord writes the record durably (writeDurably).
 func writeTimeoutRecord(path string, prev, ours uint64) error {
+	if err := writeDurably(path, fmt.Appendf(nil, timeoutRecordFormat, prev, ours)); err != nil {
+		return fmt.Errorf("write FUSE request timeout record: %w", err)
+	}
+	return nil
+}
+
+// writeDurably writes a file whole or not at all: to a temporary file,
+// synced, renamed into place, and the directory synced.
+func writeDurably(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("write FUSE request timeout record: %w", err)
+		return err
 	}
-	_, err = fmt.Fprintf(f, timeoutRecordFormat, prev, ours)
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -230,7 +238,7 @@ func writeTimeoutRecord(path string, prev, ours uint64) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("write FUSE request timeout record %q: %w", path, err)
+		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
 }

@@ -170,10 +170,10 @@ func TestParseMountinfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []mountEntry{
-		{"/", "ext4", "/dev/sda1"},
-		{"/run/skill fs/mnt", "fuse.skillfs", "skillfs"},
-		{"/back\\slash\ttab", "tmpfs", "none"},
-		{`/odd\777escape\04`, "tmpfs", "tmp fs"},
+		{"/", "ext4", "/dev/sda1", "8:1"},
+		{"/run/skill fs/mnt", "fuse.skillfs", "skillfs", "0:40"},
+		{"/back\\slash\ttab", "tmpfs", "none", "0:41"},
+		{`/odd\777escape\04`, "tmpfs", "tmp fs", "0:43"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("parsed %d entries %q, want %d", len(got), got, len(want))

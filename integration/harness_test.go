@@ -293,7 +293,7 @@ func (d *daemon) stop() int {
 		case <-d.done:
 		case <-time.After(20 * time.Second):
 			d.kill()
-			d.t.Errorf("skillfs serve did not stop within 20s of SIGTERM\n%s", d.logs())
+			d.t.Errorf("%s did not stop within 20s of SIGTERM\n%s", strings.Join(d.cmd.Args[1:], " "), d.logs())
 		}
 	}
 	return d.cmd.ProcessState.ExitCode()

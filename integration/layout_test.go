@@ -17,7 +17,7 @@ var layers = [][]string{
 	{"skills"}, // the domain: types, error kinds, limits, path and file rules
 	{"skills/manifest", "skills/git", "skills/diff"},
 	{"skills/store", "skills/source"},
-	{"index", "policy", "fs", "fs/bind"},
+	{"index", "policy", "fs", "fs/bind", "fs/keeper"},
 	{"cmd/skillfs/api", "cmd/skillfs/internal/catalog/confine", "cmd/skillfs/internal/catalog/datadir", "cmd/skillfs/internal/activation",
 		"cmd/skillfs/internal/sandbox", "cmd/skillfs-csi/internal/claims"},
 	{"cmd/skillfs/internal/events", "cmd/skillfs/internal/catalog/content", "cmd/skillfs-csi/internal/node"},
@@ -36,6 +36,9 @@ var foundations = map[string][]string{
 	"policy":  {"skills"},
 	"fs":      {"skills"},
 	"fs/bind": {"skills"},
+	// The keeper stands alone: a process holding descriptors for others
+	// links nothing of what it holds them for.
+	"fs/keeper": {},
 	// The CSI plugin's policy stands on nothing of the module.
 	"cmd/skillfs-csi/internal/claims": {},
 }

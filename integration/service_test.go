@@ -471,12 +471,32 @@ func TestUnitFile(t *testing.T) {
 			t.Errorf("the unit file lacks %q", strings.TrimSpace(want))
 		}
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "skillfs.service")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/skillfs", binary)), 0o644); err != nil {
+	// The keeper's unit, whose socket the daemon's names.
+	keeper, err := os.ReadFile(filepath.Join("..", "scripts", "skillfs-keeper.service"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	const socket = "/run/skillfs-keeper.sock"
+	for _, want := range []string{"\nType=notify\n", "\nExecStart=/usr/local/bin/skillfs keeper --socket " + socket + "\n"} {
+		if !strings.Contains(string(keeper), want) {
+			t.Errorf("the keeper's unit file lacks %q", strings.TrimSpace(want))
+		}
+	}
+	for _, want := range []string{"--keeper " + socket + "\n", "\nWants=skillfs-keeper.service\n", "\nAfter=skillfs-keeper.service\n"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the unit file lacks %q", strings.TrimSpace(want))
+		}
+	}
+	dir := t.TempDir()
+	var paths []string
+	for name, text := range map[string][]byte{"skillfs.service": unit, "skillfs-keeper.service": keeper} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(text), "/usr/local/bin/skillfs", binary)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	out, err := exec.Command(analyze, append([]string{"verify"}, paths...)...).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) != 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 
 	"skillfs/cmd/skillfs/internal/catalog"
@@ -32,6 +33,9 @@ type cli struct {
 
 	logFormat logFormat
 	log       *slog.Logger // serve's log, once made
+	// stopSignal is the signal that stopped a long-running command
+	// (untilSignalled), nil before one came.
+	stopSignal atomic.Pointer[os.Signal]
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {

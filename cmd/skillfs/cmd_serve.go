@@ -48,6 +48,7 @@ func (c *cli) serveCmd() *cobra.Command {
 	eventRetainCount := fs.Int64("event-retain-count", daemon.DefaultEventRetainCount, "and at most this many of the newest")
 	hostName := fs.String("host-name", "", "the `NAME` this host registers under among the hosts of its catalog (default the machine's host name)")
 	reconcileEvery := fs.Duration("reconcile-every", daemon.DefaultReconcileEvery, "look this often for catalog changes made elsewhere (another host, a command that did not tell the daemon) and apply them to the views served here")
+	keeperSocket := fs.String("keeper", "", "mount through the keeper listening on this Unix socket `PATH` (skillfs keeper): the mount and every bind of it then outlive a restart or crash of serve, readers pausing meanwhile; SIGTERM leaves them to the keeper")
 	var importRoots pathsFlag
 	fs.Var(&importRoots, "import-root", "a `DIR` whose files sources named through the API may be, for admins (repeatable; also $"+importRootsEnv+", folders separated by ':'); "+
 		"none by default: through the API only remote repositories and uploads are read; never in /proc, /sys or /dev")
@@ -72,6 +73,14 @@ func (c *cli) serveCmd() *cobra.Command {
 		}
 		if err := preflight(); err != nil {
 			return err
+		}
+		if *keeperSocket != "" {
+			// Asked for a mount that outlives the daemon, and the keeper
+			// does not answer: nothing is touched (the daemon checks again
+			// once it holds the data directory).
+			if _, err := daemon.DialKeeper(*keeperSocket); err != nil {
+				return err
+			}
 		}
 		var token string
 		if *tcp != "" {
@@ -120,6 +129,13 @@ func (c *cli) serveCmd() *cobra.Command {
 			RequestTimeout: *reqTimeout,
 			EventRetention: *eventRetention, EventRetainCount: *eventRetainCount,
 			HostName: *hostName, ReconcileEvery: *reconcileEvery,
+			Keeper: *keeperSocket,
+			// SIGINT is a real stop even with a keeper: the mount and its
+			// binds end (SIGTERM, the service manager's, hands them over).
+			Handover: func() bool {
+				sig := c.stopSignal.Load()
+				return sig == nil || *sig != os.Interrupt
+			},
 		}
 		limits.apply(&opts)
 		quotas.apply(&opts)
@@ -152,7 +168,8 @@ func (c *cli) untilSignalled(log *slog.Logger) (context.Context, context.CancelF
 	}()
 	go func() {
 		select {
-		case <-sigs:
+		case sig := <-sigs:
+			c.stopSignal.Store(&sig)
 			cancel()
 		case <-ctx.Done():
 			return

@@ -20,7 +20,7 @@ else ~/.local/share/skillfs.`
 // or next to its implementation, once; help and usage are generated.
 func (c *cli) root() *cobra.Command {
 	root := group("skillfs", "serve agent skills to sandboxed sessions as read-only files",
-		c.serveCmd(), c.statusCmd(), c.checkCmd(), c.versionCmd(),
+		c.serveCmd(), c.keeperCmd(), c.statusCmd(), c.checkCmd(), c.versionCmd(),
 		c.skillCmd(), c.userCmd(), c.toolCmd(false), c.toolCmd(true), c.sessionCmd(), c.tokenCmd(), c.hostsCmd())
 	root.Long = rootLong
 	// `skillfs --version` is `skillfs version`, as with most tools.

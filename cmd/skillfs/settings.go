@@ -73,9 +73,11 @@ var settingRules = []settingRule{
 	{key: "install-as-root", rng: "true or false"},
 	countRule("max-children", 1, 100_000, ""),
 	countRule("max-user-sessions", 1, 100_000_000, ""),
+	{key: "keeper", def: "none: the mount ends with the daemon", rng: "the absolute path of the socket of `skillfs keeper`", check: optionalAbsPath},
 	{key: "import-root", env: importRootsEnv, def: "none", rng: "an existing directory, not in /proc, /sys or /dev; repeatable (a list in the file; folders separated by `:` in the environment)"},
 
 	// Other commands'.
+	{key: "socket", rng: "an absolute path", check: optionalAbsPath},
 	durationRule("timeout", time.Second, 24*time.Hour, ""),
 	countRule("limit", 1, 1_000_000_000, "all"),
 	countRule("pid", 1, 1<<22, "none (the daemon's own mount namespace)"),
@@ -169,6 +171,14 @@ func absPathProblem(v string) string {
 		return "not an absolute path"
 	}
 	return ""
+}
+
+// optionalAbsPath is absPathProblem, none allowed.
+func optionalAbsPath(v string) string {
+	if v == "" {
+		return ""
+	}
+	return absPathProblem(v)
 }
 
 func indexProblem(v string) string {

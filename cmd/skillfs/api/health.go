@@ -46,6 +46,17 @@ type Status struct {
 	Users     int          `json:"users"`
 	Readiness Readiness    `json:"readiness"`
 	LastError *LoggedError `json:"last_error,omitempty"`
+	// Keeper is the keeper holding the mount's connection (serve
+	// --keeper); absent without one.
+	Keeper *KeeperStatus `json:"keeper,omitempty"`
+}
+
+// KeeperStatus is the keeper of a daemon's mount.
+type KeeperStatus struct {
+	Socket  string `json:"socket"`
+	Resumed bool   `json:"resumed"`         // this start took the kept connection back
+	Holds   bool   `json:"holds"`           // the keeper holds the connection now: a crash of the daemon would not end the mount
+	Error   string `json:"error,omitempty"` // why it does not, when it does not
 }
 
 // LoggedError is the last error the daemon logged.

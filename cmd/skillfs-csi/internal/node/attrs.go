@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"skillfs/skills"
@@ -19,6 +20,9 @@ const (
 	AttrPreload = "preload"
 	AttrKey     = "key"
 	AttrKind    = "kind"
+	// AttrSocketGroup (kind=api only) names the group id the API socket is
+	// given, for a pod without an fsGroup (see the package doc).
+	AttrSocketGroup = "socketGroup"
 )
 
 // The attributes the kubelet adds (podInfoOnMount, ephemeral volumes).
@@ -70,12 +74,14 @@ type volume struct {
 	pod       string
 	podUID    string
 	sa        string
+
+	socketGroup int // kind=api: the group id the socket is given, -1 for none
 }
 
 // parseVolume checks a volume context: every attribute is one the plugin
 // knows (or one the kubelet adds), each of its kind, and well formed.
 func parseVolume(ctx map[string]string) (volume, error) {
-	v := volume{kind: KindSkills, namespace: ctx[AttrPodNamespace], pod: ctx[AttrPodName], podUID: ctx[AttrPodUID], sa: ctx[AttrServiceAcct]}
+	v := volume{kind: KindSkills, socketGroup: -1, namespace: ctx[AttrPodNamespace], pod: ctx[AttrPodName], podUID: ctx[AttrPodUID], sa: ctx[AttrServiceAcct]}
 	if k, ok := ctx[AttrKind]; ok {
 		if k != KindSkills && k != KindAPI {
 			return v, fmt.Errorf("volume attribute kind %q: want %q or %q", k, KindSkills, KindAPI)
@@ -93,8 +99,16 @@ func parseVolume(ctx map[string]string) (volume, error) {
 				return v, fmt.Errorf("volume attribute key: %w", err)
 			}
 			v.key = val
+		case k == AttrSocketGroup && v.kind == KindAPI:
+			gid, err := parseGroup(val)
+			if err != nil {
+				return v, fmt.Errorf("volume attribute %s: %w", k, err)
+			}
+			v.socketGroup = gid
+		case k == AttrSocketGroup:
+			return v, fmt.Errorf("volume attribute %s: only a kind=api volume has a socket", k)
 		case v.kind == KindAPI:
-			return v, fmt.Errorf("volume attribute %q: a kind=api volume takes only kind and key (it serves the session of the pod's skills volume)", k)
+			return v, fmt.Errorf("volume attribute %q: a kind=api volume takes only kind, key and %s (it serves the session of the pod's skills volume)", k, AttrSocketGroup)
 		case k == AttrUser:
 			v.user = val
 		case k == AttrAll:
@@ -113,7 +127,7 @@ func parseVolume(ctx map[string]string) (volume, error) {
 				v.preload = list
 			}
 		default:
-			return v, fmt.Errorf("volume attribute %q is not one of user, skills, all, preload, key, kind", k)
+			return v, fmt.Errorf("volume attribute %q is not one of user, skills, all, preload, key, kind, %s", k, AttrSocketGroup)
 		}
 	}
 	if v.kind == KindSkills {
@@ -125,6 +139,19 @@ func parseVolume(ctx map[string]string) (volume, error) {
 		}
 	}
 	return v, nil
+}
+
+// maxGroup is the largest group id taken (a group id is 31 bits in
+// Kubernetes, as in the kernel's signed view of it).
+const maxGroup = 1<<31 - 1
+
+// parseGroup reads a group id: decimal, 0 to maxGroup.
+func parseGroup(s string) (int, error) {
+	n, err := strconv.ParseUint(s, 10, 31)
+	if err != nil {
+		return -1, fmt.Errorf("group %q: want a group id (0 to %d)", clip(s), maxGroup)
+	}
+	return int(n), nil
 }
 
 // parseList reads a comma-separated list of names; an empty value is an

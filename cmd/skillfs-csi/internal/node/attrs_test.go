@@ -18,6 +18,12 @@ func TestParseVolume(t *testing.T) {
 	if v, _ := parseVolume(map[string]string{AttrUser: "alice"}); v.sessionKey("vol-1") != "csi:vol:vol-1" || v.skills != nil {
 		t.Fatalf("without key or skills: %+v", v)
 	}
+	if v, err := parseVolume(map[string]string{AttrKind: KindAPI, AttrSocketGroup: "1000"}); err != nil || v.socketGroup != 1000 {
+		t.Fatalf("kind=api with socketGroup 1000: %+v, %v", v, err)
+	}
+	if v, _ := parseVolume(map[string]string{AttrKind: KindAPI}); v.socketGroup != -1 {
+		t.Fatalf("kind=api without socketGroup: %+v, want no group", v)
+	}
 	a, _ := parseVolume(map[string]string{AttrUser: "alice", AttrSkills: "pdf,docx"})
 	b, _ := parseVolume(map[string]string{AttrUser: "alice", AttrSkills: "docx,pdf"})
 	c, _ := parseVolume(map[string]string{AttrUser: "alice", AttrSkills: "pdf"})
@@ -25,13 +31,16 @@ func TestParseVolume(t *testing.T) {
 		t.Fatal("request digests: the same request differs, or different ones agree")
 	}
 	for attrs, want := range map[string]map[string]string{
-		"user is required":        {AttrSkills: "pdf"},
-		"give one of them":        {AttrUser: "a", AttrAll: "true", AttrSkills: "pdf"},
-		`want "true" or "false"`:  {AttrUser: "a", AttrAll: "yes"},
-		"an empty name":           {AttrUser: "a", AttrSkills: "pdf,,docx"},
-		"takes only kind and key": {AttrKind: KindAPI, AttrUser: "a"},
-		"not one of":              {AttrUser: "a", "Skills": "pdf"},
-		"session key":             {AttrUser: "a", AttrKey: "has space"},
+		"user is required":       {AttrSkills: "pdf"},
+		"give one of them":       {AttrUser: "a", AttrAll: "true", AttrSkills: "pdf"},
+		`want "true" or "false"`: {AttrUser: "a", AttrAll: "yes"},
+		"an empty name":          {AttrUser: "a", AttrSkills: "pdf,,docx"},
+		"takes only kind, key":   {AttrKind: KindAPI, AttrUser: "a"},
+		"only a kind=api volume": {AttrUser: "a", AttrSocketGroup: "1000"},
+		"want a group id":        {AttrKind: KindAPI, AttrSocketGroup: "-1"},
+		"(0 to 2147483647)":      {AttrKind: KindAPI, AttrSocketGroup: "2147483648"},
+		"not one of":             {AttrUser: "a", "Skills": "pdf"},
+		"session key":            {AttrUser: "a", AttrKey: "has space"},
 	} {
 		if _, err := parseVolume(want); err == nil || !strings.Contains(err.Error(), attrs) {
 			t.Errorf("%v: %v, want an error saying %q", want, err, attrs)
@@ -40,14 +49,20 @@ func TestParseVolume(t *testing.T) {
 }
 
 func FuzzParseVolume(f *testing.F) {
-	f.Add("alice", "pdf,docx", "false", "pdf", "k", "skills", "pod-uid")
-	f.Add("", "", "true", "", "", "api", "")
-	f.Add("a", " , ", "maybe", ",", "a b", "x", "u")
-	f.Fuzz(func(t *testing.T, user, skillList, all, preload, key, kind, uid string) {
+	f.Add("alice", "pdf,docx", "false", "pdf", "k", "skills", "pod-uid", "")
+	f.Add("", "", "true", "", "", "api", "", "1000")
+	f.Add("a", " , ", "maybe", ",", "a b", "x", "u", "-1")
+	f.Fuzz(func(t *testing.T, user, skillList, all, preload, key, kind, uid, group string) {
 		ctx := map[string]string{AttrUser: user, AttrSkills: skillList, AttrAll: all, AttrPreload: preload, AttrKey: key, AttrKind: kind, AttrPodUID: uid}
+		if group != "" {
+			ctx[AttrSocketGroup] = group
+		}
 		v, err := parseVolume(ctx)
 		if err != nil {
 			return
+		}
+		if v.socketGroup != -1 {
+			t.Fatalf("a skills volume parsed with socket group %d", v.socketGroup)
 		}
 		if v.kind != KindSkills {
 			t.Fatalf("kind %q parsed with user and skills attributes", v.kind)

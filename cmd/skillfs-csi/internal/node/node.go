@@ -47,6 +47,17 @@
 //     keeps no state of its own: everything it needs is in the daemon (the
 //     session's key, labels and binds), so a restart between publish and
 //     unpublish changes nothing.
+//   - A pod's volumes share its session and the kubelet sets them up and
+//     tears them down side by side. Whether a session is closed is decided
+//     after the bind's removal, on the daemon's answer then (not on the
+//     listing the call began with), and under a lock of the session that
+//     every bind to it is made under too: of two volumes unpublished at
+//     once, the later finds no bind left and closes the session; a bind
+//     is never made to a session closed meanwhile (a kind=api publish
+//     racing the skills volume's unpublish is Unavailable, and its retry
+//     finds no skills volume). The locks order calls of one process; a
+//     second plugin process at the same time (during an update) is not
+//     ordered with this one.
 //   - Sessions carry labels naming the pod (k8s.namespace, k8s.pod,
 //     k8s.pod-uid, k8s.service-account) and the volume (csi.driver,
 //     csi.volume, csi.request): `skillfs session list --label k8s.pod=NAME`.
@@ -55,12 +66,26 @@
 //     folder when key is given) is bound again at target/skills with its
 //     API socket at target/skillfs.sock; Unavailable until that volume is
 //     published, FailedPrecondition when the pod has several and no key
-//     says which. With the pod's fsGroup (the request's
-//     volume_mount_group) the target folder is made root:fsGroup, setgid,
-//     02750, so the daemon makes the socket 0660 of that group, now and
-//     at every start: any process of the pod (its fsGroup is among its
-//     groups) connects. Without one, the socket is root's, 0600: only a
-//     container running as root connects.
+//     says which. The socket is the session's credential: who connects
+//     acts as the session. With a group for it the target folder is made
+//     root:group, setgid, 02750, so the daemon makes the socket 0660 of
+//     that group, now and at every start: a process of the pod with that
+//     group among its groups connects, whatever its user. The group is the
+//     volume's attribute socketGroup (a group id) when given, else the
+//     pod's fsGroup (the request's volume_mount_group: the kubelet sends
+//     it, because of VOLUME_MOUNT_GROUP, whenever the pod has one, whatever
+//     the CSIDriver object's fsGroupPolicy). Without either the socket is
+//     root's, 0600: only a container running as root connects.
+//     socketGroup is there for a pod that gives its containers a group
+//     (runAsGroup, supplementalGroups) but no fsGroup, so that none of them
+//     has to run as root to use the socket. Any group id is taken, and the
+//     claims policy does not bound it: the socket is reached only through
+//     the volume's folder, below the kubelet's folder of the pod (root's,
+//     closed to other users of the node), that is from the containers of
+//     this pod that mount the volume, and those the pod's author sets up
+//     (users and groups included) as they are free to with fsGroup; a
+//     group names no one outside the pod. A group-less socket (0600) is
+//     not made any wider by default: who may use it is the pod's to say.
 //   - The claims policy (package claims) is checked at every publish of a
 //     skills volume, before anything is opened; a denial is
 //     PermissionDenied naming namespace, service account and what was
@@ -76,7 +101,6 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,7 +131,8 @@ type Driver struct {
 	Policy  *claims.Store
 	Log     *slog.Logger
 
-	locks volumeLocks
+	volumeLocks  keyedLocks // the calls on one volume id
+	sessionLocks keyedLocks // a bind to a session, and the decision to close it
 
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
@@ -170,7 +195,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", id, err)
 	}
-	defer d.locks.lock(id)()
+	defer d.volumeLocks.lock(id)()
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	log := d.Log.With("volume", id, "target", target, "kind", v.kind, "namespace", v.namespace, "pod", v.pod)
@@ -224,30 +249,83 @@ func (d *Driver) publishSkills(ctx context.Context, id, target string, v volume)
 	if info.Existing && (info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
 		return status.Errorf(codes.AlreadyExists, "volume %s: key %q is that of open session %s, which a volume asking for other skills opened; give this volume a key of its own", id, v.key, info.ID)
 	}
-	return d.bindAt(ctx, info, id, skills.Bind{Target: target})
+	return d.bindAt(ctx, info, id, skills.Bind{Target: target}, nil)
 }
 
 // bindAt binds session info at b (target, API socket), unless it is
 // bound there already; a session this call opened is closed again when the
-// bind fails and it has no other.
-func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind) error {
+// bind fails and it has no other. The bind is made under the session's
+// lock, the one a close is decided under (see closeIfUnbound): a session
+// closed meanwhile is not bound again but answered Unavailable, so that
+// the kubelet's retry sees what is there. With fresh, the session is read
+// again under the lock and must still pass it (info is from an earlier
+// listing).
+func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind, fresh func(*api.SessionInfo) error) error {
+	defer d.sessionLocks.lock(info.ID)()
+	dm := d.daemon()
+	if fresh != nil {
+		now, err := dm.session(ctx, info.ID)
+		if errors.Is(err, skills.ErrNotFound) {
+			return closedMeanwhile(id, info.ID)
+		}
+		if err != nil {
+			return grpcError(fmt.Sprintf("volume %s: read session %s", id, info.ID), err, d.Socket)
+		}
+		if err := fresh(now); err != nil {
+			return err
+		}
+		now.Existing = info.Existing
+		info = now
+	}
 	if boundAt(info, b.Target) {
 		return nil
 	}
-	if _, err := d.daemon().bind(ctx, info.ID, b); err != nil {
-		// Another caller (a second plugin process during an update) may
-		// have bound it there meanwhile: then it is published.
-		if now, serr := d.daemon().session(ctx, info.ID); serr == nil && boundAt(now, b.Target) {
+	if _, err := dm.bind(ctx, info.ID, b); err != nil {
+		now, serr := dm.session(ctx, info.ID)
+		switch {
+		case errors.Is(serr, skills.ErrNotFound):
+			return closedMeanwhile(id, info.ID)
+		case serr == nil && boundAt(now, b.Target):
+			// Another caller (a second plugin process during an update)
+			// bound it there meanwhile: then it is published.
 			return nil
 		}
-		if !info.Existing && len(info.Binds) == 0 {
-			if cerr := d.daemon().close(context.WithoutCancel(ctx), info.ID); cerr != nil {
+		if !info.Existing {
+			if _, cerr := d.closeUnbound(context.WithoutCancel(ctx), info.ID); cerr != nil {
 				d.Log.Error("close a session whose bind failed", "session", info.ID, "err", cerr)
 			}
 		}
 		return grpcError(fmt.Sprintf("volume %s: bind session %s at %s", id, info.ID, b.Target), err, d.Socket)
 	}
 	return nil
+}
+
+// closedMeanwhile is the answer to a publish whose session was closed
+// under it (the pod's other volume unpublished at the same time).
+func closedMeanwhile(id, session string) error {
+	return status.Errorf(codes.Unavailable, "volume %s: session %s was closed meanwhile (its volume unpublished): not bound again", id, session)
+}
+
+// closeIfUnbound closes session id if it has no bind left, deciding on the
+// daemon's answer now, under the session's lock (binds are made under it
+// too): of two calls removing a session's last binds at once, the later
+// one finds none left; a session closed already is no error.
+func (d *Driver) closeIfUnbound(ctx context.Context, id string) (bool, error) {
+	defer d.sessionLocks.lock(id)()
+	return d.closeUnbound(ctx, id)
+}
+
+// closeUnbound is closeIfUnbound; the caller holds the session's lock.
+func (d *Driver) closeUnbound(ctx context.Context, id string) (bool, error) {
+	dm := d.daemon()
+	s, err := dm.session(ctx, id)
+	if errors.Is(err, skills.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil || len(s.Binds) > 0 {
+		return false, err
+	}
+	return true, dm.close(ctx, id)
 }
 
 // boundAt reports whether session info is bound at target in the daemon's
@@ -269,13 +347,13 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	if v.podUID == "" {
 		return status.Errorf(codes.InvalidArgument, "volume %s: kind=api needs the pod's uid (%s): the CSIDriver object must set podInfoOnMount: true", id, AttrPodUID)
 	}
-	gid := -1
-	if group != "" {
-		n, err := strconv.ParseUint(group, 10, 31)
+	gid := v.socketGroup // the volume's own word first: the pod's author wrote both
+	if gid < 0 && group != "" {
+		n, err := parseGroup(group)
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "volume %s: volume mount group %q: want a group id", id, group)
+			return status.Errorf(codes.InvalidArgument, "volume %s: volume mount group: %v", id, err)
 		}
-		gid = int(n)
+		gid = n
 	}
 	dm := d.daemon()
 	var list []api.SessionInfo
@@ -312,7 +390,15 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 			return status.Errorf(codes.Internal, "volume %s: %v", id, err)
 		}
 	}
-	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)})
+	// The skills volume must still be there when the bind is made: one
+	// unpublished meanwhile may have closed the session, or is about to.
+	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)},
+		func(now *api.SessionInfo) error {
+			if !boundInPod(now.Binds, podDir) {
+				return status.Errorf(codes.Unavailable, "volume %s: session %s of pod %s/%s is bound at no skills volume of the pod (not published yet, or being unpublished)", id, s.ID, v.namespace, v.pod)
+			}
+			return nil
+		})
 }
 
 // shareFolder makes target a folder of group gid, setgid (02750): the
@@ -358,7 +444,7 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	if err := checkIDs(id, target); err != nil {
 		return nil, err
 	}
-	defer d.locks.lock(id)()
+	defer d.volumeLocks.lock(id)()
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	log := d.Log.With("volume", id, "target", target)
@@ -391,7 +477,7 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 			continue
 		}
 		done[s.ID] = true
-		left := len(s.Binds)
+		removed := false
 		for _, b := range s.Binds {
 			if !boundHere([]skills.Bind{b}, target, view) {
 				continue
@@ -399,12 +485,19 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 			if err := dm.unbind(ctx, s.ID, b.Target); err != nil {
 				return grpcError(fmt.Sprintf("volume %s: remove the bind of session %s at %s", id, s.ID, b.Target), err, d.Socket)
 			}
-			left--
+			removed = true
 		}
-		if left == 0 && (len(s.Binds) > 0 || s.Labels[LabelVolume] == id) {
-			if err := dm.close(ctx, s.ID); err != nil {
-				return grpcError(fmt.Sprintf("volume %s: close session %s", id, s.ID), err, d.Socket)
-			}
+		// Whether binds are left is the daemon's answer after the removal,
+		// not the listing's: the pod's other volume may be unpublished at
+		// the same time.
+		if !removed && s.Labels[LabelVolume] != id {
+			continue
+		}
+		closed, err := d.closeIfUnbound(ctx, s.ID)
+		if err != nil {
+			return grpcError(fmt.Sprintf("volume %s: close session %s", id, s.ID), err, d.Socket)
+		}
+		if closed {
 			d.Log.Info("session closed", "session", s.ID, "volume", id)
 		}
 	}
@@ -477,26 +570,26 @@ func grpcError(doing string, err error, socket string) error {
 	return status.Errorf(code, "%s: %v", doing, err)
 }
 
-// volumeLocks serialise the calls on one volume id.
-type volumeLocks struct {
+// keyedLocks serialise what is done under one key.
+type keyedLocks struct {
 	mu sync.Mutex
-	m  map[string]*volumeLock
+	m  map[string]*keyedLock
 }
 
-type volumeLock struct {
+type keyedLock struct {
 	sync.Mutex
 	users int
 }
 
-// lock locks volume id and returns its unlock.
-func (l *volumeLocks) lock(id string) func() {
+// lock locks key id and returns its unlock.
+func (l *keyedLocks) lock(id string) func() {
 	l.mu.Lock()
 	if l.m == nil {
-		l.m = map[string]*volumeLock{}
+		l.m = map[string]*keyedLock{}
 	}
 	e := l.m[id]
 	if e == nil {
-		e = &volumeLock{}
+		e = &keyedLock{}
 		l.m[id] = e
 	}
 	e.users++

@@ -348,9 +348,11 @@ func BenchmarkPublishUnpublish(b *testing.B) {
 	}
 }
 
-// TestAPIVolumeGroup: with the pod's fsGroup (volume_mount_group), the
-// API socket is the group's, 0660: a process of another user in that
-// group connects, one outside it does not.
+// TestAPIVolumeGroup: with a group for the socket — the pod's fsGroup
+// (volume_mount_group), or the volume's socketGroup (which wins over the
+// fsGroup) — the API socket is the group's, 0660: a process of another
+// user in that group connects, one outside it does not; without either it
+// is root's, 0600.
 func TestAPIVolumeGroup(t *testing.T) {
 	curl := "/usr/bin/curl"
 	if _, err := os.Stat(curl); err != nil {
@@ -367,47 +369,197 @@ func TestAPIVolumeGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	skillsTarget, apiTarget := podTarget(root, "uid-g", "skills"), podTarget(root, "uid-g", "api")
-	if err := os.MkdirAll(filepath.Dir(apiTarget), 0o755); err != nil { // as the kubelet makes it
-		t.Fatal(err)
+	cases := []struct {
+		name         string
+		mountGroup   string // the request's volume_mount_group
+		socketGroup  string // the volume's attribute
+		gid          uint32 // the socket's group, and the one that connects
+		restartAfter bool
+	}{
+		{"fsGroup", "4242", "", 4242, true},
+		{"socketGroup", "", "4244", 4244, false},
+		{"socketGroup over fsGroup", "4243", "4245", 4245, false},
+		{"neither", "", "", 0, false},
 	}
-	pod := func(attrs map[string]string) map[string]string {
-		return podContext("agents", "pod-g", "uid-g", "runner", attrs)
+	for i, c := range cases {
+		uid := fmt.Sprint("uid-g", i)
+		skillsTarget, apiTarget := podTarget(root, uid, "skills"), podTarget(root, uid, "api")
+		if err := os.MkdirAll(filepath.Dir(apiTarget), 0o755); err != nil { // as the kubelet makes it
+			t.Fatal(err)
+		}
+		pod := func(attrs map[string]string) map[string]string {
+			return podContext("agents", "pod-"+uid, uid, "runner", attrs)
+		}
+		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-gs-"+uid, skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
+			t.Fatal(err)
+		}
+		attrs := map[string]string{AttrKind: KindAPI}
+		if c.socketGroup != "" {
+			attrs[AttrSocketGroup] = c.socketGroup
+		}
+		req := publishReq("vol-ga-"+uid, apiTarget, pod(attrs))
+		req.VolumeCapability.GetMount().VolumeMountGroup = c.mountGroup
+		if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		sock := filepath.Join(apiTarget, SocketName)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(sock, &st); err != nil {
+			t.Fatalf("%s: socket: %v", c.name, err)
+		}
+		wantMode := uint32(0o660)
+		if c.gid == 0 {
+			wantMode = 0o600
+		}
+		if st.Mode&0o7777 != wantMode || st.Gid != c.gid {
+			t.Fatalf("%s: socket: mode %o gid %d; want %o of group %d", c.name, st.Mode&0o7777, st.Gid, wantMode, c.gid)
+		}
+		as := func(gid uint32) (string, error) {
+			cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", SocketName, "http://skillfs/v1/whoami")
+			cmd.Dir = apiTarget // the path may be longer than a socket address holds
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		connects := func(when string) {
+			t.Helper()
+			if c.gid == 0 {
+				if out, err := as(0); err == nil {
+					t.Fatalf("%s: whoami as another user of group 0 answered on a socket of root's, 0600:\n%s", c.name, out)
+				}
+				return
+			}
+			if out, err := as(c.gid); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
+				t.Fatalf("%s: whoami as a user of the group%s: %v\n%q", c.name, when, err, out)
+			}
+			if out, err := as(c.gid + 100); err == nil {
+				t.Fatalf("%s: whoami as a user outside the group%s answered:\n%s", c.name, when, out)
+			}
+		}
+		connects("")
+		if c.restartAfter {
+			// The daemon makes the socket again at its next start: the group's still.
+			n.stopDaemon()
+			n.startDaemon()
+			connects(" after a daemon restart")
+		}
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-gs-" + uid, TargetPath: skillsTarget}); err != nil {
+			t.Fatal(err)
+		}
+		n.unpublishClean(ctx, "vol-ga-"+uid, apiTarget, c.name+": the api volume")
 	}
-	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-gs", skillsTarget, pod(map[string]string{AttrUser: "alice", AttrSkills: testSkill}))); err != nil {
-		t.Fatal(err)
+}
+
+// publishPod publishes pod uid's skills volume and then its kind=api
+// volume under root, and returns their targets.
+func (n *testNode) publishPod(ctx context.Context, root, uid string, api bool) (skillsTarget, apiTarget string) {
+	n.t.Helper()
+	skillsTarget, apiTarget = podTarget(root, uid, "skills"), podTarget(root, uid, "api")
+	pod := podContext("agents", "pod-"+uid, uid, "runner", map[string]string{AttrUser: "alice", AttrSkills: testSkill})
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-s-"+uid, skillsTarget, pod)); err != nil {
+		n.t.Fatalf("pod %s: publish the skills volume: %v", uid, err)
 	}
-	req := publishReq("vol-ga", apiTarget, pod(map[string]string{AttrKind: KindAPI}))
-	req.VolumeCapability.GetMount().VolumeMountGroup = "4242"
-	if _, err := n.node().NodePublishVolume(ctx, req); err != nil {
-		t.Fatal(err)
+	if api {
+		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-a-"+uid, apiTarget, podContext("agents", "pod-"+uid, uid, "runner", map[string]string{AttrKind: KindAPI}))); err != nil {
+			n.t.Fatalf("pod %s: publish the api volume: %v", uid, err)
+		}
 	}
-	sock := filepath.Join(apiTarget, SocketName)
-	var st syscall.Stat_t
-	if err := syscall.Lstat(sock, &st); err != nil || st.Mode&0o7777 != 0o660 || st.Gid != 4242 {
-		t.Fatalf("socket: mode %o gid %d, %v; want 0660 of group 4242", st.Mode&0o7777, st.Gid, err)
+	return skillsTarget, apiTarget
+}
+
+// sideBySide runs the calls at once (released together) and returns their
+// errors.
+func sideBySide(calls ...func() error) []error {
+	errs := make([]error, len(calls))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { <-start; errs[i] = call() })
 	}
-	as := func(gid uint32) (string, error) {
-		cmd := exec.Command(curl, "-sS", "--fail", "--unix-socket", SocketName, "http://skillfs/v1/whoami")
-		cmd.Dir = apiTarget // the path may be longer than a socket address holds
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// TestPodVolumesTornDownTogether: a kubelet tears a pod's volumes down side
+// by side; the skills and api volumes, which share the pod's session,
+// unpublished at once leave no session open and nothing mounted, round
+// after round.
+func TestPodVolumesTornDownTogether(t *testing.T) {
+	const rounds = 30
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	for i := range rounds {
+		uid := fmt.Sprint("uid-t", i)
+		skillsTarget, apiTarget := n.publishPod(ctx, root, uid, true)
+		errs := sideBySide(
+			func() error {
+				_, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-s-" + uid, TargetPath: skillsTarget})
+				return err
+			},
+			func() error {
+				_, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-a-" + uid, TargetPath: apiTarget})
+				return err
+			})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: unpublish both volumes at once: %v", i, err)
+		}
+		if list := n.driverSessions(); len(list) != 0 {
+			t.Fatalf("round %d: after both volumes unpublished at once, sessions left open: %+v", i, list)
+		}
+		if m, _ := mountsBelow(root); len(m) > 0 {
+			t.Fatalf("round %d: mounts left: %v", i, m)
+		}
 	}
-	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
-		t.Fatalf("whoami as a user of the group: %v\n%q", err, out)
+}
+
+// TestAPIPublishRacesSkillsUnpublish: a pod's api volume published while
+// its skills volume goes (a pod deleted while its volumes are set up). The
+// api publish either succeeds, and then its socket and view are there,
+// bound, or it is refused Unavailable and nothing of it is left; never a
+// volume reported published whose session was closed under it.
+func TestAPIPublishRacesSkillsUnpublish(t *testing.T) {
+	const rounds = 30
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	published := 0
+	for i := range rounds {
+		uid := fmt.Sprint("uid-p", i)
+		skillsTarget, apiTarget := n.publishPod(ctx, root, uid, false)
+		apiReq := publishReq("vol-a-"+uid, apiTarget, podContext("agents", "pod-"+uid, uid, "runner", map[string]string{AttrKind: KindAPI}))
+		errs := sideBySide(
+			func() error {
+				_, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-s-" + uid, TargetPath: skillsTarget})
+				return err
+			},
+			func() error {
+				_, err := n.node().NodePublishVolume(ctx, apiReq)
+				return err
+			})
+		if errs[0] != nil {
+			t.Fatalf("round %d: unpublish the skills volume: %v", i, errs[0])
+		}
+		list := n.driverSessions()
+		view := filepath.Join(apiTarget, ViewDir)
+		switch {
+		case errs[1] == nil:
+			published++
+			if len(list) != 1 || len(list[0].Binds) != 1 || list[0].Binds[0].Target != view || !isMount(t, view) {
+				t.Fatalf("round %d: the api volume was published, but sessions are %+v (mounted at %s: %v); want one bound there", i, list, view, isMount(t, view))
+			}
+			if _, err := os.Lstat(filepath.Join(apiTarget, SocketName)); err != nil {
+				t.Fatalf("round %d: the api volume was published without its socket: %v", i, err)
+			}
+		case codeOf(errs[1]) == codes.Unavailable:
+			if len(list) != 0 {
+				t.Fatalf("round %d: the api publish was refused (%v), but sessions are open: %+v", i, errs[1], list)
+			}
+		default:
+			t.Fatalf("round %d: api publish: %v, want OK or Unavailable", i, errs[1])
+		}
+		n.unpublishClean(ctx, "vol-a-"+uid, apiTarget, fmt.Sprintf("round %d: the api volume", i))
 	}
-	if out, err := as(4243); err == nil {
-		t.Fatalf("whoami as a user outside the group answered:\n%s", out)
-	}
-	// The daemon makes the socket again at its next start: the group's still.
-	n.stopDaemon()
-	n.startDaemon()
-	if out, err := as(4242); err != nil || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"role":"session"`) {
-		t.Fatalf("whoami as a user of the group after a daemon restart: %v\n%q", err, out)
-	}
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-gs", TargetPath: skillsTarget}); err != nil {
-		t.Fatal(err)
-	}
-	n.unpublishClean(ctx, "vol-ga", apiTarget, "the api volume")
+	t.Logf("%d rounds: the api volume published in %d, refused Unavailable in %d", rounds, published, rounds-published)
 }

@@ -53,6 +53,18 @@ func (s *apiSockets) take(k bindKey) func() {
 	return stop
 }
 
+// stopAll stops every socket, leaving its file (a stop that leaves the
+// binds in place: the next start replaces the files, as after a crash).
+func (s *apiSockets) stopAll() {
+	s.mu.Lock()
+	open := s.open
+	s.open = nil
+	s.mu.Unlock()
+	for _, stop := range open {
+		stop()
+	}
+}
+
 // count is how many are served (the metrics' gauge).
 func (s *apiSockets) count() int {
 	s.mu.Lock()

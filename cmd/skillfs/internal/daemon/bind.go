@@ -155,6 +155,9 @@ func (d *Daemon) rebind(ctx context.Context) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(all)) {
 		for _, b := range all[id] {
+			if d.fs.Resumed() && d.keepBind(ctx, id, b) {
+				continue
+			}
 			if b.PID > 0 {
 				ns, err := bind.NamespaceOf(b.PID)
 				if err != nil && !errors.Is(err, skills.ErrNotFound) {
@@ -184,21 +187,47 @@ func (d *Daemon) rebind(ctx context.Context) {
 				continue
 			}
 			got.APISocket, got.SocketID = b.APISocket, b.SocketID
-			if b.APISocket != "" {
-				// The socket file a crash left is this daemon's to
-				// replace; anything else there stays, and so does the
-				// record, for the next start.
-				if made, err := d.openSocket(id, got, b.SocketID); err != nil {
-					d.log.Error("api socket not made again: the session's view is rebound without it",
-						"session", id, "api_socket", b.APISocket, "pid", b.PID, "err", err)
-				} else {
-					got = made
-				}
-			}
+			got = d.reopenSocket(id, b, got)
 			d.updateBind(ctx, id, b, got)
 			d.log.Info("session rebound", "session", id, "target", got.Target, "pid", got.PID, "api_socket", got.APISocket)
 		}
 	}
+}
+
+// reopenSocket makes the API socket of bind b (now got) again, if it had
+// one, and returns got with it. The socket file a crash left is this
+// daemon's to replace; anything else there stays, and so does the record,
+// for the next start.
+func (d *Daemon) reopenSocket(id string, b, got skills.Bind) skills.Bind {
+	if b.APISocket == "" {
+		return got
+	}
+	made, err := d.openSocket(id, got, b.SocketID)
+	if err != nil {
+		d.log.Error("api socket not made again: the session's view is rebound without it",
+			"session", id, "api_socket", b.APISocket, "pid", b.PID, "err", err)
+		return got
+	}
+	return made
+}
+
+// keepBind, on a resumed mount, keeps bind b of session id if it is still
+// in place (it is on the connection the keeper held, so it never stopped
+// being valid): only its API socket, which died with the process, is made
+// again. It reports whether it kept it; a bind not in place is rebound as
+// after a crash.
+func (d *Daemon) keepBind(ctx context.Context, id string, b skills.Bind) bool {
+	kept, err := d.keptBind(b)
+	if err != nil || !kept {
+		if err != nil && !errors.Is(err, skills.ErrNotFound) {
+			d.log.Warn("is a bind of the resumed mount in place? rebinding it", "session", id, "target", b.Target, "pid", b.PID, "err", err)
+		}
+		return false
+	}
+	got := d.reopenSocket(id, b, b)
+	d.updateBind(ctx, id, b, got)
+	d.log.Info("bind kept across the restart", "session", id, "target", b.Target, "pid", b.PID, "api_socket", got.APISocket)
+	return true
 }
 
 // updateBind records bind b of session id as rebound: now, resolved and

@@ -25,6 +25,7 @@ import (
 	"skillfs/cmd/skillfs/internal/events"
 	"skillfs/cmd/skillfs/internal/server"
 	skfs "skillfs/fs"
+	"skillfs/fs/keeper"
 	"skillfs/index"
 	"skillfs/skills/git"
 )
@@ -110,6 +111,15 @@ type Options struct {
 	// FsName is the mount's source in the mount table (fs.Options.FsName;
 	// "" for the filesystem's own).
 	FsName string
+	// Keeper is the socket of the keeper (`skillfs keeper`) holding the
+	// mount's FUSE connection, "" for none: with one, the mount and its
+	// binds outlive the daemon (see keep.go), and a start whose keeper does
+	// not answer fails.
+	Keeper string
+	// Handover, asked when the daemon stops with a keeper, says whether
+	// the stop leaves the mount and its binds to the keeper for the next
+	// start (true, and nil: the default) or ends them as without one.
+	Handover func() bool
 
 	// recorderIndex, for tests, wraps the index the activation recorder
 	// sees (nil: the catalog's as it is).
@@ -155,6 +165,11 @@ type Daemon struct {
 	hostGrace time.Duration
 
 	sockets apiSockets // the API sockets put into sandboxes, by bind
+	// keeper holds the mount's connection (Options.Keeper); nil for none.
+	keeper *keeper.Client
+	// begun is when New began, mounted when the mount served: what the log
+	// says a start took.
+	begun, mounted time.Time
 	// installs serialises the installs of each user on this host, so
 	// that their quotas are checked against installs that do not run
 	// meanwhile.
@@ -171,6 +186,9 @@ type Daemon struct {
 	// What Close undoes, each at most once: the mount, the activation
 	// journal and the lock of the data directory.
 	unmount, closeJournal, release func()
+	// endMount ends serving the mount, the first call only: keep leaves it
+	// (a kept one) to the keeper, else it is unmounted.
+	endMount func(keep bool)
 }
 
 // checks marks the checks of the daemon's health under way, one flag per
@@ -200,9 +218,11 @@ func reconcile(ctx context.Context, cat *catalog.Catalog, log *slog.Logger) erro
 	return nil
 }
 
-// Run serves until ctx is cancelled, then unmounts everything, flushes
-// activations and returns nil. It returns an error when the mount is lost
-// from under it (a restart then mounts again and re-attaches the binds).
+// Run serves until ctx is cancelled, then unmounts everything (with a
+// keeper, unless Options.Handover says otherwise, leaves the mount and its
+// binds to the keeper instead), flushes activations and returns nil. It
+// returns an error when the mount is lost from under it (a restart then
+// mounts again and re-attaches the binds).
 func Run(ctx context.Context, cat *catalog.Catalog, opts Options) error {
 	d, err := New(ctx, cat, opts)
 	if err != nil {
@@ -225,7 +245,7 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 	// The last error logged is kept for `skillfs status`.
 	lastErr := new(atomic.Pointer[api.LoggedError])
 	d := &Daemon{cat: cat, db: cat.DB(), opts: opts, log: slog.New(errTap{opts.Logger.Handler(), lastErr}), lastErr: lastErr,
-		mountRoot: opts.MountRoot, agentPath: opts.AgentPath, hostName: opts.HostName, hostGrace: opts.HostGrace}
+		mountRoot: opts.MountRoot, agentPath: opts.AgentPath, hostName: opts.HostName, hostGrace: opts.HostGrace, begun: time.Now()}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -233,6 +253,11 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 	}()
 	if d.release, err = catalog.LockServe(cat.Home()); err != nil {
 		return nil, err
+	}
+	if opts.Keeper != "" {
+		if d.keeper, err = DialKeeper(opts.Keeper); err != nil {
+			return nil, err
+		}
 	}
 	if err := reconcile(ctx, cat, d.log); err != nil {
 		return nil, err
@@ -273,7 +298,8 @@ func New(ctx context.Context, cat *catalog.Catalog, opts Options) (_ *Daemon, er
 	return d, nil
 }
 
-// Close unmounts the shared filesystem, closes the activation journal and
+// Close unmounts the shared filesystem (with a keeper: leaves it to the
+// keeper, unless Serve unmounted it), closes the activation journal and
 // unlocks the data directory, as far as New got; Serve has stopped
 // serving first.
 func (d *Daemon) Close() {
@@ -314,6 +340,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	var following sync.WaitGroup
 	following.Go(func() { d.follow(watchCtx, d.opts.ReconcileEvery, wake) })
 	following.Go(func() { d.heartbeat(watchCtx, d.opts.HeartbeatEvery) })
+	if d.keeper != nil {
+		following.Go(func() { d.keeper.Watch(watchCtx, keeperWatchEvery, d.log, d.fs.Rekeep) })
+	}
 
 	var lost error
 	select {
@@ -333,10 +362,19 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.events.CloseAll()
 	srv.Shutdown()
-	d.unbindAll(context.Background())
+	keep := d.keeper != nil && lost == nil && (d.opts.Handover == nil || d.opts.Handover())
+	if keep {
+		// The binds stay, on the connection the keeper holds, for the
+		// next start; the API sockets end with the process (the next
+		// start makes them again, as after a crash).
+		d.sockets.stopAll()
+	} else {
+		d.unbindAll(context.Background())
+	}
 	// Opens keep arriving until the filesystem stops serving: flush after,
-	// and fail any open still arriving (a sandbox may hold the connection).
-	d.unmount()
+	// and fail any open still arriving (a sandbox may hold the connection);
+	// with a keeper, they wait for the next start.
+	d.endMount(keep)
 	stopFlush()
 	flushing.Wait()
 	d.audit.Close() // a loss is logged; the activations below decide the exit
@@ -357,6 +395,13 @@ func (d *Daemon) resume(ctx context.Context) error {
 	}
 	if err := d.restore(ctx); err != nil {
 		return err
+	}
+	// Requests waiting for sessions that did not come back are answered
+	// now (a resumed mount; nothing to do on a fresh one).
+	d.fs.RestoreDone()
+	if d.fs.Resumed() {
+		d.log.Info("resumed mount serving its sessions again", "sessions", d.fs.NumSessions(),
+			"since_start", time.Since(d.begun).Round(time.Millisecond), "since_mount", time.Since(d.mounted).Round(time.Millisecond))
 	}
 	if err := d.dropStale(ctx); err != nil {
 		d.log.Warn("remove the binds of sessions no longer served here", "err", err)
@@ -443,23 +488,47 @@ func (opts *Options) defaults(home string) {
 	opts.Limits.Defaults()
 }
 
-// mount mounts the shared filesystem, clearing a dead mount a crash left;
-// d.unmount unmounts it.
+// mount mounts the shared filesystem, clearing a dead mount a crash left
+// (with a keeper: takes back the connection it holds, see keep.go);
+// d.endMount ends it.
 func (d *Daemon) mount() error {
 	opts := d.opts
-	if err := skfs.ClearStale(opts.MountRoot); err != nil {
-		return fmt.Errorf("prepare the mount root: %w", err)
-	}
-	if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
-		return fmt.Errorf("create mount root: %w", err)
-	}
-	srv, err := skfs.Mount(opts.MountRoot, skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
+	fo := skfs.Options{Sink: d.rec, Logger: d.log, Debug: opts.Debug,
 		Passthrough: opts.Passthrough, Opens: opts.CountOpens, UID: opts.UID, GID: opts.GID, RequestTimeout: opts.RequestTimeout,
-		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true, Content: d.cat, FsName: opts.FsName})
+		RequestTimeoutRecord: filepath.Join(d.cat.Home(), "fuse-timeout.restore"), AuditReads: true, Content: d.cat, FsName: opts.FsName}
+	if d.keeper != nil {
+		// The mount root may hold the kept connection, which nobody
+		// serves until Mount resumed it: it is not looked into (Mount
+		// clears a dead mount itself when it mounts anew).
+		if err := prepareKeptRoot(opts.MountRoot); err != nil {
+			return err
+		}
+		fo.Keeper, fo.StateDir = d.keeper, filepath.Join(d.cat.Home(), stateDirName)
+	} else {
+		// A mount left to a keeper has its state there (fs.Options.StateDir),
+		// removed when it is unmounted.
+		if names, _ := os.ReadDir(filepath.Join(d.cat.Home(), stateDirName)); len(names) > 0 {
+			d.log.Warn("the last daemon left its mount to a keeper and this one has none (--keeper): "+
+				"if the keeper still holds it, the check for a stale mount waits until the kernel's request timeout ends it, and its readers fail",
+				"mountpoint", opts.MountRoot, "state", filepath.Join(d.cat.Home(), stateDirName))
+		}
+		if err := skfs.ClearStale(opts.MountRoot); err != nil {
+			return fmt.Errorf("prepare the mount root: %w", err)
+		}
+		if err := os.MkdirAll(opts.MountRoot, 0o755); err != nil {
+			return fmt.Errorf("create mount root: %w", err)
+		}
+	}
+	srv, err := skfs.Mount(opts.MountRoot, fo)
 	if err != nil {
 		return fmt.Errorf("mount %q: %w", opts.MountRoot, err)
 	}
 	d.fs = srv
+	d.mounted = time.Now()
+	if d.keeper != nil {
+		d.log.Info("mount kept by the keeper", "keeper", opts.Keeper, "resumed", srv.Resumed(),
+			"since_start", d.mounted.Sub(d.begun).Round(time.Millisecond))
+	}
 	d.audit = activation.NewReadAudit(d.db, srv.TakeReads, d.log)
 	d.log.Info("kernel caching", "entry_timeout", "1h", "attr_timeout", "1h", "keep_cache", true,
 		"passthrough_supported", srv.PassthroughSupported(), "passthrough_enabled", opts.Passthrough && srv.PassthroughSupported())
@@ -467,12 +536,25 @@ func (d *Daemon) mount() error {
 		d.log.Warn("passthrough asked for, but the kernel does not offer it: reads go through the daemon")
 	}
 	var once sync.Once
-	d.unmount = func() {
+	d.endMount = func(keep bool) {
 		once.Do(func() {
+			if keep {
+				// Readers wait for the next start.
+				if err := srv.Detach(); err != nil {
+					d.log.Error("detach the mount (left to the keeper)", "mountpoint", opts.MountRoot, "err", err)
+					return
+				}
+				d.log.Info("mount detached: left to the keeper with its binds, readers wait for the next start",
+					"mountpoint", opts.MountRoot, "keeper", opts.Keeper)
+				return
+			}
 			if err := srv.Unmount(); err != nil {
 				d.log.Error("unmount", "mountpoint", opts.MountRoot, "err", err)
 			}
 		})
 	}
+	// A start that fails after the mount leaves a kept one to the keeper
+	// for the next start, as a stop does.
+	d.unmount = func() { d.endMount(d.keeper != nil) }
 	return nil
 }

@@ -95,3 +95,7 @@ func notify(state string) error {
 	}
 	return nil
 }
+
+// Notify tells the service manager state, as the daemon does (for the
+// other long-running commands: `skillfs keeper`).
+func Notify(state string) error { return notify(state) }

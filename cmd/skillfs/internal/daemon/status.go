@@ -30,6 +30,13 @@ func (d *Daemon) Status(ctx context.Context) (*api.Status, error) {
 	if d.lastErr != nil {
 		st.LastError = d.lastErr.Load()
 	}
+	if d.keeper != nil {
+		k := &api.KeeperStatus{Socket: d.opts.Keeper, Resumed: d.fs.Resumed(), Holds: true}
+		if err := d.keeper.Holds(); err != nil {
+			k.Holds, k.Error = false, err.Error()
+		}
+		st.Keeper = k
+	}
 	return st, nil
 }
 

@@ -1,0 +1,254 @@
+package fs
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"skillfs/skills"
+)
+
+// The node-id journal. The kernel names what it holds of a mount by node
+// ids (nodeids.go); when a server takes a kept connection back, the kernel
+// still holds the ids and generations the previous one handed out. So every
+// owner of ids (a session's directory, a grant) is written to the journal
+// in StateDir as it is made, before any id of it reaches the kernel, and
+// when it leaves the node table (the kernel holds none of its ids). A
+// server taking the connection back reads it and serves every owner still
+// in it under the same id and generation.
+//
+// The journal is appended to, one JSON object a line, and not synced: the
+// writes of a killed process are in the page cache, and a machine that
+// crashes ends the connection anyway. A line cut short by a crash in the
+// middle of a write is the last one, and is ignored. The journal is
+// rewritten (to a temporary file renamed over it) once it holds many more
+// lines than owners.
+
+// journalName is the journal's file in StateDir.
+const journalName = "nodes.journal"
+
+// Journal records.
+const (
+	recSession = "session" // ID, Gen, Session
+	recGrant   = "grant"   // ID, Gen, Session, Slug, Dir, Version
+	recDrop    = "drop"    // ID
+	recNext    = "next"    // ID: the next owner id is above it
+)
+
+// journalRec is one line of the journal.
+type journalRec struct {
+	Op      string `json:"op"`
+	ID      uint64 `json:"id"`
+	Gen     uint32 `json:"gen,omitempty"`
+	Session string `json:"session,omitempty"`
+	Slug    string `json:"slug,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// Bounds of what a journal may hold.
+const (
+	maxJournalLine  = 16 << 10
+	maxJournalBytes = 1 << 30
+	maxOwnerID      = 1<<(64-inoShift) - 1
+)
+
+// check validates a record as read.
+func (r *journalRec) check() error {
+	if r.ID == 0 || r.ID > maxOwnerID {
+		return fmt.Errorf("owner id %d out of range", r.ID)
+	}
+	switch r.Op {
+	case recDrop, recNext:
+		return nil
+	case recSession:
+	case recGrant:
+		switch {
+		case !validName(r.Slug):
+			return fmt.Errorf("slug %q is not a valid name", r.Slug)
+		case !filepath.IsAbs(r.Dir):
+			return fmt.Errorf("version directory %q is not absolute", r.Dir)
+		}
+	default:
+		return fmt.Errorf("unknown record %q", r.Op)
+	}
+	switch {
+	case r.Gen == 0:
+		return fmt.Errorf("owner %d has no generation", r.ID)
+	case !validName(r.Session):
+		return fmt.Errorf("session %q is not a valid name", r.Session)
+	}
+	return nil
+}
+
+// journalState is what a journal says: the owners in the node table, by
+// id, and the highest owner id ever used.
+type journalState struct {
+	owners map[uint64]journalRec
+	maxID  uint64
+}
+
+// readJournal parses a journal.
+func readJournal(r io.Reader) (journalState, error) {
+	st := journalState{owners: make(map[uint64]journalRec)}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var total int64
+	for line := 1; ; line++ {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) || len(b) > maxJournalLine {
+			return st, fmt.Errorf("journal line %d: longer than %d bytes: %w", line, maxJournalLine, skills.ErrLimit)
+		}
+		if total += int64(len(b)); total > maxJournalBytes {
+			return st, fmt.Errorf("journal: more than %d bytes: %w", maxJournalBytes, skills.ErrLimit)
+		}
+		if errors.Is(err, io.EOF) {
+			return st, nil // a line cut short, if any, was never finished
+		}
+		if err != nil {
+			return st, fmt.Errorf("read journal: %w", err)
+		}
+		var rec journalRec
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return st, fmt.Errorf("journal line %d: %v: %w", line, err, skills.ErrInvalid)
+		}
+		if err := rec.check(); err != nil {
+			return st, fmt.Errorf("journal line %d: %v: %w", line, err, skills.ErrInvalid)
+		}
+		st.maxID = max(st.maxID, rec.ID)
+		switch rec.Op {
+		case recNext:
+		case recDrop:
+			if _, ok := st.owners[rec.ID]; !ok {
+				return st, fmt.Errorf("journal line %d: drop of owner %d never made: %w", line, rec.ID, skills.ErrInvalid)
+			}
+			delete(st.owners, rec.ID)
+		default:
+			if _, dup := st.owners[rec.ID]; dup {
+				return st, fmt.Errorf("journal line %d: owner %d made twice: %w", line, rec.ID, skills.ErrInvalid)
+			}
+			st.owners[rec.ID] = rec
+		}
+	}
+}
+
+// journal appends to the node-id journal of a mount with a keeper.
+type journal struct {
+	path   string
+	next   func() uint64 // the owner id counter, for rewrites
+	onFail func(error)   // called once when a write fails
+
+	mu     sync.Mutex
+	f      *os.File
+	live   map[uint64][]byte // the record of every owner in the table
+	lines  int               // lines in the file
+	failed bool
+}
+
+// openJournal opens the journal at path for appending, holding the owners
+// of st (empty for a new mount, whose journal is made anew).
+func openJournal(path string, st journalState, next func() uint64, onFail func(error)) (*journal, error) {
+	j := &journal{path: path, next: next, onFail: onFail, live: make(map[uint64][]byte, len(st.owners))}
+	for id, rec := range st.owners {
+		b, _ := json.Marshal(rec)
+		j.live[id] = append(b, '\n')
+	}
+	if err := j.rewrite(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// rewrite writes the live records to a new file renamed over the journal.
+// j.mu is held (or j not shared yet).
+func (j *journal) rewrite() error {
+	tmp := j.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("write node journal: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	b, _ := json.Marshal(journalRec{Op: recNext, ID: max(j.next(), 1)})
+	w.Write(append(b, '\n'))
+	for _, line := range j.live {
+		w.Write(line)
+	}
+	err = w.Flush()
+	if err == nil {
+		err = os.Rename(tmp, j.path)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write node journal %q: %w", j.path, err)
+	}
+	if j.f != nil {
+		j.f.Close()
+	}
+	j.f, j.lines = f, len(j.live)+1
+	return nil
+}
+
+// add records a new owner; it returns once the record is written.
+func (j *journal) add(rec journalRec) {
+	b, _ := json.Marshal(rec)
+	b = append(b, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.live[rec.ID] = b
+	j.write(b)
+}
+
+// drop records that an owner left the node table, and rewrites the journal
+// once it holds many more lines than owners.
+func (j *journal) drop(id uint64) {
+	b, _ := json.Marshal(journalRec{Op: recDrop, ID: id})
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.live, id)
+	if j.lines > 2*len(j.live)+4096 && !j.failed {
+		if err := j.rewrite(); err != nil {
+			j.fail(err)
+		}
+		return
+	}
+	j.write(append(b, '\n'))
+}
+
+// write appends one line. j.mu is held.
+func (j *journal) write(b []byte) {
+	if j.failed {
+		return
+	}
+	if _, err := j.f.Write(b); err != nil {
+		j.fail(fmt.Errorf("write node journal %q: %w", j.path, err))
+		return
+	}
+	j.lines++
+}
+
+// fail stops the journal: it no longer says what the kernel may hold, and
+// onFail makes sure no later server trusts it. j.mu is held.
+func (j *journal) fail(err error) {
+	j.failed = true
+	if j.onFail != nil {
+		j.onFail(err)
+	}
+}
+
+func (j *journal) close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
+	j.failed = true
+}
