@@ -24,7 +24,7 @@ var layers = [][]string{
 	{"cmd/skillfs/internal/catalog", "cmd/skillfs-csi"},
 	{"cmd/skillfs/internal/server"},
 	{"cmd/skillfs/internal/daemon"},
-	{"cmd/skillfs"},
+	{"cmd/skillfs", "cmd/skillfs-csi/deploy"},
 }
 
 // foundations are the packages everything else stands on, with all they

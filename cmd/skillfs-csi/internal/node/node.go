@@ -6,7 +6,8 @@
 // pods folder (mounted Bidirectional into its container), so the bind
 // reaches the pod. The plugin needs no mount privilege: it talks to the
 // daemon's socket and removes the target folder at unpublish (root's
-// rights on the kubelet's folder; no capability beyond them).
+// rights on the kubelet's folder), and gives an api volume's folder to its
+// group, setgid: of root's capabilities, CHOWN and FSETID alone.
 //
 // Decisions (where the CSI specification leaves room):
 //
