@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -403,8 +404,8 @@ func (k *kubelet) volumeContext(p pod, attrs map[string]string) map[string]strin
 		"csi.storage.k8s.io/pod.uid":             p.uid,
 		"csi.storage.k8s.io/serviceAccount.name": p.serviceAccount,
 	}
-	for k, v := range attrs {
-		vc[k] = v
+	for name, v := range attrs {
+		vc[name] = v
 	}
 	return vc
 }
@@ -451,16 +452,16 @@ func (k *kubelet) publish(p pod, volume string, attrs map[string]string) error {
 		dir = target
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		k.t.Fatal(err)
+		return fmt.Errorf("kubelet: %w", err)
 	}
 	dir = filepath.Dir(target)
 	data, err := json.Marshal(map[string]string{"specVolID": volume, "volumeHandle": p.volumeID(volume),
 		"driverName": csiDriver, "nodeName": csiNodeID, "volumeLifecycleMode": "Ephemeral"})
-	if err != nil {
-		k.t.Fatal(err)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "vol_data.json"), data, 0o644)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "vol_data.json"), data, 0o644); err != nil {
-		k.t.Fatal(err)
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
 	}
 	req := &csi.NodePublishVolumeRequest{
 		VolumeId:   p.volumeID(volume),
@@ -477,7 +478,7 @@ func (k *kubelet) publish(p pod, volume string, attrs map[string]string) error {
 		return err
 	})
 	if err != nil && finalError(err) {
-		k.removeVolumeDir(target)
+		return errors.Join(err, k.removeVolumeDir(target))
 	}
 	return err
 }
@@ -514,23 +515,22 @@ func (k *kubelet) unpublish(p pod, volume string) error {
 	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("NodeUnpublishVolume of %s answered OK and left its target %s (lstat: %v)", volume, target, err)
 	}
-	k.removeVolumeDir(target)
-	return nil
+	return k.removeVolumeDir(target)
 }
 
 // removeVolumeDir is the kubelet's removeMountDir: unless the target is a
 // mount point, the target, vol_data.json and the volume's folder go.
-func (k *kubelet) removeVolumeDir(target string) {
-	k.t.Helper()
+func (k *kubelet) removeVolumeDir(target string) error {
 	if slices.Contains(mountedUnder(k.t, target), target) {
-		return
+		return nil
 	}
 	dir := filepath.Dir(target)
 	for _, p := range []string{target, filepath.Join(dir, "vol_data.json"), dir} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			k.t.Fatalf("kubelet: remove %s: %v", p, err)
+			return fmt.Errorf("kubelet: %w", err)
 		}
 	}
+	return nil
 }
 
 // finalError reports whether the kubelet takes a NodePublishVolume error
@@ -622,20 +622,7 @@ func runAgent(planPath string) int {
 	enc := json.NewEncoder(out)
 	fmt.Fprintln(out, "ready")
 	out.Flush()
-	files := slices.Sorted(func(yield func(string) bool) {
-		for p := range plan.Files {
-			if !yield(p) {
-				return
-			}
-		}
-	})
-	dirs := slices.Sorted(func(yield func(string) bool) {
-		for p := range plan.Dirs {
-			if !yield(p) {
-				return
-			}
-		}
-	})
+	files, dirs := slices.Sorted(maps.Keys(plan.Files)), slices.Sorted(maps.Keys(plan.Dirs))
 	report := func(p string, start time.Time, err error) {
 		r := agentRead{Path: p, Start: start.UnixNano(), End: time.Now().UnixNano()}
 		if err != nil {
@@ -690,8 +677,8 @@ func checkNames(dir string, want []string) error {
 }
 
 // readPlan is what an agent reads of the skills volume at containerSkills:
-// every file of csiProbe, every file but SKILL.md of csiOther, and both
-// folders' top.
+// every file of csiProbe, every file but SKILL.md of csiOther, and the
+// view's top (the two skills' folders).
 func readPlan() (files map[string]string, dirs map[string][]string) {
 	files = map[string]string{}
 	for _, slug := range []string{csiProbe, csiOther} {
