@@ -41,7 +41,7 @@ serve starts again and binds afresh.`
 		if err != nil {
 			return err
 		}
-		ctx, cancel := c.untilSignalled(log)
+		ctx, _, cancel := c.untilSignalled(log)
 		defer cancel()
 		log.Info("keeper listening", "socket", *socket)
 		if err := daemon.Notify("READY=1\nSTATUS=keeping FUSE connections on " + *socket); err != nil {

@@ -120,7 +120,7 @@ func (c *cli) serveCmd() *cobra.Command {
 			return nil
 		}
 
-		ctx, cancel := c.untilSignalled(log)
+		ctx, stopSignal, cancel := c.untilSignalled(log)
 		defer cancel()
 		opts := daemon.Options{
 			MountRoot: *mountRoot, AgentPath: *agentPath, TCPAddr: *tcp, Token: token,
@@ -133,8 +133,8 @@ func (c *cli) serveCmd() *cobra.Command {
 			// SIGINT is a real stop even with a keeper: the mount and its
 			// binds end (SIGTERM, the service manager's, hands them over).
 			Handover: func() bool {
-				sig := c.stopSignal.Load()
-				return sig == nil || *sig != os.Interrupt
+				sig := stopSignal()
+				return sig == nil || sig != os.Interrupt
 			},
 		}
 		limits.apply(&opts)
@@ -146,11 +146,13 @@ func (c *cli) serveCmd() *cobra.Command {
 }
 
 // untilSignalled is c.ctx until the first SIGINT or SIGTERM, which shuts
-// down cleanly; a second one forces the exit. SIGHUP (a closed terminal, a
-// log rotation) must not take the mounts down: the daemon logs to stderr,
-// and its settings (flags and --config) hold for its life, so there is
-// nothing to reopen or reload; the signal is logged and otherwise ignored.
-func (c *cli) untilSignalled(log *slog.Logger) (context.Context, context.CancelFunc) {
+// down cleanly; a second one forces the exit. stopSignal answers the signal
+// that stopped it (nil for a stop of another cause), once that is known.
+// SIGHUP (a closed terminal, a log rotation) must not take the mounts down:
+// the daemon logs to stderr, and its settings (flags and --config) hold for
+// its life, so there is nothing to reopen or reload; the signal is logged
+// and otherwise ignored.
+func (c *cli) untilSignalled(log *slog.Logger) (ctx context.Context, stopSignal func() os.Signal, stop context.CancelFunc) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -166,19 +168,45 @@ func (c *cli) untilSignalled(log *slog.Logger) (context.Context, context.CancelF
 			}
 		}
 	}()
+	decided := make(chan struct{})
 	go func() {
+		var sig os.Signal
 		select {
-		case sig := <-sigs:
-			c.stopSignal.Store(&sig)
-			cancel()
+		case sig = <-sigs:
 		case <-ctx.Done():
+			// c.ctx ends at the same signal (main's NotifyContext), and may
+			// be seen ended before the signal reaches sigs: which signal it
+			// was decides whether the mount is handed over or ended.
+			if c.ctx.Err() != nil && context.Cause(c.ctx) != c.ctx.Err() {
+				select {
+				case sig = <-sigs:
+				case <-time.After(time.Second):
+				}
+			}
+		}
+		if sig != nil {
+			c.stopSignal.Store(&sig)
+		}
+		close(decided)
+		cancel()
+		if sig == nil {
 			return
 		}
 		<-sigs
 		fmt.Fprintln(c.stderr, "skillfs: second signal: exiting now")
 		os.Exit(exitError)
 	}()
-	return ctx, func() {
+	stopSignal = func() os.Signal {
+		if ctx.Err() == nil {
+			return nil // not stopped by a signal (yet)
+		}
+		<-decided // at most a second after ctx ended
+		if sig := c.stopSignal.Load(); sig != nil {
+			return *sig
+		}
+		return nil
+	}
+	return ctx, stopSignal, func() {
 		signal.Stop(sigs)
 		signal.Stop(hups)
 		cancel()
