@@ -86,6 +86,7 @@ phase_end vet ok
 # fails by itself when its tests leave a mount: fusetest.Main). Each phase
 # has a folder of its own in it, and the phases' logs are kept beside.
 root=$(mktemp -d "${TMPDIR:-/tmp}/skillfs-test.XXXXXX")
+chmod 1777 "$root" # as /tmp: the tests' PostgreSQL runs as an unprivileged user
 mkdir "$root/logs"
 left_behind() { awk -v dir="$root/" 'index($2, dir) == 1 { print $2 " (" $3 ")" }' /proc/self/mounts; }
 
@@ -98,7 +99,7 @@ start() {
 	local name=$1
 	shift
 	mkdir "$root/$name"
-	chmod 1777 "$root/$name" # as /tmp: the tests' PostgreSQL runs as an unprivileged user
+	chmod 1777 "$root/$name"
 	phase "$name"
 	(
 		set +e
