@@ -26,6 +26,10 @@ table() {
 			"$((${to[$name]:-$(clock)} - ${from[$name]}))" "${status[$name]:-did not end}"
 	done
 	printf '%-8s %5s %5s %5s\n' total 0 "$(clock)" "$(clock)"
+	# The processor time of everything the run started and waited for:
+	# near twice the wall time on two processors means the run is bound by
+	# computing, far below it that its phases mostly wait.
+	times | awk 'NR == 2 { print "processor time of the phases: user " $1 ", system " $2 }'
 }
 trap table EXIT
 
