@@ -97,7 +97,7 @@ left_behind() { awk -v dir="$root/" 'index($2, dir) == 1 { print $2 " (" $3 ")" 
 # start NAME COMMAND...: runs a phase in the background, with TMPDIR a
 # folder of its own, its output kept in logs/NAME and shown as it comes,
 # each line prefixed "NAME| ". Each phase is a process group of its own
-# (set -m), stopped whole when the run is interrupted.
+# (set -m while they start), stopped whole when the run is interrupted.
 set -m
 start() {
 	local name=$1
@@ -114,8 +114,16 @@ start() {
 	pids[$name]=$!
 }
 stop() {
-	local name
+	local name left
 	for name in "${!pids[@]}"; do kill -TERM -- "-${pids[$name]}" 2>/dev/null || true; done
+	wait
+	left=$(left_behind)
+	if [ -n "$left" ]; then
+		echo "interrupted; mounts left behind:" >&2
+		echo "$left" >&2
+	else
+		rm -rf --one-file-system "$root"
+	fi
 }
 trap 'stop; exit 130' INT TERM
 
@@ -124,6 +132,7 @@ start test go test -vet=off -count=1 -timeout 20m ./...
 # database of its own (a shared index, each home a fleet of one host).
 start pg env SKILLFS_TEST_INDEX=postgres go test -vet=off -count=1 -timeout 20m ./integration
 start fuzz env FUZZTIME="${FUZZTIME:-6s}" FUZZJOBS="${FUZZJOBS:-2}" scripts/fuzz.sh
+set +m # the groups are made; no job notices in the output
 
 failed=()
 for name in test pg fuzz; do
