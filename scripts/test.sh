@@ -29,7 +29,9 @@ table() {
 	# The processor time of everything the run started and waited for:
 	# near twice the wall time on two processors means the run is bound by
 	# computing, far below it that its phases mostly wait.
-	times | awk 'NR == 2 { print "processor time of the phases: user " $1 ", system " $2 }'
+	# (times, not in a pipe: a pipe's subshell has no children of its own.)
+	echo "processor time (user, system) of this script, then of all it ran:"
+	times
 }
 trap table EXIT
 
