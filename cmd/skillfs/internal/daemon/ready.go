@@ -62,8 +62,9 @@ func (d *Daemon) check(name string, busy *atomic.Bool, fn func() error) api.Chec
 	}
 	res := make(chan error, 1)
 	go func() {
-		defer busy.Store(false)
-		res <- fn()
+		err := fn()
+		busy.Store(false) // before the answer: a call after it finds the check free
+		res <- err
 	}()
 	select {
 	case err := <-res:
