@@ -27,16 +27,18 @@
 //     write fails in the pod with EROFS. fs_type and mount flags are not
 //     used.
 //   - Publish is idempotent by volume id: the session's client key is
-//     "csi:vol:"+volume id (or "csi:key:"+key when the attribute key is
-//     given, shared by every volume of the same user that gives it), so a
+//     "csi:vol:"+volume id (or "csi:key:"+pod uid+"/"+key when the
+//     attribute key is given: a key is the pod's own, shared by the volumes
+//     of that pod that give it and never by another pod's, in any namespace
+//     or on any node; a key without the pod's uid is InvalidArgument), so a
 //     repeat finds the session the first call opened, in this process or
 //     before a restart; a repeat at the same target is OK. The same volume
 //     at another target is bound there too (a read-only view may be in
 //     many places). A target taken by another session, or already a mount
 //     point of something else, is AlreadyExists with the daemon's words.
-//     A keyed session opened by a volume asking for other skills (or
-//     another user's) is AlreadyExists: sharing it would give a pod what
-//     its own claim did not ask for and the policy may not allow.
+//     A keyed session opened by a volume of the pod asking for other
+//     skills (or another user's) is AlreadyExists: sharing it would give a
+//     volume what its own claim did not ask for.
 //   - Unpublish finds what is bound at the target among the plugin's
 //     sessions (those carrying its driver label), removes the bind, closes
 //     the session when no bind of it remains (a keyed session shared by
@@ -63,8 +65,8 @@
 //     k8s.pod-uid, k8s.service-account) and the volume (csi.driver,
 //     csi.volume, csi.request): `skillfs session list --label k8s.pod=NAME`.
 //   - kind=api: the session of the same pod's skills volume (found by the
-//     pod's uid label, or by key and a bind in the same pod's volumes
-//     folder when key is given) is bound again at target/skills with its
+//     pod's uid label, and by the pod's key when key is given) is bound
+//     again at target/skills with its
 //     API socket at target/skillfs.sock; Unavailable until that volume is
 //     published, FailedPrecondition when the pod has several and no key
 //     says which. The socket is the session's credential: who connects
@@ -370,7 +372,9 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	podDir := filepath.Dir(filepath.Dir(filepath.Clean(target)))
 	var found []api.SessionInfo
 	for _, s := range list {
-		if s.Labels[LabelPodUID] == v.podUID && v.key == "" || boundInPod(s.Binds, podDir) {
+		// The key is the pod's own (its uid is in it): it only picks which
+		// of the pod's skills volumes this one serves.
+		if s.Labels[LabelPodUID] == v.podUID {
 			found = append(found, s)
 		}
 	}

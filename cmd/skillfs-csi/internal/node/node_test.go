@@ -271,35 +271,65 @@ func TestKeyedVolumes(t *testing.T) {
 	ctx := ctxOf(t)
 	root := t.TempDir()
 	attrs := map[string]string{AttrUser: "alice", AttrSkills: testSkill, AttrKey: "thread-7"}
-	t1, t2 := podTarget(root, "uid-1", "skills"), podTarget(root, "uid-2", "skills")
+	pod := func(uid string, attrs map[string]string) map[string]string {
+		return podContext("agents", "pod-"+uid, uid, "runner", attrs)
+	}
+	// Two volumes of pod 1 with one key share a session.
+	t1, t2 := podTarget(root, "uid-1", "skills-a"), podTarget(root, "uid-1", "skills-b")
 	for i, target := range []string{t1, t2} {
-		uid := fmt.Sprint("uid-", i+1)
-		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-"+uid, target, podContext("agents", "pod-"+uid, uid, "runner", attrs))); err != nil {
+		if _, err := n.node().NodePublishVolume(ctx, publishReq(fmt.Sprint("vol-1-", i), target, pod("uid-1", attrs))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 2 {
-		t.Fatalf("two volumes of one key: %+v, want one session bound twice", list)
+		t.Fatalf("two volumes of one pod and one key: %+v, want one session bound twice", list)
 	}
+	first := n.driverSessions()[0].ID
+	// Another pod giving the same key (same user, same skills) gets a
+	// session of its own, and its api volume that session's socket.
+	t3, a3 := podTarget(root, "uid-2", "skills"), podTarget(root, "uid-2", "api")
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-2", t3, pod("uid-2", attrs))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-2-api", a3, pod("uid-2", map[string]string{AttrKind: KindAPI, AttrKey: "thread-7"}))); err != nil {
+		t.Fatal(err)
+	}
+	list := n.driverSessions()
+	if len(list) != 2 {
+		t.Fatalf("two pods giving one key: %+v, want a session each", list)
+	}
+	for _, s := range list {
+		if s.ID == first {
+			if len(s.Binds) != 2 || s.Labels[LabelPodUID] != "uid-1" {
+				t.Fatalf("pod 1's session after pod 2's publish: %+v", s)
+			}
+			continue
+		}
+		if s.Labels[LabelPodUID] != "uid-2" || len(s.Binds) != 2 || !boundHere(s.Binds, t3, "") || !boundHere(s.Binds, filepath.Join(a3, ViewDir), "") {
+			t.Fatalf("pod 2's session: %+v, want bound at its skills and api volumes", s)
+		}
+	}
+	// The key with another request in the same pod: refused.
 	other := map[string]string{AttrUser: "alice", AttrAll: "true", AttrKey: "thread-7"}
-	t3 := podTarget(root, "uid-3", "skills")
-	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-uid-3", t3, podContext("agents", "pod-3", "uid-3", "runner", other)))
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-1-x", podTarget(root, "uid-1", "skills-x"), pod("uid-1", other)))
 	if codeOf(err) != codes.AlreadyExists {
 		t.Fatalf("the key with another request: %v, want AlreadyExists", err)
 	}
 	t.Log(err)
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-1", TargetPath: t1}); err != nil {
-		t.Fatal(err)
+	// A key without the pod's uid: refused.
+	noUID := map[string]string{AttrUser: "alice", AttrKey: "thread-7"}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-nouid", podTarget(root, "uid-0", "skills"), noUID)); codeOf(err) != codes.InvalidArgument {
+		t.Fatalf("a key without the pod's uid: %v, want InvalidArgument", err)
 	}
-	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 1 {
-		t.Fatalf("after one of two unpublished: %+v, want the session kept for the other", list)
+	for _, u := range []struct{ id, target string }{{"vol-2-api", a3}, {"vol-2", t3}, {"vol-1-0", t1}} {
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: u.id, TargetPath: u.target}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-2", TargetPath: t2}); err != nil {
-		t.Fatal(err)
+	if list := n.driverSessions(); len(list) != 1 || list[0].ID != first || len(list[0].Binds) != 1 {
+		t.Fatalf("after pod 2 and one of pod 1's volumes unpublished: %+v, want pod 1's session kept for its other volume", list)
 	}
-	if list := n.driverSessions(); len(list) != 0 {
-		t.Fatalf("after both unpublished: %+v", list)
-	}
+	n.unpublishClean(ctx, "vol-1-1", t2, "the last keyed volume")
 }
 
 func TestTargetTaken(t *testing.T) {
