@@ -21,8 +21,11 @@ type daemon struct {
 // api.MaxSessionPage).
 const maxPages = 100
 
-// sessions lists the open sessions carrying every label of labels (and the
-// client key, when not ""), with their binds.
+// sessions lists the open top-level sessions carrying every label of
+// labels (and the client key, when not ""), with their binds. Sub-agent
+// sessions are left out: the plugin opens none, and a pod's session
+// credential makes them with labels of its choosing (the daemon refuses
+// the plugin's prefixes there; this holds without it too).
 func (d daemon) sessions(ctx context.Context, key string, labels map[string]string) ([]api.SessionInfo, error) {
 	var all []api.SessionInfo
 	after := ""
@@ -41,7 +44,11 @@ func (d daemon) sessions(ctx context.Context, key string, labels map[string]stri
 		if _, err := d.c.Call(ctx, http.MethodGet, "/v1/sessions?"+q.Encode(), nil, &page); err != nil {
 			return nil, err
 		}
-		all = append(all, page...)
+		for _, s := range page {
+			if s.Parent == "" {
+				all = append(all, s)
+			}
+		}
 		if len(page) < api.MaxSessionPage {
 			return all, nil
 		}

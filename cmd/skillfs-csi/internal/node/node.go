@@ -249,7 +249,7 @@ func (d *Driver) publishSkills(ctx context.Context, id, target string, v volume)
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: open a session of user %q", id, v.user), err, d.Socket)
 	}
-	if info.Existing && (info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
+	if info.Existing && (info.Parent != "" || info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
 		return status.Errorf(codes.AlreadyExists, "volume %s: key %q is that of open session %s, which a volume asking for other skills opened; give this volume a key of its own", id, v.key, info.ID)
 	}
 	return d.bindAt(ctx, info, id, skills.Bind{Target: target}, nil)

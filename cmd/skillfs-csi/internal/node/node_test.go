@@ -204,16 +204,7 @@ func TestAPIVolume(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("sessions: %+v", list)
 	}
-	// Through the folder's descriptor: the path may be longer than a
-	// socket address holds (the pod sees it at a short one).
-	dfd, err := os.Open(apiTarget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dfd.Close()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dfd.Fd(), SocketName))
-	}}}
+	hc := apiClient(t, apiTarget)
 	resp, err := hc.Get("http://skillfs/v1/whoami")
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +223,68 @@ func TestAPIVolume(t *testing.T) {
 		}
 		if _, err := os.Stat(u.target); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s after unpublish: %v", u.target, err)
+		}
+	}
+	if m, _ := mountsBelow(root); len(m) > 0 || len(n.driverSessions()) != 0 {
+		t.Fatalf("left: mounts %v, sessions %+v", m, n.driverSessions())
+	}
+}
+
+// apiClient is an HTTP client of the API socket in kind=api volume
+// target, dialled through the folder's descriptor: the path may be longer
+// than a socket address holds (the pod sees it at a short one).
+func apiClient(t testing.TB, target string) *http.Client {
+	t.Helper()
+	dfd, err := os.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dfd.Fd(), SocketName))
+	}}}
+	t.Cleanup(func() { hc.CloseIdleConnections(); dfd.Close() })
+	return hc
+}
+
+// TestForgedLabels: a pod's session credential may not give a sub-agent
+// session the plugin's labels, and a sub-agent session carrying them
+// anyway (an operator's) is none of the plugin's: another pod's api volume
+// does not find it, and unpublish leaves it to its parent.
+func TestForgedLabels(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	skillsA, apiA := n.publishPod(ctx, root, "uid-a", true)
+	hc := apiClient(t, apiA)
+	for _, label := range []string{LabelDriver, LabelPodUID} {
+		body := fmt.Sprintf(`{"labels":{%q:"uid-b"}}`, label)
+		resp, err := hc.Post("http://skillfs/v1/sessions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(e.Error, label) {
+			t.Fatalf("a child with label %s made by the pod's session: %d %q, want 403 naming it", label, resp.StatusCode, e.Error)
+		}
+	}
+	parent := n.driverSessions()[0].ID
+	child, err := n.driver.daemon().create(ctx, api.CreateRequest{User: "alice", Parent: parent,
+		Labels: map[string]string{LabelDriver: n.driver.Name, LabelPodUID: "uid-b", LabelVolume: "vol-a-uid-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := n.driverSessions(); len(list) != 1 || list[0].ID != parent {
+		t.Fatalf("the plugin's sessions: %+v, want pod a's alone (not sub-agent %s)", list, child.ID)
+	}
+	_, err = n.node().NodePublishVolume(ctx, publishReq("vol-a-uid-b", podTarget(root, "uid-b", "api"), podContext("agents", "pod-uid-b", "uid-b", "runner", map[string]string{AttrKind: KindAPI})))
+	if codeOf(err) != codes.Unavailable {
+		t.Fatalf("pod b's api volume with a sub-agent labelled as its: %v, want Unavailable (no skills volume of pod b)", err)
+	}
+	for _, u := range []struct{ id, target string }{{"vol-a-uid-a", apiA}, {"vol-s-uid-a", skillsA}} {
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: u.id, TargetPath: u.target}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if m, _ := mountsBelow(root); len(m) > 0 || len(n.driverSessions()) != 0 {
