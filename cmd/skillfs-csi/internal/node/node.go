@@ -46,6 +46,11 @@
 //     volume left without a bind (a publish that failed half way), and
 //     removes the target folder. Nothing bound there, an unknown volume, a
 //     missing target: OK.
+//   - A target is compared with the daemon's binds in two forms: as the
+//     kubelet gave it, and with the symlinks of its parent resolved (the
+//     daemon records a bind resolved: a kubelet root behind a symlink).
+//     The target itself is never resolved: it may be a bind of the FUSE
+//     mount, and a stat of it would wait on the daemon.
 //   - Calls on one volume id are serialised in the process; the plugin
 //     keeps no state of its own: everything it needs is in the daemon (the
 //     session's key, labels and binds), so a restart between publish and
@@ -252,18 +257,18 @@ func (d *Driver) publishSkills(ctx context.Context, id, target string, v volume)
 	if info.Existing && (info.Parent != "" || info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
 		return status.Errorf(codes.AlreadyExists, "volume %s: key %q is that of open session %s, which a volume asking for other skills opened; give this volume a key of its own", id, v.key, info.ID)
 	}
-	return d.bindAt(ctx, info, id, skills.Bind{Target: target}, nil)
+	return d.bindAt(ctx, info, id, skills.Bind{Target: target}, placeOf(target), nil)
 }
 
 // bindAt binds session info at b (target, API socket), unless it is
-// bound there already; a session this call opened is closed again when the
+// bound there already (at: the target's place); a session this call opened is closed again when the
 // bind fails and it has no other. The bind is made under the session's
 // lock, the one a close is decided under (see closeIfUnbound): a session
 // closed meanwhile is not bound again but answered Unavailable, so that
 // the kubelet's retry sees what is there. With fresh, the session is read
 // again under the lock and must still pass it (info is from an earlier
 // listing).
-func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind, fresh func(*api.SessionInfo) error) error {
+func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind, at place, fresh func(*api.SessionInfo) error) error {
 	defer d.sessionLocks.lock(info.ID)()
 	dm := d.daemon()
 	if fresh != nil {
@@ -280,7 +285,7 @@ func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b
 		now.Existing = info.Existing
 		info = now
 	}
-	if boundAt(info, b.Target) {
+	if bound(info.Binds, at) {
 		return nil
 	}
 	if _, err := dm.bind(ctx, info.ID, b); err != nil {
@@ -288,7 +293,7 @@ func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b
 		switch {
 		case errors.Is(serr, skills.ErrNotFound):
 			return closedMeanwhile(id, info.ID)
-		case serr == nil && boundAt(now, b.Target):
+		case serr == nil && bound(now.Binds, at):
 			// Another caller (a second plugin process during an update)
 			// bound it there meanwhile: then it is published.
 			return nil
@@ -331,21 +336,6 @@ func (d *Driver) closeUnbound(ctx context.Context, id string) (bool, error) {
 	return true, dm.close(ctx, id)
 }
 
-// boundAt reports whether session info is bound at target in the daemon's
-// namespace (as given, or as resolved).
-func boundAt(info *api.SessionInfo, target string) bool {
-	want := []string{filepath.Clean(target)}
-	if r, err := filepath.EvalSymlinks(target); err == nil {
-		want = append(want, r)
-	}
-	for _, b := range info.Binds {
-		if b.PID == 0 && (b.Target == want[0] || len(want) > 1 && b.Target == want[1]) {
-			return true
-		}
-	}
-	return false
-}
-
 func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v volume) error {
 	if v.podUID == "" {
 		return status.Errorf(codes.InvalidArgument, "volume %s: kind=api needs the pod's uid (%s): the CSIDriver object must set podInfoOnMount: true", id, AttrPodUID)
@@ -369,7 +359,8 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: find the session of pod %s/%s", id, v.namespace, v.pod), err, d.Socket)
 	}
-	podDir := filepath.Dir(filepath.Dir(filepath.Clean(target)))
+	at := placeOf(target)
+	view, podDir := at.join(ViewDir), at.up(2)
 	var found []api.SessionInfo
 	for _, s := range list {
 		// The key is the pod's own (its uid is in it): it only picks which
@@ -390,14 +381,14 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	}
 	s := found[0]
 	s.Existing = true // never close the pod's session here
-	if gid >= 0 && !boundAt(&s, filepath.Join(target, ViewDir)) {
+	if gid >= 0 && !bound(s.Binds, view) {
 		if err := shareFolder(target, gid); err != nil {
 			return status.Errorf(codes.Internal, "volume %s: %v", id, err)
 		}
 	}
 	// The skills volume must still be there when the bind is made: one
 	// unpublished meanwhile may have closed the session, or is about to.
-	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)},
+	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)}, view,
 		func(now *api.SessionInfo) error {
 			if !boundInPod(now.Binds, podDir) {
 				return status.Errorf(codes.Unavailable, "volume %s: session %s of pod %s/%s is bound at no skills volume of the pod (not published yet, or being unpublished)", id, s.ID, v.namespace, v.pod)
@@ -433,13 +424,10 @@ func shareFolder(target string, gid int) error {
 
 // boundInPod reports whether a bind of binds is a volume of
 // the pod whose volumes folder is dir (kubelet: <pod>/volumes/<plugin>/<volume>/mount).
-func boundInPod(binds []skills.Bind, dir string) bool {
-	for _, b := range binds {
-		if b.PID == 0 && filepath.Dir(filepath.Dir(b.Target)) == dir {
-			return true
-		}
-	}
-	return false
+func boundInPod(binds []skills.Bind, dir place) bool {
+	return slices.ContainsFunc(binds, func(b skills.Bind) bool {
+		return b.PID == 0 && dir.is(filepath.Dir(filepath.Dir(b.Target)))
+	})
 }
 
 // NodeUnpublishVolume removes what the volume put at the target (see the
@@ -453,7 +441,7 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	log := d.Log.With("volume", id, "target", target)
-	if err := d.unpublish(ctx, id, filepath.Clean(target)); err != nil {
+	if err := d.unpublish(ctx, id, filepath.Clean(target), placeOf(target)); err != nil {
 		log.Warn("unpublish failed", "err", err)
 		return nil, err
 	}
@@ -461,14 +449,14 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
-func (d *Driver) unpublish(ctx context.Context, id, target string) error {
+func (d *Driver) unpublish(ctx context.Context, id, target string, at place) error {
 	dm := d.daemon()
-	view := filepath.Join(target, ViewDir)
+	view, atView := filepath.Join(target, ViewDir), at.join(ViewDir)
 	// The sessions the volume opened first; all of the driver's only when
 	// none of those is bound at the target (a keyed session another volume
 	// opened, a kind=api volume's session).
 	list, err := dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelVolume: id})
-	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return boundHere(s.Binds, target, view) }) {
+	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return bound(s.Binds, at, atView) }) {
 		var all []api.SessionInfo
 		all, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name})
 		list = append(list, all...)
@@ -484,7 +472,7 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 		done[s.ID] = true
 		removed := false
 		for _, b := range s.Binds {
-			if !boundHere([]skills.Bind{b}, target, view) {
+			if !bound([]skills.Bind{b}, at, atView) {
 				continue
 			}
 			if err := dm.unbind(ctx, s.ID, b.Target); err != nil {
@@ -507,12 +495,6 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 		}
 	}
 	return removeTarget(id, target, view)
-}
-
-// boundHere reports whether a bind of binds (in the daemon's namespace)
-// is at target or view.
-func boundHere(binds []skills.Bind, target, view string) bool {
-	return slices.ContainsFunc(binds, func(b skills.Bind) bool { return b.PID == 0 && (b.Target == target || b.Target == view) })
 }
 
 // removeTarget removes the target folder, and the view's folder in it (a

@@ -292,6 +292,37 @@ func TestForgedLabels(t *testing.T) {
 	}
 }
 
+// TestSymlinkedPodsFolder: with the kubelet's pods folder behind a
+// symlink (the daemon records binds at resolved paths), the api volume
+// finds the pod's session, and unpublish removes both binds and closes it.
+func TestSymlinkedPodsFolder(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root, real := t.TempDir(), t.TempDir()
+	if err := os.Symlink(real, filepath.Join(root, "pods")); err != nil {
+		t.Fatal(err)
+	}
+	skillsTarget, apiTarget := n.publishPod(ctx, root, "uid-l", true)
+	resolved := func(p string) string { return filepath.Join(real, strings.TrimPrefix(p, filepath.Join(root, "pods"))) }
+	list := n.driverSessions()
+	if len(list) != 1 || !bound(list[0].Binds, place{resolved(skillsTarget)}) || !bound(list[0].Binds, place{resolved(filepath.Join(apiTarget, ViewDir))}) {
+		t.Fatalf("sessions: %+v, want one bound at both volumes' resolved paths", list)
+	}
+	if got, err := os.ReadFile(filepath.Join(apiTarget, ViewDir, testSkill, "references", "data.txt")); err != nil || string(got) != testFileBody {
+		t.Fatalf("read in the api volume: %q, %v", got, err)
+	}
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-a-uid-l", TargetPath: apiTarget}); err != nil {
+		t.Fatal(err)
+	}
+	n.unpublishClean(ctx, "vol-s-uid-l", skillsTarget, "behind a symlink")
+	if m, _ := mountsBelow(real); len(m) > 0 {
+		t.Fatalf("left mounts %v", m)
+	}
+	if _, err := os.Stat(apiTarget); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the api volume's target after unpublish: %v", err)
+	}
+}
+
 func TestPluginRestart(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxOf(t)
@@ -358,7 +389,7 @@ func TestKeyedVolumes(t *testing.T) {
 			}
 			continue
 		}
-		if s.Labels[LabelPodUID] != "uid-2" || len(s.Binds) != 2 || !boundHere(s.Binds, t3, "") || !boundHere(s.Binds, filepath.Join(a3, ViewDir), "") {
+		if s.Labels[LabelPodUID] != "uid-2" || len(s.Binds) != 2 || !bound(s.Binds, placeOf(t3)) || !bound(s.Binds, placeOf(a3).join(ViewDir)) {
 			t.Fatalf("pod 2's session: %+v, want bound at its skills and api volumes", s)
 		}
 	}
