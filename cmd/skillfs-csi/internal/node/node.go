@@ -40,7 +40,10 @@
 //     skills (or another user's) is AlreadyExists: sharing it would give a
 //     volume what its own claim did not ask for.
 //   - Unpublish finds what is bound at the target among the plugin's
-//     sessions (those carrying its driver label), removes the bind, closes
+//     sessions on this daemon's host (those carrying its driver label:
+//     the volume's own first, then the pod's, by the uid in the kubelet's
+//     target path, and every one of the driver's only for a path naming no
+//     pod), removes the bind, closes
 //     the session when no bind of it remains (a keyed session shared by
 //     other volumes stays until the last one goes), closes sessions of the
 //     volume left without a bind (a publish that failed half way), and
@@ -352,9 +355,9 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	var list []api.SessionInfo
 	var err error
 	if v.key != "" {
-		list, err = dm.sessions(ctx, v.sessionKey(""), map[string]string{LabelDriver: d.Name})
+		list, err = dm.sessions(ctx, api.SessionQuery{Key: v.sessionKey(""), Labels: map[string]string{LabelDriver: d.Name}})
 	} else {
-		list, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelPodUID: v.podUID})
+		list, err = dm.sessions(ctx, api.SessionQuery{Labels: map[string]string{LabelDriver: d.Name, LabelPodUID: v.podUID}})
 	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: find the session of pod %s/%s", id, v.namespace, v.pod), err, d.Socket)
@@ -452,14 +455,24 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 func (d *Driver) unpublish(ctx context.Context, id, target string, at place) error {
 	dm := d.daemon()
 	view, atView := filepath.Join(target, ViewDir), at.join(ViewDir)
-	// The sessions the volume opened first; all of the driver's only when
-	// none of those is bound at the target (a keyed session another volume
-	// opened, a kind=api volume's session).
-	list, err := dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelVolume: id})
+	// This daemon's sessions the volume opened first; when none of those
+	// is bound at the target (a keyed session another volume of the pod
+	// opened, a kind=api volume's session), the pod's (by the uid in the
+	// kubelet's target path), and all of the driver's only when the path
+	// names no pod.
+	host, err := dm.host(ctx)
+	if err != nil {
+		return grpcError(fmt.Sprintf("volume %s: ask the daemon its host", id), err, d.Socket)
+	}
+	list, err := dm.sessions(ctx, api.SessionQuery{Host: host, Labels: map[string]string{LabelDriver: d.Name, LabelVolume: id}})
 	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return bound(s.Binds, at, atView) }) {
-		var all []api.SessionInfo
-		all, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name})
-		list = append(list, all...)
+		labels := map[string]string{LabelDriver: d.Name}
+		if uid, ok := podUIDOf(target); ok {
+			labels[LabelPodUID] = uid
+		}
+		var more []api.SessionInfo
+		more, err = dm.sessions(ctx, api.SessionQuery{Host: host, Labels: labels})
+		list = append(list, more...)
 	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: list the driver's sessions", id), err, d.Socket)

@@ -47,7 +47,7 @@ func isMount(t testing.TB, path string) bool {
 // driverSessions are the open sessions carrying the driver's label.
 func (n *testNode) driverSessions() []api.SessionInfo {
 	n.t.Helper()
-	list, err := n.driver.daemon().sessions(context.Background(), "", map[string]string{LabelDriver: n.driver.Name})
+	list, err := n.driver.daemon().sessions(context.Background(), api.SessionQuery{Labels: map[string]string{LabelDriver: n.driver.Name}})
 	if err != nil {
 		n.t.Fatal(err)
 	}

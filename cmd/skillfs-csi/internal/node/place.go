@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"skillfs/skills"
 )
@@ -70,4 +71,17 @@ func bound(binds []skills.Bind, places ...place) bool {
 	return slices.ContainsFunc(binds, func(b skills.Bind) bool {
 		return b.PID == 0 && slices.ContainsFunc(places, func(p place) bool { return p.is(b.Target) })
 	})
+}
+
+// podUIDOf is the pod uid in a kubelet's target path,
+// <root>/pods/<uid>/volumes/<plugin>/<volume>/mount (the last such part of
+// it), when it has one that is a label's value.
+func podUIDOf(target string) (string, bool) {
+	parts := strings.Split(filepath.Clean(target), "/")
+	for i := len(parts) - 3; i >= 0; i-- {
+		if parts[i] == "pods" && parts[i+2] == "volumes" && parts[i+1] != "" && skills.CheckLabel(LabelPodUID, parts[i+1]) == nil {
+			return parts[i+1], true
+		}
+	}
+	return "", false
 }

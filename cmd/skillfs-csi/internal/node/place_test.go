@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"skillfs/skills"
 )
 
 // TestPlaceOf: a path's forms are the one given and the one with its
@@ -35,4 +38,37 @@ func TestPlaceOf(t *testing.T) {
 	if up := p.up(2); !up.is(filepath.Join(real, "u", "volumes", "csi")) || !p.join("skills").is(filepath.Join(real, "u", "volumes", "csi", "v", "mount", "skills")) {
 		t.Errorf("up(2) %v, join %v", up, p.join("skills"))
 	}
+}
+
+func TestPodUIDOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"/var/lib/kubelet/pods/0b7e-11/volumes/kubernetes.io~csi/skills/mount": "0b7e-11",
+		"/k/pods/a/volumes/pods/b/volumes/x/mount":                             "b",
+		"/k/pods/a/volumes":     "a",
+		"/k/pods/volumes/x":     "",
+		"/k/pods//volumes/x":    "",
+		"/k/pods/a b/volumes/x": "",
+		"/mnt/target":           "",
+	} {
+		if got, ok := podUIDOf(in); got != want || ok != (want != "") {
+			t.Errorf("podUIDOf(%s) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func FuzzPodUIDOf(f *testing.F) {
+	f.Add("/var/lib/kubelet/pods/0b7e-11/volumes/kubernetes.io~csi/skills/mount")
+	f.Add("/pods/a b/volumes")
+	f.Fuzz(func(t *testing.T, target string) {
+		uid, ok := podUIDOf(target)
+		if !ok {
+			return
+		}
+		if !strings.Contains(filepath.Clean(target), "/pods/"+uid+"/volumes") && !strings.HasPrefix(filepath.Clean(target), "pods/"+uid+"/volumes") {
+			t.Fatalf("podUIDOf(%q) = %q, not in the path", target, uid)
+		}
+		if err := skills.CheckLabel(LabelPodUID, uid); err != nil || strings.Contains(uid, "/") {
+			t.Fatalf("podUIDOf(%q) = %q: %v", target, uid, err)
+		}
+	})
 }
