@@ -86,7 +86,12 @@
 //     pod's fsGroup (the request's volume_mount_group: the kubelet sends
 //     it, because of VOLUME_MOUNT_GROUP, whenever the pod has one, whatever
 //     the CSIDriver object's fsGroupPolicy). Without either the socket is
-//     root's, 0600: only a container running as root connects.
+//     root's, 0600: only a container running as root connects; so it is
+//     with group 0 (root's group is no group shared on purpose: the daemon
+//     makes a socket 0660 only in a folder of root's, 02750, of another
+//     group). The folder is changed through a descriptor of it, never
+//     through a symlink, and checked after: a setgid bit the kernel
+//     dropped (the plugin without CAP_FSETID) is Internal, saying so.
 //     socketGroup is there for a pod that gives its containers a group
 //     (runAsGroup, supplementalGroups) but no fsGroup, so that none of them
 //     has to run as root to use the socket. Any group id is taken, and the
@@ -404,23 +409,33 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 // daemon then makes the API socket in it 0660 and the group's, so that
 // the pod's processes (of its fsGroup) may connect, whatever their user.
 // Made anew at every start of the daemon, the socket stays the folder's
-// group's.
+// group's. The folder is changed through a descriptor of it (never
+// following a symlink), and checked after: without CAP_FSETID the kernel
+// drops the setgid bit of a folder whose group the caller is not in.
 func shareFolder(target string, gid int) error {
 	if err := unix.Mkdir(target, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("make the target folder %s: %w", target, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(target, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("target %s is not a folder (%v)", target, err)
+	fd, err := unix.Open(target, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("target %s is not a folder: %w", target, err)
 	}
+	defer unix.Close(fd)
 	if mounted, err := isMountPoint(target); err != nil || mounted {
 		return fmt.Errorf("target %s is a mount point (or cannot be told apart from one: %v)", target, err)
 	}
-	if err := unix.Fchownat(unix.AT_FDCWD, target, 0, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fchown(fd, 0, gid); err != nil {
 		return fmt.Errorf("give the target folder %s to group %d: %w", target, gid, err)
 	}
-	if err := unix.Fchmodat(unix.AT_FDCWD, target, 0o2750, 0); err != nil {
+	if err := unix.Fchmod(fd, 0o2750); err != nil {
 		return fmt.Errorf("make the target folder %s setgid: %w", target, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("target folder %s: %w", target, err)
+	}
+	if st.Mode&0o7777 != 0o2750 || st.Uid != 0 || int(st.Gid) != gid {
+		return fmt.Errorf("target folder %s is mode %04o of %d:%d, not 02750 of 0:%d: the setgid bit was not kept: the plugin needs CAP_FSETID", target, st.Mode&0o7777, st.Uid, st.Gid, gid)
 	}
 	return nil
 }
