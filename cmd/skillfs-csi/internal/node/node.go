@@ -259,6 +259,11 @@ func (d *Driver) publishSkills(ctx context.Context, id, target string, v volume)
 		req.Skills = []string{}
 	}
 	info, err := dm.create(ctx, req)
+	if errors.Is(err, skills.ErrNotFound) {
+		// NotFound is for a missing volume: an unknown user (or skills it
+		// may read none of) is the attributes' fault.
+		return status.Errorf(codes.InvalidArgument, "volume %s: volume attribute user %q (or skills): %v", id, v.user, err)
+	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: open a session of user %q", id, v.user), err, d.Socket)
 	}
