@@ -19,8 +19,12 @@ import (
 // ids, groups and capabilities, so that the socket is made, and later
 // removed, with no right the sandbox lacks. The socket file is therefore
 // the sandboxed user's, made 0600 (the thread's own umask): only that user
-// (and root) may connect; in a setgid folder it is the folder's group's
-// too, 0660 (a folder shared with a group on purpose). Its folder must exist there; nothing is created
+// (and root) may connect. In a folder shared with a group on purpose, the
+// socket is that group's too, 0660: a folder of root's, of a group other
+// than root's, with mode exactly 02750 (setgid, what the CSI node plugin
+// makes for a pod's group; see sharedFolder); a setgid folder of any other
+// owner or mode (such as /var/local, 2775 root:staff) leaves the socket
+// 0600. Its folder must exist there; nothing is created
 // but the socket itself, and whatever is at the path already is refused and
 // left alone, unless it is the socket a previous run made (Socket.ID, for a
 // restart after a crash). The bind is made in the socket's folder (after
@@ -28,7 +32,7 @@ import (
 // listening descriptor, once made, serves from any thread.
 //
 // With pid 0 the socket is made in this process's namespace, as this
-// process, 0600 (0660 and the folder's group's in a setgid folder): for a
+// process, 0600 (0660 and the folder's group's in a shared folder): for a
 // runtime that passes it into a sandbox itself.
 
 // Socket is an API socket as made: its path in the namespace it was made
@@ -242,12 +246,12 @@ func makeSocket(dir, name, replace string, f *fence, procFD int) (int, Socket, e
 		return -1, Socket{}, fmt.Errorf("api socket %q: enter its folder: %w", path, err)
 	}
 	// This thread's umask alone (ownThread): the socket is 0600 from the
-	// start, or 0660 in a setgid folder, whose new files are its group's
+	// start, or 0660 in a shared folder, whose new files are its group's
 	// (the kernel gives the socket that group): a folder shared with a
 	// group on purpose shares the socket with it.
 	mask := 0o177
 	var dst unix.Stat_t
-	if err := unix.Fstat(dfd, &dst); err == nil && dst.Mode&unix.S_ISGID != 0 {
+	if err := unix.Fstat(dfd, &dst); err == nil && sharedFolder(&dst) {
 		mask = 0o117
 	}
 	unix.Umask(mask)
@@ -279,6 +283,15 @@ func makeSocket(dir, name, replace string, f *fence, procFD int) (int, Socket, e
 		return -1, Socket{}, fmt.Errorf("api socket %q: listen: %w", path, err)
 	}
 	return fd, s, nil
+}
+
+// sharedFolder reports whether a folder is shared with a group on
+// purpose: root's, setgid, of a group other than root's, mode exactly
+// 02750 (no one else may enter it, and only root may make files in it).
+// Any other setgid folder is not: its group may be one of many users
+// (staff), or others may write in it.
+func sharedFolder(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o7777 == 0o2750 && st.Uid == 0 && st.Gid != 0
 }
 
 // removeSocket removes s if its path still names that very socket, from a

@@ -326,24 +326,39 @@ func TestSocketLongPath(t *testing.T) {
 	if err := unix.Lstat(path, &st); err != nil || st.Mode&0o7777 != 0o600 || st.Uid != 0 {
 		t.Fatalf("socket mode %o owner %d, %v; want 0600 of root", st.Mode, st.Uid, err)
 	}
-	// In a setgid folder the socket is its group's too.
-	shared := filepath.Join(t.TempDir(), "shared")
-	if err := os.Mkdir(shared, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(shared, 0, 4242); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Chmod(shared, 0o2750); err != nil {
-		t.Fatal(err)
-	}
-	gl, _, err := m.Listen(0, "", filepath.Join(shared, "api.sock"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gl.Close()
-	if err := unix.Lstat(filepath.Join(shared, "api.sock"), &st); err != nil || st.Mode&0o7777 != 0o660 || st.Uid != 0 || st.Gid != 4242 {
-		t.Fatalf("socket in a setgid folder: mode %o owner %d:%d, %v; want 0660 of root:4242", st.Mode, st.Uid, st.Gid, err)
+	// In a folder shared with a group (root's, 02750, of another group)
+	// the socket is its group's too; in any other setgid folder, 0600.
+	for _, c := range []struct {
+		name     string
+		uid, gid int
+		mode     uint32
+		want     uint32
+	}{
+		{"shared: root's, 02750", 0, 4242, 0o2750, 0o660},
+		{"setgid, 02775 (as /var/local)", 0, 4242, 0o2775, 0o600},
+		{"setgid, 02770", 0, 4242, 0o2770, 0o600},
+		{"setgid, 02750 of another owner", 1000, 4242, 0o2750, 0o600},
+		{"setgid, 02750 of root's group", 0, 0, 0o2750, 0o600},
+	} {
+		shared := filepath.Join(t.TempDir(), "shared")
+		if err := os.Mkdir(shared, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(shared, c.uid, c.gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(shared, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		gl, _, err := m.Listen(0, "", filepath.Join(shared, "api.sock"), "")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		err = unix.Lstat(filepath.Join(shared, "api.sock"), &st)
+		gl.Close()
+		if err != nil || st.Mode&0o7777 != c.want || st.Uid != 0 || int(st.Gid) != c.gid {
+			t.Fatalf("socket in a folder %s: mode %o owner %d:%d, %v; want %o of root:%d", c.name, st.Mode&0o7777, st.Uid, st.Gid, err, c.want, c.gid)
+		}
 	}
 	// The process's own umask is untouched.
 	old := unix.Umask(0o022)

@@ -130,6 +130,14 @@ func parseVolume(ctx map[string]string) (volume, error) {
 			return v, fmt.Errorf("volume attribute %q is not one of user, skills, all, preload, key, kind, %s", k, AttrSocketGroup)
 		}
 	}
+	if v.key != "" {
+		if v.podUID == "" {
+			return v, fmt.Errorf("volume attribute key needs the pod's uid (%s): a key names one of a pod's skills volumes, and the CSIDriver object must set podInfoOnMount: true", AttrPodUID)
+		}
+		if err := skills.CheckSessionKey(v.sessionKey("")); err != nil {
+			return v, fmt.Errorf("volume attribute key with pod uid %q: %w", clip(v.podUID), err)
+		}
+	}
 	if v.kind == KindSkills {
 		if v.user == "" {
 			return v, fmt.Errorf("volume attribute user is required (the skillfs user whose session the pod reads)")
@@ -177,19 +185,20 @@ func parseList(attr, s string) ([]string, error) {
 }
 
 // sessionKey is the client key of the session a volume opens: its volume
-// id's, or the key given (shared by every volume that gives it, for the
-// same user). Keys of the plugin's own never meet a key an operator or
-// another client chose.
+// id's, or the key given, scoped to the pod (shared by the volumes of one
+// pod that give it, never by another pod's: the pod's uid is part of it).
+// Keys of the plugin's own never meet a key an operator or another client
+// chose.
 func (v volume) sessionKey(volumeID string) string {
 	if v.key != "" {
-		return "csi:key:" + v.key
+		return "csi:key:" + v.podUID + "/" + v.key
 	}
 	return "csi:vol:" + volumeID
 }
 
-// request is a digest of what the session is asked to be: a volume that
-// shares a key with an open session must ask for the same, or it would
-// read what its own policy does not allow.
+// request is a digest of what the session is asked to be: a volume of the
+// pod that shares a key with an open session must ask for the same, or it
+// would read what its own claim did not ask for.
 func (v volume) request() string {
 	s, p := slices.Sorted(slices.Values(v.skills)), slices.Sorted(slices.Values(v.preload))
 	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%t\x00%t\x00%s\x00%s", v.user, v.all, v.skills == nil, strings.Join(s, ","), strings.Join(p, ",")))

@@ -12,7 +12,7 @@ func TestParseVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.kind != KindSkills || v.user != "alice" || strings.Join(v.skills, ",") != "pdf,docx" || v.key != "thread-1" || v.sessionKey("vol") != "csi:key:thread-1" {
+	if v.kind != KindSkills || v.user != "alice" || strings.Join(v.skills, ",") != "pdf,docx" || v.key != "thread-1" || v.sessionKey("vol") != "csi:key:u/thread-1" {
 		t.Fatalf("parsed %+v", v)
 	}
 	if v, _ := parseVolume(map[string]string{AttrUser: "alice"}); v.sessionKey("vol-1") != "csi:vol:vol-1" || v.skills != nil {
@@ -40,7 +40,9 @@ func TestParseVolume(t *testing.T) {
 		"want a group id":        {AttrKind: KindAPI, AttrSocketGroup: "-1"},
 		"(0 to 2147483647)":      {AttrKind: KindAPI, AttrSocketGroup: "2147483648"},
 		"not one of":             {AttrUser: "a", "Skills": "pdf"},
-		"session key":            {AttrUser: "a", AttrKey: "has space"},
+		"session key":            {AttrUser: "a", AttrKey: "has space", AttrPodUID: "u"},
+		"needs the pod's uid":    {AttrUser: "a", AttrKey: "k"},
+		"with pod uid":           {AttrUser: "a", AttrKey: "k", AttrPodUID: strings.Repeat("u", 300)},
 	} {
 		if _, err := parseVolume(want); err == nil || !strings.Contains(err.Error(), attrs) {
 			t.Errorf("%v: %v, want an error saying %q", want, err, attrs)

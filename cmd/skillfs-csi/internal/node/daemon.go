@@ -21,33 +21,52 @@ type daemon struct {
 // api.MaxSessionPage).
 const maxPages = 100
 
-// sessions lists the open sessions carrying every label of labels (and the
-// client key, when not ""), with their binds.
-func (d daemon) sessions(ctx context.Context, key string, labels map[string]string) ([]api.SessionInfo, error) {
+// sessions lists the open top-level sessions of q (its host, client key
+// and labels, when given), with their binds. Sub-agent
+// sessions are left out: the plugin opens none, and a pod's session
+// credential makes them with labels of its choosing (the daemon refuses
+// the plugin's prefixes there; this holds without it too).
+func (d daemon) sessions(ctx context.Context, q api.SessionQuery) ([]api.SessionInfo, error) {
 	var all []api.SessionInfo
 	after := ""
 	for range maxPages {
-		q := url.Values{"limit": {strconv.Itoa(api.MaxSessionPage)}}
-		if key != "" {
-			q.Set("key", key)
+		v := url.Values{"limit": {strconv.Itoa(api.MaxSessionPage)}}
+		for k, val := range map[string]string{"host": q.Host, "key": q.Key, "after": after} {
+			if val != "" {
+				v.Set(k, val)
+			}
 		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		for k, v := range labels {
-			q.Add("label", k+"="+v)
+		for k, val := range q.Labels {
+			v.Add("label", k+"="+val)
 		}
 		var page []api.SessionInfo
-		if _, err := d.c.Call(ctx, http.MethodGet, "/v1/sessions?"+q.Encode(), nil, &page); err != nil {
+		if _, err := d.c.Call(ctx, http.MethodGet, "/v1/sessions?"+v.Encode(), nil, &page); err != nil {
 			return nil, err
 		}
-		all = append(all, page...)
+		for _, s := range page {
+			if s.Parent == "" {
+				all = append(all, s)
+			}
+		}
 		if len(page) < api.MaxSessionPage {
 			return all, nil
 		}
 		after = page[len(page)-1].ID
 	}
-	return nil, fmt.Errorf("more than %d sessions carry labels %v: %w", maxPages*api.MaxSessionPage, labels, skills.ErrLimit)
+	return nil, fmt.Errorf("more than %d sessions carry labels %v: %w", maxPages*api.MaxSessionPage, q.Labels, skills.ErrLimit)
+}
+
+// host is the id of the daemon's host (the one serving the sessions it
+// binds).
+func (d daemon) host(ctx context.Context) (string, error) {
+	var st api.Status
+	if _, err := d.c.Call(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
+		return "", err
+	}
+	if st.Host == "" {
+		return "", fmt.Errorf("GET /v1/status names no host: %w", skills.ErrUnavailable)
+	}
+	return st.Host, nil
 }
 
 func (d daemon) session(ctx context.Context, id string) (*api.SessionInfo, error) {

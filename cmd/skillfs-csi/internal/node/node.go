@@ -27,23 +27,33 @@
 //     write fails in the pod with EROFS. fs_type and mount flags are not
 //     used.
 //   - Publish is idempotent by volume id: the session's client key is
-//     "csi:vol:"+volume id (or "csi:key:"+key when the attribute key is
-//     given, shared by every volume of the same user that gives it), so a
+//     "csi:vol:"+volume id (or "csi:key:"+pod uid+"/"+key when the
+//     attribute key is given: a key is the pod's own, shared by the volumes
+//     of that pod that give it and never by another pod's, in any namespace
+//     or on any node; a key without the pod's uid is InvalidArgument), so a
 //     repeat finds the session the first call opened, in this process or
 //     before a restart; a repeat at the same target is OK. The same volume
 //     at another target is bound there too (a read-only view may be in
 //     many places). A target taken by another session, or already a mount
 //     point of something else, is AlreadyExists with the daemon's words.
-//     A keyed session opened by a volume asking for other skills (or
-//     another user's) is AlreadyExists: sharing it would give a pod what
-//     its own claim did not ask for and the policy may not allow.
+//     A keyed session opened by a volume of the pod asking for other
+//     skills (or another user's) is AlreadyExists: sharing it would give a
+//     volume what its own claim did not ask for.
 //   - Unpublish finds what is bound at the target among the plugin's
-//     sessions (those carrying its driver label), removes the bind, closes
+//     sessions on this daemon's host (those carrying its driver label:
+//     the volume's own first, then the pod's, by the uid in the kubelet's
+//     target path, and every one of the driver's only for a path naming no
+//     pod), removes the bind, closes
 //     the session when no bind of it remains (a keyed session shared by
 //     other volumes stays until the last one goes), closes sessions of the
 //     volume left without a bind (a publish that failed half way), and
 //     removes the target folder. Nothing bound there, an unknown volume, a
 //     missing target: OK.
+//   - A target is compared with the daemon's binds in two forms: as the
+//     kubelet gave it, and with the symlinks of its parent resolved (the
+//     daemon records a bind resolved: a kubelet root behind a symlink).
+//     The target itself is never resolved: it may be a bind of the FUSE
+//     mount, and a stat of it would wait on the daemon.
 //   - Calls on one volume id are serialised in the process; the plugin
 //     keeps no state of its own: everything it needs is in the daemon (the
 //     session's key, labels and binds), so a restart between publish and
@@ -63,8 +73,8 @@
 //     k8s.pod-uid, k8s.service-account) and the volume (csi.driver,
 //     csi.volume, csi.request): `skillfs session list --label k8s.pod=NAME`.
 //   - kind=api: the session of the same pod's skills volume (found by the
-//     pod's uid label, or by key and a bind in the same pod's volumes
-//     folder when key is given) is bound again at target/skills with its
+//     pod's uid label, and by the pod's key when key is given) is bound
+//     again at target/skills with its
 //     API socket at target/skillfs.sock; Unavailable until that volume is
 //     published, FailedPrecondition when the pod has several and no key
 //     says which. The socket is the session's credential: who connects
@@ -76,7 +86,12 @@
 //     pod's fsGroup (the request's volume_mount_group: the kubelet sends
 //     it, because of VOLUME_MOUNT_GROUP, whenever the pod has one, whatever
 //     the CSIDriver object's fsGroupPolicy). Without either the socket is
-//     root's, 0600: only a container running as root connects.
+//     root's, 0600: only a container running as root connects; so it is
+//     with group 0 (root's group is no group shared on purpose: the daemon
+//     makes a socket 0660 only in a folder of root's, 02750, of another
+//     group). The folder is changed through a descriptor of it, never
+//     through a symlink, and checked after: a setgid bit the kernel
+//     dropped (the plugin without CAP_FSETID) is Internal, saying so.
 //     socketGroup is there for a pod that gives its containers a group
 //     (runAsGroup, supplementalGroups) but no fsGroup, so that none of them
 //     has to run as root to use the socket. Any group id is taken, and the
@@ -244,24 +259,29 @@ func (d *Driver) publishSkills(ctx context.Context, id, target string, v volume)
 		req.Skills = []string{}
 	}
 	info, err := dm.create(ctx, req)
+	if errors.Is(err, skills.ErrNotFound) {
+		// NotFound is for a missing volume: an unknown user (or skills it
+		// may read none of) is the attributes' fault.
+		return status.Errorf(codes.InvalidArgument, "volume %s: volume attribute user %q (or skills): %v", id, v.user, err)
+	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: open a session of user %q", id, v.user), err, d.Socket)
 	}
-	if info.Existing && (info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
+	if info.Existing && (info.Parent != "" || info.Labels[LabelDriver] != d.Name || info.Labels[LabelRequest] != v.request()) {
 		return status.Errorf(codes.AlreadyExists, "volume %s: key %q is that of open session %s, which a volume asking for other skills opened; give this volume a key of its own", id, v.key, info.ID)
 	}
-	return d.bindAt(ctx, info, id, skills.Bind{Target: target}, nil)
+	return d.bindAt(ctx, info, id, skills.Bind{Target: target}, placeOf(target), nil)
 }
 
 // bindAt binds session info at b (target, API socket), unless it is
-// bound there already; a session this call opened is closed again when the
+// bound there already (at: the target's place); a session this call opened is closed again when the
 // bind fails and it has no other. The bind is made under the session's
 // lock, the one a close is decided under (see closeIfUnbound): a session
 // closed meanwhile is not bound again but answered Unavailable, so that
 // the kubelet's retry sees what is there. With fresh, the session is read
 // again under the lock and must still pass it (info is from an earlier
 // listing).
-func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind, fresh func(*api.SessionInfo) error) error {
+func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b skills.Bind, at place, fresh func(*api.SessionInfo) error) error {
 	defer d.sessionLocks.lock(info.ID)()
 	dm := d.daemon()
 	if fresh != nil {
@@ -278,7 +298,7 @@ func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b
 		now.Existing = info.Existing
 		info = now
 	}
-	if boundAt(info, b.Target) {
+	if bound(info.Binds, at) {
 		return nil
 	}
 	if _, err := dm.bind(ctx, info.ID, b); err != nil {
@@ -286,7 +306,7 @@ func (d *Driver) bindAt(ctx context.Context, info *api.SessionInfo, id string, b
 		switch {
 		case errors.Is(serr, skills.ErrNotFound):
 			return closedMeanwhile(id, info.ID)
-		case serr == nil && boundAt(now, b.Target):
+		case serr == nil && bound(now.Binds, at):
 			// Another caller (a second plugin process during an update)
 			// bound it there meanwhile: then it is published.
 			return nil
@@ -329,21 +349,6 @@ func (d *Driver) closeUnbound(ctx context.Context, id string) (bool, error) {
 	return true, dm.close(ctx, id)
 }
 
-// boundAt reports whether session info is bound at target in the daemon's
-// namespace (as given, or as resolved).
-func boundAt(info *api.SessionInfo, target string) bool {
-	want := []string{filepath.Clean(target)}
-	if r, err := filepath.EvalSymlinks(target); err == nil {
-		want = append(want, r)
-	}
-	for _, b := range info.Binds {
-		if b.PID == 0 && (b.Target == want[0] || len(want) > 1 && b.Target == want[1]) {
-			return true
-		}
-	}
-	return false
-}
-
 func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v volume) error {
 	if v.podUID == "" {
 		return status.Errorf(codes.InvalidArgument, "volume %s: kind=api needs the pod's uid (%s): the CSIDriver object must set podInfoOnMount: true", id, AttrPodUID)
@@ -360,17 +365,20 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	var list []api.SessionInfo
 	var err error
 	if v.key != "" {
-		list, err = dm.sessions(ctx, v.sessionKey(""), map[string]string{LabelDriver: d.Name})
+		list, err = dm.sessions(ctx, api.SessionQuery{Key: v.sessionKey(""), Labels: map[string]string{LabelDriver: d.Name}})
 	} else {
-		list, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelPodUID: v.podUID})
+		list, err = dm.sessions(ctx, api.SessionQuery{Labels: map[string]string{LabelDriver: d.Name, LabelPodUID: v.podUID}})
 	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: find the session of pod %s/%s", id, v.namespace, v.pod), err, d.Socket)
 	}
-	podDir := filepath.Dir(filepath.Dir(filepath.Clean(target)))
+	at := placeOf(target)
+	view, podDir := at.join(ViewDir), at.up(2)
 	var found []api.SessionInfo
 	for _, s := range list {
-		if s.Labels[LabelPodUID] == v.podUID && v.key == "" || boundInPod(s.Binds, podDir) {
+		// The key is the pod's own (its uid is in it): it only picks which
+		// of the pod's skills volumes this one serves.
+		if s.Labels[LabelPodUID] == v.podUID {
 			found = append(found, s)
 		}
 	}
@@ -386,14 +394,14 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 	}
 	s := found[0]
 	s.Existing = true // never close the pod's session here
-	if gid >= 0 && !boundAt(&s, filepath.Join(target, ViewDir)) {
+	if gid >= 0 && !bound(s.Binds, view) {
 		if err := shareFolder(target, gid); err != nil {
 			return status.Errorf(codes.Internal, "volume %s: %v", id, err)
 		}
 	}
 	// The skills volume must still be there when the bind is made: one
 	// unpublished meanwhile may have closed the session, or is about to.
-	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)},
+	return d.bindAt(ctx, &s, id, skills.Bind{Target: filepath.Join(target, ViewDir), APISocket: filepath.Join(target, SocketName)}, view,
 		func(now *api.SessionInfo) error {
 			if !boundInPod(now.Binds, podDir) {
 				return status.Errorf(codes.Unavailable, "volume %s: session %s of pod %s/%s is bound at no skills volume of the pod (not published yet, or being unpublished)", id, s.ID, v.namespace, v.pod)
@@ -406,36 +414,43 @@ func (d *Driver) publishAPI(ctx context.Context, id, target, group string, v vol
 // daemon then makes the API socket in it 0660 and the group's, so that
 // the pod's processes (of its fsGroup) may connect, whatever their user.
 // Made anew at every start of the daemon, the socket stays the folder's
-// group's.
+// group's. The folder is changed through a descriptor of it (never
+// following a symlink), and checked after: without CAP_FSETID the kernel
+// drops the setgid bit of a folder whose group the caller is not in.
 func shareFolder(target string, gid int) error {
 	if err := unix.Mkdir(target, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("make the target folder %s: %w", target, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(target, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("target %s is not a folder (%v)", target, err)
+	fd, err := unix.Open(target, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("target %s is not a folder: %w", target, err)
 	}
+	defer unix.Close(fd)
 	if mounted, err := isMountPoint(target); err != nil || mounted {
 		return fmt.Errorf("target %s is a mount point (or cannot be told apart from one: %v)", target, err)
 	}
-	if err := unix.Fchownat(unix.AT_FDCWD, target, 0, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fchown(fd, 0, gid); err != nil {
 		return fmt.Errorf("give the target folder %s to group %d: %w", target, gid, err)
 	}
-	if err := unix.Fchmodat(unix.AT_FDCWD, target, 0o2750, 0); err != nil {
+	if err := unix.Fchmod(fd, 0o2750); err != nil {
 		return fmt.Errorf("make the target folder %s setgid: %w", target, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("target folder %s: %w", target, err)
+	}
+	if st.Mode&0o7777 != 0o2750 || st.Uid != 0 || int(st.Gid) != gid {
+		return fmt.Errorf("target folder %s is mode %04o of %d:%d, not 02750 of 0:%d: the setgid bit was not kept: the plugin needs CAP_FSETID", target, st.Mode&0o7777, st.Uid, st.Gid, gid)
 	}
 	return nil
 }
 
 // boundInPod reports whether a bind of binds is a volume of
 // the pod whose volumes folder is dir (kubelet: <pod>/volumes/<plugin>/<volume>/mount).
-func boundInPod(binds []skills.Bind, dir string) bool {
-	for _, b := range binds {
-		if b.PID == 0 && filepath.Dir(filepath.Dir(b.Target)) == dir {
-			return true
-		}
-	}
-	return false
+func boundInPod(binds []skills.Bind, dir place) bool {
+	return slices.ContainsFunc(binds, func(b skills.Bind) bool {
+		return b.PID == 0 && dir.is(filepath.Dir(filepath.Dir(b.Target)))
+	})
 }
 
 // NodeUnpublishVolume removes what the volume put at the target (see the
@@ -449,7 +464,7 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	log := d.Log.With("volume", id, "target", target)
-	if err := d.unpublish(ctx, id, filepath.Clean(target)); err != nil {
+	if err := d.unpublish(ctx, id, filepath.Clean(target), placeOf(target)); err != nil {
 		log.Warn("unpublish failed", "err", err)
 		return nil, err
 	}
@@ -457,17 +472,27 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
-func (d *Driver) unpublish(ctx context.Context, id, target string) error {
+func (d *Driver) unpublish(ctx context.Context, id, target string, at place) error {
 	dm := d.daemon()
-	view := filepath.Join(target, ViewDir)
-	// The sessions the volume opened first; all of the driver's only when
-	// none of those is bound at the target (a keyed session another volume
-	// opened, a kind=api volume's session).
-	list, err := dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name, LabelVolume: id})
-	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return boundHere(s.Binds, target, view) }) {
-		var all []api.SessionInfo
-		all, err = dm.sessions(ctx, "", map[string]string{LabelDriver: d.Name})
-		list = append(list, all...)
+	view, atView := filepath.Join(target, ViewDir), at.join(ViewDir)
+	// This daemon's sessions the volume opened first; when none of those
+	// is bound at the target (a keyed session another volume of the pod
+	// opened, a kind=api volume's session), the pod's (by the uid in the
+	// kubelet's target path), and all of the driver's only when the path
+	// names no pod.
+	host, err := dm.host(ctx)
+	if err != nil {
+		return grpcError(fmt.Sprintf("volume %s: ask the daemon its host", id), err, d.Socket)
+	}
+	list, err := dm.sessions(ctx, api.SessionQuery{Host: host, Labels: map[string]string{LabelDriver: d.Name, LabelVolume: id}})
+	if err == nil && !slices.ContainsFunc(list, func(s api.SessionInfo) bool { return bound(s.Binds, at, atView) }) {
+		labels := map[string]string{LabelDriver: d.Name}
+		if uid, ok := podUIDOf(target); ok {
+			labels[LabelPodUID] = uid
+		}
+		var more []api.SessionInfo
+		more, err = dm.sessions(ctx, api.SessionQuery{Host: host, Labels: labels})
+		list = append(list, more...)
 	}
 	if err != nil {
 		return grpcError(fmt.Sprintf("volume %s: list the driver's sessions", id), err, d.Socket)
@@ -480,7 +505,7 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 		done[s.ID] = true
 		removed := false
 		for _, b := range s.Binds {
-			if !boundHere([]skills.Bind{b}, target, view) {
+			if !bound([]skills.Bind{b}, at, atView) {
 				continue
 			}
 			if err := dm.unbind(ctx, s.ID, b.Target); err != nil {
@@ -503,12 +528,6 @@ func (d *Driver) unpublish(ctx context.Context, id, target string) error {
 		}
 	}
 	return removeTarget(id, target, view)
-}
-
-// boundHere reports whether a bind of binds (in the daemon's namespace)
-// is at target or view.
-func boundHere(binds []skills.Bind, target, view string) bool {
-	return slices.ContainsFunc(binds, func(b skills.Bind) bool { return b.PID == 0 && (b.Target == target || b.Target == view) })
 }
 
 // removeTarget removes the target folder, and the view's folder in it (a

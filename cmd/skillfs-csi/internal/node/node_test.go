@@ -47,7 +47,7 @@ func isMount(t testing.TB, path string) bool {
 // driverSessions are the open sessions carrying the driver's label.
 func (n *testNode) driverSessions() []api.SessionInfo {
 	n.t.Helper()
-	list, err := n.driver.daemon().sessions(context.Background(), "", map[string]string{LabelDriver: n.driver.Name})
+	list, err := n.driver.daemon().sessions(context.Background(), api.SessionQuery{Labels: map[string]string{LabelDriver: n.driver.Name}})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -204,16 +204,7 @@ func TestAPIVolume(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("sessions: %+v", list)
 	}
-	// Through the folder's descriptor: the path may be longer than a
-	// socket address holds (the pod sees it at a short one).
-	dfd, err := os.Open(apiTarget)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dfd.Close()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dfd.Fd(), SocketName))
-	}}}
+	hc := apiClient(t, apiTarget)
 	resp, err := hc.Get("http://skillfs/v1/whoami")
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +227,99 @@ func TestAPIVolume(t *testing.T) {
 	}
 	if m, _ := mountsBelow(root); len(m) > 0 || len(n.driverSessions()) != 0 {
 		t.Fatalf("left: mounts %v, sessions %+v", m, n.driverSessions())
+	}
+}
+
+// apiClient is an HTTP client of the API socket in kind=api volume
+// target, dialled through the folder's descriptor: the path may be longer
+// than a socket address holds (the pod sees it at a short one).
+func apiClient(t testing.TB, target string) *http.Client {
+	t.Helper()
+	dfd, err := os.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dfd.Fd(), SocketName))
+	}}}
+	t.Cleanup(func() { hc.CloseIdleConnections(); dfd.Close() })
+	return hc
+}
+
+// TestForgedLabels: a pod's session credential may not give a sub-agent
+// session the plugin's labels, and a sub-agent session carrying them
+// anyway (an operator's) is none of the plugin's: another pod's api volume
+// does not find it, and unpublish leaves it to its parent.
+func TestForgedLabels(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root := t.TempDir()
+	skillsA, apiA := n.publishPod(ctx, root, "uid-a", true)
+	hc := apiClient(t, apiA)
+	for _, label := range []string{LabelDriver, LabelPodUID} {
+		body := fmt.Sprintf(`{"labels":{%q:"uid-b"}}`, label)
+		resp, err := hc.Post("http://skillfs/v1/sessions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(e.Error, label) {
+			t.Fatalf("a child with label %s made by the pod's session: %d %q, want 403 naming it", label, resp.StatusCode, e.Error)
+		}
+	}
+	parent := n.driverSessions()[0].ID
+	child, err := n.driver.daemon().create(ctx, api.CreateRequest{User: "alice", Parent: parent,
+		Labels: map[string]string{LabelDriver: n.driver.Name, LabelPodUID: "uid-b", LabelVolume: "vol-a-uid-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := n.driverSessions(); len(list) != 1 || list[0].ID != parent {
+		t.Fatalf("the plugin's sessions: %+v, want pod a's alone (not sub-agent %s)", list, child.ID)
+	}
+	_, err = n.node().NodePublishVolume(ctx, publishReq("vol-a-uid-b", podTarget(root, "uid-b", "api"), podContext("agents", "pod-uid-b", "uid-b", "runner", map[string]string{AttrKind: KindAPI})))
+	if codeOf(err) != codes.Unavailable {
+		t.Fatalf("pod b's api volume with a sub-agent labelled as its: %v, want Unavailable (no skills volume of pod b)", err)
+	}
+	for _, u := range []struct{ id, target string }{{"vol-a-uid-a", apiA}, {"vol-s-uid-a", skillsA}} {
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: u.id, TargetPath: u.target}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, _ := mountsBelow(root); len(m) > 0 || len(n.driverSessions()) != 0 {
+		t.Fatalf("left: mounts %v, sessions %+v", m, n.driverSessions())
+	}
+}
+
+// TestSymlinkedPodsFolder: with the kubelet's pods folder behind a
+// symlink (the daemon records binds at resolved paths), the api volume
+// finds the pod's session, and unpublish removes both binds and closes it.
+func TestSymlinkedPodsFolder(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxOf(t)
+	root, real := t.TempDir(), t.TempDir()
+	if err := os.Symlink(real, filepath.Join(root, "pods")); err != nil {
+		t.Fatal(err)
+	}
+	skillsTarget, apiTarget := n.publishPod(ctx, root, "uid-l", true)
+	resolved := func(p string) string { return filepath.Join(real, strings.TrimPrefix(p, filepath.Join(root, "pods"))) }
+	list := n.driverSessions()
+	if len(list) != 1 || !bound(list[0].Binds, place{resolved(skillsTarget)}) || !bound(list[0].Binds, place{resolved(filepath.Join(apiTarget, ViewDir))}) {
+		t.Fatalf("sessions: %+v, want one bound at both volumes' resolved paths", list)
+	}
+	if got, err := os.ReadFile(filepath.Join(apiTarget, ViewDir, testSkill, "references", "data.txt")); err != nil || string(got) != testFileBody {
+		t.Fatalf("read in the api volume: %q, %v", got, err)
+	}
+	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-a-uid-l", TargetPath: apiTarget}); err != nil {
+		t.Fatal(err)
+	}
+	n.unpublishClean(ctx, "vol-s-uid-l", skillsTarget, "behind a symlink")
+	if m, _ := mountsBelow(real); len(m) > 0 {
+		t.Fatalf("left mounts %v", m)
+	}
+	if _, err := os.Stat(apiTarget); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the api volume's target after unpublish: %v", err)
 	}
 }
 
@@ -271,35 +355,65 @@ func TestKeyedVolumes(t *testing.T) {
 	ctx := ctxOf(t)
 	root := t.TempDir()
 	attrs := map[string]string{AttrUser: "alice", AttrSkills: testSkill, AttrKey: "thread-7"}
-	t1, t2 := podTarget(root, "uid-1", "skills"), podTarget(root, "uid-2", "skills")
+	pod := func(uid string, attrs map[string]string) map[string]string {
+		return podContext("agents", "pod-"+uid, uid, "runner", attrs)
+	}
+	// Two volumes of pod 1 with one key share a session.
+	t1, t2 := podTarget(root, "uid-1", "skills-a"), podTarget(root, "uid-1", "skills-b")
 	for i, target := range []string{t1, t2} {
-		uid := fmt.Sprint("uid-", i+1)
-		if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-"+uid, target, podContext("agents", "pod-"+uid, uid, "runner", attrs))); err != nil {
+		if _, err := n.node().NodePublishVolume(ctx, publishReq(fmt.Sprint("vol-1-", i), target, pod("uid-1", attrs))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 2 {
-		t.Fatalf("two volumes of one key: %+v, want one session bound twice", list)
+		t.Fatalf("two volumes of one pod and one key: %+v, want one session bound twice", list)
 	}
+	first := n.driverSessions()[0].ID
+	// Another pod giving the same key (same user, same skills) gets a
+	// session of its own, and its api volume that session's socket.
+	t3, a3 := podTarget(root, "uid-2", "skills"), podTarget(root, "uid-2", "api")
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-2", t3, pod("uid-2", attrs))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-2-api", a3, pod("uid-2", map[string]string{AttrKind: KindAPI, AttrKey: "thread-7"}))); err != nil {
+		t.Fatal(err)
+	}
+	list := n.driverSessions()
+	if len(list) != 2 {
+		t.Fatalf("two pods giving one key: %+v, want a session each", list)
+	}
+	for _, s := range list {
+		if s.ID == first {
+			if len(s.Binds) != 2 || s.Labels[LabelPodUID] != "uid-1" {
+				t.Fatalf("pod 1's session after pod 2's publish: %+v", s)
+			}
+			continue
+		}
+		if s.Labels[LabelPodUID] != "uid-2" || len(s.Binds) != 2 || !bound(s.Binds, placeOf(t3)) || !bound(s.Binds, placeOf(a3).join(ViewDir)) {
+			t.Fatalf("pod 2's session: %+v, want bound at its skills and api volumes", s)
+		}
+	}
+	// The key with another request in the same pod: refused.
 	other := map[string]string{AttrUser: "alice", AttrAll: "true", AttrKey: "thread-7"}
-	t3 := podTarget(root, "uid-3", "skills")
-	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-uid-3", t3, podContext("agents", "pod-3", "uid-3", "runner", other)))
+	_, err := n.node().NodePublishVolume(ctx, publishReq("vol-1-x", podTarget(root, "uid-1", "skills-x"), pod("uid-1", other)))
 	if codeOf(err) != codes.AlreadyExists {
 		t.Fatalf("the key with another request: %v, want AlreadyExists", err)
 	}
 	t.Log(err)
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-1", TargetPath: t1}); err != nil {
-		t.Fatal(err)
+	// A key without the pod's uid: refused.
+	noUID := map[string]string{AttrUser: "alice", AttrKey: "thread-7"}
+	if _, err := n.node().NodePublishVolume(ctx, publishReq("vol-nouid", podTarget(root, "uid-0", "skills"), noUID)); codeOf(err) != codes.InvalidArgument {
+		t.Fatalf("a key without the pod's uid: %v, want InvalidArgument", err)
 	}
-	if list := n.driverSessions(); len(list) != 1 || len(list[0].Binds) != 1 {
-		t.Fatalf("after one of two unpublished: %+v, want the session kept for the other", list)
+	for _, u := range []struct{ id, target string }{{"vol-2-api", a3}, {"vol-2", t3}, {"vol-1-0", t1}} {
+		if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: u.id, TargetPath: u.target}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := n.node().NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-uid-2", TargetPath: t2}); err != nil {
-		t.Fatal(err)
+	if list := n.driverSessions(); len(list) != 1 || list[0].ID != first || len(list[0].Binds) != 1 {
+		t.Fatalf("after pod 2 and one of pod 1's volumes unpublished: %+v, want pod 1's session kept for its other volume", list)
 	}
-	if list := n.driverSessions(); len(list) != 0 {
-		t.Fatalf("after both unpublished: %+v", list)
-	}
+	n.unpublishClean(ctx, "vol-1-1", t2, "the last keyed volume")
 }
 
 func TestTargetTaken(t *testing.T) {

@@ -2,9 +2,12 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"skillfs/cmd/skillfs/api"
 	"skillfs/cmd/skillfs/internal/catalog"
@@ -95,9 +98,16 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	reply(w, info, err)
 }
 
+// reservedLabelPrefixes are the label keys a session's credential may not
+// put on a sub-agent session: those the CSI node plugin marks its own
+// sessions and their pods with, so that a pod cannot make a session pass
+// for the plugin's (or another pod's).
+var reservedLabelPrefixes = []string{"csi.", "k8s."}
+
 // childOfCaller makes a create by a session's credential a sub-agent of
 // that session: a request naming another parent is answered as if that
-// session did not exist.
+// session did not exist; one giving a label of a reserved prefix is
+// refused.
 func childOfCaller(r *http.Request, req *api.CreateRequest) error {
 	p, ok := PrincipalOf(r.Context())
 	if !ok || p.Role != RoleSession {
@@ -105,6 +115,13 @@ func childOfCaller(r *http.Request, req *api.CreateRequest) error {
 	}
 	if req.Parent != "" && req.Parent != p.Session {
 		return fmt.Errorf("session %q: %w", req.Parent, skills.ErrNotFound)
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
+		for _, pre := range reservedLabelPrefixes {
+			if strings.HasPrefix(k, pre) {
+				return fmt.Errorf("label %q: keys starting with %q are reserved (the CSI node plugin's); a session's credential may not give them: %w", k, pre, skills.ErrPermission)
+			}
+		}
 	}
 	req.Parent = p.Session
 	return nil

@@ -86,7 +86,9 @@ func TestListSessionsNarrowed(t *testing.T) {
 
 // TestSessionCallerCreatesItsChild: with a session's credential, a create
 // is of a sub-agent of the caller's session; naming another parent is
-// answered as a missing session; the operator names any parent.
+// answered as a missing session; a label of the CSI plugin's prefixes
+// (csi., k8s.) is refused with 403; the operator names any parent and
+// gives any label.
 func TestSessionCallerCreatesItsChild(t *testing.T) {
 	f := &askedSessions{}
 	a := New(Config{Sessions: f})
@@ -97,13 +99,17 @@ func TestSessionCallerCreatesItsChild(t *testing.T) {
 		client *apitest.Checked
 		body   string
 		code   int
-		parent string
+		parent string // the parent asked for; on a refusal, what the answer names
 	}{
 		{"implied", sess, `{"skills":["a"]}`, http.StatusOK, "p1"},
 		{"named, its own", sess, `{"parent":"p1"}`, http.StatusOK, "p1"},
-		{"named, another", sess, `{"parent":"p2"}`, http.StatusNotFound, ""},
+		{"named, another", sess, `{"parent":"p2"}`, http.StatusNotFound, `"p2"`},
+		{"the plugin's label", sess, `{"labels":{"team":"x","csi.driver":"csi.skillfs"}}`, http.StatusForbidden, `"csi.driver"`},
+		{"a pod's label", sess, `{"labels":{"k8s.pod-uid":"u"}}`, http.StatusForbidden, `"k8s.pod-uid"`},
+		{"labels of its own", sess, `{"labels":{"team":"x","csix":"y"}}`, http.StatusOK, "p1"},
 		{"operator, a top-level session", op, `{"user":"alice"}`, http.StatusOK, ""},
 		{"operator, any parent", op, `{"parent":"p2"}`, http.StatusOK, "p2"},
+		{"operator, the plugin's labels", op, `{"user":"alice","labels":{"csi.driver":"csi.skillfs"}}`, http.StatusOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.creates = nil
@@ -116,7 +122,7 @@ func TestSessionCallerCreatesItsChild(t *testing.T) {
 					t.Errorf("the refused create reached the daemon: %+v", f.creates)
 				}
 				var e api.Error
-				if json.Unmarshal(body, &e); !strings.Contains(e.Error, `"p2"`) {
+				if json.Unmarshal(body, &e); !strings.Contains(e.Error, tc.parent) {
 					t.Errorf("answer %s", body)
 				}
 				return
