@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -22,10 +23,16 @@ import (
 // view is revoked. RestoreDone answers the rest as removed sessions.
 //
 // How many lookups of a resumed owner's nodes the kernel holds is not
-// known (the dead server counted them): such an owner counts as held for
-// the server's life, with every entry of its tree possibly handed, so a
-// revocation makes the kernel drop all of it, and it never leaves the node
-// table. What that costs is bounded by the owners alive at the crash.
+// known (the dead server counted them), but which nodes it may hold is:
+// the journal records each as the kernel is first given it and as it
+// forgets it. Each such node counts as held until the kernel forgets it:
+// it sends a node's whole count when it evicts it, so one FORGET releases
+// it. A revocation makes the kernel drop those nodes, and an owner no
+// longer served leaves the node table (and the journal) once the kernel
+// holds none of them. (A FORGET the dead server had read but not yet
+// journaled is lost with it: that node stays held for the connection's
+// life; so does one the kernel forgets while its session is not restored
+// yet.)
 
 // restoreState is what a resumed server waits on.
 type restoreState struct {
@@ -34,6 +41,7 @@ type restoreState struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingSession // by session id
+	seen    map[uint64]map[uint64]bool // the slots of each owner the kernel may hold (journalState)
 }
 
 // pendingSession is a session of the previous server, not set again yet.
@@ -56,7 +64,7 @@ func (s *Server) loadOwners(js journalState) {
 	if s.timeout > 0 {
 		wait = min(wait, s.timeout/2)
 	}
-	r := &restoreState{wait: wait, done: make(chan struct{}), pending: make(map[string]*pendingSession)}
+	r := &restoreState{wait: wait, done: make(chan struct{}), pending: make(map[string]*pendingSession), seen: js.seen}
 	for _, rec := range js.owners {
 		if rec.Op != recSession && rec.Op != recGrant {
 			continue
@@ -75,7 +83,8 @@ func (s *Server) loadOwners(js journalState) {
 	}
 	s.nextID.Store(js.maxID)
 	s.restore = r
-	s.log.Info("resumed node ids", "sessions", len(r.pending), "owners", len(js.owners), "next", js.maxID+1)
+	s.log.Info("resumed node ids", "sessions", len(r.pending), "owners", len(js.owners),
+		"held_nodes", js.held(), "next", js.maxID+1)
 }
 
 // takePending removes and returns the pending session id, if any.
@@ -136,7 +145,7 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 	ss := &session{srv: s, id: p.id, created: time.Now(), view: view, slugs: slugs, grants: make(map[string]*grant)}
 	if p.dir != nil {
 		ss.ino, ss.gen = p.dir.ID<<inoShift, p.dir.Gen
-		ss.kernel.pinned = true
+		ss.kernel.old = maps.Clone(s.restore.seen[p.dir.ID])
 	} else {
 		ss.ino, ss.gen = s.nextID.Add(1)<<inoShift, randomGeneration()
 		s.journalSession(ss)
@@ -145,7 +154,7 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 	for _, rec := range p.grants {
 		g := &grant{id: rec.ID, gen: rec.Gen, session: p.id, lease: &lease{},
 			skill: Skill{Slug: rec.Slug, Dir: rec.Dir, Version: rec.Version}}
-		g.kernel.pinned = true
+		g.kernel.old = maps.Clone(s.restore.seen[rec.ID])
 		sk, inView := view[rec.Slug]
 		switch {
 		case gone || !inView:

@@ -365,7 +365,7 @@ func (s *Server) serveKept(srv *fuse.Server, name string, fd int, resumed bool) 
 	s.fuse = srv
 	s.kept = &keptConn{name: name, fd: fd, served: make(chan struct{}), resumed: resumed}
 	if s.jrnl != nil {
-		s.ids.left = s.jrnl.drop
+		s.ids.left, s.ids.seen = s.jrnl.drop, s.jrnl.node
 	}
 	go func() {
 		srv.Serve()
