@@ -220,7 +220,7 @@ func openJournal(path string, st journalState, next func() uint64, onFail func(e
 // j.mu is held (or j not shared yet).
 func (j *journal) rewrite() error {
 	tmp := j.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	f, err := createTemp(tmp, os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("write node journal: %w", err)
 	}

@@ -133,6 +133,9 @@ type nodeTable struct {
 	// so that what they record is in the order it happened.
 	left func(id uint64)
 	seen func(id, slot uint64, held bool)
+	// pendingForget, if set, is told of a FORGET of a node of an owner
+	// not restored yet (restore.go).
+	pendingForget func(p *pendingSession, nodeid uint64)
 }
 
 func (t *nodeTable) add(id uint64, o owner) {
@@ -205,6 +208,9 @@ func (t *nodeTable) release(nodeid, n uint64, evicted bool) {
 	}
 	r := o.refs()
 	if r == nil {
+		if o.p != nil && evicted && t.pendingForget != nil {
+			t.pendingForget(o.p, nodeid)
+		}
 		return
 	}
 	r.mu.Lock()

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"skillfs/skills"
 )
 
 // Restoring the owners of a resumed connection. The journal names every
@@ -31,8 +34,8 @@ import (
 // longer served leaves the node table (and the journal) once the kernel
 // holds none of them. (A FORGET the dead server had read but not yet
 // journaled is lost with it: that node stays held for the connection's
-// life; so does one the kernel forgets while its session is not restored
-// yet.)
+// life. One the kernel forgets while its session is not restored yet is
+// applied once it is.)
 
 // restoreState is what a resumed server waits on.
 type restoreState struct {
@@ -50,6 +53,23 @@ type pendingSession struct {
 	dir    *journalRec   // its directory; nil if it had left the table
 	grants []journalRec  // its grants in the table
 	ready  chan struct{} // closed once its owners are back in the table
+	// guarded by restoreState.mu:
+	restored bool     // its owners are back in the table
+	forgot   []uint64 // nodes the kernel forgot before
+}
+
+// noteForget keeps a FORGET of a node of pending session p for when its
+// owners are back, or applies it if they are already.
+func (s *Server) noteForget(p *pendingSession, nodeid uint64) {
+	r := s.restore
+	r.mu.Lock()
+	if !p.restored {
+		p.forgot = append(p.forgot, nodeid)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	s.ids.forget(nodeid, 1)
 }
 
 // restoreWaitMax bounds how long a request waits for its session to be set
@@ -83,6 +103,7 @@ func (s *Server) loadOwners(js journalState) {
 	}
 	s.nextID.Store(js.maxID)
 	s.restore = r
+	s.ids.pendingForget = s.noteForget
 	s.log.Info("resumed node ids", "sessions", len(r.pending), "owners", len(js.owners),
 		"held_nodes", js.held(), "next", js.maxID+1)
 }
@@ -156,7 +177,15 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 			skill: Skill{Slug: rec.Slug, Dir: rec.Dir, Version: rec.Version}}
 		g.kernel.old = maps.Clone(s.restore.seen[rec.ID])
 		sk, inView := view[rec.Slug]
+		bad := s.checkGrantDir(rec.Dir)
 		switch {
+		case bad != nil:
+			// Nothing to serve of it: it is gone, as a revoked one.
+			s.log.Warn("a grant of the journal names no version directory: revoked", "session", p.id,
+				"slug", rec.Slug, "err", bad)
+			g.ref = &treeRef{dir: rec.Dir, bad: bad}
+			g.lease.revoked.Store(true)
+			revoked = append(revoked, g)
 		case gone || !inView:
 			g.lease.revoked.Store(true)
 			revoked = append(revoked, g)
@@ -166,7 +195,9 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 		default:
 			retired = append(retired, g)
 		}
-		g.ref = s.trees.acquire(g.skill.Dir)
+		if g.ref == nil {
+			g.ref = s.trees.acquire(g.skill.Dir)
+		}
 		s.ids.add(g.id, owner{g: g})
 	}
 	for _, g := range retired {
@@ -187,6 +218,14 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 		s.mu.Unlock()
 	}
 	s.ids.add(ss.ino>>inoShift, owner{ss: ss})
+	s.restore.mu.Lock()
+	p.restored = true
+	forgot := p.forgot
+	p.forgot = nil
+	s.restore.mu.Unlock()
+	for _, nodeid := range forgot {
+		s.ids.forget(nodeid, 1) // a FORGET releases the node whatever its count
+	}
 	// Requests waiting on these owners go on now; only then may the
 	// kernel be told to drop what it caches (it waits for requests in
 	// flight on the same nodes).
@@ -210,6 +249,16 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 	}
 	s.log.Debug("session restored", "session", p.id, "gone", gone, "grants", len(p.grants),
 		"revoked", len(revoked), "retired", len(retired))
+}
+
+// checkGrantDir checks the version directory of a journal's grant before
+// any tree is walked of it: an absolute clean path, an existing directory.
+func (s *Server) checkGrantDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("version directory %q is not an absolute clean path: %w", dir, skills.ErrInvalid)
+	}
+	_, err := s.VersionDir(dir)
+	return err
 }
 
 // Resumed reports whether Mount took back a connection a keeper held

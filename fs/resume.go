@@ -154,7 +154,7 @@ func (s *Server) mountKept(mo *fuse.MountOptions) error {
 	if o.StateDir == "" {
 		return errors.New("a keeper needs a state directory (Options.StateDir)")
 	}
-	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+	if err := checkPrivateDir(o.StateDir); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	name := keeperName(s.mnt)

@@ -1,11 +1,13 @@
 package fs
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,4 +113,42 @@ func dropCaches(t *testing.T) {
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
 		t.Fatalf("drop caches: %v", err)
 	}
+}
+
+// TestResumeBadGrantDir: a grant of the journal whose version directory is
+// not an absolute clean path of a directory is revoked at once, no tree
+// walked of it; the skill is served anew from the view.
+func TestResumeBadGrantDir(t *testing.T) {
+	st := newStore(t)
+	s := newServers(t, map[string]View{"s1": {st.alpha1, st.beta1}})
+	s.start()
+	want, err := os.ReadFile(filepath.Join(s.cfg.Mnt, "s1/beta/notes.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.kill()
+	path := filepath.Join(s.cfg.StateDir, journalName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(st.beta1.Dir)
+	bad, _ := json.Marshal(st.beta1.Dir + "/../" + filepath.Base(st.beta1.Dir))
+	if !bytes.Contains(b, old) {
+		t.Fatalf("the journal does not name %s:\n%s", old, b)
+	}
+	if err := os.WriteFile(path, bytes.ReplaceAll(b, old, bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := s.start()
+	if !c.resumed {
+		t.Fatal("not resumed")
+	}
+	if got, err := os.ReadFile(filepath.Join(s.cfg.Mnt, "s1/beta/notes.txt")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("read after the resume: %q, %v; want %q", got, err, want)
+	}
+	if !strings.Contains(c.log(), "names no version directory") {
+		t.Errorf("the bad grant was not reported:\n%s", c.log())
+	}
+	s.command("unmount")
 }
