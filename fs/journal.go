@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"skillfs/skills"
 )
@@ -180,11 +181,18 @@ func readJournal(r io.Reader) (journalState, error) {
 	}
 }
 
-// journal appends to the node-id journal of a mount with a keeper.
+// journal appends to the node-id journal of a mount with a keeper. A
+// failed write does not lose what it holds: the live records stay in
+// memory, and a later operation (at most once every journalRetry) or
+// finish writes them anew, onRecover then writing the rest of the state.
 type journal struct {
-	path   string
-	next   func() uint64 // the owner id counter, for rewrites
-	onFail func(error)   // called once when a write fails
+	path      string
+	next      func() uint64 // the owner id counter, for rewrites
+	onFail    func(error)   // called when a write fails
+	onRecover func() error  // called once the journal is written again after failing
+
+	lastTry time.Time // of a rewrite after failing
+	closed  bool
 
 	mu     sync.Mutex
 	f      *os.File
@@ -195,8 +203,13 @@ type journal struct {
 	failed bool
 }
 
+// journalRetry is how often a failed journal is tried again.
+var journalRetry = time.Second
+
 // openJournal opens the journal at path for appending, holding the owners
-// of st (empty for a new mount, whose journal is made anew).
+// of st (empty for a new mount, whose journal is made anew). It returns
+// the journal even when the write fails: failed, it holds the owners and
+// tries again later.
 func openJournal(path string, st journalState, next func() uint64, onFail func(error)) (*journal, error) {
 	j := &journal{path: path, next: next, onFail: onFail, live: make(map[uint64][]byte, len(st.owners)),
 		seen: make(map[uint64]map[uint64]bool, len(st.seen))}
@@ -211,9 +224,45 @@ func openJournal(path string, st journalState, next func() uint64, onFail func(e
 		}
 	}
 	if err := j.rewrite(); err != nil {
-		return nil, err
+		j.failed, j.lastTry = true, time.Now()
+		return j, err
 	}
 	return j, nil
+}
+
+// retry writes a failed journal anew, and then the rest of the state
+// (onRecover); force: whenever it was last tried. j.mu is held. It
+// reports whether the journal is good.
+func (j *journal) retry(force bool) bool {
+	if !j.failed || j.closed {
+		return !j.failed
+	}
+	if !force && time.Since(j.lastTry) < journalRetry {
+		return false
+	}
+	j.lastTry = time.Now()
+	err := j.rewrite()
+	if err == nil && j.onRecover != nil {
+		err = j.onRecover()
+	}
+	if err != nil {
+		return false
+	}
+	j.failed = false
+	return true
+}
+
+// finish tries once more to write a failed journal, and closes it; the
+// error says the journal (and so the state) is not on disk.
+func (j *journal) finish() error {
+	j.mu.Lock()
+	ok := j.retry(true)
+	j.mu.Unlock()
+	j.close()
+	if !ok {
+		return errors.New("the node journal could not be written")
+	}
+	return nil
 }
 
 // rewrite writes the live records to a new file renamed over the journal.
@@ -319,6 +368,7 @@ func (j *journal) writeOrCompact(b []byte) {
 // write appends one line. j.mu is held.
 func (j *journal) write(b []byte) {
 	if j.failed {
+		j.retry(false) // a rewrite holds the line
 		return
 	}
 	if _, err := j.f.Write(b); err != nil {
@@ -328,10 +378,10 @@ func (j *journal) write(b []byte) {
 	j.lines++
 }
 
-// fail stops the journal: it no longer says what the kernel may hold, and
-// onFail makes sure no later server trusts it. j.mu is held.
+// fail stops the journal until a retry: it no longer says what the kernel
+// may hold, and onFail makes sure no later server trusts it. j.mu is held.
 func (j *journal) fail(err error) {
-	j.failed = true
+	j.failed, j.lastTry = true, time.Now()
 	if j.onFail != nil {
 		j.onFail(err)
 	}
@@ -344,5 +394,5 @@ func (j *journal) close() {
 		j.f.Close()
 		j.f = nil
 	}
-	j.failed = true
+	j.closed = true
 }

@@ -307,9 +307,19 @@ func (s *Server) Detach() error {
 		return err
 	}
 	s.unmounted = true
+	if err := s.jrnl.finish(); err != nil {
+		s.log.Error("skill filesystem detached, but its state is not written: the next start will not resume it",
+			"mountpoint", s.mnt, "state", s.opts.StateDir, "err", err)
+		return fmt.Errorf("detach: %w: %v", ErrNotResumable, err)
+	}
 	s.log.Info("skill filesystem detached: the keeper holds its connection", "mountpoint", s.mnt)
 	return nil
 }
+
+// ErrNotResumable is what Detach answers when it stopped serving but the
+// state a next server resumes from is not written: the next Mount will
+// mount anew.
+var ErrNotResumable = errors.New("the mount's state is not written: the next start will not resume it")
 
 // Rekeep hands the keeper a duplicate of the connection again: for a
 // Keeper that lost what it held (it restarted while the daemon ran), so
