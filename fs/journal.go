@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"skillfs/skills"
 )
@@ -19,16 +21,20 @@ import (
 // still holds the ids and generations the previous one handed out. So every
 // owner of ids (a session's directory, a grant) is written to the journal
 // in StateDir as it is made, before any id of it reaches the kernel, and
-// when it leaves the node table (the kernel holds none of its ids). A
-// server taking the connection back reads it and serves every owner still
-// in it under the same id and generation.
+// when it leaves the node table (the kernel holds none of its ids); so is
+// every node of an owner (a slot: nodeids.go) as the kernel is first given
+// it and as it forgets it. A server taking the connection back reads it and
+// serves every owner still in it under the same id and generation, holding
+// for the kernel exactly the nodes the journal says it may hold.
 //
 // The journal is appended to, one JSON object a line, and not synced: the
 // writes of a killed process are in the page cache, and a machine that
 // crashes ends the connection anyway. A line cut short by a crash in the
 // middle of a write is the last one, and is ignored. The journal is
 // rewritten (to a temporary file renamed over it) once it holds many more
-// lines than owners.
+// lines than it has live records: then it holds only the owners in the
+// table and the nodes the kernel holds of them, so its size follows what
+// the kernel holds, not how long the connection lived.
 
 // journalName is the journal's file in StateDir.
 const journalName = "nodes.journal"
@@ -39,6 +45,8 @@ const (
 	recGrant   = "grant"   // ID, Gen, Session, Slug, Dir, Version
 	recDrop    = "drop"    // ID
 	recNext    = "next"    // ID: the next owner id is above it
+	recSeen    = "seen"    // ID, Entry: the kernel was given the node (slot Entry)
+	recUnseen  = "unseen"  // ID, Entry: the kernel forgot it
 )
 
 // journalRec is one line of the journal.
@@ -50,6 +58,7 @@ type journalRec struct {
 	Slug    string `json:"slug,omitempty"`
 	Dir     string `json:"dir,omitempty"`
 	Version string `json:"version,omitempty"`
+	Entry   uint64 `json:"entry,omitempty"`
 }
 
 // Bounds of what a journal may hold.
@@ -66,6 +75,11 @@ func (r *journalRec) check() error {
 	}
 	switch r.Op {
 	case recDrop, recNext:
+		return nil
+	case recSeen, recUnseen:
+		if r.Entry > maxTreeEntries+1 {
+			return fmt.Errorf("node %d of owner %d out of range", r.Entry, r.ID)
+		}
 		return nil
 	case recSession:
 	case recGrant:
@@ -88,15 +102,26 @@ func (r *journalRec) check() error {
 }
 
 // journalState is what a journal says: the owners in the node table, by
-// id, and the highest owner id ever used.
+// id, the slots of each the kernel may hold, and the highest owner id ever
+// used.
 type journalState struct {
 	owners map[uint64]journalRec
+	seen   map[uint64]map[uint64]bool
 	maxID  uint64
+}
+
+// held returns how many nodes of the owners the kernel may hold.
+func (st *journalState) held() int {
+	n := 0
+	for _, m := range st.seen {
+		n += len(m)
+	}
+	return n
 }
 
 // readJournal parses a journal.
 func readJournal(r io.Reader) (journalState, error) {
-	st := journalState{owners: make(map[uint64]journalRec)}
+	st := journalState{owners: make(map[uint64]journalRec), seen: make(map[uint64]map[uint64]bool)}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var total int64
 	for line := 1; ; line++ {
@@ -125,11 +150,28 @@ func readJournal(r io.Reader) (journalState, error) {
 		st.maxID = max(st.maxID, rec.ID)
 		switch rec.Op {
 		case recNext:
-		case recDrop:
-			if _, ok := st.owners[rec.ID]; !ok {
-				return st, fmt.Errorf("journal line %d: drop of owner %d never made: %w", line, rec.ID, skills.ErrInvalid)
+		case recDrop, recSeen, recUnseen:
+			o, ok := st.owners[rec.ID]
+			if !ok {
+				return st, fmt.Errorf("journal line %d: %s of owner %d never made: %w", line, rec.Op, rec.ID, skills.ErrInvalid)
 			}
-			delete(st.owners, rec.ID)
+			seen := st.seen[rec.ID]
+			switch rec.Op {
+			case recDrop:
+				delete(st.owners, rec.ID)
+				delete(st.seen, rec.ID)
+			case recSeen:
+				if o.Op == recSession && rec.Entry != 0 {
+					return st, fmt.Errorf("journal line %d: node %d of session owner %d: %w", line, rec.Entry, rec.ID, skills.ErrInvalid)
+				}
+				if seen == nil {
+					seen = make(map[uint64]bool)
+					st.seen[rec.ID] = seen
+				}
+				seen[rec.Entry] = true
+			case recUnseen:
+				delete(seen, rec.Entry)
+			}
 		default:
 			if _, dup := st.owners[rec.ID]; dup {
 				return st, fmt.Errorf("journal line %d: owner %d made twice: %w", line, rec.ID, skills.ErrInvalid)
@@ -139,46 +181,107 @@ func readJournal(r io.Reader) (journalState, error) {
 	}
 }
 
-// journal appends to the node-id journal of a mount with a keeper.
+// journal appends to the node-id journal of a mount with a keeper. A
+// failed write does not lose what it holds: the live records stay in
+// memory, and a later operation (at most once every journalRetry) or
+// finish writes them anew, onRecover then writing the rest of the state.
 type journal struct {
-	path   string
-	next   func() uint64 // the owner id counter, for rewrites
-	onFail func(error)   // called once when a write fails
+	path      string
+	next      func() uint64 // the owner id counter, for rewrites
+	onFail    func(error)   // called when a write fails
+	onRecover func() error  // called once the journal is written again after failing
+
+	lastTry time.Time // of a rewrite after failing
+	closed  bool
 
 	mu     sync.Mutex
 	f      *os.File
-	live   map[uint64][]byte // the record of every owner in the table
-	lines  int               // lines in the file
+	live   map[uint64][]byte          // the record of every owner in the table
+	seen   map[uint64]map[uint64]bool // the slots of each the kernel holds
+	held   int                        // how many slots seen holds
+	lines  int                        // lines in the file
 	failed bool
 }
 
+// journalRetry is how often a failed journal is tried again.
+var journalRetry = time.Second
+
 // openJournal opens the journal at path for appending, holding the owners
-// of st (empty for a new mount, whose journal is made anew).
+// of st (empty for a new mount, whose journal is made anew). It returns
+// the journal even when the write fails: failed, it holds the owners and
+// tries again later.
 func openJournal(path string, st journalState, next func() uint64, onFail func(error)) (*journal, error) {
-	j := &journal{path: path, next: next, onFail: onFail, live: make(map[uint64][]byte, len(st.owners))}
+	j := &journal{path: path, next: next, onFail: onFail, live: make(map[uint64][]byte, len(st.owners)),
+		seen: make(map[uint64]map[uint64]bool, len(st.seen))}
 	for id, rec := range st.owners {
 		b, _ := json.Marshal(rec)
 		j.live[id] = append(b, '\n')
 	}
+	for id, m := range st.seen {
+		if len(m) > 0 {
+			j.seen[id] = maps.Clone(m)
+			j.held += len(m)
+		}
+	}
 	if err := j.rewrite(); err != nil {
-		return nil, err
+		j.failed, j.lastTry = true, time.Now()
+		return j, err
 	}
 	return j, nil
+}
+
+// retry writes a failed journal anew, and then the rest of the state
+// (onRecover); force: whenever it was last tried. j.mu is held. It
+// reports whether the journal is good.
+func (j *journal) retry(force bool) bool {
+	if !j.failed || j.closed {
+		return !j.failed
+	}
+	if !force && time.Since(j.lastTry) < journalRetry {
+		return false
+	}
+	j.lastTry = time.Now()
+	err := j.rewrite()
+	if err == nil && j.onRecover != nil {
+		err = j.onRecover()
+	}
+	if err != nil {
+		return false
+	}
+	j.failed = false
+	return true
+}
+
+// finish tries once more to write a failed journal, and closes it; the
+// error says the journal (and so the state) is not on disk.
+func (j *journal) finish() error {
+	j.mu.Lock()
+	ok := j.retry(true)
+	j.mu.Unlock()
+	j.close()
+	if !ok {
+		return errors.New("the node journal could not be written")
+	}
+	return nil
 }
 
 // rewrite writes the live records to a new file renamed over the journal.
 // j.mu is held (or j not shared yet).
 func (j *journal) rewrite() error {
 	tmp := j.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	f, err := createTemp(tmp, os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("write node journal: %w", err)
 	}
 	w := bufio.NewWriter(f)
 	b, _ := json.Marshal(journalRec{Op: recNext, ID: max(j.next(), 1)})
 	w.Write(append(b, '\n'))
-	for _, line := range j.live {
+	for id, line := range j.live {
 		w.Write(line)
+		for slot := range j.seen[id] {
+			b, _ := json.Marshal(journalRec{Op: recSeen, ID: id, Entry: slot})
+			w.Write(append(b, '\n'))
+		}
 	}
 	err = w.Flush()
 	if err == nil {
@@ -192,7 +295,7 @@ func (j *journal) rewrite() error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.lines = f, len(j.live)+1
+	j.f, j.lines = f, len(j.live)+j.held+1
 	return nil
 }
 
@@ -213,18 +316,59 @@ func (j *journal) drop(id uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	delete(j.live, id)
-	if j.lines > 2*len(j.live)+4096 && !j.failed {
+	j.held -= len(j.seen[id])
+	delete(j.seen, id)
+	j.writeOrCompact(append(b, '\n'))
+}
+
+// node records that the kernel was given (held) or forgot a node of owner
+// id, slot the node id's low bits.
+func (j *journal) node(id, slot uint64, held bool) {
+	rec := journalRec{Op: recUnseen, ID: id, Entry: slot}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	m := j.seen[id]
+	if held {
+		if m == nil {
+			m = make(map[uint64]bool)
+			j.seen[id] = m
+		}
+		if m[slot] {
+			return
+		}
+		m[slot] = true
+		j.held++
+		rec.Op = recSeen
+	} else {
+		if !m[slot] {
+			return
+		}
+		delete(m, slot)
+		if len(m) == 0 {
+			delete(j.seen, id)
+		}
+		j.held--
+	}
+	b, _ := json.Marshal(rec)
+	j.writeOrCompact(append(b, '\n'))
+}
+
+// writeOrCompact appends line b, or rewrites the journal instead once it
+// holds many more lines than live records. j.mu is held.
+func (j *journal) writeOrCompact(b []byte) {
+	if j.lines > 2*(len(j.live)+j.held)+4096 && !j.failed {
 		if err := j.rewrite(); err != nil {
 			j.fail(err)
 		}
 		return
 	}
-	j.write(append(b, '\n'))
+	j.write(b)
 }
 
 // write appends one line. j.mu is held.
 func (j *journal) write(b []byte) {
 	if j.failed {
+		j.retry(false) // a rewrite holds the line
 		return
 	}
 	if _, err := j.f.Write(b); err != nil {
@@ -234,10 +378,10 @@ func (j *journal) write(b []byte) {
 	j.lines++
 }
 
-// fail stops the journal: it no longer says what the kernel may hold, and
-// onFail makes sure no later server trusts it. j.mu is held.
+// fail stops the journal until a retry: it no longer says what the kernel
+// may hold, and onFail makes sure no later server trusts it. j.mu is held.
 func (j *journal) fail(err error) {
-	j.failed = true
+	j.failed, j.lastTry = true, time.Now()
 	if j.onFail != nil {
 		j.onFail(err)
 	}
@@ -250,5 +394,5 @@ func (j *journal) close() {
 		j.f.Close()
 		j.f = nil
 	}
-	j.failed = true
+	j.closed = true
 }

@@ -28,6 +28,13 @@ func TestJournal(t *testing.T) {
 	j.add(journalRec{Op: recSession, ID: 1, Gen: 7, Session: "s1"})
 	j.add(journalRec{Op: recGrant, ID: 2, Gen: 8, Session: "s1", Slug: "alpha", Dir: "/store/alpha/a1", Version: "a1"})
 	j.add(journalRec{Op: recGrant, ID: 3, Gen: 9, Session: "s1", Slug: "beta", Dir: "/store/beta/b1", Version: "b1"})
+	j.node(1, 0, true)
+	j.node(3, 1, true)
+	j.node(3, 4, true)
+	j.node(3, 4, true) // once is enough
+	j.node(3, 1, false)
+	j.node(2, 2, true)
+	j.node(2, 2, false)
 	j.drop(2)
 	next = 3
 	read := func() journalState {
@@ -50,6 +57,10 @@ func TestJournal(t *testing.T) {
 	if g := st.owners[3]; g.Slug != "beta" || g.Gen != 9 || g.Dir != "/store/beta/b1" {
 		t.Errorf("grant read back as %+v", g)
 	}
+	wantSeen := map[uint64]map[uint64]bool{1: {0: true}, 3: {4: true}}
+	if !maps.EqualFunc(st.seen, wantSeen, maps.Equal) || st.held() != 2 {
+		t.Errorf("nodes held %v, want %v", st.seen, wantSeen)
+	}
 	// A rewrite (as a resumed server makes) keeps them, and the counter.
 	next = 40
 	j.close()
@@ -58,8 +69,8 @@ func TestJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.close()
-	if st2 := read(); !maps.Equal(st2.owners, st.owners) || st2.maxID != 40 {
-		t.Errorf("after a rewrite: %v max %d, want %v max 40", st2.owners, st2.maxID, st.owners)
+	if st2 := read(); !maps.Equal(st2.owners, st.owners) || st2.maxID != 40 || !maps.EqualFunc(st2.seen, wantSeen, maps.Equal) {
+		t.Errorf("after a rewrite: %v %v max %d, want %v %v max 40", st2.owners, st2.seen, st2.maxID, st.owners, wantSeen)
 	}
 }
 
@@ -112,6 +123,9 @@ func TestJournalRefuses(t *testing.T) {
 		"relative dir":  `{"op":"grant","id":2,"gen":1,"session":"s","slug":"a","dir":"d","version":"v"}` + "\n",
 		"long line":     strings.Repeat(" ", maxJournalLine+1) + "\n",
 		"unknown op":    `{"op":"what","id":2}` + "\n",
+		"seen unknown":  `{"op":"seen","id":2,"entry":1}` + "\n",
+		"seen too far":  `{"op":"session","id":1,"gen":1,"session":"s"}` + "\n" + `{"op":"seen","id":1,"entry":16777216}` + "\n",
+		"session entry": `{"op":"session","id":1,"gen":1,"session":"s"}` + "\n" + `{"op":"seen","id":1,"entry":3}` + "\n",
 	}
 	for name, in := range cases {
 		_, err := readJournal(strings.NewReader(in))
@@ -130,6 +144,8 @@ func TestJournalRefuses(t *testing.T) {
 func FuzzJournal(f *testing.F) {
 	f.Add([]byte(`{"op":"next","id":4}` + "\n" + `{"op":"session","id":1,"gen":1,"session":"s"}` + "\n" +
 		`{"op":"grant","id":2,"gen":3,"session":"s","slug":"a","dir":"/d","version":"v"}` + "\n" + `{"op":"drop","id":1}` + "\n"))
+	f.Add([]byte(`{"op":"session","id":1,"gen":1,"session":"s"}` + "\n" + `{"op":"seen","id":1}` + "\n" +
+		`{"op":"unseen","id":1}` + "\n" + `{"op":"seen","id":1}` + "\n"))
 	f.Add([]byte("{}\n"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -145,9 +161,18 @@ func FuzzJournal(f *testing.F) {
 			}
 			line, _ := json.Marshal(rec)
 			b.Write(append(line, '\n'))
+			for slot := range st.seen[rec.ID] {
+				line, _ := json.Marshal(journalRec{Op: recSeen, ID: rec.ID, Entry: slot})
+				b.Write(append(line, '\n'))
+			}
+		}
+		for id := range st.seen {
+			if _, ok := st.owners[id]; !ok {
+				t.Fatalf("nodes held of owner %d, not in the table", id)
+			}
 		}
 		again, err := readJournal(&b)
-		if err != nil || !maps.Equal(again.owners, st.owners) {
+		if err != nil || !maps.Equal(again.owners, st.owners) || again.held() != st.held() {
 			t.Fatalf("round trip: %v, %v", again.owners, err)
 		}
 	})

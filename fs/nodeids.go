@@ -3,7 +3,7 @@ package fs
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -54,65 +54,49 @@ func randomGeneration() uint32 {
 
 // kernelRefs counts the lookups of an owner's nodes that the kernel holds
 // (every LOOKUP and READDIRPLUS entry answered adds one, FORGET takes them
-// back) and, for a grant, which entries of its tree it was given since it
-// last held none: one bit per entry, what revoking the grant must make the
-// kernel drop. The bits go once the kernel holds nothing of the owner.
+// back), by slot: the low bits of the node id (0: a session's directory,
+// the index plus one: an entry of a grant's tree). Only slots the kernel
+// holds are counted, so what revoking a grant must make the kernel drop is
+// exactly what it holds. On a resumed connection the slots the previous
+// server handed out (journal.go) are held as well, how often unknown:
+// the FORGET of such a slot, which the kernel sends with the node's whole
+// count when it evicts it, releases it.
 type kernelRefs struct {
-	mu      sync.Mutex
-	lookups uint64
-	seen    []uint64
-	dropped bool // no longer served: it leaves the table once lookups is zero
+	mu     sync.Mutex
+	counts map[uint64]uint64 // lookups by slot handed by this server
+	old    map[uint64]bool   // slots the previous server handed, still held
+	// dropped: no longer served: it leaves the table once nothing is held
+	dropped bool
 	gone    bool // left the table: none of its ids may be handed out again
-	// pinned: an owner of a resumed connection, of which the kernel may
-	// hold any entry, how often is not known (restore.go): always held.
-	pinned bool
 }
 
-// hand records that the kernel is given entry idx (-1: a session's
-// directory, which has no bits). It reports false once the owner left the
-// table: its ids must not reach the kernel any more.
-func (r *kernelRefs) hand(idx int32, entries int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.gone {
-		return false
-	}
-	r.lookups++
-	if idx >= 0 {
-		if r.seen == nil {
-			r.seen = make([]uint64, (entries+63)/64)
-		}
-		r.seen[idx/64] |= 1 << (idx % 64)
-	}
-	return true
-}
+// heldLocked reports whether the kernel holds any node of the owner. r.mu
+// is held.
+func (r *kernelRefs) heldLocked() bool { return len(r.counts) > 0 || len(r.old) > 0 }
 
 // held reports whether the kernel holds any node of the owner.
 func (r *kernelRefs) held() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lookups > 0 || r.pinned
+	return r.heldLocked()
 }
 
-// handed returns the entries, of a tree of n, the kernel was given and may
-// still hold.
-func (r *kernelRefs) handed(n int) []int32 {
+// handed returns the entries of a grant's tree the kernel may hold.
+func (r *kernelRefs) handed() []int32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []int32
-	if r.pinned {
-		for i := range n {
-			out = append(out, int32(i))
-		}
-		return out
-	}
-	for w, word := range r.seen {
-		for word != 0 {
-			b := bits.TrailingZeros64(word)
-			out = append(out, int32(w*64+b))
-			word &^= 1 << b
+	for slot := range r.counts {
+		if slot > 0 {
+			out = append(out, int32(slot-1))
 		}
 	}
+	for slot := range r.old {
+		if _, dup := r.counts[slot]; !dup && slot > 0 {
+			out = append(out, int32(slot-1))
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -143,8 +127,15 @@ func (o owner) refs() *kernelRefs {
 type nodeTable struct {
 	mu     sync.RWMutex
 	owners map[uint64]owner
-	// left, if set, is told of every owner leaving the table (the journal).
+	// left, if set, is told of every owner leaving the table, and seen of
+	// every slot of an owner the kernel starts (held true) or stops (false)
+	// holding (the journal). Both are called with the owner's refs locked,
+	// so that what they record is in the order it happened.
 	left func(id uint64)
+	seen func(id, slot uint64, held bool)
+	// pendingForget, if set, is told of a FORGET of a node of an owner
+	// not restored yet (restore.go).
+	pendingForget func(p *pendingSession, nodeid uint64)
 }
 
 func (t *nodeTable) add(id uint64, o owner) {
@@ -163,6 +154,33 @@ func (t *nodeTable) get(id uint64) (owner, bool) {
 	return o, ok
 }
 
+// len returns how many owners the table holds.
+func (t *nodeTable) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.owners)
+}
+
+// hand records that the kernel is given node nodeid, of the owner whose
+// refs r are. It reports false once the owner left the table: its ids must
+// not reach the kernel any more.
+func (t *nodeTable) hand(nodeid uint64, r *kernelRefs) bool {
+	id, slot := ownerOf(nodeid)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gone {
+		return false
+	}
+	if r.counts == nil {
+		r.counts = make(map[uint64]uint64)
+	}
+	r.counts[slot]++
+	if r.counts[slot] == 1 && !r.old[slot] && t.seen != nil {
+		t.seen(id, slot, true)
+	}
+	return true
+}
+
 // drop ends the service of an owner: it leaves the table now if the kernel
 // holds none of its nodes, else at the FORGET of the last.
 func (t *nodeTable) drop(id uint64, r *kernelRefs) {
@@ -173,30 +191,56 @@ func (t *nodeTable) drop(id uint64, r *kernelRefs) {
 }
 
 // forget takes back n lookups of a node the kernel forgot.
-func (t *nodeTable) forget(nodeid, n uint64) {
-	id, _ := ownerOf(nodeid)
+func (t *nodeTable) forget(nodeid, n uint64) { t.release(nodeid, n, true) }
+
+// unhand takes back the one lookup of a node just handed, which the
+// kernel is not given after all.
+func (t *nodeTable) unhand(nodeid uint64) { t.release(nodeid, 1, false) }
+
+// release takes back n lookups of node nodeid; evicted: the kernel forgot
+// the node (a FORGET), which releases it whatever the previous server
+// handed of it.
+func (t *nodeTable) release(nodeid, n uint64, evicted bool) {
+	id, slot := ownerOf(nodeid)
 	o, ok := t.get(id)
 	if !ok {
 		return
 	}
 	r := o.refs()
 	if r == nil {
+		if o.p != nil && evicted && t.pendingForget != nil {
+			t.pendingForget(o.p, nodeid)
+		}
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lookups -= min(n, r.lookups)
+	c, counted := r.counts[slot]
+	switch {
+	case r.old[slot] && evicted:
+		delete(r.old, slot)
+		delete(r.counts, slot)
+	case !counted:
+		return
+	case c > n:
+		r.counts[slot] = c - n
+		return
+	default:
+		delete(r.counts, slot)
+		if r.old[slot] {
+			return
+		}
+	}
+	if t.seen != nil {
+		t.seen(id, slot, false)
+	}
 	t.leaveIfUnheld(id, r)
 }
 
-// leaveIfUnheld forgets the entries handed once the kernel holds none of
-// them, and removes a dropped owner from the table. r.mu is held.
+// leaveIfUnheld removes a dropped owner from the table once the kernel
+// holds none of its nodes. r.mu is held.
 func (t *nodeTable) leaveIfUnheld(id uint64, r *kernelRefs) {
-	if r.lookups > 0 || r.pinned {
-		return
-	}
-	r.seen = nil
-	if r.dropped && !r.gone {
+	if !r.heldLocked() && r.dropped && !r.gone {
 		r.gone = true
 		t.mu.Lock()
 		delete(t.owners, id)

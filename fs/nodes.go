@@ -171,13 +171,13 @@ func (s *Server) lookupSession(id string, out *fuse.EntryOut) fuse.Status {
 			ss = s.session(id)
 		}
 	}
-	if ss == nil || !ss.kernel.hand(-1, 0) {
+	if ss == nil || !s.ids.hand(ss.ino, &ss.kernel) {
 		return fuse.ENOENT
 	}
 	if ss.gone.Load() {
 		// Removed between finding it and handing it: RemoveSession may
 		// have looked at what the kernel holds before this lookup counted.
-		s.ids.forget(ss.ino, 1)
+		s.ids.unhand(ss.ino)
 		return fuse.ENOENT
 	}
 	s.dirAttr(&out.Attr, ss.ino, ss.created, 0o555)
@@ -220,14 +220,14 @@ func (s *Server) lookupGrant(g *grant, out *fuse.EntryOut) fuse.Status {
 // handEntry answers a lookup of entry idx of g's tree, recording that the
 // kernel holds it.
 func (s *Server) handEntry(g *grant, t *tree, idx int32, out *fuse.EntryOut) fuse.Status {
-	if !g.kernel.hand(idx, len(t.entries)) {
+	if !s.ids.hand(g.ino(idx), &g.kernel) {
 		return fuse.ENOENT // the grant left the table meanwhile
 	}
 	if g.revoked() {
 		// Revoked between the caller's check and the hand: the revocation
 		// may have listed what the kernel holds before this entry counted,
 		// so the kernel must not be given it.
-		s.ids.forget(g.ino(idx), 1)
+		s.ids.unhand(g.ino(idx))
 		return fuse.ENOENT
 	}
 	s.entryAttr(&out.Attr, g, t, idx)

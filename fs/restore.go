@@ -3,12 +3,16 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"skillfs/skills"
 )
 
 // Restoring the owners of a resumed connection. The journal names every
@@ -22,10 +26,16 @@ import (
 // view is revoked. RestoreDone answers the rest as removed sessions.
 //
 // How many lookups of a resumed owner's nodes the kernel holds is not
-// known (the dead server counted them): such an owner counts as held for
-// the server's life, with every entry of its tree possibly handed, so a
-// revocation makes the kernel drop all of it, and it never leaves the node
-// table. What that costs is bounded by the owners alive at the crash.
+// known (the dead server counted them), but which nodes it may hold is:
+// the journal records each as the kernel is first given it and as it
+// forgets it. Each such node counts as held until the kernel forgets it:
+// it sends a node's whole count when it evicts it, so one FORGET releases
+// it. A revocation makes the kernel drop those nodes, and an owner no
+// longer served leaves the node table (and the journal) once the kernel
+// holds none of them. (A FORGET the dead server had read but not yet
+// journaled is lost with it: that node stays held for the connection's
+// life. One the kernel forgets while its session is not restored yet is
+// applied once it is.)
 
 // restoreState is what a resumed server waits on.
 type restoreState struct {
@@ -34,6 +44,7 @@ type restoreState struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingSession // by session id
+	seen    map[uint64]map[uint64]bool // the slots of each owner the kernel may hold (journalState)
 }
 
 // pendingSession is a session of the previous server, not set again yet.
@@ -42,6 +53,23 @@ type pendingSession struct {
 	dir    *journalRec   // its directory; nil if it had left the table
 	grants []journalRec  // its grants in the table
 	ready  chan struct{} // closed once its owners are back in the table
+	// guarded by restoreState.mu:
+	restored bool     // its owners are back in the table
+	forgot   []uint64 // nodes the kernel forgot before
+}
+
+// noteForget keeps a FORGET of a node of pending session p for when its
+// owners are back, or applies it if they are already.
+func (s *Server) noteForget(p *pendingSession, nodeid uint64) {
+	r := s.restore
+	r.mu.Lock()
+	if !p.restored {
+		p.forgot = append(p.forgot, nodeid)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	s.ids.forget(nodeid, 1)
 }
 
 // restoreWaitMax bounds how long a request waits for its session to be set
@@ -56,7 +84,7 @@ func (s *Server) loadOwners(js journalState) {
 	if s.timeout > 0 {
 		wait = min(wait, s.timeout/2)
 	}
-	r := &restoreState{wait: wait, done: make(chan struct{}), pending: make(map[string]*pendingSession)}
+	r := &restoreState{wait: wait, done: make(chan struct{}), pending: make(map[string]*pendingSession), seen: js.seen}
 	for _, rec := range js.owners {
 		if rec.Op != recSession && rec.Op != recGrant {
 			continue
@@ -75,7 +103,9 @@ func (s *Server) loadOwners(js journalState) {
 	}
 	s.nextID.Store(js.maxID)
 	s.restore = r
-	s.log.Info("resumed node ids", "sessions", len(r.pending), "owners", len(js.owners), "next", js.maxID+1)
+	s.ids.pendingForget = s.noteForget
+	s.log.Info("resumed node ids", "sessions", len(r.pending), "owners", len(js.owners),
+		"held_nodes", js.held(), "next", js.maxID+1)
 }
 
 // takePending removes and returns the pending session id, if any.
@@ -136,7 +166,7 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 	ss := &session{srv: s, id: p.id, created: time.Now(), view: view, slugs: slugs, grants: make(map[string]*grant)}
 	if p.dir != nil {
 		ss.ino, ss.gen = p.dir.ID<<inoShift, p.dir.Gen
-		ss.kernel.pinned = true
+		ss.kernel.old = maps.Clone(s.restore.seen[p.dir.ID])
 	} else {
 		ss.ino, ss.gen = s.nextID.Add(1)<<inoShift, randomGeneration()
 		s.journalSession(ss)
@@ -145,9 +175,17 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 	for _, rec := range p.grants {
 		g := &grant{id: rec.ID, gen: rec.Gen, session: p.id, lease: &lease{},
 			skill: Skill{Slug: rec.Slug, Dir: rec.Dir, Version: rec.Version}}
-		g.kernel.pinned = true
+		g.kernel.old = maps.Clone(s.restore.seen[rec.ID])
 		sk, inView := view[rec.Slug]
+		bad := s.checkGrantDir(rec.Dir)
 		switch {
+		case bad != nil:
+			// Nothing to serve of it: it is gone, as a revoked one.
+			s.log.Warn("a grant of the journal names no version directory: revoked", "session", p.id,
+				"slug", rec.Slug, "err", bad)
+			g.ref = &treeRef{dir: rec.Dir, bad: bad}
+			g.lease.revoked.Store(true)
+			revoked = append(revoked, g)
 		case gone || !inView:
 			g.lease.revoked.Store(true)
 			revoked = append(revoked, g)
@@ -157,7 +195,9 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 		default:
 			retired = append(retired, g)
 		}
-		g.ref = s.trees.acquire(g.skill.Dir)
+		if g.ref == nil {
+			g.ref = s.trees.acquire(g.skill.Dir)
+		}
 		s.ids.add(g.id, owner{g: g})
 	}
 	for _, g := range retired {
@@ -178,6 +218,14 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 		s.mu.Unlock()
 	}
 	s.ids.add(ss.ino>>inoShift, owner{ss: ss})
+	s.restore.mu.Lock()
+	p.restored = true
+	forgot := p.forgot
+	p.forgot = nil
+	s.restore.mu.Unlock()
+	for _, nodeid := range forgot {
+		s.ids.forget(nodeid, 1) // a FORGET releases the node whatever its count
+	}
 	// Requests waiting on these owners go on now; only then may the
 	// kernel be told to drop what it caches (it waits for requests in
 	// flight on the same nodes).
@@ -201,6 +249,16 @@ func (s *Server) restoreSession(p *pendingSession, view map[string]Skill, slugs 
 	}
 	s.log.Debug("session restored", "session", p.id, "gone", gone, "grants", len(p.grants),
 		"revoked", len(revoked), "retired", len(retired))
+}
+
+// checkGrantDir checks the version directory of a journal's grant before
+// any tree is walked of it: an absolute clean path, an existing directory.
+func (s *Server) checkGrantDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("version directory %q is not an absolute clean path: %w", dir, skills.ErrInvalid)
+	}
+	_, err := s.VersionDir(dir)
+	return err
 }
 
 // Resumed reports whether Mount took back a connection a keeper held
@@ -249,9 +307,19 @@ func (s *Server) Detach() error {
 		return err
 	}
 	s.unmounted = true
+	if err := s.jrnl.finish(); err != nil {
+		s.log.Error("skill filesystem detached, but its state is not written: the next start will not resume it",
+			"mountpoint", s.mnt, "state", s.opts.StateDir, "err", err)
+		return fmt.Errorf("detach: %w: %v", ErrNotResumable, err)
+	}
 	s.log.Info("skill filesystem detached: the keeper holds its connection", "mountpoint", s.mnt)
 	return nil
 }
+
+// ErrNotResumable is what Detach answers when it stopped serving but the
+// state a next server resumes from is not written: the next Mount will
+// mount anew.
+var ErrNotResumable = errors.New("the mount's state is not written: the next start will not resume it")
 
 // Rekeep hands the keeper a duplicate of the connection again: for a
 // Keeper that lost what it held (it restarted while the daemon ran), so

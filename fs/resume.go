@@ -154,7 +154,7 @@ func (s *Server) mountKept(mo *fuse.MountOptions) error {
 	if o.StateDir == "" {
 		return errors.New("a keeper needs a state directory (Options.StateDir)")
 	}
-	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+	if err := checkPrivateDir(o.StateDir); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	name := keeperName(s.mnt)
@@ -264,20 +264,11 @@ func (s *Server) mountFresh(name string, mo *fuse.MountOptions) error {
 	dev, _ := mountDev(s.mnt)
 	st := &mountState{Format: stateFormat, Mountpoint: s.mnt, Dev: dev, Options: optionsKey(&s.opts),
 		InitRequest: req, InitReply: reply, Timeout: timeout}
-	err = writeState(dir, st)
-	if err == nil {
-		s.jrnl, err = openJournal(filepath.Join(dir, journalName), journalState{}, s.nextID.Load, s.journalFailed)
-	}
-	if err != nil {
-		s.log.Error("the mount cannot be resumed after a crash", "err", err)
-		removeState(dir)
-	}
+	s.openJournal(st, journalState{})
 	cf := os.NewFile(uintptr(fd), "/dev/fuse")
-	if err == nil {
-		if err := s.opts.Keeper.Put(name, cf); err != nil {
-			// The mount serves; only a crash would now end it.
-			s.log.Error("keep the connection: a crash of the daemon ends the mount", "name", name, "err", err)
-		}
+	if err := s.opts.Keeper.Put(name, cf); err != nil {
+		// The mount serves; only a crash would now end it.
+		s.log.Error("keep the connection: a crash of the daemon ends the mount", "name", name, "err", err)
 	}
 	err = attach(fd, sp)
 	cf.Close()
@@ -304,11 +295,7 @@ func (s *Server) resume(f *os.File, st *mountState, js journalState, mo *fuse.Mo
 	}
 	s.timeout = st.Timeout
 	s.loadOwners(js)
-	s.jrnl, err = openJournal(filepath.Join(s.opts.StateDir, journalName), js, s.nextID.Load, s.journalFailed)
-	if err != nil {
-		s.log.Error("the mount cannot be resumed after another crash", "err", err)
-		removeState(s.opts.StateDir)
-	}
+	s.openJournal(st, js)
 	err = attach(int(f.Fd()), sp)
 	f.Close()
 	if err != nil {
@@ -365,7 +352,7 @@ func (s *Server) serveKept(srv *fuse.Server, name string, fd int, resumed bool) 
 	s.fuse = srv
 	s.kept = &keptConn{name: name, fd: fd, served: make(chan struct{}), resumed: resumed}
 	if s.jrnl != nil {
-		s.ids.left = s.jrnl.drop
+		s.ids.left, s.ids.seen = s.jrnl.drop, s.jrnl.node
 	}
 	go func() {
 		srv.Serve()
@@ -402,9 +389,6 @@ func (s *Server) detach() error {
 		}()
 		select {
 		case <-k.served:
-			if s.jrnl != nil {
-				s.jrnl.close()
-			}
 			return nil
 		case <-deadline:
 			return fmt.Errorf("detach: the server still reads after %v", detachWait)
@@ -413,10 +397,38 @@ func (s *Server) detach() error {
 	}
 }
 
+// openJournal writes the journal of the owners of js, then state st: the
+// state comes last, so that no server resumes with a journal missing
+// owners. What fails is tried again as the journal is written to.
+func (s *Server) openJournal(st *mountState, js journalState) {
+	dir := s.opts.StateDir
+	j, err := openJournal(filepath.Join(dir, journalName), js, s.nextID.Load, s.journalFailed)
+	j.onRecover = func() error {
+		if err := writeState(dir, st); err != nil {
+			return err
+		}
+		s.log.Info("node journal and mount state written again: the mount can be resumed after a crash")
+		return nil
+	}
+	s.jrnl = j
+	if err == nil {
+		err = writeState(dir, st)
+		if err != nil {
+			j.mu.Lock()
+			j.fail(err)
+			j.mu.Unlock()
+			return
+		}
+	}
+	if err != nil {
+		s.journalFailed(err)
+	}
+}
+
 // journalFailed makes sure no later server resumes with a journal that
 // misses owners.
 func (s *Server) journalFailed(err error) {
-	s.log.Error("node journal: the mount cannot be resumed after a crash", "err", err)
+	s.log.Error("node journal: the mount cannot be resumed after a crash until it is written again", "err", err)
 	removeState(s.opts.StateDir)
 }
 

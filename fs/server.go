@@ -770,7 +770,7 @@ func (s *Server) unserve(grants ...*grant) {
 		if err != nil {
 			continue // never walked, so never given to the kernel
 		}
-		handed := g.kernel.handed(len(t.entries))
+		handed := g.kernel.handed()
 		for _, idx := range handed {
 			s.notifyContent(g.ino(idx)) // a directory's cached listing as well as a file's pages
 		}

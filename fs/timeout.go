@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -219,7 +220,7 @@ func writeTimeoutRecord(path string, prev, ours uint64) error {
 // synced, renamed into place, and the directory synced.
 func writeDurably(path string, b []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := createTemp(tmp, 0)
 	if err != nil {
 		return err
 	}
@@ -239,6 +240,41 @@ func writeDurably(path string, b []byte) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %q: %w", path, err)
+	}
+	return nil
+}
+
+// createTemp makes the temporary file tmp anew, 0600, with extra open
+// flags: a stale one is removed first, and a name that exists after all
+// (a symlink planted meanwhile) is refused, never followed.
+func createTemp(tmp string, flags int) (*os.File, error) {
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale %q: %w", tmp, err)
+	}
+	return os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|flags, 0o600)
+}
+
+// checkPrivateDir makes directory dir (0700) if missing, and checks that
+// it is a directory of this process's user that no one else may write to:
+// what it holds decides what a later server trusts.
+func checkPrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch uid := os.Geteuid(); {
+	case fi.Mode()&iofs.ModeSymlink != 0:
+		return fmt.Errorf("%q is a symbolic link, not a directory", dir)
+	case !fi.IsDir():
+		return fmt.Errorf("%q is not a directory", dir)
+	case st == nil || int(st.Uid) != uid:
+		return fmt.Errorf("%q is not owned by this process's user (uid %d)", dir, uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%q may be written by others (mode %v): make it 0700", dir, fi.Mode().Perm())
 	}
 	return nil
 }

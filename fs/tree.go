@@ -146,11 +146,17 @@ type treeRef struct {
 	refs    int     // guarded by treeCache.mu
 	mu      sync.Mutex
 	t       atomic.Pointer[tree]
+	// bad, if set, is what every get answers: a directory that is no
+	// version directory (a resumed grant's, restore.go).
+	bad error
 }
 
 // get returns the tree, walking the directory at first use. A failed walk
 // is not remembered, so a transient error heals on the next lookup.
 func (r *treeRef) get() (*tree, []string, error) {
+	if r.bad != nil {
+		return nil, nil, r.bad
+	}
 	if t := r.t.Load(); t != nil {
 		return t, nil, nil
 	}
