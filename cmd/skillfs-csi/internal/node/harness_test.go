@@ -28,7 +28,7 @@ import (
 var skillfsBinary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "skillfs-csi-test-")
+	dir, err := os.MkdirTemp("", "csi-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -99,7 +99,13 @@ const (
 func startNode(t testing.TB) *testNode {
 	t.Helper()
 	fusetest.Require(t)
-	dir := t.TempDir()
+	// A short folder, not t.TempDir (named after the test): the daemon's
+	// socket path must fit a unix socket address (108 bytes).
+	dir, err := os.MkdirTemp("", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	n := &testNode{t: t, home: filepath.Join(dir, "home"), policy: filepath.Join(dir, "policy.yaml")}
 	n.socket = filepath.Join(n.home, "skillfs.sock")
 	writePolicy(t, n.policy, "claims:\n  - namespace: agents\n    serviceAccounts: [runner]\n    users: [alice]\n")
